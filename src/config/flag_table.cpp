@@ -1,0 +1,205 @@
+#include "config/flag_table.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "util/env.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os << std::setprecision(std::numeric_limits<double>::max_digits10 - 2) << v;
+  return os.str();
+}
+
+bool parse_bool(const std::string& s, bool* out) {
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return *out = true, true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return *out = false, true;
+  return false;
+}
+
+const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
+  for (const auto& f : table)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_flag(const std::vector<Flag>& table, const std::string& name,
+                               const char* what) {
+  // Suggest the closest flag by shared prefix, which catches most typos cheaply.
+  std::string best;
+  size_t best_len = 0;
+  for (const auto& f : table) {
+    size_t n = 0;
+    while (n < f.name.size() && n < name.size() && f.name[n] == name[n]) ++n;
+    if (n > best_len) best_len = n, best = f.name;
+  }
+  std::string hint = best_len >= 3 ? "; did you mean --" + best + "?" : "; see --help";
+  throw UsageError(detail::concat("unknown ", what, " '", name, "'", hint));
+}
+
+}  // namespace
+
+Flag bind_flag(const std::string& name, bool* field, const std::string& help) {
+  return {name, FlagType::kBool, help,
+          [=](const std::string& v) {
+            DDP_USAGE_CHECK(parse_bool(v, field), "--", name, "='", v,
+                            "' is not a boolean; use --", name, " or --no-", name);
+          },
+          [=] { return std::string(*field ? "true" : "false"); }};
+}
+
+Flag bind_flag(const std::string& name, long long* field, const std::string& help) {
+  return {name, FlagType::kInt, help,
+          [=](const std::string& v) {
+            DDP_USAGE_CHECK(env::parse_int(v, field), "--", name, "='", v,
+                            "' is not an integer; pass a whole number, e.g. --", name, " ",
+                            *field);
+          },
+          [=] { return std::to_string(*field); }};
+}
+
+Flag bind_flag(const std::string& name, int* field, const std::string& help) {
+  return {name, FlagType::kInt, help,
+          [=](const std::string& v) {
+            long long x = 0;
+            DDP_USAGE_CHECK(env::parse_int(v, &x) && x >= std::numeric_limits<int>::min() &&
+                                x <= std::numeric_limits<int>::max(),
+                            "--", name, "='", v, "' is not an integer; pass a whole number, e.g. --",
+                            name, " ", *field);
+            *field = static_cast<int>(x);
+          },
+          [=] { return std::to_string(*field); }};
+}
+
+Flag bind_flag(const std::string& name, double* field, const std::string& help) {
+  return {name, FlagType::kDouble, help,
+          [=](const std::string& v) {
+            DDP_USAGE_CHECK(env::parse_double(v, field), "--", name, "='", v,
+                            "' is not a number; pass e.g. --", name, " ", format_double(*field));
+          },
+          [=] { return format_double(*field); }};
+}
+
+Flag bind_flag(const std::string& name, std::string* field, const std::string& help) {
+  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; },
+          [=] { return *field; }};
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+std::vector<std::string> parse_flags(const std::vector<Flag>& table,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      positional.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* f = find_flag(table, name);
+    if (f == nullptr && !has_value && name.rfind("no-", 0) == 0) {
+      const Flag* neg = find_flag(table, name.substr(3));
+      if (neg != nullptr && neg->type == FlagType::kBool) {
+        neg->set("false");
+        continue;
+      }
+    }
+    if (f == nullptr) unknown_flag(table, "flag --" + name, "option");
+    if (f->type == FlagType::kBool && !has_value) {
+      f->set("true");
+      continue;
+    }
+    if (!has_value) {
+      DDP_USAGE_CHECK(i + 1 < args.size(), "--", name, " needs a value; e.g. --", name, " ",
+                      f->get());
+      value = args[++i];
+    }
+    f->set(value);
+  }
+  return positional;
+}
+
+void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << e.description();
+    if (e.source().begin.line != 0) os << " (line " << e.source().begin.line << ")";
+    throw UsageError(detail::concat("--config='", path, "' could not be read as TOML: ", os.str(),
+                                    "; check that the file exists and is valid TOML"));
+  }
+  for (const auto& [key, node] : doc) {
+    std::string name(key.str());
+    const Flag* f = find_flag(table, name);
+    if (f == nullptr) unknown_flag(table, "key '" + name + "' in " + path, "config");
+    std::string text;
+    if (auto b = node.value_exact<bool>(); b && f->type == FlagType::kBool) {
+      text = *b ? "true" : "false";
+    } else if (auto i = node.value_exact<int64_t>();
+               i && (f->type == FlagType::kInt || f->type == FlagType::kDouble)) {
+      text = std::to_string(*i);
+    } else if (auto d = node.value_exact<double>(); d && f->type == FlagType::kDouble) {
+      text = format_double(*d);
+    } else if (auto s = node.value_exact<std::string>(); s && f->type == FlagType::kString) {
+      text = *s;
+    } else {
+      static const char* kTypeNames[] = {"a boolean", "an integer", "a number", "a string"};
+      throw UsageError(detail::concat("config key '", name, "' in ", path, " must be ",
+                                      kTypeNames[static_cast<int>(f->type)], "; e.g. ", name,
+                                      " = ", f->type == FlagType::kString ? "\"" : "", f->get(),
+                                      f->type == FlagType::kString ? "\"" : ""));
+    }
+    f->set(text);
+  }
+}
+
+std::string flags_help(const std::vector<Flag>& table, const std::string& usage) {
+  std::ostringstream os;
+  os << usage << "\n\noptions:\n";
+  for (const auto& f : table) {
+    std::string left = "  --" + f.name;
+    if (f.type == FlagType::kBool) left += ", --no-" + f.name;
+    os << std::left << std::setw(34) << left << " " << f.help << " (default: "
+       << (f.get().empty() ? "\"\"" : f.get()) << ")\n";
+  }
+  os << "  --help, -h                         show this help\n";
+  return os.str();
+}
+
+nlohmann::json flags_to_json(const std::vector<Flag>& table) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : table) {
+    std::string v = f.get();
+    switch (f.type) {
+      case FlagType::kBool: j[f.name] = (v == "true"); break;
+      case FlagType::kInt: j[f.name] = std::stoll(v); break;
+      case FlagType::kDouble: j[f.name] = std::stod(v); break;
+      case FlagType::kString: j[f.name] = v; break;
+    }
+  }
+  return j;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,52 @@
+// The CLI as one table (see ../shared/STYLE.md, "The CLI is one table").
+// Each flag is declared once: name, help, type and a binding to a field of an options struct.
+// From that one table come: argv parsing, TOML parsing (same keys), --help, and the resolved
+// config dump (JSON). Parsing is strict: unknown flags, malformed values and missing values
+// are UsageErrors naming the flag, the value and the fix.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ddptrain {
+
+enum class FlagType { kBool, kInt, kDouble, kString };
+
+struct Flag {
+  std::string name;  // without the leading dashes
+  FlagType type;
+  std::string help;
+  std::function<void(const std::string&)> set;  // parses and stores; UsageError when malformed
+  std::function<std::string()> get;             // the current value, as text
+};
+
+/// Binds a flag to a field; the field's current value is the default shown in --help.
+Flag bind_flag(const std::string& name, bool* field, const std::string& help);
+Flag bind_flag(const std::string& name, long long* field, const std::string& help);
+Flag bind_flag(const std::string& name, int* field, const std::string& help);
+Flag bind_flag(const std::string& name, double* field, const std::string& help);
+Flag bind_flag(const std::string& name, std::string* field, const std::string& help);
+
+/// Parses argv-style args against the table. Accepts `--name value`, `--name=value`, and for
+/// booleans `--name` / `--no-name`. Returns the positional arguments (none are expected by
+/// most commands; the caller decides).
+std::vector<std::string> parse_flags(const std::vector<Flag>& table,
+                                     const std::vector<std::string>& args);
+
+/// Applies a TOML file whose keys are flag names (top level only). UsageError on unknown
+/// keys, wrong types or a missing/unparsable file.
+void apply_toml_file(const std::vector<Flag>& table, const std::string& path);
+
+/// The --help text generated from the table.
+std::string flags_help(const std::vector<Flag>& table, const std::string& usage);
+
+/// The table's current values as a JSON object (typed).
+nlohmann::json flags_to_json(const std::vector<Flag>& table);
+
+/// True when args contain --help or -h.
+bool wants_help(const std::vector<std::string>& args);
+
+}  // namespace ddptrain

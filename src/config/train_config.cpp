@@ -1,0 +1,110 @@
+#include "config/train_config.h"
+
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+const char* const kTrainUsage =
+    "usage: ddptrain train [options]\n"
+    "Trains a model with data-parallel SGD. Single process by default; under `ddptrain launch`,\n"
+    "torchrun, Slurm or MPI the torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) makes\n"
+    "it one rank of a distributed job.";
+
+std::vector<Flag> train_flags(TrainConfig& c) {
+  return {
+      bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
+      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist"),
+      bind_flag("data_dir", &c.data.data_dir, "directory of the dataset files"),
+      bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
+      bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
+      bind_flag("image_size", &c.data.image_size, "image height and width (synthetic data)"),
+      bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic dataset"),
+      bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
+      bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
+      bind_flag("model", &c.model.model, "mini_resnet"),
+      bind_flag("width", &c.model.width, "channel multiplier of the model"),
+      bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
+      bind_flag("lr", &c.optim.lr, "learning rate (cosine-annealed per epoch)"),
+      bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
+      bind_flag("weight_decay", &c.optim.weight_decay, "SGD weight decay"),
+      bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
+      bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
+      bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
+      bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
+      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB"),
+      bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
+      bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints"),
+      bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
+      bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from"),
+      bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
+      bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),
+      bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
+      bind_flag("threads", &c.run.threads, "intra-op threads per rank (0 = cores / local ranks)"),
+  };
+}
+
+void TrainConfig::validate() const {
+  auto positive = [](const char* flag, long long v, const char* fix) {
+    DDP_USAGE_CHECK(v > 0, "--", flag, "=", v, " must be > 0; ", fix);
+  };
+  auto non_negative = [](const char* flag, long long v, const char* fix) {
+    DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
+  };
+  DDP_USAGE_CHECK(data.dataset == "synthetic" || data.dataset == "fashion-mnist", "--dataset='",
+                  data.dataset, "' is not a known dataset; use synthetic or fashion-mnist");
+  positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
+  positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
+  positive("image_size", data.image_size, "pass e.g. --image_size 32");
+  positive("dataset_size", data.dataset_size, "pass e.g. --dataset_size 50000");
+  positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
+  non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
+  DDP_USAGE_CHECK(model.model == "mini_resnet", "--model='", model.model,
+                  "' is not a known model; use mini_resnet");
+  DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,
+                  " must be in (0, 64]; pass e.g. --width 1.0");
+  positive("epochs", optim.epochs, "pass e.g. --epochs 10");
+  DDP_USAGE_CHECK(optim.lr > 0, "--lr=", optim.lr, " must be > 0; pass e.g. --lr 0.01");
+  DDP_USAGE_CHECK(optim.momentum >= 0 && optim.momentum < 1, "--momentum=", optim.momentum,
+                  " must be in [0, 1); pass e.g. --momentum 0.9");
+  DDP_USAGE_CHECK(optim.weight_decay >= 0, "--weight_decay=", optim.weight_decay,
+                  " must be >= 0; pass e.g. --weight_decay 1e-4");
+  positive("grad_accum_steps", optim.grad_accum_steps, "pass 1 for no accumulation");
+  non_negative("max_steps", optim.max_steps, "pass 0 for no limit");
+  DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
+                  "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");
+  positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
+  DDP_USAGE_CHECK(dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb,
+                  " must be > 0; pass e.g. --bucket_cap_mb 25");
+  non_negative("save_every", run.save_every, "pass 0 to save only at the end");
+  positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
+  non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");
+  DDP_USAGE_CHECK(run.seed >= 0, "--seed=", run.seed, " must be >= 0; pass e.g. --seed 42");
+  if (!run.resume_from.empty()) {
+    DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='",
+                    run.resume_from, "' is not a checkpoint directory; pass a directory written by "
+                    "ddptrain (e.g. ./checkpoints/epoch_0001)");
+  }
+}
+
+TrainConfig resolve_train_config(const std::vector<std::string>& args) {
+  TrainConfig c;
+  auto table = train_flags(c);
+  // The config file comes first so that flags override it, wherever --config stands.
+  TrainConfig probe;
+  auto probe_table = train_flags(probe);
+  parse_flags(probe_table, args);
+  if (!probe.run.config.empty()) {
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(probe.run.config), "--config='",
+                    probe.run.config, "' does not exist; pass the path of a TOML file");
+    apply_toml_file(table, probe.run.config);
+  }
+  auto positional = parse_flags(table, args);
+  DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
+                  "'; flags start with -- (see ddptrain train --help)");
+  c.validate();
+  return c;
+}
+
+}  // namespace ddptrain

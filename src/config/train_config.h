@@ -1,0 +1,76 @@
+// TrainConfig: every option of a training run, with the reference pipeline's names and
+// defaults. Options are grouped by concern; defaults live at the declaration.
+// Invariant: after resolve_train_config() returns, validate() has passed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/flag_table.h"
+
+namespace ddptrain {
+
+struct DataOptions {
+  std::string dataset = "synthetic";  // synthetic | fashion-mnist
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int num_classes = 10;
+  int in_channels = 3;
+  int image_size = 32;
+  long long dataset_size = 50000;  // synthetic only
+  int batch_size = 64;             // per rank
+  int num_workers = 4;             // loader threads; 0 = in the training thread
+};
+
+struct ModelOptions {
+  std::string model = "mini_resnet";
+  double width = 1.0;  // channel multiplier
+};
+
+struct OptimOptions {
+  int epochs = 10;
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  int grad_accum_steps = 1;
+  long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
+};
+
+struct DistOptions {
+  std::string backend = "auto";  // auto | gloo | nccl
+  int dist_timeout_s = 600;      // every collective and the rendezvous
+  double bucket_cap_mb = 25.0;   // all-reduce bucket size cap
+};
+
+struct RunOptions {
+  bool use_amp = true;
+  std::string checkpoint_dir = "./checkpoints";
+  int save_every = 1;  // epochs; 0 = only at the end
+  std::string resume_from;
+  int log_interval = 10;
+  bool enable_profiling = false;
+  long long seed = 42;
+  int threads = 0;  // intra-op threads per rank; 0 = cores / local_world_size
+  std::string config;  // the TOML file the run was read from, if any
+};
+
+struct TrainConfig {
+  DataOptions data;
+  ModelOptions model;
+  OptimOptions optim;
+  DistOptions dist;
+  RunOptions run;
+
+  /// Throws UsageError naming the flag, the value and the fix for the first bad value.
+  void validate() const;
+};
+
+/// The one flag table of `ddptrain train`, bound to the fields of c.
+std::vector<Flag> train_flags(TrainConfig& c);
+
+/// Defaults, then the --config TOML file (if given), then the flags. Validated.
+TrainConfig resolve_train_config(const std::vector<std::string>& args);
+
+/// The usage line of `ddptrain train`.
+extern const char* const kTrainUsage;
+
+}  // namespace ddptrain

@@ -1,0 +1,77 @@
+// Datasets behind one small interface: size() and get(i) -> (image, label).
+// get() is const and thread-safe: loader threads call it concurrently.
+//  - SyntheticDataset: the reference pipeline's: sample i is randn(C,H,W) from a CPU
+//    generator seeded with i, then its label is randint(0, num_classes) from the same
+//    generator — the same values as Python for the same i, on any rank, in any order.
+//  - IdxDataset: Fashion-MNIST / MNIST from the (gzipped) IDX files, held in memory as
+//    uint8; pixels / 255, then normalised with the dataset's mean and std.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <ATen/ATen.h>
+
+namespace ddptrain {
+
+struct Example {
+  at::Tensor image;  // (C, H, W) float32
+  int64_t label = 0;
+};
+
+struct DatasetShape {
+  int channels = 3;
+  int height = 32;
+  int width = 32;
+  int num_classes = 10;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Example get(int64_t index) const = 0;
+  virtual DatasetShape shape() const = 0;
+};
+
+class SyntheticDataset : public Dataset {
+ public:
+  SyntheticDataset(int64_t size, DatasetShape shape) : size_(size), shape_(shape) {}
+  int64_t size() const override { return size_; }
+  Example get(int64_t index) const override;
+  DatasetShape shape() const override { return shape_; }
+
+ private:
+  int64_t size_;
+  DatasetShape shape_;
+};
+
+class IdxDataset : public Dataset {
+ public:
+  /// Reads `<prefix>-images-idx3-ubyte[.gz]` and `<prefix>-labels-idx1-ubyte[.gz]` in dir;
+  /// UsageError naming the file when one is missing or malformed.
+  IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std);
+  int64_t size() const override { return labels_.size(0); }
+  Example get(int64_t index) const override;
+  DatasetShape shape() const override;
+
+ private:
+  at::Tensor images_;  // (N, H, W) uint8
+  at::Tensor labels_;  // (N) int64
+  double mean_, std_;
+};
+
+struct DataSplits {
+  std::unique_ptr<Dataset> train;
+  std::unique_ptr<Dataset> test;  // null when the dataset has no test split
+};
+
+struct DataOptions;
+/// Builds the train (and test) split named by the options.
+DataSplits make_datasets(const DataOptions& opts);
+
+/// Reads a whole file, gunzipping when it ends in .gz; UsageError when missing.
+std::string read_maybe_gzipped(const std::string& path);
+
+}  // namespace ddptrain

@@ -1,0 +1,91 @@
+#include "data/loader.h"
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+int64_t Loader::num_batches(int64_t n) const {
+  return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
+}
+
+Batch Loader::build(int64_t b) const {
+  const int64_t begin = b * opts_.batch_size;
+  const int64_t end = std::min<int64_t>(begin + opts_.batch_size, static_cast<int64_t>(indices_.size()));
+  Example first = dataset_.get(indices_[begin]);
+  std::vector<int64_t> shape{end - begin};
+  for (auto s : first.image.sizes()) shape.push_back(s);
+  Batch out{at::empty(shape, at::kFloat), at::empty({end - begin}, at::kLong)};
+  auto* labels = out.labels.data_ptr<int64_t>();
+  for (int64_t k = begin; k < end; ++k) {
+    Example e = k == begin ? std::move(first) : dataset_.get(indices_[k]);
+    out.images[k - begin].copy_(e.image);
+    labels[k - begin] = e.label;
+  }
+  return out;
+}
+
+void Loader::worker_loop(int worker) {
+  const int64_t stride = opts_.num_workers;
+  const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_per_worker;
+  for (int64_t b = next_ + worker; b < total_; b += stride) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || b < next_ + window; });
+      if (stopping_) return;
+    }
+    try {
+      Batch batch = build(b);
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.emplace(b, std::move(batch));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      stopping_ = true;
+    }
+    cv_.notify_all();
+  }
+}
+
+void Loader::start(std::vector<int64_t> indices, int64_t skip_batches) {
+  stop();
+  indices_ = std::move(indices);
+  total_ = num_batches(static_cast<int64_t>(indices_.size()));
+  next_ = std::min(skip_batches, total_);
+  ready_.clear();
+  error_ = nullptr;
+  stopping_ = false;
+  for (int w = 0; w < opts_.num_workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
+}
+
+std::optional<Batch> Loader::next() {
+  if (next_ >= total_) {
+    stop();
+    return std::nullopt;
+  }
+  if (opts_.num_workers == 0) return build(next_++);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return error_ || ready_.count(next_) > 0; });
+  if (error_) {
+    auto err = error_;
+    lock.unlock();
+    stop();
+    std::rethrow_exception(err);
+  }
+  auto node = ready_.extract(next_);
+  ++next_;
+  lock.unlock();
+  cv_.notify_all();
+  return std::move(node.mapped());
+}
+
+void Loader::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+}  // namespace ddptrain

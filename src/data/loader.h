@@ -1,0 +1,70 @@
+// Loader: turns this rank's sampler indices into batches of batch_size (drop_last), in
+// sampler order, prepared ahead of the trainer by num_workers threads.
+// Note [Loader order]: worker k builds batches k, k+W, k+2W, ...; the trainer takes batch
+// b only when it is complete, so the batch sequence is the same for any number of workers
+// and results never depend on it. At most prefetch batches wait ahead of the trainer.
+// Threads are joined when the epoch ends, on early exit and in the destructor.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "data/datasets.h"
+
+namespace ddptrain {
+
+struct Batch {
+  at::Tensor images;  // (B, C, H, W) float32
+  at::Tensor labels;  // (B) int64
+};
+
+struct LoaderOptions {
+  int batch_size = 64;
+  int num_workers = 4;
+  int prefetch_per_worker = 2;
+  bool drop_last = true;
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& dataset, LoaderOptions opts) : dataset_(dataset), opts_(opts) {}
+  ~Loader() { stop(); }
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  /// Starts an epoch over these indices, skipping the first skip_batches batches.
+  void start(std::vector<int64_t> indices, int64_t skip_batches = 0);
+  /// The next batch in order, or nullopt at the end of the epoch. Rethrows a worker's error.
+  std::optional<Batch> next();
+  /// Batches in an epoch of n indices.
+  int64_t num_batches(int64_t n) const;
+  /// Stops and joins the workers (idempotent).
+  void stop();
+
+ private:
+  Batch build(int64_t batch_index) const;
+  void worker_loop(int worker);
+
+  const Dataset& dataset_;
+  LoaderOptions opts_;
+  std::vector<int64_t> indices_;
+  int64_t total_ = 0;
+  int64_t next_ = 0;  // the next batch the trainer takes
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace ddptrain

@@ -1,0 +1,64 @@
+#include "dist/backend_factory.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "util/env.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+std::string resolve_backend(const std::string& requested, const at::Device& device) {
+  if (requested == "auto") return device.is_cuda() ? "nccl" : "gloo";
+  if (requested == "nccl") {
+    DDP_USAGE_CHECK(device.is_cuda(), "--backend=nccl needs CUDA, but no CUDA device is available ",
+                    "to this process; use --backend gloo (or auto) on CPU");
+#ifndef USE_C10D_NCCL
+    throw UsageError("--backend=nccl: this build of LibTorch has no NCCL; use --backend gloo, or "
+                     "build against a CUDA LibTorch (pip torch) for NCCL");
+#endif
+  }
+  return requested;
+}
+
+namespace {
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  if (auto ifname = env::get("GLOO_SOCKET_IFNAME")) {
+    // PyTorch accepts a comma-separated list; we use the first interface.
+    std::string first = ifname->substr(0, ifname->find(','));
+    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+  }
+  if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+compat::CommHandle make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
+                                int rank, int world_size, const std::string& master_addr,
+                                std::chrono::milliseconds timeout) {
+  if (backend == "gloo") {
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    opts->devices.push_back(gloo_device(master_addr));
+    opts->threads = 2;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, opts);
+  }
+#ifdef USE_C10D_NCCL
+  if (backend == "nccl") {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, opts);
+  }
+#endif
+  DDP_ASSERT(false, "unsupported backend ", backend);
+  return {};
+}
+
+}  // namespace ddptrain

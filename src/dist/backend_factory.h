@@ -1,0 +1,24 @@
+// The one choke point that names Gloo and NCCL (see ../shared/STYLE.md, 11). Everything
+// else speaks compat::CommBackend / c10d::Work.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+/// Resolves --backend (auto|gloo|nccl) against the device; UsageError for nccl without CUDA.
+std::string resolve_backend(const std::string& requested, const at::Device& device);
+
+/// Creates the process-group backend for this rank. For Gloo the network interface is
+/// GLOO_SOCKET_IFNAME when set, loopback when master_addr is a loopback address, else the
+/// address the hostname resolves to (PyTorch's rule).
+compat::CommHandle make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
+                                int rank, int world_size, const std::string& master_addr,
+                                std::chrono::milliseconds timeout);
+
+}  // namespace ddptrain

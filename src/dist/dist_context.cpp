@@ -1,0 +1,135 @@
+#include "dist/dist_context.h"
+
+#include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "dist/backend_factory.h"
+#include "util/env.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+constexpr long long kMaxWorld = 1 << 20;
+
+// The first variable of the list that is set, read as an integer in [min, max].
+std::optional<long long> first_int(std::initializer_list<const char*> names, long long min,
+                                   long long max) {
+  for (const char* n : names)
+    if (auto v = env::get_int(n, min, max)) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+EnvContract read_env_contract() {
+  EnvContract e;
+  auto world = first_int({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1, kMaxWorld);
+  auto rank = first_int({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0, kMaxWorld);
+  if (!world && !rank) return e;  // no contract at all: a single process
+  DDP_USAGE_CHECK(world && rank, "RANK and WORLD_SIZE must be set together (found ",
+                  rank ? "RANK" : "WORLD_SIZE", " only); set both, or neither for one process");
+  DDP_USAGE_CHECK(*rank < *world, "RANK=", *rank, " must be < WORLD_SIZE=", *world,
+                  "; ranks are numbered 0..WORLD_SIZE-1");
+  e.rank = static_cast<int>(*rank);
+  e.world_size = static_cast<int>(*world);
+  e.local_world_size = static_cast<int>(
+      first_int({"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxWorld)
+          .value_or(e.world_size));
+  e.local_rank = static_cast<int>(
+      first_int({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, kMaxWorld)
+          .value_or(e.rank % e.local_world_size));
+  DDP_USAGE_CHECK(e.local_rank < e.local_world_size, "LOCAL_RANK=", e.local_rank,
+                  " must be < LOCAL_WORLD_SIZE=", e.local_world_size);
+  if (e.world_size > 1) {
+    auto addr = env::get("MASTER_ADDR");
+    DDP_USAGE_CHECK(addr.has_value(), "MASTER_ADDR is not set but WORLD_SIZE=", e.world_size,
+                    "; set MASTER_ADDR to the address of rank 0's host (e.g. 127.0.0.1)");
+    e.master_addr = *addr;
+    auto port = env::get_int("MASTER_PORT", 1, 65535);
+    DDP_USAGE_CHECK(port.has_value(), "MASTER_PORT is not set but WORLD_SIZE=", e.world_size,
+                    "; set MASTER_PORT to a free TCP port on rank 0's host (e.g. 29500)");
+    e.master_port = static_cast<int>(*port);
+  }
+  e.use_agent_store = env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  e.restart_count = static_cast<int>(env::get_int("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30).value_or(0));
+  return e;
+}
+
+DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts)
+    : env_(env), timeout_(opts.timeout), log_(env.rank, env.world_size) {
+  if (torch::cuda::is_available()) {
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
+  }
+  backend_name_ = resolve_backend(opts.backend, device_);
+  if (env_.world_size == 1) {
+    backend_name_ = "none";
+    return;
+  }
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(env_.master_port);
+  // Under torchrun's static rendezvous its agent already serves the store; else rank 0 does.
+  so.isServer = env_.rank == 0 && !env_.use_agent_store;
+  so.waitWorkers = false;
+  so.timeout = timeout_;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
+    // A restarted job reuses the agent's store: key everything by the restart count.
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        "ddptrain/" + std::to_string(env_.restart_count), tcp);
+    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_);
+  } catch (const c10::Error& e) {
+    throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] rendezvous at ", env_.master_addr,
+                    ":", env_.master_port, " failed: ", e.what_without_backtrace(),
+                    " (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the port free?)"));
+  }
+}
+
+DistContext::~DistContext() { shutdown(); }
+
+void DistContext::shutdown() {
+  // Dropping the last reference joins Gloo's worker threads; store after the group.
+  pg_.reset();
+  store_.reset();
+}
+
+void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
+  try {
+    work->wait(timeout_);
+  } catch (const std::exception& e) {
+    throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (",
+                    backend_name_, ", timeout ", timeout_.count() / 1000,
+                    " s): ", e.what(), " — another rank probably died or is stuck; see its log"));
+  }
+}
+
+void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors) const {
+  if (!pg_) return;
+  wait(all_reduce_sum_async(tensors), "all_reduce");
+}
+
+compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
+  DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  o.timeout = timeout_;
+  return pg_->allreduce(tensors, o);
+}
+
+void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root) const {
+  if (!pg_) return;
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  o.timeout = timeout_;
+  wait(pg_->broadcast(tensors, o), "broadcast");
+}
+
+void DistContext::barrier() const {
+  if (!pg_) return;
+  c10d::BarrierOptions o;
+  o.timeout = timeout_;
+  wait(pg_->barrier(o), "barrier");
+}
+
+}  // namespace ddptrain

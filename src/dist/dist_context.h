@@ -1,0 +1,85 @@
+// DistContext: who this process is in the job (rank, world size, local rank, device) and the
+// process group it talks through. Built once in main() from the torchrun environment
+// contract and passed by const reference; there is no global distributed state.
+// Invariant: every rank calls the collectives below in the same order (see DESIGN.md, 1).
+// World size 1 creates no store and no process group; the collectives are then identities.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "obs/logger.h"
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+/// The torchrun environment contract, validated. Also understands Slurm (SLURM_PROCID, ...)
+/// and Open MPI (OMPI_COMM_WORLD_RANK, ...) for rank and size; MASTER_ADDR/PORT are needed
+/// whenever world_size > 1.
+struct EnvContract {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool use_agent_store = false;  // torchrun's agent already serves the TCPStore
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT, keys the store prefix
+};
+
+/// Reads and validates the environment; UsageError naming the variable when invalid.
+EnvContract read_env_contract();
+
+struct DistOptionsResolved {
+  std::string backend = "auto";  // auto | gloo | nccl
+  std::chrono::seconds timeout{600};
+};
+
+class DistContext {
+ public:
+  /// Rendezvous (TCPStore) and process-group creation; blocks until all ranks joined or the
+  /// timeout passes.
+  DistContext(const EnvContract& env, const DistOptionsResolved& opts);
+  ~DistContext();
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  int local_rank() const { return env_.local_rank; }
+  int local_world_size() const { return env_.local_world_size; }
+  bool is_main() const { return env_.rank == 0; }
+  const at::Device& device() const { return device_; }
+  const std::string& backend_name() const { return backend_name_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const Logger& log() const { return log_; }
+
+  /// Sums the tensors in place across ranks (synchronous, with the timeout).
+  void all_reduce_sum(std::vector<at::Tensor>& tensors) const;
+  /// Starts an asynchronous sum; the caller waits on the Work before touching the tensors.
+  compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
+  /// Copies root's tensors into every rank's tensors (synchronous).
+  void broadcast(std::vector<at::Tensor>& tensors, int root) const;
+  /// Blocks until every rank arrived.
+  void barrier() const;
+  /// Waits on a Work with the context's timeout; Error naming this rank on failure.
+  void wait(const compat::WorkHandle& work, const char* what) const;
+
+  /// Explicit teardown (also done by the destructor): drains and destroys the process group.
+  void shutdown();
+
+ private:
+  EnvContract env_;
+  at::Device device_{at::kCPU};
+  std::string backend_name_ = "none";
+  std::chrono::milliseconds timeout_;
+  Logger log_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  compat::CommHandle pg_;
+};
+
+}  // namespace ddptrain

@@ -1,0 +1,232 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "launch/line_pump.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+const char* const kLaunchUsage =
+    "usage: ddptrain launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A\n"
+    "                       --master_port P] train [train flags]\n"
+    "Starts N workers on this node with the torchrun environment contract.";
+
+std::vector<Flag> launch_flags(LaunchOptions& o) {
+  return {
+      bind_flag("nproc_per_node", &o.nproc_per_node, "workers on this node"),
+      bind_flag("nnodes", &o.nnodes, "nodes in the job"),
+      bind_flag("node_rank", &o.node_rank, "this node's index in [0, nnodes)"),
+      bind_flag("master_addr", &o.master_addr, "address of node 0 (rank 0 serves the TCPStore)"),
+      bind_flag("master_port", &o.master_port, "TCP port of the rendezvous on node 0"),
+      bind_flag("kill_grace_s", &o.kill_grace_s, "seconds between SIGTERM and SIGKILL on teardown"),
+  };
+}
+
+std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts) {
+  size_t split = 0;
+  while (split < args.size() && args[split] != "train") ++split;
+  DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
+                  "after the launch flags");
+  auto table = launch_flags(*opts);
+  auto positional = parse_flags(table, {args.begin(), args.begin() + static_cast<long>(split)});
+  DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
+                  "' before `train`; see ddptrain launch --help");
+  DDP_USAGE_CHECK(opts->nproc_per_node >= 1, "--nproc_per_node=", opts->nproc_per_node,
+                  " must be >= 1; pass e.g. --nproc_per_node 2");
+  DDP_USAGE_CHECK(opts->nnodes >= 1, "--nnodes=", opts->nnodes, " must be >= 1");
+  DDP_USAGE_CHECK(opts->node_rank >= 0 && opts->node_rank < opts->nnodes, "--node_rank=", opts->node_rank,
+                  " must be in [0, ", opts->nnodes, "); number nodes from 0");
+  DDP_USAGE_CHECK(opts->master_port >= 1 && opts->master_port <= 65535, "--master_port=", opts->master_port,
+                  " must be a TCP port in [1, 65535]");
+  DDP_USAGE_CHECK(opts->kill_grace_s >= 0, "--kill_grace_s=", opts->kill_grace_s, " must be >= 0");
+  return {args.begin() + static_cast<long>(split), args.end()};
+}
+
+namespace {
+
+// The only process-wide state of the launcher: the last forwarded signal, set by the handler.
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal.store(sig); }
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::unique_ptr<LinePump> out, err;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return detail::concat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  return detail::concat("exited with code ", WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env, int* out_fd, int* err_fd) {
+  int out[2], err[2];
+  DDP_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "pipe failed: ", std::strerror(errno));
+  pid_t launcher = ::getpid();
+  pid_t pid = ::fork();
+  DDP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    // Child: die with the launcher, whatever kills it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  *out_fd = out[0];
+  *err_fd = err[0];
+  return pid;
+}
+
+}  // namespace
+
+int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args) {
+  const int world = o.nproc_per_node * o.nnodes;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
+  for (int lr = 0; lr < o.nproc_per_node; ++lr) {
+    Worker& w = workers[static_cast<size_t>(lr)];
+    w.rank = o.node_rank * o.nproc_per_node + lr;
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"RANK", std::to_string(w.rank)},
+        {"LOCAL_RANK", std::to_string(lr)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+        {"GROUP_RANK", std::to_string(o.node_rank)},
+        {"MASTER_ADDR", o.master_addr},
+        {"MASTER_PORT", std::to_string(o.master_port)},
+    };
+    w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
+    std::string prefix = "[" + std::to_string(w.rank) + "] ";
+    w.out = std::make_unique<LinePump>(prefix, 1);
+    w.err = std::make_unique<LinePump>(prefix, 2);
+  }
+
+  int first_failed = -1;
+  int first_status = 0;
+  int forwarded = 0;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point term_sent{};
+  bool killed = false;
+  auto signal_all = [&](int sig) {
+    for (auto& w : workers)
+      if (!w.exited) ::kill(w.pid, sig);
+  };
+
+  for (;;) {
+    // Pump output.
+    std::vector<pollfd> fds;
+    for (auto& w : workers) {
+      if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0});
+      if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+    else ::usleep(50 * 1000);
+    for (auto& w : workers) {
+      for (auto [fd, pump] : {std::pair{&w.out_fd, w.out.get()}, std::pair{&w.err_fd, w.err.get()}}) {
+        if (*fd < 0) continue;
+        pollfd p{*fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) continue;
+        char buf[8192];
+        ssize_t n = ::read(*fd, buf, sizeof(buf));
+        if (n > 0) {
+          pump->feed(buf, static_cast<size_t>(n));
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          pump->flush();
+          ::close(*fd);
+          *fd = -1;
+        }
+      }
+    }
+    // Reap.
+    for (auto& w : workers) {
+      if (w.exited) continue;
+      int st = 0;
+      if (::waitpid(w.pid, &st, WNOHANG) == w.pid) {
+        w.exited = true;
+        w.status = st;
+        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (!ok && first_failed < 0 && forwarded == 0) {
+          first_failed = w.rank;
+          first_status = st;
+          std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
+                       describe(st).c_str());
+          signal_all(SIGTERM);
+          term_sent = Clock::now();
+        }
+      }
+    }
+    // Forward SIGINT/SIGTERM once.
+    if (int sig = g_signal.exchange(0); sig != 0) {
+      std::fprintf(stderr, "launch: got %s, forwarding to the workers\n", strsignal(sig));
+      forwarded = sig;
+      signal_all(sig);
+      term_sent = Clock::now();
+    }
+    // Escalate after the grace period.
+    if (term_sent != Clock::time_point{} && !killed &&
+        Clock::now() - term_sent > std::chrono::seconds(o.kill_grace_s)) {
+      signal_all(SIGKILL);
+      killed = true;
+    }
+    bool all_exited = true, all_closed = true;
+    for (auto& w : workers) {
+      all_exited &= w.exited;
+      all_closed &= w.out_fd < 0 && w.err_fd < 0;
+    }
+    // Output pipes may be held open by a worker's own children: do not wait on them forever.
+    if (all_exited && (all_closed || killed)) break;
+    if (all_exited && term_sent == Clock::time_point{}) term_sent = Clock::now();
+  }
+  for (auto& w : workers) {
+    w.out->flush();
+    w.err->flush();
+    if (w.out_fd >= 0) ::close(w.out_fd);
+    if (w.err_fd >= 0) ::close(w.err_fd);
+  }
+  if (first_failed >= 0) {
+    std::fprintf(stderr, "launch: FAILED: rank %d %s (first failure of %d workers)\n", first_failed,
+                 describe(first_status).c_str(), world);
+    int code = exit_code_of(first_status);
+    return code == 0 ? 1 : code;
+  }
+  if (forwarded) return 128 + forwarded;
+  return 0;
+}
+
+}  // namespace ddptrain

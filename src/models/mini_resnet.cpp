@@ -1,0 +1,62 @@
+#include "models/mini_resnet.h"
+
+#include <cmath>
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/pooling.h>
+#include <torch/nn/modules/activation.h>
+
+namespace ddptrain {
+
+namespace nn = torch::nn;
+
+int64_t scaled_channels(int64_t base, double width) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::lround(static_cast<double>(base) * width)));
+}
+
+BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride) {
+  // Creation order = Python's (conv1, bn1, conv2, bn2, shortcut): it decides the RNG draws.
+  conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 3).stride(stride).padding(1).bias(false)));
+  bn1 = register_module("bn1", nn::BatchNorm2d(out_ch));
+  conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out_ch, out_ch, 3).stride(1).padding(1).bias(false)));
+  bn2 = register_module("bn2", nn::BatchNorm2d(out_ch));
+  if (stride != 1 || in_ch != out_ch) {
+    shortcut = register_module(
+        "shortcut", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 1).stride(stride).bias(false)),
+                                   nn::BatchNorm2d(out_ch)));
+  }
+}
+
+torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
+  auto out = torch::relu(bn1(conv1(x)));         // (B, out, H/s, W/s)
+  out = bn2(conv2(out));                         // (B, out, H/s, W/s)
+  out = out + (shortcut ? shortcut->forward(x) : x);
+  return torch::relu(out);
+}
+
+MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) {
+  const int64_t c1 = scaled_channels(64, o.width), c2 = scaled_channels(128, o.width),
+                c3 = scaled_channels(256, o.width);
+  stem = register_module("stem", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(o.in_channels, c1, 3).padding(1).bias(false)),
+                                                nn::BatchNorm2d(c1), nn::ReLU(nn::ReLUOptions().inplace(true))));
+  stages = register_module("stages", nn::Sequential(BasicBlock(c1, c1, 1), BasicBlock(c1, c1, 1),
+                                                    BasicBlock(c1, c2, 2), BasicBlock(c2, c2, 1),
+                                                    BasicBlock(c2, c3, 2), BasicBlock(c3, c3, 1)));
+  fc = register_module("fc", nn::Linear(c3, o.num_classes));
+}
+
+torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
+  auto h = stem->forward(x);                      // (B, c1, H, W)
+  h = stages->forward(h);                         // (B, c3, H/4, W/4)
+  h = torch::adaptive_avg_pool2d(h, {1, 1});      // (B, c3, 1, 1)
+  return fc(h.flatten(1));                        // (B, classes)
+}
+
+int64_t count_parameters(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters())
+    if (p.requires_grad()) n += p.numel();
+  return n;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,50 @@
+// MiniResNet: the reference pipeline's model, a small ResNet for 32x32 (or 28x28) images.
+// stem: conv3x3(in, 64) + BN + ReLU; stages: six BasicBlocks (64, 64, 128/2, 128, 256/2, 256)
+// in ONE flat Sequential; global average pool; Linear(256, classes). Submodule names match
+// the Python module, so state_dict keys are identical (`stem.0.weight`, `stages.2.shortcut.0
+// .weight`, `fc.bias`) and creation order matches, so torch::manual_seed(S) gives the same
+// initial weights as Python. `width` scales every channel count. Knows nothing of
+// distribution or precision (see ../shared/STYLE.md, 9).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+namespace ddptrain {
+
+struct BasicBlockImpl : torch::nn::Module {
+  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Sequential shortcut{nullptr};  // null: identity
+};
+TORCH_MODULE(BasicBlock);
+
+struct MiniResNetOptions {
+  int64_t in_channels = 3;
+  int64_t num_classes = 10;
+  double width = 1.0;
+};
+
+struct MiniResNetImpl : torch::nn::Module {
+  explicit MiniResNetImpl(const MiniResNetOptions& opts);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Sequential stem{nullptr};
+  torch::nn::Sequential stages{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(MiniResNet);
+
+/// Channels after the width multiplier (at least 1).
+int64_t scaled_channels(int64_t base, double width);
+
+/// Number of trainable parameters.
+int64_t count_parameters(const torch::nn::Module& m);
+
+}  // namespace ddptrain

@@ -1,0 +1,248 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
+#include "checkpoint/checkpoint.h"
+#include "data/datasets.h"
+#include "data/distributed_sampler.h"
+#include "data/loader.h"
+#include "ddp/ddp.h"
+#include "models/mini_resnet.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string with_commas(double v) {
+  std::string s = std::to_string(static_cast<long long>(std::llround(v)));
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+// zero_grad(set_to_none=True), as the reference: frees the gradients instead of zeroing
+// them (LibTorch 1.13's Optimizer::zero_grad has no set_to_none).
+void zero_grad_set_to_none(torch::optim::Optimizer& opt) {
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+};
+
+// Each test sample is evaluated by exactly one rank (rank r takes r, r+W, ...), and the sums
+// are reduced once, so the numbers are over exactly the test set: no padding, no double count.
+EvalResult evaluate(MiniResNet& model, const Dataset& test, const TrainConfig& cfg, const DistContext& ctx) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  std::vector<int64_t> mine;
+  for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
+  Loader loader(test, {cfg.data.batch_size, cfg.data.num_workers, 2, /*drop_last=*/false});
+  loader.start(std::move(mine));
+  double loss_sum = 0, correct = 0, count = 0;
+  while (auto batch = loader.next()) {
+    auto logits = model->forward(batch->images.to(ctx.device()));
+    auto labels = batch->labels.to(ctx.device());
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    correct += logits.argmax(1).eq(labels).sum().item<double>();
+    count += static_cast<double>(labels.size(0));
+  }
+  std::vector<at::Tensor> sums{torch::tensor({loss_sum, correct, count}, torch::kDouble)};
+  ctx.all_reduce_sum(sums);
+  auto s = sums[0];
+  model->train();
+  double n = s[2].item<double>();
+  return {s[0].item<double>() / std::max(n, 1.0), s[1].item<double>() / std::max(n, 1.0)};
+}
+
+}  // namespace
+
+double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
+  return base_lr * (1.0 + std::cos(M_PI * epochs_done / total_epochs)) / 2.0;
+}
+
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
+  const Logger& log = ctx.log();
+  const int K = cfg.optim.grad_accum_steps;
+
+  // Intra-op threads: share the cores among the local ranks unless told otherwise.
+  int threads = cfg.run.threads;
+  if (threads == 0)
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ctx.local_world_size());
+  torch::set_num_threads(threads);
+
+  // Data: the real datasets decide channels, image size and classes.
+  DataSplits data = make_datasets(cfg.data);
+  const DatasetShape shape = data.train->shape();
+
+  // Model: the same seed on every rank, so every rank builds the same weights (DDP's
+  // broadcast then makes it certain); afterwards each rank draws from seed + rank.
+  torch::manual_seed(static_cast<uint64_t>(cfg.run.seed));
+  MiniResNet model(MiniResNetOptions{shape.channels, shape.num_classes, cfg.model.width});
+  model->to(ctx.device());
+  torch::manual_seed(static_cast<uint64_t>(cfg.run.seed + ctx.rank()));
+  log.info(str("model ", cfg.model.model, " (width ", cfg.model.width, "): ",
+               with_commas(static_cast<double>(count_parameters(*model))), " parameters"));
+
+  DdpOptions ddp_opts;
+  ddp_opts.bucket_cap_bytes = static_cast<size_t>(cfg.dist.bucket_cap_mb * (1 << 20));
+  DistributedDataParallel ddp(model.ptr(), ctx, ddp_opts);
+  log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
+               ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
+               " intra-op threads per rank"));
+  if (cfg.run.use_amp)
+    log.info(ctx.device().is_cuda()
+                 ? "precision: fp32 — mixed precision (autocast + loss scaling) is not built yet"
+                 : "precision: fp32 — --use_amp has no effect on CPU (CPU autocast is bf16-only)");
+
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(cfg.optim.lr)
+                                                       .momentum(cfg.optim.momentum)
+                                                       .weight_decay(cfg.optim.weight_decay));
+  auto set_lr = [&](double lr) {
+    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
+  };
+
+  int start_epoch = 1;
+  TrainResult result;
+  if (!cfg.run.resume_from.empty()) {
+    CheckpointMeta meta = load_checkpoint(cfg.run.resume_from, *model, optimizer);
+    start_epoch = meta.epoch + 1;
+    result.global_step = meta.global_step;
+    log.info(str("resumed from ", cfg.run.resume_from, ": ", meta.epoch, " epochs done, step ",
+                 meta.global_step));
+  }
+
+  SamplerOptions so;
+  so.dataset_len = data.train->size();
+  so.world_size = ctx.world_size();
+  so.rank = ctx.rank();
+  so.seed = static_cast<uint64_t>(cfg.run.seed);
+  DistributedSampler sampler(so);
+  Loader loader(*data.train, {cfg.data.batch_size, cfg.data.num_workers, 2, /*drop_last=*/true});
+  const int64_t batches = loader.num_batches(sampler.num_samples());
+  const int64_t steps_per_epoch = batches / K;
+  DDP_USAGE_CHECK(steps_per_epoch > 0, "an epoch has ", batches, " batches per rank but --grad_accum_steps=", K,
+                  " needs at least ", K, "; lower --batch_size or --grad_accum_steps or add data");
+  if (batches % K != 0)
+    log.warn(str(batches % K, " trailing micro-batches per epoch do not fill an accumulation of ", K,
+                 " and are skipped"));
+  const int64_t global_batch = static_cast<int64_t>(cfg.data.batch_size) * K * ctx.world_size();
+  log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
+               " steps per epoch, global batch ", global_batch));
+
+  double train_time = 0;
+  int64_t trained_steps = 0;
+  bool stop = false;
+  for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
+    set_lr(cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
+    sampler.set_epoch(epoch);
+    loader.start(sampler.indices());
+    model->train();
+    zero_grad_set_to_none(optimizer);
+    const auto epoch_t0 = Clock::now();
+    auto interval_t0 = Clock::now();
+    double epoch_loss = 0, epoch_correct = 0, epoch_count = 0, interval_loss = 0;
+    int64_t interval_micro = 0, step_in_epoch = 0;
+    for (int64_t micro = 0; micro < steps_per_epoch * K; ++micro) {
+      auto batch = loader.next();
+      DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
+      auto images = batch->images.to(ctx.device());
+      auto labels = batch->labels.to(ctx.device());
+      ddp.sync_buffers();
+      auto logits = model->forward(images);
+      auto loss = torch::nn::functional::cross_entropy(logits, labels);
+      (loss / K).backward();
+      const double loss_v = loss.item<double>();
+      epoch_loss += loss_v * static_cast<double>(labels.size(0));
+      epoch_correct += logits.argmax(1).eq(labels).sum().item<double>();
+      epoch_count += static_cast<double>(labels.size(0));
+      interval_loss += loss_v;
+      ++interval_micro;
+      if ((micro + 1) % K != 0) continue;  // accumulate locally; one all-reduce per step
+
+      ddp.sync_gradients();
+      optimizer.step();
+      zero_grad_set_to_none(optimizer);
+      ++result.global_step;
+      ++step_in_epoch;
+      ++trained_steps;
+      stop = cfg.optim.max_steps > 0 && result.global_step >= cfg.optim.max_steps;
+
+      // Step line: loss averaged over the ranks (a collective every rank makes at this step).
+      if (step_in_epoch % cfg.run.log_interval == 0 || step_in_epoch == steps_per_epoch || stop) {
+        std::vector<at::Tensor> l{torch::tensor({interval_loss, static_cast<double>(interval_micro)}, torch::kDouble)};
+        ctx.all_reduce_sum(l);
+        const double dt = seconds_since(interval_t0);
+        const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
+        log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ",
+                     fmt("%.4f", l[0][0].item<double>() / l[0][1].item<double>()), " | lr ",
+                     fmt("%.3e", optimizer.param_groups()[0].options().get_lr()), " | ",
+                     with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / (interval_micro / K)),
+                     " ms/step"));
+        interval_loss = 0;
+        interval_micro = 0;
+        interval_t0 = Clock::now();
+      }
+      if (stop) break;
+    }
+    loader.stop();
+    const double epoch_s = seconds_since(epoch_t0);
+    train_time += epoch_s;
+
+    // Epoch summary over all ranks.
+    std::vector<at::Tensor> sums{torch::tensor({epoch_loss, epoch_correct, epoch_count}, torch::kDouble)};
+    ctx.all_reduce_sum(sums);
+    result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
+    const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
+    std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
+                           fmt("%.4f", train_acc), " | ", fmt("%.1f", epoch_s), " s");
+    if (data.test) {
+      EvalResult ev = evaluate(model, *data.test, cfg, ctx);
+      result.test_loss = ev.loss;
+      result.test_accuracy = ev.accuracy;
+      line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
+    }
+    log.info(line);
+
+    // Checkpoint every save_every epochs, and at the end of training.
+    const bool epoch_complete = !stop || step_in_epoch == steps_per_epoch;
+    const bool last = stop || epoch == cfg.optim.epochs;
+    const bool periodic = cfg.run.save_every > 0 && epoch % cfg.run.save_every == 0 && epoch_complete;
+    if (periodic || last) {
+      CheckpointMeta meta{epoch_complete ? epoch : epoch - 1, result.global_step, ctx.world_size()};
+      char name[64];
+      if (epoch_complete)
+        std::snprintf(name, sizeof(name), "epoch_%04d", epoch);
+      else
+        std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(result.global_step));
+      result.last_checkpoint =
+          save_checkpoint(ctx, cfg.run.checkpoint_dir, name, *model, optimizer, meta, config_json);
+      log.info(str("checkpoint saved: ", result.last_checkpoint));
+    }
+  }
+  result.samples_per_s =
+      train_time > 0 ? static_cast<double>(trained_steps * global_batch) / train_time : 0.0;
+  return result;
+}
+
+}  // namespace ddptrain

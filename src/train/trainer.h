@@ -1,0 +1,31 @@
+// The trainer: the step loop of one rank. Reads top to bottom: build model (same seed on
+// every rank), wrap in DDP, build data, resume if asked, then per epoch: train, evaluate,
+// log, checkpoint, step the LR schedule. Every rank runs the same collectives in the same
+// order (the loss reductions at log steps, DDP, evaluation, checkpoint barriers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/train_config.h"
+#include "dist/dist_context.h"
+
+namespace ddptrain {
+
+struct TrainResult {
+  double test_accuracy = -1;  // of the last evaluation; -1 when the dataset has no test split
+  double test_loss = -1;
+  double train_loss = 0;      // mean over all ranks of the last epoch's micro-batch losses
+  int64_t global_step = 0;
+  double samples_per_s = 0;   // global, over the whole run's training steps
+  std::string last_checkpoint;
+};
+
+/// Runs the configured training on this rank.
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
+
+/// Cosine annealing of the reference (torch CosineAnnealingLR, eta_min 0, stepped per epoch):
+/// the learning rate after `epochs_done` of `total_epochs`.
+double cosine_lr(double base_lr, int epochs_done, int total_epochs);
+
+}  // namespace ddptrain

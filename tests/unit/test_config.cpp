@@ -1,0 +1,134 @@
+// TrainConfig: defaults equal the reference's, TOML + flag override, and every bad input is
+// a UsageError whose message names the flag, the value and the fix.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "config/train_config.h"
+#include "util/error.h"
+
+using namespace ddptrain;
+
+namespace {
+std::string usage_error_of(const std::vector<std::string>& args) {
+  try {
+    resolve_train_config(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST(Config, DefaultsMatchReference) {
+  TrainConfig c = resolve_train_config({});
+  EXPECT_EQ(c.data.num_classes, 10);
+  EXPECT_EQ(c.data.in_channels, 3);
+  EXPECT_EQ(c.data.image_size, 32);
+  EXPECT_EQ(c.data.dataset_size, 50000);
+  EXPECT_EQ(c.data.batch_size, 64);
+  EXPECT_EQ(c.data.num_workers, 4);
+  EXPECT_EQ(c.optim.epochs, 10);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 0.01);
+  EXPECT_DOUBLE_EQ(c.optim.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 1e-4);
+  EXPECT_EQ(c.dist.backend, "auto");
+  EXPECT_TRUE(c.run.use_amp);
+  EXPECT_EQ(c.optim.grad_accum_steps, 1);
+  EXPECT_EQ(c.run.checkpoint_dir, "./checkpoints");
+  EXPECT_EQ(c.run.save_every, 1);
+  EXPECT_EQ(c.run.resume_from, "");
+  EXPECT_EQ(c.run.log_interval, 10);
+  EXPECT_FALSE(c.run.enable_profiling);
+  EXPECT_EQ(c.run.seed, 42);
+  EXPECT_EQ(c.data.dataset, "synthetic");
+  EXPECT_EQ(c.data.data_dir, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(c.model.model, "mini_resnet");
+  EXPECT_DOUBLE_EQ(c.model.width, 1.0);
+  EXPECT_EQ(c.optim.max_steps, 0);
+  EXPECT_EQ(c.dist.dist_timeout_s, 600);
+  EXPECT_DOUBLE_EQ(c.dist.bucket_cap_mb, 25.0);
+}
+
+TEST(Config, FlagsParseAllForms) {
+  TrainConfig c = resolve_train_config({"--batch_size", "32", "--lr=0.5", "--no-use_amp", "--enable_profiling",
+                                        "--width", "0.25", "--dataset", "fashion-mnist"});
+  EXPECT_EQ(c.data.batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
+  EXPECT_FALSE(c.run.use_amp);
+  EXPECT_TRUE(c.run.enable_profiling);
+  EXPECT_DOUBLE_EQ(c.model.width, 0.25);
+  EXPECT_EQ(c.data.dataset, "fashion-mnist");
+}
+
+TEST(Config, TomlThenFlagsOverride) {
+  std::string path = temp_file("cfg.toml", "batch_size = 16\nlr = 0.2\nuse_amp = false\nepochs = 3\n"
+                                           "dataset = \"synthetic\"\nweight_decay = 0\n");
+  TrainConfig c = resolve_train_config({"--epochs", "5", "--config", path});
+  EXPECT_EQ(c.data.batch_size, 16);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 0.2);
+  EXPECT_FALSE(c.run.use_amp);
+  EXPECT_EQ(c.optim.epochs, 5);  // the flag wins over the file
+  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 0.0);  // an integer is accepted for a number
+}
+
+TEST(Config, BadInputsNameFlagValueAndFix) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  } cases[] = {
+      {{"--batch_size", "0"}, "--batch_size=0 must be > 0"},
+      {{"--lr", "-1"}, "--lr=-1 must be > 0"},
+      {{"--width", "0"}, "--width=0 must be in (0, 64]"},
+      {{"--bogus", "1"}, "unknown option 'flag --bogus'"},
+      {{"--batch_sz", "1"}, "did you mean --batch_size?"},
+      {{"--batch_size", "abc"}, "--batch_size='abc' is not an integer"},
+      {{"--lr", "fast"}, "--lr='fast' is not a number"},
+      {{"--use_amp=maybe"}, "--use_amp='maybe' is not a boolean"},
+      {{"--epochs"}, "--epochs needs a value"},
+      {{"--backend", "mpi"}, "--backend='mpi' is not a known backend"},
+      {{"--dataset", "imagenet"}, "--dataset='imagenet' is not a known dataset"},
+      {{"--config", "/nonexistent.toml"}, "--config='/nonexistent.toml' does not exist"},
+      {{"--resume_from", "/nonexistent_ckpt"}, "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},
+      {{"--grad_accum_steps", "0"}, "--grad_accum_steps=0 must be > 0"},
+      {{"stray"}, "unexpected argument 'stray'"},
+  };
+  for (const auto& c : cases) {
+    std::string msg = usage_error_of(c.args);
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << "args[0]=" << c.args[0] << " got: " << msg;
+  }
+}
+
+TEST(Config, BadTomlIsUsageError) {
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad1.toml", "batch_size = \"many\"\n")})
+                .find("config key 'batch_size'"), std::string::npos);
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad2.toml", "no_such_key = 1\n")}).find("no_such_key"),
+            std::string::npos);
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad3.toml", "lr = = 1\n")}).find("could not be read as TOML"),
+            std::string::npos);
+}
+
+TEST(Config, HelpListsEveryFlagWithDefault) {
+  TrainConfig c;
+  auto table = train_flags(c);
+  std::string help = flags_help(table, kTrainUsage);
+  for (const auto& f : table) EXPECT_NE(help.find("--" + f.name), std::string::npos) << f.name;
+  EXPECT_NE(help.find("--no-use_amp"), std::string::npos);
+  EXPECT_NE(help.find("(default: 64)"), std::string::npos);
+}
+
+TEST(Config, JsonDumpIsTyped) {
+  TrainConfig c;
+  auto j = flags_to_json(train_flags(c));
+  EXPECT_EQ(j["batch_size"].get<int>(), 64);
+  EXPECT_EQ(j["use_amp"].get<bool>(), true);
+  EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 0.01);
+  EXPECT_EQ(j["backend"].get<std::string>(), "auto");
+}

@@ -1,0 +1,45 @@
+// `ddptrain train`: config -> distributed context -> train -> report.
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "config/train_config.h"
+#include "dist/dist_context.h"
+#include "tools/commands.h"
+#include "train/trainer.h"
+
+namespace ddptrain {
+
+int cmd_train(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    TrainConfig defaults;
+    std::printf("%s", flags_help(train_flags(defaults), kTrainUsage).c_str());
+    return 0;
+  }
+  // Everything the user can get wrong is checked before any rank connects to another.
+  TrainConfig cfg = resolve_train_config(args);
+  EnvContract env = read_env_contract();
+
+  DistContext ctx(env, {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  const Logger& log = ctx.log();
+
+  TrainConfig copy = cfg;
+  const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
+  log.info("config: " + flags_to_json(train_flags(copy)).dump());
+  if (ctx.is_main()) {
+    std::filesystem::create_directories(cfg.run.checkpoint_dir);
+    write_file_atomic(cfg.run.checkpoint_dir + "/config.json", config_json);
+  }
+
+  TrainResult r = train(cfg, ctx, config_json);
+  if (r.test_accuracy >= 0)
+    log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
+  log.info(str("final train loss: ", r.train_loss, " after ", r.global_step, " steps; ",
+               static_cast<long long>(r.samples_per_s), " samples/s (global, training only)"));
+  ctx.shutdown();
+  return 0;
+}
+
+}  // namespace ddptrain

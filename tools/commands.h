@@ -1,0 +1,14 @@
+// The subcommands of the ddptrain binary. Each returns the process exit code and may throw
+// UsageError (exit 2) or other errors (exit 1); main() maps them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddptrain {
+
+int cmd_train(const std::vector<std::string>& args);
+int cmd_inspect(const std::vector<std::string>& args);
+int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe);
+
+}  // namespace ddptrain

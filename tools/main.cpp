@@ -1,0 +1,76 @@
+// ddptrain: data-parallel training in C++ on LibTorch + c10d.
+//
+//   ddptrain train [flags]                       one process (or one rank under a launcher)
+//   ddptrain launch --nproc_per_node N train ... N local workers (torchrun's contract)
+//   ddptrain inspect sampler --dataset_len ...   print a rank's data order
+//
+// main() only dispatches and maps errors to exit codes: 2 for usage errors, 1 otherwise.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <c10/util/Exception.h>
+
+#include "tools/commands.h"
+#include "launch/launcher.h"
+#include "util/env.h"
+#include "util/error.h"
+
+namespace {
+
+const char* const kUsage =
+    "usage: ddptrain <command> [flags]\n"
+    "commands:\n"
+    "  train    train a model (single process, or one rank under launch/torchrun/Slurm/MPI)\n"
+    "  launch   start N local workers: ddptrain launch --nproc_per_node N train [train flags]\n"
+    "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...\n"
+    "run `ddptrain <command> --help` for the flags of a command";
+
+std::string self_exe(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) return std::string(buf, static_cast<size_t>(n));
+  return argv0;
+}
+
+// Errors carry the rank when the environment names one, so the launcher's log says who failed.
+std::string rank_prefix() {
+  auto r = ddptrain::env::get("RANK");
+  auto w = ddptrain::env::get("WORLD_SIZE");
+  return r && w ? "[rank " + *r + "/" + *w + "] " : "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fprintf(stderr, "%s\n", kUsage);
+    return 2;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "train") return ddptrain::cmd_train(rest);
+    if (cmd == "launch") return ddptrain::cmd_launch(rest, self_exe(argv[0]));
+    if (cmd == "inspect") return ddptrain::cmd_inspect(rest);
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::printf("%s\n", kUsage);
+      return 0;
+    }
+    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch or inspect (see ddptrain --help)");
+  } catch (const ddptrain::UsageError& e) {
+    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what());
+    return 1;
+  }
+}
