@@ -32,8 +32,9 @@ const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
   return nullptr;
 }
 
+// `what` describes the unknown item for the message; `name` is compared with the table.
 [[noreturn]] void unknown_flag(const std::vector<Flag>& table, const std::string& name,
-                               const char* what) {
+                               const std::string& what) {
   // Suggest the closest flag by shared prefix, which catches most typos cheaply.
   std::string best;
   size_t best_len = 0;
@@ -43,7 +44,7 @@ const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
     if (n > best_len) best_len = n, best = f.name;
   }
   std::string hint = best_len >= 3 ? "; did you mean --" + best + "?" : "; see --help";
-  throw UsageError(detail::concat("unknown ", what, " '", name, "'", hint));
+  throw UsageError(detail::concat("unknown ", what, hint));
 }
 
 }  // namespace
@@ -124,7 +125,7 @@ std::vector<std::string> parse_flags(const std::vector<Flag>& table,
         continue;
       }
     }
-    if (f == nullptr) unknown_flag(table, "flag --" + name, "option");
+    if (f == nullptr) unknown_flag(table, name, "option '--" + name + "'");
     if (f->type == FlagType::kBool && !has_value) {
       f->set("true");
       continue;
@@ -153,7 +154,7 @@ void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
   for (const auto& [key, node] : doc) {
     std::string name(key.str());
     const Flag* f = find_flag(table, name);
-    if (f == nullptr) unknown_flag(table, "key '" + name + "' in " + path, "config");
+    if (f == nullptr) unknown_flag(table, name, "config key '" + name + "' in " + path);
     std::string text;
     if (auto b = node.value_exact<bool>(); b && f->type == FlagType::kBool) {
       text = *b ? "true" : "false";

@@ -64,15 +64,16 @@ std::string find_idx_file(const std::string& dir, const std::string& name) {
 IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std)
     : mean_(mean), std_(std) {
   std::string ipath = find_idx_file(dir, prefix + "-images-idx3-ubyte");
-  std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte");
-  std::string ib = read_maybe_gzipped(ipath), lb = read_maybe_gzipped(lpath);
+  std::string ib = read_maybe_gzipped(ipath);
   DDP_USAGE_CHECK(ib.size() >= 16 && be32(ib, 0) == 2051, "'", ipath,
                   "' is not an IDX image file (magic 2051 expected)");
-  DDP_USAGE_CHECK(lb.size() >= 8 && be32(lb, 0) == 2049, "'", lpath,
-                  "' is not an IDX label file (magic 2049 expected)");
   int64_t n = be32(ib, 4), h = be32(ib, 8), w = be32(ib, 12);
   DDP_USAGE_CHECK(static_cast<int64_t>(ib.size()) == 16 + n * h * w, "'", ipath, "' is truncated: ",
                   ib.size(), " bytes for ", n, " images of ", h, "x", w);
+  std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte");
+  std::string lb = read_maybe_gzipped(lpath);
+  DDP_USAGE_CHECK(lb.size() >= 8 && be32(lb, 0) == 2049, "'", lpath,
+                  "' is not an IDX label file (magic 2049 expected)");
   DDP_USAGE_CHECK(be32(lb, 4) == n && static_cast<int64_t>(lb.size()) == 8 + n, "'", lpath,
                   "' does not hold ", n, " labels matching ", ipath);
   images_ = at::empty({n, h, w}, at::kByte);

@@ -24,10 +24,10 @@ Batch Loader::build(int64_t b) const {
   return out;
 }
 
-void Loader::worker_loop(int worker) {
+void Loader::worker_loop(int64_t first, int worker) {
   const int64_t stride = opts_.num_workers;
   const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_per_worker;
-  for (int64_t b = next_ + worker; b < total_; b += stride) {
+  for (int64_t b = first + worker; b < total_; b += stride) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || b < next_ + window; });
@@ -54,7 +54,10 @@ void Loader::start(std::vector<int64_t> indices, int64_t skip_batches) {
   ready_.clear();
   error_ = nullptr;
   stopping_ = false;
-  for (int w = 0; w < opts_.num_workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
+  // The first batch is fixed here, not read by the thread: a late-starting worker must not
+  // see next_ already advanced by the others and skip its batch (a deadlock).
+  const int64_t first = next_;
+  for (int w = 0; w < opts_.num_workers; ++w) workers_.emplace_back([this, first, w] { worker_loop(first, w); });
 }
 
 std::optional<Batch> Loader::next() {

@@ -51,7 +51,7 @@ class Loader {
 
  private:
   Batch build(int64_t batch_index) const;
-  void worker_loop(int worker);
+  void worker_loop(int64_t first, int worker);
 
   const Dataset& dataset_;
   LoaderOptions opts_;

@@ -21,9 +21,9 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride) {
   conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out_ch, out_ch, 3).stride(1).padding(1).bias(false)));
   bn2 = register_module("bn2", nn::BatchNorm2d(out_ch));
   if (stride != 1 || in_ch != out_ch) {
-    shortcut = register_module(
-        "shortcut", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 1).stride(stride).bias(false)),
-                                   nn::BatchNorm2d(out_ch)));
+    shortcut = register_module("shortcut", nn::Sequential());
+    shortcut->push_back(nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 1).stride(stride).bias(false)));
+    shortcut->push_back(nn::BatchNorm2d(out_ch));
   }
 }
 
@@ -37,11 +37,15 @@ torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
 MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) {
   const int64_t c1 = scaled_channels(64, o.width), c2 = scaled_channels(128, o.width),
                 c3 = scaled_channels(256, o.width);
-  stem = register_module("stem", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(o.in_channels, c1, 3).padding(1).bias(false)),
-                                                nn::BatchNorm2d(c1), nn::ReLU(nn::ReLUOptions().inplace(true))));
-  stages = register_module("stages", nn::Sequential(BasicBlock(c1, c1, 1), BasicBlock(c1, c1, 1),
-                                                    BasicBlock(c1, c2, 2), BasicBlock(c2, c2, 1),
-                                                    BasicBlock(c2, c3, 2), BasicBlock(c3, c3, 1)));
+  // Built one module at a time: the arguments of one call are evaluated in an unspecified
+  // order (GCC goes right to left), which would change the RNG draws and the weights.
+  stem = register_module("stem", nn::Sequential());
+  stem->push_back(nn::Conv2d(nn::Conv2dOptions(o.in_channels, c1, 3).padding(1).bias(false)));
+  stem->push_back(nn::BatchNorm2d(c1));
+  stem->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
+  stages = register_module("stages", nn::Sequential());
+  const int64_t spec[6][3] = {{c1, c1, 1}, {c1, c1, 1}, {c1, c2, 2}, {c2, c2, 1}, {c2, c3, 2}, {c3, c3, 1}};
+  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2]));
   fc = register_module("fc", nn::Linear(c3, o.num_classes));
 }
 

@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/python_pickle.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
@@ -42,6 +43,18 @@ std::string fmt(const char* f, double v) {
 void zero_grad_set_to_none(torch::optim::Optimizer& opt) {
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
+// FNV-1a over the bytes of every parameter and buffer: equal on all ranks iff the replicas
+// are bitwise identical; logged by every rank at the end so divergence is visible.
+uint64_t state_fingerprint(const torch::nn::Module& m) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, t] : state_dict(m)) {
+    auto c = t.detach().cpu().contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
 }
 
 struct EvalResult {
@@ -206,6 +219,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       if (stop) break;
     }
     loader.stop();
+    // The last forward updated each rank's BatchNorm statistics with its own data: take rank
+    // 0's, so evaluation, the checkpoint and every replica agree bitwise.
+    ddp.sync_buffers();
     const double epoch_s = seconds_since(epoch_t0);
     train_time += epoch_s;
 
@@ -240,6 +256,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       log.info(str("checkpoint saved: ", result.last_checkpoint));
     }
   }
+  char fp[32];
+  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(state_fingerprint(*model)));
+  result.fingerprint = fp;
+  log.info_all_ranks(str("parameter fingerprint: ", fp));
   result.samples_per_s =
       train_time > 0 ? static_cast<double>(trained_steps * global_batch) / train_time : 0.0;
   return result;

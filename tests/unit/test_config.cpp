@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "config/train_config.h"
 #include "util/error.h"
 
@@ -87,7 +89,7 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--batch_size", "0"}, "--batch_size=0 must be > 0"},
       {{"--lr", "-1"}, "--lr=-1 must be > 0"},
       {{"--width", "0"}, "--width=0 must be in (0, 64]"},
-      {{"--bogus", "1"}, "unknown option 'flag --bogus'"},
+      {{"--bogus", "1"}, "unknown option '--bogus'"},
       {{"--batch_sz", "1"}, "did you mean --batch_size?"},
       {{"--batch_size", "abc"}, "--batch_size='abc' is not an integer"},
       {{"--lr", "fast"}, "--lr='fast' is not a number"},

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <zlib.h>
@@ -59,6 +60,7 @@ TEST(Data, FashionMnistReads) {
 
 TEST(Data, MissingAndDamagedFilesNameTheFile) {
   std::string dir = testing::TempDir() + "idx_bad";
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   DataOptions o;
   o.dataset = "fashion-mnist";

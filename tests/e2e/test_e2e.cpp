@@ -1,0 +1,199 @@
+// End-to-end tests: the real ddptrain binary, real processes, Gloo on loopback, a real
+// TCPStore rendezvous, torchrun from python3-torch, and Python reading our files.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny synthetic job: 256 samples of 3x8x8, width 0.125: seconds per epoch.
+std::vector<std::string> tiny_train(const std::string& ckpt, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {"train", "--dataset_size", "256", "--image_size", "8", "--width", "0.125",
+                                "--batch_size", "16", "--num_workers", "1", "--epochs", "2", "--lr", "0.05",
+                                "--log_interval", "4", "--checkpoint_dir", ckpt, "--threads", "1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<std::string> launch(int nproc, int port, const std::vector<std::string>& worker) {
+  std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", std::to_string(nproc),
+                                "--master_port", std::to_string(port)};
+  a.insert(a.end(), worker.begin(), worker.end());
+  return a;
+}
+
+// The fingerprint each rank logs at the end, by launcher prefix ("[r] ...").
+std::map<int, std::string> fingerprints(const std::string& out) {
+  std::map<int, std::string> fp;
+  for (const auto& l : lines_with(out, "parameter fingerprint: ")) {
+    int rank = l[0] == '[' ? std::stoi(l.substr(1)) : 0;
+    fp[rank] = l.substr(l.rfind(' ') + 1);
+  }
+  return fp;
+}
+
+}  // namespace
+
+TEST(E2E, BadInputsExitWith2AndSayWhy) {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    std::string expect;
+  } cases[] = {
+      {{"train", "--batch_size", "0"}, {}, "--batch_size=0 must be > 0"},
+      {{"train", "--lr", "-0.1"}, {}, "--lr=-0.1 must be > 0"},
+      {{"train", "--width", "0"}, {}, "--width=0 must be in (0, 64]"},
+      {{"train", "--unknown_flag"}, {}, "unknown option '--unknown_flag'"},
+      {{"train", "--epochs", "two"}, {}, "--epochs='two' is not an integer"},
+      {{"train", "--config", "/no/such.toml"}, {}, "--config='/no/such.toml' does not exist"},
+      {{"train", "--dataset", "fashion-mnist", "--data_dir", "/no/such/dir"}, {}, "--data_dir='/no/such/dir' has no"},
+      {{"train", "--backend", "nccl"}, {}, "--backend=nccl needs CUDA"},
+      {{"train"}, {{"RANK", "5"}, {"WORLD_SIZE", "2"}}, "RANK=5 must be < WORLD_SIZE=2"},
+      {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "x"}}, "WORLD_SIZE='x' is not an integer"},
+      {{"train"}, {{"RANK", "0"}}, "RANK and WORLD_SIZE must be set together"},
+      {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}}, "MASTER_PORT is not set"},
+      {{"launch", "--nproc_per_node", "0", "train"}, {}, "--nproc_per_node=0 must be >= 1"},
+      {{"launch", "--nproc_per_node", "2", "train", "--batch_size", "-3"}, {}, "--batch_size=-3 must be > 0"},
+      {{"launch", "--nproc_per_node", "2"}, {}, "launch needs the worker command"},
+      {{"frobnicate"}, {}, "unknown command 'frobnicate'"},
+      {{"inspect", "sampler", "--rank", "4", "--world_size", "2"}, {}, "--rank=4 must be in [0, 2)"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {binary()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    ProcResult r = run(argv, c.env, 60);
+    EXPECT_EQ(r.exit_code, 2) << c.expect << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << r.output;
+    EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  }
+}
+
+TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
+  std::ifstream in(source_dir() + "/tests/golden/sampler.txt");
+  int checked = 0;
+  for (std::string line; std::getline(in, line);) {
+    // Every rank and option of two shapes, one process each (~0.5 s to load LibTorch).
+    if (line.rfind("1001 3 ", 0) != 0 || line.find(" 42 2 ") == std::string::npos) continue;
+    std::istringstream h(line.substr(0, line.find(':')));
+    std::string n, w, r, sh, seed, ep, dl;
+    h >> n >> w >> r >> sh >> seed >> ep >> dl;
+    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", n, "--world_size", w,
+                                     "--rank", r, "--seed", seed, "--epoch", ep};
+    if (sh == "0") argv.push_back("--no-shuffle");
+    if (dl == "1") argv.push_back("--drop_last");
+    ProcResult res = run(argv, {}, 30);
+    ASSERT_EQ(res.exit_code, 0) << res.output;
+    std::string expect = line.substr(line.find(':') + 1);
+    if (!expect.empty() && expect[0] == ' ') expect.erase(0, 1);
+    EXPECT_EQ(res.output, expect + "\n") << line.substr(0, line.find(':'));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+TEST(E2E, TwoRanksTrainAgreeAndPythonLoadsTheCheckpoint) {
+  std::string ckpt = fresh_dir("two_ranks");
+  ProcResult r = run(launch(2, free_port(), tiny_train(ckpt)), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto fp = fingerprints(r.output);
+  ASSERT_EQ(fp.size(), 2u) << r.output;
+  EXPECT_EQ(fp[0], fp[1]) << "replicas diverged";
+  EXPECT_FALSE(lines_with(r.output, "[0] ").empty());
+  EXPECT_FALSE(lines_with(r.output, "epoch 2 done").empty()) << r.output;
+  EXPECT_TRUE(fs::exists(ckpt + "/config.json"));
+  for (const char* d : {"/epoch_0001", "/epoch_0002"})
+    for (const char* f : {"/model.pt", "/optimizer.pt", "/meta.json", "/config.json"})
+      EXPECT_TRUE(fs::exists(ckpt + d + f)) << d << f;
+  ProcResult py = run({"/usr/bin/python3", source_dir() + "/tests/python/check_state_dict.py",
+                       ckpt + "/epoch_0002/model.pt", "0.125"}, {}, 120);
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("OK"), std::string::npos) << py.output;
+}
+
+TEST(E2E, SameSeedSameBitsAndResumeEqualsUninterrupted) {
+  const int port = free_port();
+  std::string a = fresh_dir("resume_a"), b = fresh_dir("resume_b"), c = fresh_dir("resume_c");
+  ProcResult full = run(launch(2, port, tiny_train(a)), {}, 300);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ProcResult again = run(launch(2, port, tiny_train(c)), {}, 300);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(again.output)[0]) << "same seed, different bits";
+
+  ProcResult first = run(launch(2, port, tiny_train(b, {"--epochs", "1"})), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ProcResult resumed = run(launch(2, port, tiny_train(b, {"--resume_from", b + "/epoch_0001"})), {}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from").empty()) << resumed.output;
+  EXPECT_TRUE(lines_with(resumed.output, "epoch 1 done").empty()) << "epoch 1 was trained again";
+  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0])
+      << "resumed run differs from the uninterrupted one";
+}
+
+TEST(E2E, SingleProcessByDefault) {
+  std::string ckpt = fresh_dir("single");
+  std::vector<std::string> argv = {binary()};
+  auto t = tiny_train(ckpt, {"--epochs", "1", "--max_steps", "3"});
+  argv.insert(argv.end(), t.begin(), t.end());
+  ProcResult r = run(argv, {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "[rank 0/1]").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "after 3 steps").empty()) << r.output;
+  EXPECT_TRUE(fs::exists(ckpt + "/step_00000003/model.pt")) << r.output;
+}
+
+TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
+  std::string ckpt = fresh_dir("killed");
+  std::string out = ckpt + "/launch.log";
+  auto worker = tiny_train(ckpt, {"--dataset_size", "2000000", "--epochs", "1"});
+  pid_t launcher = spawn(launch(2, free_port(), worker), out);
+  // Wait until both workers run, then SIGKILL rank 1.
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 200 && kids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kids = children_of(launcher);
+  }
+  ASSERT_EQ(kids.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  pid_t victim = environ_of(kids[0], "RANK") == "1" ? kids[0] : kids[1];
+  ASSERT_EQ(environ_of(victim, "RANK"), "1");
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  int code = wait_for(launcher, 30);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("launcher exited with %d, %.1f s after the kill\n", code, secs);
+  if (code == -1) ::kill(launcher, SIGKILL);
+  ASSERT_NE(code, -1) << "launcher still running 30 s after a worker was killed";
+  EXPECT_NE(code, 0);
+  std::ifstream in(out);
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("FAILED: rank 1 was killed by signal 9"), std::string::npos) << log;
+  for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
+}
+
+TEST(E2E, RunsUnderTorchrun) {
+  std::string ckpt = fresh_dir("torchrun");
+  std::vector<std::string> argv = {"/usr/bin/python3", source_dir() + "/tests/python/torchrun_wrapper.py",
+                                   "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                                   "--master_port", std::to_string(free_port()), "--no_python", binary()};
+  auto t = tiny_train(ckpt, {"--epochs", "1"});
+  argv.insert(argv.end(), t.begin(), t.end());
+  ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "DDP: world 2, backend gloo").empty()) << r.output;
+  std::vector<std::string> fps;
+  for (const auto& l : lines_with(r.output, "parameter fingerprint: ")) fps.push_back(l.substr(l.rfind(' ') + 1));
+  ASSERT_EQ(fps.size(), 2u) << r.output;
+  EXPECT_EQ(fps[0], fps[1]);
+  EXPECT_TRUE(fs::exists(ckpt + "/epoch_0001/model.pt"));
+}
