@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "models/mini_resnet.h"
+#include "train/step_timer.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -163,6 +164,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
                " steps per epoch, global batch ", global_batch));
 
+  StepTimer timer(cfg.run.enable_profiling);
   double train_time = 0;
   int64_t trained_steps = 0;
   bool stop = false;
@@ -176,15 +178,19 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     auto interval_t0 = Clock::now();
     double epoch_loss = 0, epoch_correct = 0, epoch_count = 0, interval_loss = 0;
     int64_t interval_micro = 0, step_in_epoch = 0;
+    timer.restart();
     for (int64_t micro = 0; micro < steps_per_epoch * K; ++micro) {
       auto batch = loader.next();
       DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
       auto images = batch->images.to(ctx.device());
       auto labels = batch->labels.to(ctx.device());
+      timer.mark(StepTimer::kData);
       ddp.sync_buffers();
       auto logits = model->forward(images);
       auto loss = torch::nn::functional::cross_entropy(logits, labels);
+      timer.mark(StepTimer::kForward);
       (loss / K).backward();
+      timer.mark(StepTimer::kBackward);
       const double loss_v = loss.item<double>();
       epoch_loss += loss_v * static_cast<double>(labels.size(0));
       epoch_correct += logits.argmax(1).eq(labels).sum().item<double>();
@@ -194,8 +200,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       if ((micro + 1) % K != 0) continue;  // accumulate locally; one all-reduce per step
 
       ddp.sync_gradients();
+      timer.mark(StepTimer::kComm);
       optimizer.step();
       zero_grad_set_to_none(optimizer);
+      timer.mark(StepTimer::kOptimizer);
       ++result.global_step;
       ++step_in_epoch;
       ++trained_steps;
@@ -211,7 +219,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                      fmt("%.4f", l[0][0].item<double>() / l[0][1].item<double>()), " | lr ",
                      fmt("%.3e", optimizer.param_groups()[0].options().get_lr()), " | ",
                      with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / (interval_micro / K)),
-                     " ms/step"));
+                     " ms/step", timer.take_summary()));
         interval_loss = 0;
         interval_micro = 0;
         interval_t0 = Clock::now();
