@@ -185,6 +185,27 @@ TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
   for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
 }
 
+TEST(E2E, LauncherForwardsSigterm) {
+  std::string ckpt = fresh_dir("sigterm");
+  std::string out = ckpt + "/launch.log";
+  pid_t launcher = spawn(launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000"})), out);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 200 && kids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kids = children_of(launcher);
+  }
+  ASSERT_EQ(kids.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(launcher, SIGTERM);
+  int code = wait_for(launcher, 30);
+  if (code == -1) ::kill(launcher, SIGKILL);
+  ASSERT_EQ(code, 128 + SIGTERM);
+  std::ifstream in(out);
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(log.find("forwarding to the workers"), std::string::npos) << log;
+  for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
+}
+
 TEST(E2E, RunsUnderTorchrun) {
   std::string ckpt = fresh_dir("torchrun");
   std::vector<std::string> argv = {"/usr/bin/python3", source_dir() + "/tests/python/torchrun_wrapper.py",
