@@ -1,10 +1,10 @@
 #include "proc.h"
 
+#include "../common/free_port.h"
+
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +111,16 @@ int wait_for(pid_t pid, int timeout_s) {
   return -1;
 }
 
+std::vector<pid_t> wait_for_children(pid_t pid, size_t n, int timeout_s) {
+  std::vector<pid_t> kids;
+  auto t0 = Clock::now();
+  while (kids.size() < n && Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kids = children_of(pid);
+  }
+  return kids;
+}
+
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
   std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
@@ -147,17 +157,7 @@ std::string environ_of(pid_t pid, const std::string& name) {
 std::string binary() { return DDPTRAIN_BINARY; }
 std::string source_dir() { return DDPTRAIN_SOURCE_DIR; }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int free_port() { return testing_common::free_port(); }
 
 std::vector<std::string> lines_with(const std::string& output, const std::string& needle) {
   std::vector<std::string> out;

@@ -31,6 +31,9 @@ int wait_for(pid_t pid, int timeout_s);
 /// Direct children of pid (from /proc).
 std::vector<pid_t> children_of(pid_t pid);
 
+/// Polls until pid has n children (or timeout_s passes); returns them.
+std::vector<pid_t> wait_for_children(pid_t pid, size_t n, int timeout_s = 10);
+
 /// Whether a process exists (and is not a zombie).
 bool alive(pid_t pid);
 

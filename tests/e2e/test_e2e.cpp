@@ -162,11 +162,7 @@ TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
   auto worker = tiny_train(ckpt, {"--dataset_size", "2000000", "--epochs", "1"});
   pid_t launcher = spawn(launch(2, free_port(), worker), out);
   // Wait until both workers run, then SIGKILL rank 1.
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 200 && kids.size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    kids = children_of(launcher);
-  }
+  std::vector<pid_t> kids = wait_for_children(launcher, 2);
   ASSERT_EQ(kids.size(), 2u);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   pid_t victim = environ_of(kids[0], "RANK") == "1" ? kids[0] : kids[1];
@@ -189,11 +185,7 @@ TEST(E2E, LauncherForwardsSigterm) {
   std::string ckpt = fresh_dir("sigterm");
   std::string out = ckpt + "/launch.log";
   pid_t launcher = spawn(launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000"})), out);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 200 && kids.size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    kids = children_of(launcher);
-  }
+  std::vector<pid_t> kids = wait_for_children(launcher, 2);
   ASSERT_EQ(kids.size(), 2u);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(launcher, SIGTERM);

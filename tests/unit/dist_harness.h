@@ -2,35 +2,19 @@
 // real Gloo on loopback and a real TCPStore (as c10d's own tests do).
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "../common/free_port.h"
 #include "dist/dist_context.h"
 
 namespace ddptrain::testing_dist {
 
-/// A TCP port that was free a moment ago (the kernel's pick for port 0).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 /// Calls fn(ctx) on `world` ranks concurrently; rethrows the first rank's exception.
 inline void run_ranks(int world, const std::function<void(const DistContext&)>& fn, int timeout_s = 60) {
-  const int port = free_port();
+  const int port = testing_common::free_port();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
