@@ -34,6 +34,12 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
       bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB"),
+      bind_flag("first_bucket_mb", &c.dist.first_bucket_mb, "cap of the first bucket (last layers), MiB"),
+      bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view, "gradients are views into the all-reduce buckets"),
+      bind_flag("find_unused_parameters", &c.dist.find_unused_parameters, "allow parameters without a gradient in a step"),
+      bind_flag("broadcast_buffers", &c.dist.broadcast_buffers, "broadcast rank 0's buffers before each forward"),
+      bind_flag("ddp_comm_hook", &c.dist.ddp_comm_hook, "none | fp16 | bf16: compress gradients for the all-reduce"),
+      bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
       bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints"),
       bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
@@ -77,6 +83,10 @@ void TrainConfig::validate() const {
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
   DDP_USAGE_CHECK(dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb,
                   " must be > 0; pass e.g. --bucket_cap_mb 25");
+  DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
+                  " must be > 0; pass e.g. --first_bucket_mb 1");
+  DDP_USAGE_CHECK(dist.ddp_comm_hook == "none" || dist.ddp_comm_hook == "fp16" || dist.ddp_comm_hook == "bf16",
+                  "--ddp_comm_hook='", dist.ddp_comm_hook, "' is not a known hook; use none, fp16 or bf16");
   non_negative("save_every", run.save_every, "pass 0 to save only at the end");
   positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
   non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");

@@ -39,6 +39,12 @@ struct DistOptions {
   std::string backend = "auto";  // auto | gloo | nccl
   int dist_timeout_s = 600;      // every collective and the rendezvous
   double bucket_cap_mb = 25.0;   // all-reduce bucket size cap
+  double first_bucket_mb = 1.0;  // the first bucket (reduced first, from the last layers)
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  std::string ddp_comm_hook = "none";  // none | fp16 | bf16
+  bool ddp_overlap = true;             // all-reduce during backward (false: after it)
 };
 
 struct RunOptions {

@@ -1,8 +1,8 @@
 #include "ddp/ddp.h"
 
 #include <map>
+#include <sstream>
 
-#include "ddp/bucket_assignment.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -10,21 +10,16 @@ namespace ddptrain {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  const DistContext& ctx, DdpOptions opts)
     : module_(std::move(module)), ctx_(ctx), opts_(opts) {
-  for (auto& p : module_->parameters())
-    if (p.requires_grad()) params_.push_back(p);
+  std::vector<std::string> names;
+  for (auto& p : module_->named_parameters())
+    if (p.value().requires_grad()) {
+      names.push_back(p.key());
+      params_.push_back(p.value());
+    }
   for (auto& b : module_->buffers()) buffers_.push_back(b);
+  if (ctx_.world_size() == 1) return;
 
-  std::vector<BucketParam> bp;
-  for (auto& p : params_)
-    bp.push_back({p.numel(), static_cast<int64_t>(p.element_size()),
-                  std::string(c10::toString(p.scalar_type())) + "@" + p.device().str()});
-  buckets_ = assign_buckets(bp, opts_.bucket_cap_bytes, opts_.first_bucket_bytes);
-  for (const auto& b : buckets_) {
-    int64_t n = 0;
-    for (size_t i : b) n += params_[i].numel();
-    flat_.push_back(at::empty({n}, params_[b[0]].options()));
-  }
-
+  verify_replicas(names);
   // Every rank starts from rank 0's weights, whatever its own initialisation did.
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> state = params_;
@@ -33,7 +28,65 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     std::vector<at::Tensor> one{t};
     ctx_.broadcast(one, 0);
   }
+  reducer_ = std::make_unique<Reducer>(params_, names, ctx_, opts_.reducer);
 }
+
+// Rank 0's description of its parameters goes to every rank (length, then bytes); each rank
+// compares it with its own, and one all-reduce tells every rank whether any rank differs, so
+// all of them fail together instead of hanging in a mismatched collective.
+void DistributedDataParallel::verify_replicas(const std::vector<std::string>& names) {
+  std::ostringstream os;
+  for (size_t i = 0; i < params_.size(); ++i)
+    os << names[i] << ' ' << params_[i].sizes() << ' ' << c10::toString(params_[i].scalar_type()) << '\n';
+  const std::string mine = os.str();
+  std::vector<at::Tensor> len{at::tensor({static_cast<int64_t>(mine.size())}, at::kLong)};
+  ctx_.broadcast(len, 0);
+  std::vector<at::Tensor> bytes{at::zeros({len[0].item<int64_t>()}, at::kByte)};
+  if (ctx_.is_main()) std::memcpy(bytes[0].data_ptr(), mine.data(), mine.size());
+  ctx_.broadcast(bytes, 0);
+  const std::string theirs(static_cast<const char*>(bytes[0].data_ptr()), static_cast<size_t>(bytes[0].numel()));
+
+  // Per rank: 1 when it differs from rank 0.
+  std::vector<at::Tensor> differs{at::zeros({ctx_.world_size()}, at::kLong)};
+  differs[0][ctx_.rank()] = static_cast<int64_t>(mine != theirs);
+  ctx_.all_reduce_sum(differs);
+  if (differs[0].sum().item<int64_t>() == 0) return;
+
+  std::string detail;
+  if (mine != theirs) {
+    std::istringstream a(theirs), b(mine);
+    std::string la, lb;
+    size_t line = 0;
+    while (true) {
+      bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+      if (!ga || !gb || la != lb) {
+        detail = str(": parameter #", line, " is '", ga ? la : "<none>", "' on rank 0 but '",
+                     gb ? lb : "<none>", "' here");
+        break;
+      }
+      ++line;
+    }
+  } else {
+    for (int r = 0; r < ctx_.world_size(); ++r)
+      if (differs[0][r].item<int64_t>() != 0) {
+        detail = str(": rank ", r, "'s model differs from rank 0's (its log names the parameter)");
+        break;
+      }
+  }
+  throw Error(str("[rank ", ctx_.rank(), "/", ctx_.world_size(), "] DDP: the ranks do not build the same model",
+                  detail, "; every rank must construct the model with the same flags"));
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
+    : reducer_(ddp.reducer_.get()), previous_(reducer_ ? reducer_->sync() : true) {
+  if (reducer_) reducer_->set_sync(false);
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (reducer_) reducer_->set_sync(previous_);
+}
+
+ReducerStats DistributedDataParallel::take_stats() { return reducer_ ? reducer_->take_stats() : ReducerStats{}; }
 
 void DistributedDataParallel::sync_buffers() {
   if (!opts_.broadcast_buffers || ctx_.world_size() == 1 || buffers_.empty()) return;
@@ -50,43 +103,6 @@ void DistributedDataParallel::sync_buffers() {
     for (auto* b : group) {
       b->copy_(flat[0].narrow(0, off, b->numel()).view_as(*b));
       off += b->numel();
-    }
-  }
-}
-
-void DistributedDataParallel::sync_gradients() {
-  if (ctx_.world_size() == 1) return;
-  torch::NoGradGuard no_grad;
-  // Launch every bucket, then wait in bucket order; Gloo works on several buckets at once.
-  std::vector<compat::WorkHandle> works;
-  std::vector<std::vector<at::Tensor>> holders(buckets_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    int64_t off = 0;
-    for (size_t i : buckets_[b]) {
-      const at::Tensor& p = params_[i];
-      auto slot = flat_[b].narrow(0, off, p.numel());
-      if (p.grad().defined())
-        slot.copy_(p.grad().reshape(-1));
-      else
-        slot.zero_();
-      off += p.numel();
-    }
-    holders[b] = {flat_[b]};
-    works.push_back(ctx_.all_reduce_sum_async(holders[b]));
-  }
-  const double inv_world = 1.0 / ctx_.world_size();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    ctx_.wait(works[b], "gradient all_reduce");  // never read a bucket before its Work is done
-    flat_[b].mul_(inv_world);
-    int64_t off = 0;
-    for (size_t i : buckets_[b]) {
-      at::Tensor& p = params_[i];
-      auto slot = flat_[b].narrow(0, off, p.numel()).view_as(p);
-      if (p.grad().defined())
-        p.mutable_grad().copy_(slot);
-      else
-        p.mutable_grad() = slot.clone();
-      off += p.numel();
     }
   }
 }

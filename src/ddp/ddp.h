@@ -1,11 +1,13 @@
-// DistributedDataParallel (first version): wraps a model that knows nothing of distribution.
-//  - construction: rank 0's parameters and buffers are broadcast, so every rank starts equal;
-//  - before each training forward: rank 0's buffers (BatchNorm statistics) are broadcast,
-//    as PyTorch's DDP does with broadcast_buffers=True;
-//  - after backward: sync_gradients() all-reduces the gradients in flat buckets (see
-//    Note [Bucket order]) and leaves the global mean in param.grad().
-// Invariant: every rank calls these in the same order; buckets are identical on every rank.
-// The overlapped reducer (all-reduce during backward) replaces sync_gradients in issue 3.
+// DistributedDataParallel: wraps a model that knows nothing of distribution.
+//  - construction: checks that every rank has the same parameters (names, shapes, dtypes),
+//    then broadcasts rank 0's parameters and buffers so every rank starts equal;
+//  - backward: the Reducer all-reduces gradients in buckets while backward runs and leaves
+//    the global mean in param.grad() when backward() returns;
+//  - no_sync(): an RAII guard for gradient accumulation (see Note [no_sync and accumulation]);
+//  - sync_buffers(): rank 0's buffers (BatchNorm statistics) to every rank, called before
+//    each training forward when broadcast_buffers is on (PyTorch's default).
+// Invariant: every rank makes the same calls in the same order. World size 1 is a
+// pass-through: no hooks, no collectives.
 #pragma once
 
 #include <memory>
@@ -13,13 +15,13 @@
 
 #include <torch/nn/module.h>
 
+#include "ddp/reducer.h"
 #include "dist/dist_context.h"
 
 namespace ddptrain {
 
 struct DdpOptions {
-  size_t bucket_cap_bytes = 25u << 20;
-  size_t first_bucket_bytes = 1u << 20;
+  ReducerOptions reducer;
   bool broadcast_buffers = true;
 };
 
@@ -28,22 +30,35 @@ class DistributedDataParallel {
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
                           DdpOptions opts = {});
 
-  /// Rank 0's buffers to every rank (call before a training forward).
-  void sync_buffers();
-  /// Averages gradients across ranks; parameters without a gradient count as zero.
-  void sync_gradients();
+  /// Inside the guard backward only accumulates local gradients.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 
-  size_t num_buckets() const { return buckets_.size(); }
-  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+   private:
+    Reducer* reducer_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  /// Rank 0's buffers to every rank (a no-op unless broadcast_buffers and world > 1).
+  void sync_buffers();
+  /// Communication counters since the last call.
+  ReducerStats take_stats();
+  size_t num_buckets() const { return reducer_ ? reducer_->buckets().size() : 0; }
 
  private:
+  void verify_replicas(const std::vector<std::string>& names);
+
   std::shared_ptr<torch::nn::Module> module_;
   const DistContext& ctx_;
   DdpOptions opts_;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> buffers_;
-  std::vector<std::vector<size_t>> buckets_;
-  std::vector<at::Tensor> flat_;  // one flat buffer per bucket, reused every step
+  std::unique_ptr<Reducer> reducer_;
 };
 
 }  // namespace ddptrain

@@ -23,6 +23,13 @@ std::string resolve_backend(const std::string& requested, const at::Device& devi
   return requested;
 }
 
+bool backend_reduces(const std::string& backend, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR < 2
+  if (backend == "gloo" && dtype == at::kBFloat16) return false;
+#endif
+  return true;
+}
+
 namespace {
 
 bool is_loopback(const std::string& addr) {

@@ -14,6 +14,10 @@ namespace ddptrain {
 /// Resolves --backend (auto|gloo|nccl) against the device; UsageError for nccl without CUDA.
 std::string resolve_backend(const std::string& requested, const at::Device& device);
 
+/// Whether the backend can all-reduce tensors of this dtype (Gloo in LibTorch 1.13 has no
+/// bfloat16 reduction; NCCL and later Gloo have).
+bool backend_reduces(const std::string& backend, at::ScalarType dtype);
+
 /// Creates the process-group backend for this rank. For Gloo the network interface is
 /// GLOO_SOCKET_IFNAME when set, loopback when master_addr is a loopback address, else the
 /// address the hostname resolves to (PyTorch's rule).

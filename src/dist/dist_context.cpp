@@ -88,6 +88,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
 
 DistContext::~DistContext() { shutdown(); }
 
+bool DistContext::reduces(at::ScalarType dtype) const { return backend_reduces(backend_name_, dtype); }
+
 void DistContext::shutdown() {
   // Dropping the last reference joins Gloo's worker threads; store after the group.
   pg_.reset();

@@ -57,6 +57,8 @@ class DistContext {
   const std::string& backend_name() const { return backend_name_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const Logger& log() const { return log_; }
+  /// Whether all_reduce accepts tensors of this dtype on this backend.
+  bool reduces(at::ScalarType dtype) const;
 
   /// Sums the tensors in place across ranks (synchronous, with the timeout).
   void all_reduce_sum(std::vector<at::Tensor>& tensors) const;

@@ -1,7 +1,8 @@
 // StepTimer: where a training step's wall time goes (--enable_profiling). The trainer marks
 // the end of each phase; the time since the previous mark is charged to that phase.
-// Phases: data (waiting for the loader), fwd (forward + loss), bwd (backward), comm
-// (gradient all-reduce after backward), opt (optimizer step + zero_grad).
+// Phases: data (waiting for the loader), fwd (forward + loss), bwd (backward, including the
+// overlapped all-reduce and the wait for it at its end; the step line shows that wait
+// separately), opt (optimizer step + zero_grad).
 // On CPU every op is synchronous, so the split is exact; on CUDA, kernels are asynchronous
 // and time shows up where the host next waits.
 #pragma once
@@ -15,7 +16,7 @@ namespace ddptrain {
 
 class StepTimer {
  public:
-  enum Phase { kData, kForward, kBackward, kComm, kOptimizer, kNumPhases };
+  enum Phase { kData, kForward, kBackward, kOptimizer, kNumPhases };
 
   explicit StepTimer(bool enabled) : enabled_(enabled) {}
   /// Starts timing from now (at the top of an interval).
@@ -30,7 +31,7 @@ class StepTimer {
   /// " | data 1% fwd 30% ..." for the interval so far, then resets; "" when disabled.
   std::string take_summary() {
     if (!enabled_) return "";
-    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "comm", "opt"};
+    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};
     double sum = 0;
     for (double t : totals_) sum += t;
     std::string out = " |";

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include <torch/nn/functional/loss.h>
@@ -119,7 +120,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                with_commas(static_cast<double>(count_parameters(*model))), " parameters"));
 
   DdpOptions ddp_opts;
-  ddp_opts.bucket_cap_bytes = static_cast<size_t>(cfg.dist.bucket_cap_mb * (1 << 20));
+  ddp_opts.reducer.bucket_cap_bytes = static_cast<size_t>(cfg.dist.bucket_cap_mb * (1 << 20));
+  ddp_opts.reducer.first_bucket_bytes = static_cast<size_t>(cfg.dist.first_bucket_mb * (1 << 20));
+  ddp_opts.reducer.gradient_as_bucket_view = cfg.dist.gradient_as_bucket_view;
+  ddp_opts.reducer.find_unused_parameters = cfg.dist.find_unused_parameters;
+  ddp_opts.reducer.comm_hook = parse_comm_hook(cfg.dist.ddp_comm_hook);
+  ddp_opts.reducer.overlap = cfg.dist.ddp_overlap;
+  ddp_opts.broadcast_buffers = cfg.dist.broadcast_buffers;
   DistributedDataParallel ddp(model.ptr(), ctx, ddp_opts);
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
@@ -189,7 +196,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       auto logits = model->forward(images);
       auto loss = torch::nn::functional::cross_entropy(logits, labels);
       timer.mark(StepTimer::kForward);
-      (loss / K).backward();
+      {
+        // Micro-steps 1..K-1 accumulate locally; the K-th all-reduces (during backward).
+        // See Note [no_sync and accumulation].
+        std::optional<DistributedDataParallel::NoSyncGuard> local;
+        if ((micro + 1) % K != 0) local.emplace(ddp);
+        (loss / K).backward();
+      }
       timer.mark(StepTimer::kBackward);
       const double loss_v = loss.item<double>();
       epoch_loss += loss_v * static_cast<double>(labels.size(0));
@@ -197,10 +210,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       epoch_count += static_cast<double>(labels.size(0));
       interval_loss += loss_v;
       ++interval_micro;
-      if ((micro + 1) % K != 0) continue;  // accumulate locally; one all-reduce per step
+      if ((micro + 1) % K != 0) continue;
 
-      ddp.sync_gradients();
-      timer.mark(StepTimer::kComm);
       optimizer.step();
       zero_grad_set_to_none(optimizer);
       timer.mark(StepTimer::kOptimizer);
@@ -215,11 +226,15 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         ctx.all_reduce_sum(l);
         const double dt = seconds_since(interval_t0);
         const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
+        const ReducerStats comm = ddp.take_stats();
+        const double steps = static_cast<double>(interval_micro / K);
         log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ",
                      fmt("%.4f", l[0][0].item<double>() / l[0][1].item<double>()), " | lr ",
                      fmt("%.3e", optimizer.param_groups()[0].options().get_lr()), " | ",
-                     with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / (interval_micro / K)),
-                     " ms/step", timer.take_summary()));
+                     with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / steps), " ms/step | ",
+                     fmt("%.0f", comm.allreduces / steps), " all-reduce ",
+                     fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
+                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", timer.take_summary()));
         interval_loss = 0;
         interval_micro = 0;
         interval_t0 = Clock::now();

@@ -1,8 +1,11 @@
-// DDP over real Gloo with ranks as threads: the start-up broadcast makes every rank equal,
-// and the bucketed all-reduce leaves exactly the full-batch gradient in every rank's grads.
+// DDP over real Gloo with ranks as threads of this process: start-up broadcast, the
+// overlapped reducer against full-batch training, mean not sum, no_sync accumulation,
+// unused parameters, replica verification and compression hooks.
 #include <gtest/gtest.h>
 
 #include <mutex>
+
+#include <torch/optim/sgd.h>
 
 #include "ddp/ddp.h"
 #include "dist_harness.h"
@@ -13,10 +16,10 @@ using testing_dist::run_ranks;
 namespace {
 
 struct TinyNet : torch::nn::Module {
-  TinyNet() {
-    a = register_module("a", torch::nn::Linear(8, 16));
-    b = register_module("b", torch::nn::Linear(16, 4));
-    unused = register_parameter("unused", torch::ones({3}));
+  explicit TinyNet(int64_t hidden = 16, bool with_unused = false) {
+    a = register_module("a", torch::nn::Linear(8, hidden));
+    b = register_module("b", torch::nn::Linear(hidden, 4));
+    if (with_unused) unused = register_parameter("unused", torch::ones({3}));
   }
   torch::Tensor forward(const torch::Tensor& x) { return b(torch::tanh(a(x))); }
   torch::nn::Linear a{nullptr}, b{nullptr};
@@ -24,19 +27,66 @@ struct TinyNet : torch::nn::Module {
 };
 
 // The default generator is process-wide: ranks-as-threads must not draw from it at once.
-std::shared_ptr<TinyNet> make_net(uint64_t seed) {
+std::shared_ptr<TinyNet> make_net(uint64_t seed, int64_t hidden = 16, bool with_unused = false) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   torch::manual_seed(seed);
-  return std::make_shared<TinyNet>();
+  return std::make_shared<TinyNet>(hidden, with_unused);
 }
 
-std::vector<at::Tensor> full_batch_grads(const at::Tensor& x, const at::Tensor& y) {
-  auto net = make_net(0);
-  torch::nn::functional::cross_entropy(net->forward(x), y).backward();
-  std::vector<at::Tensor> g;
-  for (auto& p : net->parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
-  return g;
+std::vector<at::Tensor> snapshot(torch::nn::Module& m, bool grads) {
+  std::vector<at::Tensor> out;
+  for (auto& p : m.parameters()) out.push_back(grads ? (p.grad().defined() ? p.grad().clone() : at::Tensor()) : p.detach().clone());
+  return out;
+}
+
+double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  return d;
+}
+
+// Trains TinyNet for `steps` SGD steps: world ranks, each with `per_rank` samples of every
+// global batch (rank r takes rows r*per_rank ...), K micro-batches per step under no_sync.
+std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps, DdpOptions opts,
+                                   std::vector<double>* losses = nullptr) {
+  torch::manual_seed(11);
+  const int64_t global = per_rank * world * K;
+  auto x = torch::randn({steps * global, 8});
+  auto y = torch::randint(0, 4, {steps * global});
+  std::vector<at::Tensor> result;
+  std::mutex mu;
+  auto body = [&](const DistContext& ctx) {
+    auto net = make_net(3);
+    DistributedDataParallel ddp(net, ctx, opts);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    for (int s = 0; s < steps; ++s) {
+      for (auto& p : net->parameters()) p.mutable_grad().reset();  // zero_grad(set_to_none)
+      double step_loss = 0;
+      for (int k = 0; k < K; ++k) {
+        int64_t row = s * global + (k * world + ctx.rank()) * per_rank;
+        auto loss = torch::nn::functional::cross_entropy(net->forward(x.narrow(0, row, per_rank)),
+                                                         y.narrow(0, row, per_rank)) / K;
+        std::optional<DistributedDataParallel::NoSyncGuard> local;
+        if (k + 1 < K) local.emplace(ddp);
+        loss.backward();
+        step_loss += loss.item<double>();
+      }
+      opt.step();
+      if (losses && ctx.rank() == 0) losses->push_back(step_loss);
+    }
+    if (ctx.rank() == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = snapshot(*net, false);
+    }
+  };
+  if (world == 1) {
+    DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
+    body(solo);
+  } else {
+    run_ranks(world, body);
+  }
+  return result;
 }
 
 }  // namespace
@@ -48,41 +98,157 @@ TEST(DdpThreads, BroadcastMakesRanksEqual) {
     auto net = make_net(100 + static_cast<uint64_t>(ctx.rank()));  // different weights on purpose
     DistributedDataParallel ddp(net, ctx, {});
     std::lock_guard<std::mutex> lock(mu);
-    for (auto& p : net->parameters()) params[static_cast<size_t>(ctx.rank())].push_back(p.detach().clone());
+    params[static_cast<size_t>(ctx.rank())] = snapshot(*net, false);
   });
-  ASSERT_EQ(params[0].size(), params[1].size());
   for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(params[0][i].equal(params[1][i])) << i;
 }
 
-TEST(DdpThreads, AveragedGradientsEqualFullBatch) {
-  torch::manual_seed(7);
-  auto x = torch::randn({16, 8});
-  auto y = torch::randint(0, 4, {16});
-  auto expect = full_batch_grads(x, y);
-  // Tiny buckets force several all-reduces, each with a pending Work, to be exercised.
-  for (size_t cap : {size_t(64), size_t(25) << 20}) {
-    std::mutex mu;
-    std::vector<std::vector<at::Tensor>> grads(2);
-    size_t buckets = 0;
-    run_ranks(2, [&](const DistContext& ctx) {
-      auto net = make_net(0);
-      DistributedDataParallel ddp(net, ctx, {cap, cap, true});
-      auto xs = x.narrow(0, ctx.rank() * 8, 8), ys = y.narrow(0, ctx.rank() * 8, 8);
-      torch::nn::functional::cross_entropy(net->forward(xs), ys).backward();
-      ddp.sync_gradients();
-      std::lock_guard<std::mutex> lock(mu);
-      buckets = ddp.num_buckets();
-      for (auto& p : net->parameters()) grads[static_cast<size_t>(ctx.rank())].push_back(p.grad().clone());
-    });
-    if (cap == 64) EXPECT_GT(buckets, 2u);
-    double max_diff = 0;
-    for (int r = 0; r < 2; ++r)
-      for (size_t i = 0; i < expect.size(); ++i)
-        max_diff = std::max(max_diff, (grads[static_cast<size_t>(r)][i] - expect[i]).abs().max().item<double>());
-    std::printf("bucket cap %zu B: %zu buckets, max |ddp grad - full-batch grad| = %.3g\n", cap, buckets, max_diff);
-    EXPECT_LT(max_diff, 1e-6);
-    for (size_t i = 0; i < expect.size(); ++i) EXPECT_TRUE(grads[0][i].equal(grads[1][i]));
+TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {
+  // World W with batch b equals world 1 with batch W*b; several bucket layouts and options.
+  auto reference = train_tiny(1, 8, 1, 10, {});
+  struct Variant {
+    const char* name;
+    int world;
+    int64_t per_rank;
+    DdpOptions opts;
+  };
+  DdpOptions tiny_buckets;
+  tiny_buckets.reducer.bucket_cap_bytes = 64;
+  tiny_buckets.reducer.first_bucket_bytes = 16;
+  DdpOptions views = tiny_buckets;
+  views.reducer.gradient_as_bucket_view = true;
+  DdpOptions no_overlap = tiny_buckets;
+  no_overlap.reducer.overlap = false;
+  for (const Variant& v : {Variant{"world 2, b=4", 2, 4, {}}, Variant{"world 4, b=2", 4, 2, {}},
+                           Variant{"world 2, tiny buckets", 2, 4, tiny_buckets},
+                           Variant{"world 2, grads as bucket views", 2, 4, views},
+                           Variant{"world 2, no overlap", 2, 4, no_overlap}}) {
+    auto got = train_tiny(v.world, v.per_rank, 1, 10, v.opts);
+    double d = max_diff(got, reference);
+    std::printf("%s: max |param - world-1 param| after 10 steps = %.3g\n", v.name, d);
+    EXPECT_LE(d, 1e-5) << v.name;
   }
+}
+
+TEST(DdpThreads, NoSyncAccumulationEqualsBigBatch) {
+  auto reference = train_tiny(1, 32, 1, 10, {});  // world 1, batch 8b with b = 4
+  auto got = train_tiny(2, 4, 4, 10, {});          // world 2, K = 4 micro-batches of b
+  double d = max_diff(got, reference);
+  std::printf("no_sync K=4 world 2 vs world 1 batch 8b: max |param diff| = %.3g\n", d);
+  EXPECT_LE(d, 1e-5);
+}
+
+TEST(DdpThreads, NoSyncKeepsGradsLocalAndReducesOncePerStep) {
+  std::mutex mu;
+  std::vector<std::vector<at::Tensor>> local(2), synced(2);
+  std::vector<ReducerStats> stats(2);
+  size_t buckets = 0;
+  run_ranks(2, [&](const DistContext& ctx) {
+    auto net = make_net(5);
+    DdpOptions o;
+    o.reducer.bucket_cap_bytes = 64;
+    o.reducer.first_bucket_bytes = 16;
+    DistributedDataParallel ddp(net, ctx, o);
+    auto x = torch::full({4, 8}, static_cast<float>(ctx.rank() + 1));
+    for (int k = 0; k < 3; ++k) {
+      auto guard = ddp.no_sync();
+      net->forward(x).sum().backward();
+    }
+    auto after_local = snapshot(*net, true);
+    net->forward(x).sum().backward();
+    std::lock_guard<std::mutex> lock(mu);
+    local[static_cast<size_t>(ctx.rank())] = after_local;
+    synced[static_cast<size_t>(ctx.rank())] = snapshot(*net, true);
+    stats[static_cast<size_t>(ctx.rank())] = ddp.take_stats();
+    buckets = ddp.num_buckets();
+  });
+  EXPECT_GT(max_diff(local[0], local[1]), 1e-3) << "no_sync gradients should differ across ranks";
+  EXPECT_EQ(max_diff(synced[0], synced[1]), 0.0);
+  EXPECT_GT(buckets, 2u);
+  for (const auto& s : stats) {
+    EXPECT_EQ(s.allreduces, static_cast<int64_t>(buckets)) << "exactly one all-reduce per bucket per step";
+    EXPECT_EQ(s.syncs, 1);
+  }
+}
+
+TEST(DdpThreads, ReducedGradientIsTheMeanNotTheSum) {
+  for (int world : {2, 4}) {
+    std::mutex mu;
+    std::vector<double> grads;
+    run_ranks(world, [&](const DistContext& ctx) {
+      auto lin = std::make_shared<torch::nn::LinearImpl>(torch::nn::LinearOptions(1, 1).bias(false));
+      DistributedDataParallel ddp(lin, ctx, {});
+      lin->forward(torch::full({1, 1}, static_cast<float>(ctx.rank()))).sum().backward();
+      std::lock_guard<std::mutex> lock(mu);
+      grads.push_back(lin->weight.grad().item<double>());
+    });
+    for (double g : grads) EXPECT_EQ(g, (world - 1) / 2.0) << "world " << world;
+  }
+}
+
+TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  run_ranks(2, [&](const DistContext& ctx) {
+    auto net = make_net(1, 16, /*with_unused=*/true);
+    DistributedDataParallel ddp(net, ctx, {});
+    try {
+      net->forward(torch::randn({2, 8})).sum().backward();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  }, 10);
+  ASSERT_EQ(errors.size(), 2u);
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("'unused'"), std::string::npos) << e;
+    EXPECT_NE(e.find("--find_unused_parameters"), std::string::npos) << e;
+  }
+  std::vector<double> grads;
+  run_ranks(2, [&](const DistContext& ctx) {
+    auto net = make_net(1, 16, true);
+    DdpOptions o;
+    o.reducer.find_unused_parameters = true;
+    DistributedDataParallel ddp(net, ctx, o);
+    net->forward(torch::randn({2, 8})).sum().backward();
+    std::lock_guard<std::mutex> lock(mu);
+    grads.push_back(net->unused.grad().abs().sum().item<double>());
+  });
+  EXPECT_EQ(grads, (std::vector<double>{0.0, 0.0}));
+}
+
+TEST(DdpThreads, MismatchedModelsFailOnEveryRank) {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  run_ranks(2, [&](const DistContext& ctx) {
+    auto net = make_net(1, ctx.rank() == 0 ? 16 : 12);  // rank 1 has other layer shapes
+    try {
+      DistributedDataParallel ddp(net, ctx, {});
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  }, 20);
+  ASSERT_EQ(errors.size(), 2u) << "every rank must fail";
+  std::string all = errors[0] + "\n" + errors[1];
+  EXPECT_NE(all.find("a.weight [16, 8]"), std::string::npos) << all;
+  EXPECT_NE(all.find("a.weight [12, 8]"), std::string::npos) << all;
+}
+
+TEST(DdpThreads, CompressionHooksTrainLikeFp32) {
+  std::vector<double> base, fp16, bf16;
+  train_tiny(2, 4, 1, 20, {}, &base);
+  DdpOptions h16, hbf;
+  h16.reducer.comm_hook = CommHook::kFp16;
+  hbf.reducer.comm_hook = CommHook::kBf16;
+  train_tiny(2, 4, 1, 20, h16, &fp16);
+  train_tiny(2, 4, 1, 20, hbf, &bf16);
+  ASSERT_EQ(base.size(), 20u);
+  std::printf("final loss: fp32 %.6f, fp16 hook %.6f, bf16 hook %.6f\n", base.back(), fp16.back(), bf16.back());
+  EXPECT_LE(std::abs(fp16.back() - base.back()) / base.back(), 1e-2);
+  EXPECT_LE(std::abs(bf16.back() - base.back()) / base.back(), 1e-2);
+  EXPECT_NE(fp16.back(), base.back()) << "the hook did not change the arithmetic at all";
+  EXPECT_NE(bf16.back(), base.back()) << "the hook did not change the arithmetic at all";
 }
 
 TEST(DdpThreads, BuffersFollowRankZero) {
@@ -92,7 +258,7 @@ TEST(DdpThreads, BuffersFollowRankZero) {
     auto bn = torch::nn::BatchNorm1d(4);
     auto holder = std::make_shared<torch::nn::Sequential>(bn);
     DistributedDataParallel ddp(holder->ptr(), ctx, {});
-    bn->forward(torch::arange(32, at::kFloat).reshape({8, 4}) * (ctx.rank() + 1));  // ranks see different data
+    bn->forward(torch::arange(32, at::kFloat).reshape({8, 4}) * (ctx.rank() + 1));
     ddp.sync_buffers();
     std::lock_guard<std::mutex> lock(mu);
     stats[static_cast<size_t>(ctx.rank())] = torch::cat({bn->running_mean, bn->running_var,

@@ -1,0 +1,195 @@
+#include "ddp/reducer.h"
+
+#include <chrono>
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "ddp/bucket_assignment.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+struct ReadyHook : torch::autograd::FunctionPostHook {
+  explicit ReadyHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+  std::function<void()> fn_;
+};
+
+at::ScalarType wire_dtype(CommHook h) {
+  return h == CommHook::kFp16 ? at::kHalf : at::kBFloat16;
+}
+
+}  // namespace
+
+CommHook parse_comm_hook(const std::string& name) {
+  if (name == "none") return CommHook::kNone;
+  if (name == "fp16") return CommHook::kFp16;
+  if (name == "bf16") return CommHook::kBf16;
+  throw UsageError("--ddp_comm_hook='" + name + "' is not a known hook; use none, fp16 or bf16");
+}
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, const DistContext& ctx,
+                 ReducerOptions opts)
+    : params_(std::move(params)), names_(std::move(names)), ctx_(ctx), opts_(opts) {
+  DDP_ASSERT(params_.size() == names_.size());
+  std::vector<BucketParam> bp;
+  for (auto& p : params_)
+    bp.push_back({p.numel(), static_cast<int64_t>(p.element_size()),
+                  std::string(c10::toString(p.scalar_type())) + "@" + p.device().str()});
+  buckets_ = assign_buckets(bp, opts_.bucket_cap_bytes, opts_.first_bucket_bytes);
+  bucket_of_.resize(params_.size());
+  offset_of_.resize(params_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t n = 0;
+    for (size_t i : buckets_[b]) {
+      bucket_of_[i] = b;
+      offset_of_[i] = n;
+      n += params_[i].numel();
+    }
+    flat_.push_back(at::zeros({n}, params_[buckets_[b][0]].options()));
+  }
+  wire_ = flat_;
+  works_.resize(buckets_.size());
+  ready_.assign(params_.size(), 0);
+  reset_iteration();
+
+  if (opts_.comm_hook != CommHook::kNone && !ctx_.reduces(wire_dtype(opts_.comm_hook)))
+    ctx_.log().warn(str("--ddp_comm_hook: backend ", ctx_.backend_name(), " of this LibTorch cannot all-reduce ",
+                        c10::toString(wire_dtype(opts_.comm_hook)), "; gradients are rounded to it but sent as ",
+                        "fp32 (same numerics, no bandwidth saved); fp16 is reduced natively"));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    DDP_ASSERT(acc, "parameter ", names_[i], " is not a leaf that requires grad");
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>([this, i] { on_grad_ready(i); })));
+    grad_accumulators_.push_back(std::move(acc));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < grad_accumulators_.size(); ++i) grad_accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+ReducerStats Reducer::take_stats() {
+  ReducerStats s = stats_;
+  stats_ = {};
+  return s;
+}
+
+at::Tensor Reducer::slot(size_t i) const {
+  return flat_[bucket_of_[i]].narrow(0, offset_of_[i], params_[i].numel()).view_as(params_[i]);
+}
+
+void Reducer::reset_iteration() {
+  std::fill(ready_.begin(), ready_.end(), 0);
+  pending_.clear();
+  for (const auto& b : buckets_) pending_.push_back(b.size());
+  next_launch_ = 0;
+  armed_ = false;
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  if (!sync_) return;  // See Note [no_sync and accumulation].
+  if (!armed_) {
+    armed_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+  }
+  DDP_CHECK(!ready_[i], "parameter '", names_[i], "' received its gradient twice in one backward pass; ",
+            "a parameter may take part in the graph several times, but backward must run once per step");
+  ready_[i] = 1;
+  at::Tensor& grad = params_[i].mutable_grad();
+  at::Tensor view = slot(i);
+  torch::NoGradGuard no_grad;
+  if (opts_.gradient_as_bucket_view) {
+    // The gradient becomes a view into the bucket: after the all-reduce nothing is copied back.
+    if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
+      if (grad.defined()) view.copy_(grad);
+      else view.zero_();
+      grad = view;
+    }
+  } else {
+    if (grad.defined()) view.copy_(grad);
+    else view.zero_();
+  }
+  if (--pending_[bucket_of_[i]] == 0 && opts_.overlap) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+void Reducer::launch(size_t b) {
+  torch::NoGradGuard no_grad;
+  if (opts_.comm_hook != CommHook::kNone) {
+    // As PyTorch's fp16/bf16 compress hooks: divide first (no overflow in 16 bits), then
+    // reduce the compressed copy.
+    const at::ScalarType dt = wire_dtype(opts_.comm_hook);
+    wire_[b] = flat_[b].div(ctx_.world_size()).to(dt);
+    // A backend without 16-bit reduction for this dtype reduces the rounded values in fp32:
+    // same numerics as the hook, no bandwidth saved (the constructor logs it).
+    if (!ctx_.reduces(dt)) wire_[b] = wire_[b].to(flat_[b].scalar_type());
+  }
+  std::vector<at::Tensor> t{wire_[b]};
+  works_[b] = ctx_.all_reduce_sum_async(t);
+  ++stats_.allreduces;
+  stats_.bytes += static_cast<int64_t>(wire_[b].nbytes());
+}
+
+void Reducer::finalize() {
+  // Parameters that got no gradient in this backward.
+  std::string missing;
+  size_t n_missing = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (ready_[i]) continue;
+    if (opts_.find_unused_parameters) {
+      slot(i).zero_();  // contributes zero; other ranks may have used it
+      ready_[i] = 1;
+      --pending_[bucket_of_[i]];
+      continue;
+    }
+    if (n_missing++ < 5) missing += (missing.empty() ? "'" : ", '") + names_[i] + "'";
+  }
+  if (n_missing > 0) {
+    reset_iteration();
+    throw Error(str("[rank ", ctx_.rank(), "/", ctx_.world_size(), "] ", n_missing,
+                    " parameter(s) received no gradient in this backward pass: ", missing,
+                    n_missing > 5 ? ", ..." : "",
+                    ". DDP must reduce every parameter in every step (the 'Expected to have finished "
+                    "reduction in the prior iteration' case in PyTorch). Remedy: make every parameter "
+                    "take part in the loss, or pass --find_unused_parameters"));
+  }
+  launch_ready_buckets();
+  DDP_ASSERT(next_launch_ == buckets_.size(), "buckets left unlaunched");
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::NoGradGuard no_grad;
+  const double inv_world = 1.0 / ctx_.world_size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    ctx_.wait(works_[b], "gradient all_reduce");  // only now may the bucket be touched
+    works_[b].reset();
+    if (opts_.comm_hook != CommHook::kNone)
+      flat_[b].copy_(wire_[b]);
+    else
+      flat_[b].mul_(inv_world);
+  }
+  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.syncs;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& grad = params_[i].mutable_grad();
+    at::Tensor view = slot(i);
+    if (opts_.gradient_as_bucket_view)
+      grad = view;
+    else if (grad.defined())
+      grad.copy_(view);
+    else
+      grad = view.clone();
+  }
+  reset_iteration();
+}
+
+}  // namespace ddptrain

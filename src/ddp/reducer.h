@@ -1,0 +1,97 @@
+// Reducer: averages gradients across ranks while backward is still running (the c10d
+// Reducer design). Each parameter's AccumulateGrad node gets a post-hook; when a gradient is
+// accumulated the hook copies it into its bucket's flat buffer, and when a bucket is full
+// its asynchronous all-reduce is launched (buckets launch strictly in bucket order, see
+// Note [Bucket order]). At the end of backward an autograd final callback waits for every
+// bucket and leaves the global mean in param.grad().
+//
+// Note [AccumulateGrad hooks]: a parameter holds its AccumulateGrad node only weakly; the
+// reducer keeps the shared_ptrs alive, or the node (and our hook) would be recreated and the
+// hook would silently never fire. Hooks are removed in the destructor.
+// Note [no_sync and accumulation]: with sync disabled the hooks do nothing, so gradients
+// simply accumulate locally in param.grad(); the next synced backward copies the accumulated
+// total into the buckets. One all-reduce per bucket per optimizer step.
+// Invariant: a bucket's flat buffer is never read or written while its Work is pending.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+
+#include "dist/dist_context.h"
+
+namespace ddptrain {
+
+enum class CommHook { kNone, kFp16, kBf16 };
+
+/// Parses --ddp_comm_hook (none|fp16|bf16); UsageError otherwise.
+CommHook parse_comm_hook(const std::string& name);
+
+struct ReducerOptions {
+  size_t bucket_cap_bytes = 25u << 20;
+  size_t first_bucket_bytes = 1u << 20;
+  bool gradient_as_bucket_view = false;  // grads become views into the flat buckets
+  bool find_unused_parameters = false;   // params without a gradient count as zero
+  CommHook comm_hook = CommHook::kNone;  // compress buckets to 16 bits for the all-reduce
+  bool overlap = true;                   // false: launch every bucket only after backward
+};
+
+/// Communication counters since the last take_stats().
+struct ReducerStats {
+  int64_t allreduces = 0;
+  int64_t bytes = 0;       // bytes sent into all-reduce (after compression)
+  double wait_s = 0;       // time blocked on all-reduce after backward finished
+  int64_t syncs = 0;       // synchronised backward passes
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, const DistContext& ctx,
+          ReducerOptions opts);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  /// false inside no_sync: hooks leave gradients local.
+  void set_sync(bool on) { sync_ = on; }
+  bool sync() const { return sync_; }
+  ReducerStats take_stats();
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+
+ private:
+  void on_grad_ready(size_t param);
+  void launch_ready_buckets();
+  void launch(size_t bucket);
+  void finalize();
+  void reset_iteration();
+  at::Tensor slot(size_t param) const;
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  const DistContext& ctx_;
+  ReducerOptions opts_;
+
+  std::vector<std::vector<size_t>> buckets_;
+  std::vector<size_t> bucket_of_;   // param -> bucket
+  std::vector<int64_t> offset_of_;  // param -> offset in its bucket's flat buffer
+  std::vector<at::Tensor> flat_;    // one per bucket
+  std::vector<at::Tensor> wire_;    // what is all-reduced: flat_ or its 16-bit copy
+
+  // See Note [AccumulateGrad hooks].
+  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+
+  // Per-iteration state, touched only by the autograd thread running backward.
+  bool sync_ = true;
+  bool armed_ = false;  // a final callback is queued for this backward
+  std::vector<char> ready_;
+  std::vector<size_t> pending_;  // per bucket: params not yet ready
+  size_t next_launch_ = 0;
+  std::vector<compat::WorkHandle> works_;
+  ReducerStats stats_;
+};
+
+}  // namespace ddptrain
