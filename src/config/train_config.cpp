@@ -38,6 +38,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view, "gradients are views into the all-reduce buckets"),
       bind_flag("find_unused_parameters", &c.dist.find_unused_parameters, "allow parameters without a gradient in a step"),
       bind_flag("broadcast_buffers", &c.dist.broadcast_buffers, "broadcast rank 0's buffers before each forward"),
+      bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
       bind_flag("ddp_comm_hook", &c.dist.ddp_comm_hook, "none | fp16 | bf16: compress gradients for the all-reduce"),
       bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),

@@ -43,6 +43,7 @@ struct DistOptions {
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  bool sync_bn = false;  // BatchNorm statistics over the global batch
   std::string ddp_comm_hook = "none";  // none | fp16 | bf16
   bool ddp_overlap = true;             // all-reduce during backward (false: after it)
 };

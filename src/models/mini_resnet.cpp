@@ -14,22 +14,26 @@ int64_t scaled_channels(int64_t base, double width) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::lround(static_cast<double>(base) * width)));
 }
 
-BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride) {
+torch::nn::AnyModule default_norm(int64_t channels) { return torch::nn::AnyModule(nn::BatchNorm2d(channels)); }
+
+BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm) {
   // Creation order = Python's (conv1, bn1, conv2, bn2, shortcut): it decides the RNG draws.
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 3).stride(stride).padding(1).bias(false)));
-  bn1 = register_module("bn1", nn::BatchNorm2d(out_ch));
+  bn1 = norm(out_ch);
+  register_module("bn1", bn1.ptr());
   conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out_ch, out_ch, 3).stride(1).padding(1).bias(false)));
-  bn2 = register_module("bn2", nn::BatchNorm2d(out_ch));
+  bn2 = norm(out_ch);
+  register_module("bn2", bn2.ptr());
   if (stride != 1 || in_ch != out_ch) {
     shortcut = register_module("shortcut", nn::Sequential());
     shortcut->push_back(nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 1).stride(stride).bias(false)));
-    shortcut->push_back(nn::BatchNorm2d(out_ch));
+    shortcut->push_back(norm(out_ch));
   }
 }
 
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
-  auto out = torch::relu(bn1(conv1(x)));         // (B, out, H/s, W/s)
-  out = bn2(conv2(out));                         // (B, out, H/s, W/s)
+  auto out = torch::relu(bn1.forward(conv1(x)));  // (B, out, H/s, W/s)
+  out = bn2.forward(conv2(out));                  // (B, out, H/s, W/s)
   out = out + (shortcut ? shortcut->forward(x) : x);
   return torch::relu(out);
 }
@@ -41,11 +45,11 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) {
   // order (GCC goes right to left), which would change the RNG draws and the weights.
   stem = register_module("stem", nn::Sequential());
   stem->push_back(nn::Conv2d(nn::Conv2dOptions(o.in_channels, c1, 3).padding(1).bias(false)));
-  stem->push_back(nn::BatchNorm2d(c1));
+  stem->push_back(o.norm(c1));
   stem->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
   stages = register_module("stages", nn::Sequential());
   const int64_t spec[6][3] = {{c1, c1, 1}, {c1, c1, 1}, {c1, c2, 2}, {c2, c2, 1}, {c2, c3, 2}, {c3, c3, 1}};
-  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2]));
+  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2], o.norm));
   fc = register_module("fc", nn::Linear(c3, o.num_classes));
 }
 

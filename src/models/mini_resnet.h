@@ -8,19 +8,27 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <functional>
+
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
 namespace ddptrain {
 
+/// Makes a 2-d normalisation layer over `channels` (default: BatchNorm2d). The layer must
+/// have BatchNorm2d's parameters and buffers, so state_dict keys stay the same.
+using NormFactory = std::function<torch::nn::AnyModule(int64_t channels)>;
+torch::nn::AnyModule default_norm(int64_t channels);
+
 struct BasicBlockImpl : torch::nn::Module {
-  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride);
+  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::AnyModule bn1, bn2;
   torch::nn::Sequential shortcut{nullptr};  // null: identity
 };
 TORCH_MODULE(BasicBlock);
@@ -29,6 +37,7 @@ struct MiniResNetOptions {
   int64_t in_channels = 3;
   int64_t num_classes = 10;
   double width = 1.0;
+  NormFactory norm = default_norm;
 };
 
 struct MiniResNetImpl : torch::nn::Module {

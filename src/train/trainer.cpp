@@ -15,6 +15,7 @@
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
 #include "ddp/ddp.h"
+#include "ddp/sync_batchnorm.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
 #include "util/error.h"
@@ -113,7 +114,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed));
-  MiniResNet model(MiniResNetOptions{shape.channels, shape.num_classes, cfg.model.width});
+  MiniResNetOptions mo{shape.channels, shape.num_classes, cfg.model.width};
+  if (cfg.dist.sync_bn) mo.norm = sync_batchnorm_factory(ctx);
+  MiniResNet model(mo);
   model->to(ctx.device());
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed + ctx.rank()));
   log.info(str("model ", cfg.model.model, " (width ", cfg.model.width, "): ",

@@ -198,6 +198,47 @@ TEST(E2E, LauncherForwardsSigterm) {
   for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
 }
 
+TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {
+  // Two ranks started by hand with different --width: both must stop, naming the parameter.
+  std::string ckpt = fresh_dir("mismatch");
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> argv = {binary()};
+    auto t = tiny_train(ckpt, {"--width", r == 0 ? "0.125" : "0.25", "--dist_timeout_s", "20"});
+    argv.insert(argv.end(), t.begin(), t.end());
+    pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
+                         {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", port}}));
+  }
+  for (int r = 0; r < 2; ++r) {
+    int code = wait_for(pids[static_cast<size_t>(r)], 30);
+    if (code == -1) ::kill(pids[static_cast<size_t>(r)], SIGKILL);
+    std::ifstream in(ckpt + "/rank" + std::to_string(r) + ".log");
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(code, -1) << "rank " << r << " still running after 30 s";
+    EXPECT_NE(code, 0) << log;
+    EXPECT_NE(log.find("do not build the same model"), std::string::npos) << log;
+    if (r == 1) EXPECT_NE(log.find("stem.0.weight [8, 3, 3, 3]"), std::string::npos) << log;
+  }
+}
+
+TEST(E2E, SyncBatchNormAndAccumulationKeepReplicasBitwiseEqual) {
+  std::string ckpt = fresh_dir("syncbn");
+  ProcResult r = run(launch(2, free_port(), tiny_train(ckpt, {"--epochs", "1", "--sync_bn", "--grad_accum_steps", "2",
+                                                               "--ddp_comm_hook", "fp16", "--gradient_as_bucket_view",
+                                                               "--bucket_cap_mb", "0.01", "--first_bucket_mb", "0.001"})),
+                     {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto fp = fingerprints(r.output);
+  ASSERT_EQ(fp.size(), 2u) << r.output;
+  EXPECT_EQ(fp[0], fp[1]);
+  // 8 micro-batches per rank, K = 2: 4 optimizer steps, each with several buckets.
+  auto lines = lines_with(r.output, "step 4/4 |");
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_EQ(lines[0].find("| 1 all-reduce"), std::string::npos) << "expected several buckets: " << lines[0];
+}
+
 TEST(E2E, RunsUnderTorchrun) {
   std::string ckpt = fresh_dir("torchrun");
   std::vector<std::string> argv = {"/usr/bin/python3", source_dir() + "/tests/python/torchrun_wrapper.py",
