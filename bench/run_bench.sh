@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Throughput benchmark: ddptrain vs Python PyTorch DDP (same LibTorch, same model and data).
-# Synthetic data, image 32, MiniResNet width 1.0, batch 32 per rank, world 1 and 2, CPU/Gloo.
-# Each run: 30 optimizer steps; samples/s (global) over steps 11-30, after warm-up.
-# Usage: bench/run_bench.sh [build_dir]   (make bench)
+# ddptrain benchmarks (make bench). CPU, Gloo on loopback, synthetic data, image 32.
+#  1. throughput: ddptrain vs Python PyTorch DDP (python3-torch: the same LibTorch), same
+#     model, batch, threads and loader workers, world 1 and 2;
+#  2. exposed communication: all-reduce overlapped with backward vs after backward;
+#  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch.
+# samples/s are global and averaged over the log intervals after the first (warm-up).
+# Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length.
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,22 +13,54 @@ BIN="$ROOT/$BUILD/ddptrain"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 STEPS=${BENCH_STEPS:-30}
-FLAGS=(--dataset synthetic --image_size 32 --width 1.0 --batch_size 32 --epochs 1 --max_steps "$STEPS"
-       --log_interval 10 --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt")
+INTERVAL=$((STEPS / 3))
 
-# Mean of the step lines' samples/s after the first interval (the warm-up).
+# ours WORLD WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms"
 ours() {
-  grep -E 'step [0-9]+/[0-9]+ \|' "$1" | tail -n +2 | sed -E 's/.*\| ([0-9,]+) samples\/s.*/\1/' | tr -d , |
-    awk '{s+=$1; n++} END {if (n) printf "%.1f", s/n; else print "n/a"}'
+  local world=$1 width=$2 batch=$3
+  shift 3
+  "$BIN" launch --nproc_per_node "$world" --master_port 29544 train --dataset synthetic --image_size 32 \
+    --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
+    --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" > "$TMP/ours.log" 2>&1 ||
+    { cat "$TMP/ours.log"; exit 1; }
+  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/ours.log" | tail -n +2 |
+    sed -E 's/.*\| ([0-9,]+) samples\/s \| ([0-9.]+) ms\/step .*comm wait ([0-9.]+) ms\/step.*/\1 \2 \3/' | tr -d , |
+    awk '{s+=$1; t+=$2; w+=$3; n++} END {printf "%.1f %.0f %.1f", s/n, t/n, w/n}'
 }
 
-printf '%-8s %-14s %-14s %s\n' world ddptrain python-ddp ratio
-for world in 1 2; do
-  "$BIN" launch --nproc_per_node "$world" --master_port 29544 train "${FLAGS[@]}" > "$TMP/ours.log" 2>&1
-  o=$(ours "$TMP/ours.log")
-  /usr/bin/python3 "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$world" --master_port 29545 \
-    "$ROOT/bench/reference_ddp.py" --width 1.0 --image_size 32 --batch_size 32 --steps "$STEPS" \
-    > "$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; exit 1; }
-  r=$(grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}')
-  printf '%-8s %-14s %-14s %s\n' "$world" "$o" "$r" "$(awk -v a="$o" -v b="$r" 'BEGIN{printf "%.2f", a/b}')"
+# python WORLD WIDTH BATCH -> samples/s
+python_ddp() {
+  /usr/bin/python3 "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$1" --master_port 29545 \
+    "$ROOT/bench/reference_ddp.py" --width "$2" --image_size 32 --batch_size "$3" --steps "$STEPS" \
+    --warmup "$INTERVAL" --num_workers 1 > "$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; exit 1; }
+  grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+
+echo "== 1. throughput: ddptrain vs Python DDP (samples/s, global) =="
+printf '%-7s %-6s %-6s %-10s %-10s %s\n' world width batch ddptrain python ratio
+for cfg in "1 1.0 32" "2 1.0 32" "2 0.25 64"; do
+  set -- $cfg
+  read -r o _ _ <<< "$(ours "$1" "$2" "$3")"
+  p=$(python_ddp "$1" "$2" "$3")
+  printf '%-7s %-6s %-6s %-10s %-10s %s\n' "$1" "$2" "$3" "$o" "$p" "$(ratio "$o" "$p")"
+done
+
+echo
+echo "== 2. exposed communication (world 2, width 1.0, batch 32) =="
+printf '%-28s %-10s %-9s %-14s %s\n' mode samples/s ms/step "comm wait ms" "wait share"
+for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
+  set -- $mode
+  read -r s t w <<< "$(ours 2 1.0 32 "$2")"
+  printf '%-28s %-10s %-9s %-14s %s%%\n' "$1" "$s" "$t" "$w" "$(awk -v w="$w" -v t="$t" 'BEGIN {printf "%.1f", 100 * w / t}')"
+done
+
+echo
+echo "== 3. gradient accumulation K=4 (world 2, width 0.25, batch 64) =="
+printf '%-28s %s\n' mode samples/s
+for mode in "no_sync --accum_no_sync" "every-micro-batch --no-accum_no_sync"; do
+  set -- $mode
+  read -r s _ _ <<< "$(ours 2 0.25 64 --grad_accum_steps 4 "$2")"
+  printf '%-28s %s\n' "$1" "$s"
 done

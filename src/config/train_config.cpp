@@ -41,6 +41,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
       bind_flag("ddp_comm_hook", &c.dist.ddp_comm_hook, "none | fp16 | bf16: compress gradients for the all-reduce"),
       bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
+      bind_flag("accum_no_sync", &c.dist.accum_no_sync, "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
       bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints"),
       bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),

@@ -46,6 +46,7 @@ struct DistOptions {
   bool sync_bn = false;  // BatchNorm statistics over the global batch
   std::string ddp_comm_hook = "none";  // none | fp16 | bf16
   bool ddp_overlap = true;             // all-reduce during backward (false: after it)
+  bool accum_no_sync = true;           // accumulation: reduce once per step (false: per micro-batch)
 };
 
 struct RunOptions {

@@ -203,7 +203,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         // Micro-steps 1..K-1 accumulate locally; the K-th all-reduces (during backward).
         // See Note [no_sync and accumulation].
         std::optional<DistributedDataParallel::NoSyncGuard> local;
-        if ((micro + 1) % K != 0) local.emplace(ddp);
+        if ((micro + 1) % K != 0 && cfg.dist.accum_no_sync) local.emplace(ddp);
         (loss / K).backward();
       }
       timer.mark(StepTimer::kBackward);
