@@ -1,5 +1,9 @@
 #include "data/loader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "util/error.h"
 
 namespace ddptrain {
@@ -25,6 +29,10 @@ Batch Loader::build(int64_t b) const {
 }
 
 void Loader::worker_loop(int64_t first, int worker) {
+  // Loader threads yield the CPU to the training threads: on a machine with no spare core
+  // they then run mostly while the trainer waits for communication, instead of preempting
+  // compute (Linux nice values are per thread).
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), opts_.worker_nice);
   const int64_t stride = opts_.num_workers;
   const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_per_worker;
   for (int64_t b = first + worker; b < total_; b += stride) {

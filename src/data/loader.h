@@ -31,6 +31,7 @@ struct LoaderOptions {
   int num_workers = 4;
   int prefetch_per_worker = 2;
   bool drop_last = true;
+  int worker_nice = 10;  // nice value of the worker threads (0 = same as the trainer)
 };
 
 class Loader {

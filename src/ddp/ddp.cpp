@@ -1,6 +1,5 @@
 #include "ddp/ddp.h"
 
-#include <map>
 #include <sstream>
 
 #include "util/error.h"
@@ -91,19 +90,17 @@ ReducerStats DistributedDataParallel::take_stats() { return reducer_ ? reducer_-
 void DistributedDataParallel::sync_buffers() {
   if (!opts_.broadcast_buffers || ctx_.world_size() == 1 || buffers_.empty()) return;
   torch::NoGradGuard no_grad;
-  // One broadcast per dtype (float statistics, int64 counters), in a fixed dtype order.
-  std::map<at::ScalarType, std::vector<at::Tensor*>> by_dtype;
-  for (auto& b : buffers_) by_dtype[b.scalar_type()].push_back(&b);
-  for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> parts;
-    for (auto* b : group) parts.push_back(b->reshape(-1));
-    std::vector<at::Tensor> flat{torch::cat(parts)};
-    ctx_.broadcast(flat, 0);
-    int64_t off = 0;
-    for (auto* b : group) {
-      b->copy_(flat[0].narrow(0, off, b->numel()).view_as(*b));
-      off += b->numel();
-    }
+  // One broadcast for all buffers whatever their dtypes: their bytes, packed. Each broadcast
+  // is a synchronisation point of all ranks, so one instead of one per dtype matters.
+  std::vector<at::Tensor> bytes;
+  for (auto& b : buffers_) bytes.push_back(b.contiguous().reshape(-1).view(at::kByte));
+  std::vector<at::Tensor> flat{at::cat(bytes)};
+  ctx_.broadcast(flat, 0);
+  int64_t off = 0;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const int64_t n = bytes[i].numel();
+    buffers_[i].view(-1).view(at::kByte).copy_(flat[0].narrow(0, off, n));  // 0-dim counters: view(-1) first
+    off += n;
   }
 }
 
