@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +21,9 @@
 namespace ddptrain {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr int kFormat = 2;
+const char* const kManifest = "manifest.json";
 
 void fsync_path(const std::string& path, int flags) {
   int fd = ::open(path.c_str(), flags);
@@ -45,6 +52,30 @@ void write_file_synced(const std::string& path, const std::string& bytes) {
   DDP_CHECK(rc == 0, "fsync of '", path, "' failed: ", std::strerror(errno));
 }
 
+uint32_t crc32_of(const std::string& bytes) {
+  return static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+}
+
+// Every rank's CPU generator state, gathered into one (world, state_bytes) tensor with a
+// sum all-reduce in which each rank fills only its own row.
+at::Tensor gather_rng_states(const DistContext& ctx) {
+  at::Tensor mine;
+  {
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    mine = gen.get_state();
+  }
+  std::vector<at::Tensor> all{at::zeros({ctx.world_size(), mine.numel()}, at::kByte)};
+  all[0][ctx.rank()].copy_(mine);
+  ctx.all_reduce_sum(all);
+  return all[0];
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  auto c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+}
+
 }  // namespace
 
 std::string read_file(const std::string& path) {
@@ -63,30 +94,53 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
              O_RDONLY | O_DIRECTORY);
 }
 
+void clean_checkpoint_leftovers(const std::string& root, const Logger& log) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(".tmp-", 0) == 0 || n.rfind(".old-", 0) == 0) {
+      log.warn(str("removing the leftover of an interrupted save: ", e.path().string()));
+      fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
                             const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            const CheckpointMeta& meta, const std::string& config_json) {
+                            const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts) {
   const std::string final_dir = (fs::path(root) / name).string();
+  const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
   if (ctx.is_main()) {
     // See Note [Atomic checkpoints].
     const std::string tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
     fs::remove_all(tmp_dir);
     fs::create_directories(tmp_dir);
-    write_file_synced(tmp_dir + "/model.pt", pickle_tensors(state_dict(model)));
-    std::string opt_bytes;
+    std::vector<std::pair<std::string, std::string>> files;
+    files.emplace_back("model.pt", pickle_tensors(state_dict(model)));
     {
+      std::string opt_bytes;
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
       archive.save_to([&](const void* d, size_t n) {
         opt_bytes.append(static_cast<const char*>(d), n);
         return n;
       });
+      files.emplace_back("optimizer.pt", std::move(opt_bytes));
     }
-    write_file_synced(tmp_dir + "/optimizer.pt", opt_bytes);
-    nlohmann::json m = {{"epoch", meta.epoch}, {"global_step", meta.global_step},
-                        {"world_size", meta.world_size}, {"format", 1}};
-    write_file_synced(tmp_dir + "/meta.json", m.dump(2) + "\n");
-    write_file_synced(tmp_dir + "/config.json", config_json);
+    files.emplace_back("rng_states.bin", tensor_bytes(rng));
+    nlohmann::json m = {{"format", kFormat},          {"epoch", meta.epoch},
+                        {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
+                        {"global_step", meta.global_step}, {"world_size", meta.world_size},
+                        {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
+    files.emplace_back("meta.json", m.dump(2) + "\n");
+    files.emplace_back("config.json", config_json);
+    nlohmann::json manifest = {{"format", kFormat}, {"files", nlohmann::json::object()}};
+    for (const auto& [fname, bytes] : files) {
+      write_file_synced(tmp_dir + "/" + fname, bytes);
+      manifest["files"][fname] = {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes)}};
+    }
+    write_file_synced(tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
     fsync_path(tmp_dir, O_RDONLY | O_DIRECTORY);
     if (fs::exists(final_dir)) {
       // Replacing a checkpoint of the same name: move the old one aside first so that a
@@ -100,26 +154,98 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
       fs::rename(tmp_dir, final_dir);
     }
     fsync_path(root, O_RDONLY | O_DIRECTORY);
+
+    // Retention: only complete checkpoints count; the newest `keep` stay.
+    if (opts.keep > 0) {
+      std::vector<std::pair<int64_t, fs::path>> complete;
+      for (const auto& e : fs::directory_iterator(root)) {
+        if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
+        if (!fs::exists(e.path() / kManifest)) continue;
+        try {
+          auto mj = nlohmann::json::parse(read_file((e.path() / "meta.json").string()));
+          complete.emplace_back(mj.at("global_step").get<int64_t>(), e.path());
+        } catch (const std::exception&) {
+          // not ours or damaged: never delete what we cannot identify
+        }
+      }
+      std::sort(complete.begin(), complete.end());
+      for (size_t i = 0; i + static_cast<size_t>(opts.keep) < complete.size(); ++i)
+        if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
+    }
   }
   ctx.barrier();
   return final_dir;
 }
 
-CheckpointMeta load_checkpoint(const std::string& dir, torch::nn::Module& model,
+CheckpointMeta verify_checkpoint(const std::string& dir) {
+  const std::string mpath = dir + "/" + kManifest;
+  DDP_CHECK(fs::is_regular_file(mpath), "checkpoint '", dir, "' is incomplete: ", kManifest,
+            " is missing (an interrupted save?)");
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_file(mpath));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str("checkpoint '", dir, "': ", kManifest, " is corrupted (", e.what(), ")"));
+  }
+  DDP_CHECK(manifest.value("format", 0) == kFormat, "checkpoint '", dir, "' has format ",
+            manifest.value("format", 0), "; this ddptrain reads format ", kFormat);
+  for (const auto& [fname, entry] : manifest.at("files").items()) {
+    const std::string path = dir + "/" + fname;
+    DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "': ", fname, " is missing");
+    const std::string bytes = read_file(path);
+    const uint64_t want = entry.at("bytes").get<uint64_t>();
+    DDP_CHECK(bytes.size() == want, "checkpoint '", dir, "': ", fname, " has ", bytes.size(),
+              " bytes but the manifest says ", want, " (truncated or replaced)");
+    DDP_CHECK(crc32_of(bytes) == entry.at("crc32").get<uint32_t>(), "checkpoint '", dir, "': ", fname,
+              " fails its CRC-32 check (corrupted)");
+  }
+  auto m = nlohmann::json::parse(read_file(dir + "/meta.json"));
+  CheckpointMeta meta;
+  meta.epoch = m.at("epoch").get<int>();
+  meta.batches_done = m.at("batches_done").get<int64_t>();
+  meta.epoch_complete = m.at("epoch_complete").get<bool>();
+  meta.global_step = m.at("global_step").get<int64_t>();
+  meta.world_size = m.at("world_size").get<int>();
+  meta.seed = m.at("seed").get<int64_t>();
+  return meta;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  std::vector<std::pair<int64_t, std::string>> valid;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
+    try {
+      valid.emplace_back(verify_checkpoint(e.path().string()).global_step, e.path().string());
+    } catch (const std::exception& err) {
+      log.warn(str("skipping an invalid checkpoint: ", err.what()));
+    }
+  }
+  if (valid.empty()) return std::nullopt;
+  return std::max_element(valid.begin(), valid.end())->second;
+}
+
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer) {
-  for (const char* f : {"model.pt", "optimizer.pt", "meta.json"})
-    DDP_USAGE_CHECK(fs::is_regular_file(fs::path(dir) / f), "--resume_from='", dir, "' has no ", f,
-                    "; pass a complete checkpoint directory written by ddptrain");
+  CheckpointMeta meta = verify_checkpoint(dir);
+  DDP_CHECK(meta.world_size == ctx.world_size(), "checkpoint '", dir, "' was written by a job of world size ",
+            meta.world_size, " but this job has ", ctx.world_size(),
+            "; exact resume needs the same world size (every rank's data position and RNG state)");
   load_state_dict(model, unpickle_tensors(read_file(dir + "/model.pt"), dir + "/model.pt"), dir + "/model.pt");
   std::string opt_bytes = read_file(dir + "/optimizer.pt");
   torch::serialize::InputArchive archive;
   archive.load_from(opt_bytes.data(), opt_bytes.size());
   optimizer.load(archive);
-  auto m = nlohmann::json::parse(read_file(dir + "/meta.json"));
-  CheckpointMeta meta;
-  meta.epoch = m.at("epoch").get<int>();
-  meta.global_step = m.at("global_step").get<int64_t>();
-  meta.world_size = m.at("world_size").get<int>();
+  const std::string rng = read_file(dir + "/rng_states.bin");
+  at::Tensor mine = at::detail::getDefaultCPUGenerator().get_state();
+  const size_t n = static_cast<size_t>(mine.numel());
+  DDP_CHECK(rng.size() == n * static_cast<size_t>(ctx.world_size()), "checkpoint '", dir,
+            "': rng_states.bin does not hold ", ctx.world_size(), " generator states");
+  std::memcpy(mine.data_ptr(), rng.data() + n * static_cast<size_t>(ctx.rank()), n);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(mine);
   return meta;
 }
 

@@ -1,16 +1,23 @@
-// Checkpoints: the training state on disk, written by rank 0 only, atomically.
-// Layout: <checkpoint_dir>/<name>/{model.pt, optimizer.pt, meta.json, config.json}.
-//  - model.pt: the model's state_dict, loadable by Python `torch.load(p, weights_only=True)`
+// Checkpoints: the full training state on disk, written by rank 0 only, atomically, and
+// verified before anything is loaded.
+// Layout: <checkpoint_dir>/<name>/{model.pt, optimizer.pt, rng_states.bin, meta.json,
+// config.json, manifest.json}.
+//  - model.pt: the state_dict, loadable by Python `torch.load(p, weights_only=True)`
 //    (see Note [weights_only pickles]);
-//  - optimizer.pt: LibTorch's optimizer archive (momentum buffers), for resume;
-//  - meta.json: epoch, global step, world size; config.json: the resolved config.
-// Note [Atomic checkpoints]: files are written into `.tmp-<name>`, fsynced, then the
-// directory is renamed to `<name>` and its parent fsynced. A crash at any moment leaves
-// either the old state or the complete new checkpoint, never a half-written one under a
-// final name. All ranks wait at a barrier afterwards (DESIGN.md invariant 3).
+//  - optimizer.pt: LibTorch's optimizer archive (momentum buffers);
+//  - rng_states.bin: every rank's CPU generator state, gathered to rank 0 by a collective, so
+//    only rank 0 writes and the checkpoint is complete even without a shared file system;
+//  - meta.json: epoch, micro-batches done in it, optimizer step, world size, seed;
+//  - manifest.json (written last): size and CRC-32 of every other file. A directory without
+//    a valid manifest is not a checkpoint.
+// Note [Atomic checkpoints]: files are written into `.tmp-<name>`, fsynced, the manifest
+// last; then the directory is renamed to `<name>` and its parent fsynced. A crash at any
+// moment leaves the previous checkpoints intact; leftovers (`.tmp-*`, `.old-*`) are removed
+// at the next start. All ranks wait at a barrier afterwards (DESIGN.md invariant 3).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <torch/nn/module.h>
@@ -21,20 +28,39 @@
 namespace ddptrain {
 
 struct CheckpointMeta {
-  int epoch = 0;             // completed epochs
-  int64_t global_step = 0;   // optimizer steps taken
+  int epoch = 1;               // the epoch of the last trained micro-batch (1-based)
+  int64_t batches_done = 0;    // micro-batches of that epoch already trained
+  bool epoch_complete = false; // resume at the start of epoch + 1
+  int64_t global_step = 0;     // optimizer steps taken
   int world_size = 1;
+  int64_t seed = 0;
 };
 
-/// Writes `root/name` on rank 0 (every rank calls it: it ends with a barrier).
+struct SaveOptions {
+  int keep = 3;  // complete checkpoints kept in the directory; 0 = all
+};
+
+/// Writes `root/name` (every rank calls it: it gathers RNG states and ends with a barrier).
 /// Returns the checkpoint's path.
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
                             const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            const CheckpointMeta& meta, const std::string& config_json);
+                            const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts = {});
 
-/// Restores model and optimizer from a checkpoint directory; returns its meta.
-CheckpointMeta load_checkpoint(const std::string& dir, torch::nn::Module& model,
+/// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
+/// reason when the checkpoint is incomplete, truncated or corrupted.
+CheckpointMeta verify_checkpoint(const std::string& dir);
+
+/// The newest checkpoint in root that verifies (by optimizer step), warning about the
+/// invalid ones it skips; nullopt when there is none.
+std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
+
+/// Restores model, optimizer and this rank's RNG state from a verified checkpoint.
+/// Error when it was written by another world size or model.
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer);
+
+/// Removes leftovers of interrupted saves (`.tmp-*`, `.old-*`); rank 0 calls it at start.
+void clean_checkpoint_leftovers(const std::string& root, const Logger& log);
 
 /// Writes bytes to path via a temporary file, fsync and rename.
 void write_file_atomic(const std::string& path, const std::string& bytes);

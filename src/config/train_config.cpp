@@ -45,7 +45,9 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
       bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints"),
       bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
-      bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from"),
+      bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
+      bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
+      bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
       bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),
       bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
@@ -90,10 +92,12 @@ void TrainConfig::validate() const {
   DDP_USAGE_CHECK(dist.ddp_comm_hook == "none" || dist.ddp_comm_hook == "fp16" || dist.ddp_comm_hook == "bf16",
                   "--ddp_comm_hook='", dist.ddp_comm_hook, "' is not a known hook; use none, fp16 or bf16");
   non_negative("save_every", run.save_every, "pass 0 to save only at the end");
+  non_negative("save_every_steps", run.save_every_steps, "pass 0 to turn it off");
+  non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
   positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
   non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");
   DDP_USAGE_CHECK(run.seed >= 0, "--seed=", run.seed, " must be >= 0; pass e.g. --seed 42");
-  if (!run.resume_from.empty()) {
+  if (!run.resume_from.empty() && run.resume_from != "auto") {
     DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='",
                     run.resume_from, "' is not a checkpoint directory; pass a directory written by "
                     "ddptrain (e.g. ./checkpoints/epoch_0001)");

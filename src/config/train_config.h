@@ -53,7 +53,9 @@ struct RunOptions {
   bool use_amp = true;
   std::string checkpoint_dir = "./checkpoints";
   int save_every = 1;  // epochs; 0 = only at the end
-  std::string resume_from;
+  long long save_every_steps = 0;  // optimizer steps; 0 = off
+  int keep_checkpoints = 3;        // newest complete checkpoints kept; 0 = all
+  std::string resume_from;         // a checkpoint directory, or "auto": the newest valid one
   int log_interval = 10;
   bool enable_profiling = false;
   long long seed = 42;

@@ -19,6 +19,7 @@
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
 #include "util/error.h"
+#include "util/fault.h"
 
 namespace ddptrain {
 namespace {
@@ -146,15 +147,32 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     for (auto& g : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
   };
 
+  // Resume: model, optimizer, RNG state, and the position in the data (epoch, micro-batch).
   int start_epoch = 1;
+  int64_t start_micro = 0;
   TrainResult result;
   if (!cfg.run.resume_from.empty()) {
-    CheckpointMeta meta = load_checkpoint(cfg.run.resume_from, *model, optimizer);
-    start_epoch = meta.epoch + 1;
+    CheckpointMeta meta = load_checkpoint(cfg.run.resume_from, ctx, *model, optimizer);
+    start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
+    start_micro = meta.epoch_complete ? 0 : meta.batches_done;
     result.global_step = meta.global_step;
-    log.info(str("resumed from ", cfg.run.resume_from, ": ", meta.epoch, " epochs done, step ",
-                 meta.global_step));
+    log.info(str("resumed from ", cfg.run.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
+                 start_epoch, " micro-batch ", start_micro));
   }
+  auto save = [&](int epoch, int64_t batches_done, bool complete) {
+    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed};
+    char name[64];
+    if (complete)
+      std::snprintf(name, sizeof(name), "epoch_%04d", epoch);
+    else
+      std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(result.global_step));
+    result.last_checkpoint = save_checkpoint(ctx, cfg.run.checkpoint_dir, name, *model, optimizer, meta,
+                                             config_json, SaveOptions{cfg.run.keep_checkpoints});
+    log.info(str("checkpoint saved: ", result.last_checkpoint));
+  };
+  const auto due_by_steps = [&] {
+    return cfg.run.save_every_steps > 0 && result.global_step % cfg.run.save_every_steps == 0;
+  };
 
   SamplerOptions so;
   so.dataset_len = data.train->size();
@@ -174,6 +192,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
                " steps per epoch, global batch ", global_batch));
 
+  const FaultPlan faults = FaultPlan::from_env();
   StepTimer timer(cfg.run.enable_profiling);
   double train_time = 0;
   int64_t trained_steps = 0;
@@ -181,15 +200,16 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
     set_lr(cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
     sampler.set_epoch(epoch);
-    loader.start(sampler.indices());
+    const int64_t first_micro = epoch == start_epoch ? std::min(start_micro, steps_per_epoch * K) : 0;
+    loader.start(sampler.indices(), first_micro);
     model->train();
     zero_grad_set_to_none(optimizer);
     const auto epoch_t0 = Clock::now();
     auto interval_t0 = Clock::now();
     double epoch_loss = 0, epoch_correct = 0, epoch_count = 0, interval_loss = 0;
-    int64_t interval_micro = 0, step_in_epoch = 0;
+    int64_t interval_micro = 0, step_in_epoch = first_micro / K, micro_done = first_micro;
     timer.restart();
-    for (int64_t micro = 0; micro < steps_per_epoch * K; ++micro) {
+    for (int64_t micro = first_micro; micro < steps_per_epoch * K; ++micro) {
       auto batch = loader.next();
       DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
       auto images = batch->images.to(ctx.device());
@@ -213,12 +233,14 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       epoch_count += static_cast<double>(labels.size(0));
       interval_loss += loss_v;
       ++interval_micro;
+      micro_done = micro + 1;
       if ((micro + 1) % K != 0) continue;
 
       optimizer.step();
       zero_grad_set_to_none(optimizer);
       timer.mark(StepTimer::kOptimizer);
       ++result.global_step;
+      faults.after_step(ctx.rank(), result.global_step);
       ++step_in_epoch;
       ++trained_steps;
       stop = cfg.optim.max_steps > 0 && result.global_step >= cfg.optim.max_steps;
@@ -242,6 +264,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         interval_micro = 0;
         interval_t0 = Clock::now();
       }
+      // Mid-epoch checkpoint every save_every_steps optimizer steps (the end of an epoch
+      // saves below, once).
+      if (due_by_steps() && micro_done < steps_per_epoch * K && !stop) save(epoch, micro_done, false);
       if (stop) break;
     }
     loader.stop();
@@ -266,21 +291,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     }
     log.info(line);
 
-    // Checkpoint every save_every epochs, and at the end of training.
-    const bool epoch_complete = !stop || step_in_epoch == steps_per_epoch;
+    // Checkpoint every save_every epochs, when save_every_steps falls here, and at the end.
+    const bool epoch_complete = micro_done == steps_per_epoch * K;
     const bool last = stop || epoch == cfg.optim.epochs;
     const bool periodic = cfg.run.save_every > 0 && epoch % cfg.run.save_every == 0 && epoch_complete;
-    if (periodic || last) {
-      CheckpointMeta meta{epoch_complete ? epoch : epoch - 1, result.global_step, ctx.world_size()};
-      char name[64];
-      if (epoch_complete)
-        std::snprintf(name, sizeof(name), "epoch_%04d", epoch);
-      else
-        std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(result.global_step));
-      result.last_checkpoint =
-          save_checkpoint(ctx, cfg.run.checkpoint_dir, name, *model, optimizer, meta, config_json);
-      log.info(str("checkpoint saved: ", result.last_checkpoint));
-    }
+    if (periodic || last || due_by_steps()) save(epoch, micro_done, epoch_complete);
   }
   char fp[32];
   std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(state_fingerprint(*model)));

@@ -141,6 +141,62 @@ TEST(E2E, SameSeedSameBitsAndResumeEqualsUninterrupted) {
       << "resumed run differs from the uninterrupted one";
 }
 
+TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
+  // 512 samples, world 2, batch 16: 16 steps per epoch; checkpoints every 5 steps.
+  const int port = free_port();
+  std::vector<std::string> extra = {"--dataset_size", "512", "--save_every_steps", "5", "--keep_checkpoints", "2"};
+  std::string a = fresh_dir("midepoch_a"), b = fresh_dir("midepoch_b");
+  ProcResult full = run(launch(2, port, tiny_train(a, extra)), {}, 300);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+
+  // Rank 1 SIGKILLs itself after step 12 (mid-epoch 1 of 2); the last checkpoint is step 10.
+  ProcResult killed = run(launch(2, port, tiny_train(b, extra)),
+                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  EXPECT_NE(killed.output.find("FAILED: rank 1 was killed by signal 9"), std::string::npos) << killed.output;
+  auto args = tiny_train(b, extra);
+  args.insert(args.end(), {"--resume_from", "auto"});
+  ProcResult resumed = run(launch(2, port, args), {}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "resuming from " + b + "/step_00000010").empty()) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "continuing at epoch 1 micro-batch 10").empty()) << resumed.output;
+  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0])
+      << "a run resumed mid-epoch differs from the uninterrupted one";
+  EXPECT_EQ(fingerprints(resumed.output)[0], fingerprints(resumed.output)[1]);
+  // Retention: only the 2 newest complete checkpoints remain.
+  int complete = 0;
+  for (const auto& e : fs::directory_iterator(b)) complete += fs::exists(e.path() / "manifest.json") ? 1 : 0;
+  EXPECT_EQ(complete, 2);
+}
+
+TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
+  std::string ckpt = fresh_dir("damaged");
+  ProcResult first = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                          "--batch_size", "16", "--epochs", "1", "--checkpoint_dir", ckpt, "--num_workers", "0"}, {}, 120);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string dir = ckpt + "/epoch_0001";
+  fs::resize_file(dir + "/model.pt", fs::file_size(dir + "/model.pt") - 1);
+  auto listing = [&] {
+    std::vector<std::string> v;
+    for (const auto& e : fs::recursive_directory_iterator(ckpt))
+      v.push_back(e.path().string() + ":" + (e.is_regular_file() ? std::to_string(fs::file_size(e.path())) : "d"));
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto before = listing();
+  ProcResult r = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                      "--batch_size", "16", "--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir}, {}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_NE(r.output.find("model.pt has"), std::string::npos) << r.output;
+  EXPECT_EQ(listing(), before) << "a failed resume changed the checkpoint directory";
+  // auto falls back to a fresh start (the only checkpoint is damaged) and says why.
+  ProcResult a = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                      "--batch_size", "16", "--epochs", "1", "--checkpoint_dir", ckpt, "--resume_from", "auto"}, {}, 60);
+  EXPECT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("skipping an invalid checkpoint"), std::string::npos) << a.output;
+}
+
 TEST(E2E, SingleProcessByDefault) {
   std::string ckpt = fresh_dir("single");
   std::vector<std::string> argv = {binary()};

@@ -10,6 +10,10 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
 #include "models/mini_resnet.h"
+#include "util/error.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fstream>
 
 using namespace ddptrain;
 namespace fs = std::filesystem;
@@ -33,7 +37,8 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   opt_a.step();
 
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
-  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a, {3, 42, 1}, "{}\n");
+  at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
+  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a, {3, 17, true, 42, 1, 7}, "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
@@ -41,9 +46,14 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   torch::manual_seed(2);
   MiniResNet b(MiniResNetOptions{3, 10, 0.125});
   torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  CheckpointMeta meta = load_checkpoint(dir, *b, opt_b);
+  torch::randn({100});  // move the generator on; loading must bring it back
+  CheckpointMeta meta = load_checkpoint(dir, solo, *b, opt_b);
   EXPECT_EQ(meta.epoch, 3);
+  EXPECT_EQ(meta.batches_done, 17);
+  EXPECT_TRUE(meta.epoch_complete);
   EXPECT_EQ(meta.global_step, 42);
+  EXPECT_EQ(meta.seed, 7);
+  EXPECT_TRUE(at::detail::getDefaultCPUGenerator().get_state().equal(rng_before)) << "RNG state not restored";
   auto sa = state_dict(*a), sb = state_dict(*b);
   ASSERT_EQ(sa.size(), sb.size());
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(sa[i].second.equal(sb[i].second)) << sa[i].first;
@@ -66,7 +76,7 @@ TEST(Checkpoint, WrongModelIsClearError) {
   MiniResNet b(MiniResNetOptions{3, 10, 0.25});
   torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1));
   try {
-    load_checkpoint(dir, *b, opt_b);
+    load_checkpoint(dir, solo, *b, opt_b);
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
@@ -88,4 +98,59 @@ TEST(Checkpoint, PythonLoadsWithWeightsOnly) {
   std::string log = read_file(root + "/py.log");
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("OK"), std::string::npos) << log;
+}
+
+TEST(Checkpoint, DamageIsDetectedAndNamed) {
+  std::string root = fresh_dir("ckpt_damage");
+  MiniResNet a(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
+  auto expect_error = [&](const std::string& dir, const std::string& what) {
+    try {
+      verify_checkpoint(dir);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const ddptrain::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  // Truncated by one byte.
+  std::string d1 = save_checkpoint(solo, root, "t", *a, opt, {}, "{}\n", {0});
+  fs::resize_file(d1 + "/model.pt", fs::file_size(d1 + "/model.pt") - 1);
+  expect_error(d1, "model.pt has");
+  // One byte flipped.
+  std::string d2 = save_checkpoint(solo, root, "f", *a, opt, {}, "{}\n", {0});
+  {
+    std::fstream f(d2 + "/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    char c;
+    f.seekg(10);
+    f.get(c);
+    f.seekp(10);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  expect_error(d2, "optimizer.pt fails its CRC-32 check");
+  // No manifest: an interrupted save.
+  std::string d3 = save_checkpoint(solo, root, "m", *a, opt, {}, "{}\n", {0});
+  fs::remove(d3 + "/manifest.json");
+  expect_error(d3, "manifest.json is missing");
+  // The newest valid checkpoint wins; damaged ones are skipped.
+  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0}, "{}\n", {0});
+  EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
+}
+
+TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
+  std::string root = fresh_dir("ckpt_keep");
+  MiniResNet a(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
+  for (int s = 1; s <= 5; ++s)
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0}, "{}\n", {2});
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step_4", "step_5"}));
+  fs::create_directories(root + "/.tmp-step_6");
+  clean_checkpoint_leftovers(root, solo.log());
+  EXPECT_FALSE(fs::exists(root + "/.tmp-step_6"));
+  EXPECT_TRUE(fs::exists(root + "/step_5/manifest.json"));
 }
