@@ -8,6 +8,7 @@
 #include "config/train_config.h"
 #include "dist/dist_context.h"
 #include "tools/commands.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace ddptrain {
@@ -45,13 +46,14 @@ int cmd_train(const std::vector<std::string>& args) {
     write_file_atomic(cfg.run.checkpoint_dir + "/config.json", config_json);
   }
 
+  install_stop_handlers();
   TrainResult r = train(cfg, ctx, config_json);
   if (r.test_accuracy >= 0)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
   log.info(str("final train loss: ", r.train_loss, " after ", r.global_step, " steps; ",
                static_cast<long long>(r.samples_per_s), " samples/s (global, training only)"));
   ctx.shutdown();
-  return 0;
+  return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
 }
 
 }  // namespace ddptrain

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <climits>
+#include <ctime>
+#include <fstream>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 
 #include "tools/commands.h"
 #include "launch/launcher.h"
@@ -44,6 +47,21 @@ std::string rank_prefix() {
   return r && w ? "[rank " + *r + "/" + *w + "] " : "";
 }
 
+// Under torchrun or our launcher, the fatal error also goes to TORCHELASTIC_ERROR_FILE in
+// torchrun's format, so the launcher's root-cause report can quote it.
+int fail(int code, const std::string& msg, bool secondary = false) {
+  // Messages of collective failures already name the rank.
+  const std::string full = msg.rfind("[rank ", 0) == 0 ? msg : rank_prefix() + msg;
+  std::fprintf(stderr, "error: %s\n", full.c_str());
+  if (auto path = ddptrain::env::get("TORCHELASTIC_ERROR_FILE")) {
+    nlohmann::json j = {{"message", {{"message", full},
+                                     {"extraInfo", {{"timestamp", std::to_string(std::time(nullptr))},
+                                                    {"secondary", secondary ? "true" : "false"}}}}}};
+    std::ofstream(*path) << j.dump() << "\n";
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,13 +82,12 @@ int main(int argc, char** argv) {
     }
     throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch or inspect (see ddptrain --help)");
   } catch (const ddptrain::UsageError& e) {
-    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what());
-    return 2;
+    return fail(2, e.what());
+  } catch (const ddptrain::CollectiveError& e) {
+    return fail(1, e.what(), /*secondary=*/true);
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what_without_backtrace());
-    return 1;
+    return fail(1, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), e.what());
-    return 1;
+    return fail(1, e.what());
   }
 }

@@ -48,6 +48,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
+      bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
       bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),
       bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),

@@ -100,7 +100,7 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   try {
     work->wait(timeout_);
   } catch (const std::exception& e) {
-    throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (",
+    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (",
                     backend_name_, ", timeout ", timeout_.count() / 1000,
                     " s): ", e.what(), " — another rank probably died or is stuck; see its log"));
   }

@@ -7,10 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 
 #include "launch/line_pump.h"
 #include "util/error.h"
@@ -30,6 +35,7 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
       bind_flag("master_addr", &o.master_addr, "address of node 0 (rank 0 serves the TCPStore)"),
       bind_flag("master_port", &o.master_port, "TCP port of the rendezvous on node 0"),
       bind_flag("kill_grace_s", &o.kill_grace_s, "seconds between SIGTERM and SIGKILL on teardown"),
+      bind_flag("max_restarts", &o.max_restarts, "restart the workers this often after a failure (they resume from the newest checkpoint)"),
   };
 }
 
@@ -49,6 +55,7 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
                   " must be in [0, ", opts->nnodes, "); number nodes from 0");
   DDP_USAGE_CHECK(opts->master_port >= 1 && opts->master_port <= 65535, "--master_port=", opts->master_port,
                   " must be a TCP port in [1, 65535]");
+  DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
   DDP_USAGE_CHECK(opts->kill_grace_s >= 0, "--kill_grace_s=", opts->kill_grace_s, " must be >= 0");
   return {args.begin() + static_cast<long>(split), args.end()};
 }
@@ -67,6 +74,26 @@ struct Worker {
   bool exited = false;
   int status = 0;
 };
+
+struct ErrorRecord {
+  std::string message;
+  bool secondary = false;  // a consequence of another rank's failure (a broken collective)
+};
+
+// A torchrun-style error file ({"message": {"message": ..., "extraInfo": {...}}}).
+ErrorRecord read_error_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) return {};
+  try {
+    auto j = nlohmann::json::parse(in);
+    const auto& m = j.at("message");
+    if (m.is_string()) return {m.get<std::string>(), false};
+    bool secondary = m.contains("extraInfo") && m["extraInfo"].value("secondary", std::string()) == "true";
+    return {m.at("message").get<std::string>(), secondary};
+  } catch (const std::exception&) {
+    return {};
+  }
+}
 
 std::string describe(int status) {
   if (WIFSIGNALED(status)) return detail::concat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
@@ -109,15 +136,18 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
   return pid;
 }
 
-}  // namespace
+struct GroupResult {
+  int first_failed = -1;  // rank, or -1
+  pid_t failed_pid = -1;
+  int status = 0;
+  int forwarded = 0;      // a signal the launcher received and forwarded
+  std::string message;    // the failed worker's error, from its error file
+};
 
-int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args) {
+// Runs one attempt of the local worker group to its end.
+GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args,
+                      int restart_count, const std::string& error_dir) {
   const int world = o.nproc_per_node * o.nnodes;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-
   std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
     Worker& w = workers[static_cast<size_t>(lr)];
@@ -130,7 +160,10 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
         {"GROUP_RANK", std::to_string(o.node_rank)},
         {"MASTER_ADDR", o.master_addr},
         {"MASTER_PORT", std::to_string(o.master_port)},
+        {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+        {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
     };
+    ::unlink(env.back().second.c_str());
     w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
     w.out = std::make_unique<LinePump>(prefix, 1);
@@ -138,7 +171,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
   }
 
   int first_failed = -1;
-  int first_status = 0;
+  std::vector<int> failure_order;  // ranks that failed, in the order reaped
   int forwarded = 0;
   using Clock = std::chrono::steady_clock;
   Clock::time_point term_sent{};
@@ -181,9 +214,10 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
         w.exited = true;
         w.status = st;
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        // Workers ended by our own teardown are not failures of their own.
+        if (!ok && forwarded == 0 && (first_failed < 0 || !WIFSIGNALED(st))) failure_order.push_back(w.rank);
         if (!ok && first_failed < 0 && forwarded == 0) {
           first_failed = w.rank;
-          first_status = st;
           std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
                        describe(st).c_str());
           signal_all(SIGTERM);
@@ -219,13 +253,61 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
     if (w.out_fd >= 0) ::close(w.out_fd);
     if (w.err_fd >= 0) ::close(w.err_fd);
   }
-  if (first_failed >= 0) {
-    std::fprintf(stderr, "launch: FAILED: rank %d %s (first failure of %d workers)\n", first_failed,
-                 describe(first_status).c_str(), world);
-    int code = exit_code_of(first_status);
+  // The root cause: the first failure (in the order reaped) that is not merely a broken
+  // collective caused by another rank's death; else the first failure.
+  GroupResult r;
+  r.forwarded = forwarded;
+  if (first_failed < 0) return r;
+  const Worker* root = nullptr;
+  ErrorRecord root_err;
+  for (int pass = 0; pass < 2 && root == nullptr; ++pass) {
+    for (int rank : failure_order) {
+      const Worker& w = *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
+      ErrorRecord e = read_error_file(error_dir + "/error_rank" + std::to_string(rank) + ".json");
+      if (pass == 0 && e.secondary) continue;
+      root = &w;
+      root_err = e;
+      break;
+    }
+  }
+  r.first_failed = root->rank;
+  r.failed_pid = root->pid;
+  r.status = root->status;
+  r.message = root_err.message;
+  return r;
+}
+
+}  // namespace
+
+int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  char tmpl[] = "/tmp/ddptrain-launch-XXXXXX";
+  const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  GroupResult r;
+  for (int attempt = 0;; ++attempt) {
+    // A restarted group resumes from the newest complete checkpoint (the last flag wins).
+    std::vector<std::string> args = worker_args;
+    if (attempt > 0) args.insert(args.end(), {"--resume_from", "auto"});
+    r = run_group(o, self_exe, args, attempt, error_dir);
+    if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
+    std::fprintf(stderr, "launch: restarting the workers (restart %d of %d) after rank %d %s\n", attempt + 1,
+                 o.max_restarts, r.first_failed, describe(r.status).c_str());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(error_dir, ec);
+  const int world = o.nproc_per_node * o.nnodes;
+  if (r.first_failed >= 0) {
+    std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n", r.first_failed,
+                 r.failed_pid, describe(r.status).c_str(), world,
+                 o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
+                 r.message.empty() ? "" : "\nlaunch: root cause: ", r.message.c_str());
+    int code = exit_code_of(r.status);
     return code == 0 ? 1 : code;
   }
-  if (forwarded) return 128 + forwarded;
+  if (r.forwarded) return 128 + r.forwarded;
   return 0;
 }
 

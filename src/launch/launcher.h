@@ -5,6 +5,9 @@
 // SIGTERM, and when a worker fails stops the others (SIGTERM, then SIGKILL after a grace
 // period) and exits non-zero naming the first failed rank and its exit code or signal.
 // Workers die with the launcher (PR_SET_PDEATHSIG), so none is ever left behind.
+// With --max_restarts N a failed group is restarted (TORCHELASTIC_RESTART_COUNT counts the
+// attempts) with `--resume_from auto`. Each worker writes its fatal error to the file named by
+// TORCHELASTIC_ERROR_FILE (as under torchrun); the final report quotes the first failure's.
 #pragma once
 
 #include <string>
@@ -21,6 +24,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int kill_grace_s = 5;  // after the first failure, SIGTERM then SIGKILL after this long
+  int max_restarts = 0;  // restarts of the whole group after a failure
 };
 
 std::vector<Flag> launch_flags(LaunchOptions& o);

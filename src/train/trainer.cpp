@@ -18,6 +18,7 @@
 #include "ddp/sync_batchnorm.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
+#include "train/stop_signal.h"
 #include "util/error.h"
 #include "util/fault.h"
 
@@ -193,6 +194,25 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                " steps per epoch, global batch ", global_batch));
 
   const FaultPlan faults = FaultPlan::from_env();
+  // Stop requests (SIGTERM/SIGINT) are agreed on by all ranks: each step starts an async sum
+  // of the local flags and the next step reads it, so every rank stops after the same step
+  // and the exchange costs no waiting.
+  std::vector<at::Tensor> stop_votes{at::zeros({1}, at::kInt)};
+  compat::WorkHandle stop_work;
+  auto agreed_stop = [&]() -> bool {
+    if (ctx.world_size() == 1) return stop_signal() != 0;
+    bool stop_now = false;
+    if (stop_work) {
+      ctx.wait(stop_work, "stop-signal all_reduce");
+      stop_work.reset();
+      stop_now = stop_votes[0].item<int>() > 0;
+    }
+    if (!stop_now) {
+      stop_votes[0].fill_(stop_signal() != 0 ? 1 : 0);
+      stop_work = ctx.all_reduce_sum_async(stop_votes);
+    }
+    return stop_now;
+  };
   StepTimer timer(cfg.run.enable_profiling);
   double train_time = 0;
   int64_t trained_steps = 0;
@@ -244,6 +264,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       ++step_in_epoch;
       ++trained_steps;
       stop = cfg.optim.max_steps > 0 && result.global_step >= cfg.optim.max_steps;
+      if (agreed_stop()) {
+        stop = true;
+        result.stopped_by_signal = stop_signal() != 0 ? stop_signal() : 15;
+        log.warn(str("stopping after step ", result.global_step, " on a signal", cfg.run.checkpoint_on_signal ? "; saving a checkpoint" : ""));
+      }
 
       // Step line: loss averaged over the ranks (a collective every rank makes at this step).
       if (step_in_epoch % cfg.run.log_interval == 0 || step_in_epoch == steps_per_epoch || stop) {
@@ -270,6 +295,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       if (stop) break;
     }
     loader.stop();
+    if (stop_work) {  // never leave the stop vote pending across other collectives' tensors
+      ctx.wait(stop_work, "stop-signal all_reduce");
+      stop_work.reset();
+    }
     // The last forward updated each rank's BatchNorm statistics with its own data: take rank
     // 0's, so evaluation, the checkpoint and every replica agree bitwise.
     ddp.sync_buffers();
@@ -283,7 +312,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
     std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
                            fmt("%.4f", train_acc), " | ", fmt("%.1f", epoch_s), " s");
-    if (data.test) {
+    if (data.test && result.stopped_by_signal == 0) {  // a stopping job saves, not evaluates
       EvalResult ev = evaluate(model, *data.test, cfg, ctx);
       result.test_loss = ev.loss;
       result.test_accuracy = ev.accuracy;
@@ -293,7 +322,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
 
     // Checkpoint every save_every epochs, when save_every_steps falls here, and at the end.
     const bool epoch_complete = micro_done == steps_per_epoch * K;
-    const bool last = stop || epoch == cfg.optim.epochs;
+    const bool last = (stop && (result.stopped_by_signal == 0 || cfg.run.checkpoint_on_signal)) || epoch == cfg.optim.epochs;
     const bool periodic = cfg.run.save_every > 0 && epoch % cfg.run.save_every == 0 && epoch_complete;
     if (periodic || last || due_by_steps()) save(epoch, micro_done, epoch_complete);
   }

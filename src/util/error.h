@@ -24,6 +24,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// A collective failed, usually because another rank died: a consequence, not a root cause.
+class CollectiveError : public Error {
+ public:
+  explicit CollectiveError(const std::string& msg) : Error(msg) {}
+};
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

@@ -1,0 +1,15 @@
+// Graceful stop on SIGTERM/SIGINT: the signal is recorded instead of killing the process;
+// the trainer stops at the next step boundary that every rank agrees on, writes a
+// checkpoint (--checkpoint_on_signal) and the process exits with 128 + signal.
+// The recorded signal is the one piece of process-wide state: a signal handler cannot be
+// handed a context. Only the trainer reads it, through stop_signal().
+#pragma once
+
+namespace ddptrain {
+
+/// Installs the handlers (idempotent).
+void install_stop_handlers();
+/// The first SIGTERM/SIGINT received, or 0.
+int stop_signal();
+
+}  // namespace ddptrain
