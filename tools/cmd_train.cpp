@@ -26,6 +26,10 @@ int cmd_train(const std::vector<std::string>& args) {
   DistContext ctx(env, {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   const Logger& log = ctx.log();
 
+  // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
+  // replacement comes back), so that every rank then sees the same complete checkpoints.
+  if (ctx.is_main()) clean_checkpoint_leftovers(cfg.run.checkpoint_dir, log);
+  ctx.barrier();
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk.
   if (cfg.run.resume_from == "auto") {
@@ -33,10 +37,8 @@ int cmd_train(const std::vector<std::string>& args) {
     log.info(latest ? "--resume_from auto: resuming from " + *latest
                     : "--resume_from auto: no valid checkpoint in " + cfg.run.checkpoint_dir + ", starting fresh");
     cfg.run.resume_from = latest.value_or("");
-  } else if (!cfg.run.resume_from.empty()) {
-    verify_checkpoint(cfg.run.resume_from);
   }
-  if (ctx.is_main()) clean_checkpoint_leftovers(cfg.run.checkpoint_dir, log);
+  if (!cfg.run.resume_from.empty()) verify_resumable(cfg.run.resume_from, ctx);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

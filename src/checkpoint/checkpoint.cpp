@@ -97,11 +97,20 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
 void clean_checkpoint_leftovers(const std::string& root, const Logger& log) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root, ec)) entries.push_back(e.path());
+  for (const auto& path : entries) {
+    const std::string n = path.filename().string();
+    // A crash between the two renames of a replacement leaves `.old-<name>` (complete) and no
+    // `<name>`: put it back rather than lose it.
+    if (n.rfind(".old-", 0) == 0 && !fs::exists(fs::path(root) / n.substr(5), ec)) {
+      log.warn(str("restoring ", path.string(), " (a save replacing it was interrupted)"));
+      fs::rename(path, fs::path(root) / n.substr(5), ec);
+      continue;
+    }
     if (n.rfind(".tmp-", 0) == 0 || n.rfind(".old-", 0) == 0) {
-      log.warn(str("removing the leftover of an interrupted save: ", e.path().string()));
-      fs::remove_all(e.path(), ec);
+      log.warn(str("removing the leftover of an interrupted save: ", path.string()));
+      fs::remove_all(path, ec);
     }
   }
 }
@@ -111,6 +120,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                             const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts) {
   const std::string final_dir = (fs::path(root) / name).string();
   const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
+  const auto stage = [&](const char* s) {
+    if (opts.on_stage) opts.on_stage(s);
+  };
   if (ctx.is_main()) {
     // See Note [Atomic checkpoints].
     const std::string tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
@@ -140,19 +152,23 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
       write_file_synced(tmp_dir + "/" + fname, bytes);
       manifest["files"][fname] = {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes)}};
     }
+    stage("files_written");
     write_file_synced(tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
     fsync_path(tmp_dir, O_RDONLY | O_DIRECTORY);
+    stage("manifest_written");
     if (fs::exists(final_dir)) {
       // Replacing a checkpoint of the same name: move the old one aside first so that a
       // crash between the two renames still leaves one complete copy.
       const std::string old_dir = (fs::path(root) / (".old-" + name)).string();
       fs::remove_all(old_dir);
       fs::rename(final_dir, old_dir);
+      stage("old_moved_aside");
       fs::rename(tmp_dir, final_dir);
       fs::remove_all(old_dir);
     } else {
       fs::rename(tmp_dir, final_dir);
     }
+    stage("renamed");
     fsync_path(root, O_RDONLY | O_DIRECTORY);
 
     // Retention: only complete checkpoints count; the newest `keep` stay.
@@ -226,12 +242,17 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
   return std::max_element(valid.begin(), valid.end())->second;
 }
 
-CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
-                               torch::optim::Optimizer& optimizer) {
+CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) {
   CheckpointMeta meta = verify_checkpoint(dir);
   DDP_CHECK(meta.world_size == ctx.world_size(), "checkpoint '", dir, "' was written by a job of world size ",
             meta.world_size, " but this job has ", ctx.world_size(),
             "; exact resume needs the same world size (every rank's data position and RNG state)");
+  return meta;
+}
+
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
+                               torch::optim::Optimizer& optimizer) {
+  CheckpointMeta meta = verify_resumable(dir, ctx);
   load_state_dict(model, unpickle_tensors(read_file(dir + "/model.pt"), dir + "/model.pt"), dir + "/model.pt");
   std::string opt_bytes = read_file(dir + "/optimizer.pt");
   torch::serialize::InputArchive archive;

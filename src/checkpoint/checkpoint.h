@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,9 @@ struct CheckpointMeta {
 
 struct SaveOptions {
   int keep = 3;  // complete checkpoints kept in the directory; 0 = all
+  /// Called by rank 0 at each stage of the save ("files_written", "manifest_written",
+  /// "old_moved_aside", "renamed"): the failure tests kill the process there.
+  std::function<void(const char* stage)> on_stage;
 };
 
 /// Writes `root/name` (every rank calls it: it gathers RNG states and ends with a barrier).
@@ -49,6 +53,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
 /// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
 /// reason when the checkpoint is incomplete, truncated or corrupted.
 CheckpointMeta verify_checkpoint(const std::string& dir);
+
+/// verify_checkpoint, and the checkpoint was written by a job of this world size.
+CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx);
 
 /// The newest checkpoint in root that verifies (by optimizer step), warning about the
 /// invalid ones it skips; nullopt when there is none.

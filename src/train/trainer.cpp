@@ -160,6 +160,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     log.info(str("resumed from ", cfg.run.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
                  start_epoch, " micro-batch ", start_micro));
   }
+  const FaultPlan faults = FaultPlan::from_env();
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
     CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed};
     char name[64];
@@ -167,8 +168,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       std::snprintf(name, sizeof(name), "epoch_%04d", epoch);
     else
       std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(result.global_step));
-    result.last_checkpoint = save_checkpoint(ctx, cfg.run.checkpoint_dir, name, *model, optimizer, meta,
-                                             config_json, SaveOptions{cfg.run.keep_checkpoints});
+    SaveOptions so{cfg.run.keep_checkpoints, [&](const char* stage) { faults.in_save(result.global_step, stage); }};
+    result.last_checkpoint =
+        save_checkpoint(ctx, cfg.run.checkpoint_dir, name, *model, optimizer, meta, config_json, std::move(so));
     log.info(str("checkpoint saved: ", result.last_checkpoint));
   };
   const auto due_by_steps = [&] {
@@ -193,7 +195,6 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
                " steps per epoch, global batch ", global_batch));
 
-  const FaultPlan faults = FaultPlan::from_env();
   // Stop requests (SIGTERM/SIGINT) are agreed on by all ranks: each step starts an async sum
   // of the local flags and the next step reads it, so every rank stops after the same step
   // and the exchange costs no waiting.

@@ -3,6 +3,9 @@
 //   DDPTRAIN_FAULT_KILL_AT_STEP=N   the rank in DDPTRAIN_FAULT_RANK (default 0) SIGKILLs
 //                                   itself right after optimizer step N;
 //   DDPTRAIN_FAULT_THROW_AT_STEP=N  ... throws an error there instead;
+//   DDPTRAIN_FAULT_HANG_AT_STEP=N   ... hangs there (sleeps forever, ignoring SIGTERM);
+//   DDPTRAIN_FAULT_KILL_IN_SAVE=STAGE@N  rank 0 SIGKILLs itself at STAGE of the checkpoint
+//                                   save after step N (stages: checkpoint.h SaveOptions);
 //   DDPTRAIN_FAULT_ATTEMPT=A        only in launch attempt A (TORCHELASTIC_RESTART_COUNT,
 //                                   default 0); -1: in every attempt.
 #pragma once
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <string>
 
 #include "util/env.h"
 #include "util/error.h"
@@ -20,6 +24,9 @@ namespace ddptrain {
 struct FaultPlan {
   int64_t kill_at_step = -1;
   int64_t throw_at_step = -1;
+  int64_t hang_at_step = -1;
+  std::string kill_in_save_stage;
+  int64_t kill_in_save_step = -1;
   int rank = 0;
 
   static FaultPlan from_env() {
@@ -29,6 +36,12 @@ struct FaultPlan {
     if (attempt != -1 && attempt != current) return f;
     f.kill_at_step = env::get_int("DDPTRAIN_FAULT_KILL_AT_STEP", 0, INT64_MAX).value_or(-1);
     f.throw_at_step = env::get_int("DDPTRAIN_FAULT_THROW_AT_STEP", 0, INT64_MAX).value_or(-1);
+    f.hang_at_step = env::get_int("DDPTRAIN_FAULT_HANG_AT_STEP", 0, INT64_MAX).value_or(-1);
+    const std::string save = env::get("DDPTRAIN_FAULT_KILL_IN_SAVE").value_or("");
+    if (const auto at = save.find('@'); at != std::string::npos) {
+      f.kill_in_save_stage = save.substr(0, at);
+      f.kill_in_save_step = std::stoll(save.substr(at + 1));
+    }
     f.rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_RANK", 0, 1 << 20).value_or(0));
     return f;
   }
@@ -38,6 +51,15 @@ struct FaultPlan {
     if (global_step == kill_at_step) ::kill(::getpid(), SIGKILL);
     if (global_step == throw_at_step)
       throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step ", global_step));
+    if (global_step == hang_at_step) {
+      ::signal(SIGTERM, SIG_IGN);
+      ::signal(SIGINT, SIG_IGN);
+      for (;;) ::pause();
+    }
+  }
+  /// Called by rank 0 at each stage of a checkpoint save.
+  void in_save(int64_t global_step, const char* stage) const {
+    if (global_step == kill_in_save_step && kill_in_save_stage == stage) ::kill(::getpid(), SIGKILL);
   }
 };
 

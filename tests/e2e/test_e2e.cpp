@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -186,6 +187,55 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(restarted.output)[0]);
 }
 
+TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
+  // 512 samples, world 2, batch 16: 16 steps per epoch; checkpoints at steps 5 and 10.
+  const int port = free_port();
+  std::vector<std::string> extra = {"--dataset_size", "512", "--epochs", "1", "--save_every_steps", "5"};
+  ProcResult full = run(launch(2, port, tiny_train(fresh_dir("save_full"), extra)), {}, 300);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  auto resume_auto = [&](const std::string& dir) {
+    auto args = tiny_train(dir, extra);
+    args.insert(args.end(), {"--resume_from", "auto"});
+    return run(launch(2, port, args), {}, 300);
+  };
+  for (const std::string stage : {"files_written", "manifest_written", "renamed"}) {
+    SCOPED_TRACE(stage);
+    const std::string dir = fresh_dir("save_" + stage);
+    ProcResult killed = run(launch(2, port, tiny_train(dir, extra)), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", stage + "@10"}}, 300);
+    EXPECT_NE(killed.exit_code, 0) << killed.output;
+    EXPECT_NE(killed.output.find("FAILED: rank 0"), std::string::npos) << killed.output;
+    EXPECT_TRUE(fs::exists(dir + "/step_00000005/manifest.json")) << "the previous checkpoint was damaged";
+    // Before the rename the interrupted save is only a leftover; after it, it is complete.
+    const bool complete = stage == "renamed";
+    EXPECT_EQ(fs::exists(dir + "/step_00000010/manifest.json"), complete);
+    EXPECT_EQ(fs::exists(dir + "/.tmp-step_00000010"), !complete);
+    ProcResult resumed = resume_auto(dir);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_FALSE(lines_with(resumed.output, complete ? "step_00000010" : "step_00000005").empty()) << resumed.output;
+    EXPECT_FALSE(fs::exists(dir + "/.tmp-step_00000010")) << "leftover not cleaned";
+    EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
+  }
+  // Replacing a checkpoint of the same name (a rerun from step 5): a crash between moving
+  // the old copy aside and renaming the new one into place loses neither.
+  const std::string dir = fresh_dir("save_replace");
+  auto first_args = tiny_train(dir, extra);
+  first_args.insert(first_args.end(), {"--max_steps", "10"});
+  ProcResult first = run(launch(2, port, first_args), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(fs::exists(dir + "/step_00000010/manifest.json")) << first.output;
+  auto rerun = first_args;
+  rerun.insert(rerun.end(), {"--resume_from", dir + "/step_00000005"});
+  ProcResult killed = run(launch(2, port, rerun), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", "old_moved_aside@10"}}, 300);
+  EXPECT_NE(killed.exit_code, 0) << killed.output;
+  EXPECT_FALSE(fs::exists(dir + "/step_00000010"));
+  EXPECT_TRUE(fs::exists(dir + "/.old-step_00000010/manifest.json"));
+  ProcResult resumed = resume_auto(dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "restoring " + dir + "/.old-step_00000010").empty()) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/step_00000010").empty()) << resumed.output;
+  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
+}
+
 TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
   std::string ckpt = fresh_dir("budget");
   auto cmd = launch(2, free_port(), tiny_train(ckpt));
@@ -200,31 +250,65 @@ TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
 }
 
 TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
-  std::string ckpt = fresh_dir("damaged");
-  ProcResult first = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                          "--batch_size", "16", "--epochs", "1", "--checkpoint_dir", ckpt, "--num_workers", "0"}, {}, 120);
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const std::string dir = ckpt + "/epoch_0001";
-  fs::resize_file(dir + "/model.pt", fs::file_size(dir + "/model.pt") - 1);
-  auto listing = [&] {
+  const std::vector<std::string> job = {"train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                                        "--batch_size", "16", "--num_workers", "0"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {binary()};
+    a.insert(a.end(), job.begin(), job.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto listing = [](const std::string& root) {
     std::vector<std::string> v;
-    for (const auto& e : fs::recursive_directory_iterator(ckpt))
-      v.push_back(e.path().string() + ":" + (e.is_regular_file() ? std::to_string(fs::file_size(e.path())) : "d"));
+    for (const auto& e : fs::recursive_directory_iterator(root))
+      v.push_back(e.path().string() + ":" +
+                  (e.is_regular_file() ? std::to_string(std::hash<std::string>{}(read_text(e.path().string()))) : "d"));
     std::sort(v.begin(), v.end());
     return v;
   };
-  auto before = listing();
-  ProcResult r = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                      "--batch_size", "16", "--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir}, {}, 60);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(r.seconds, 10.0);
-  EXPECT_NE(r.output.find("model.pt has"), std::string::npos) << r.output;
-  EXPECT_EQ(listing(), before) << "a failed resume changed the checkpoint directory";
-  // auto falls back to a fresh start (the only checkpoint is damaged) and says why.
-  ProcResult a = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                      "--batch_size", "16", "--epochs", "1", "--checkpoint_dir", ckpt, "--resume_from", "auto"}, {}, 60);
-  EXPECT_EQ(a.exit_code, 0) << a.output;
-  EXPECT_NE(a.output.find("skipping an invalid checkpoint"), std::string::npos) << a.output;
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> damage;
+    std::string expect;
+    int world;
+  } cases[] = {
+      {"truncated", [](const std::string& d) { fs::resize_file(d + "/model.pt", fs::file_size(d + "/model.pt") - 1); },
+       "model.pt has", 1},
+      {"flipped",
+       [](const std::string& d) {
+         std::fstream f(d + "/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
+         f.seekg(100);
+         char c = 0;
+         f.read(&c, 1);
+         c = static_cast<char>(c ^ 0x01);
+         f.seekp(100);
+         f.write(&c, 1);
+       },
+       "optimizer.pt fails its CRC-32 check", 1},
+      {"world size", [](const std::string&) {}, "was written by a job of world size 1 but this job has 2", 2},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string ckpt = fresh_dir("damaged");
+    ProcResult first = run(with({"--epochs", "1", "--checkpoint_dir", ckpt}), {}, 120);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const std::string dir = ckpt + "/epoch_0001";
+    c.damage(dir);
+    auto before = listing(ckpt);
+    auto args = with({"--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir});
+    ProcResult r = c.world == 1 ? run(args, {}, 60)
+                                : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 60);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.seconds, 10.0);
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(dir), std::string::npos) << "the error does not name the checkpoint: " << r.output;
+    EXPECT_EQ(listing(ckpt), before) << "a failed resume changed the checkpoint directory";
+    if (c.world != 1) continue;
+    // auto falls back to a fresh start (the only checkpoint is damaged) and says why.
+    ProcResult a = run(with({"--epochs", "1", "--checkpoint_dir", ckpt, "--resume_from", "auto"}), {}, 60);
+    EXPECT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("skipping an invalid checkpoint"), std::string::npos) << a.output;
+  }
 }
 
 TEST(E2E, SingleProcessByDefault) {

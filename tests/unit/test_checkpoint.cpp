@@ -114,11 +114,11 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
     }
   };
   // Truncated by one byte.
-  std::string d1 = save_checkpoint(solo, root, "t", *a, opt, {}, "{}\n", {0});
+  std::string d1 = save_checkpoint(solo, root, "t", *a, opt, {}, "{}\n", {0, {}});
   fs::resize_file(d1 + "/model.pt", fs::file_size(d1 + "/model.pt") - 1);
   expect_error(d1, "model.pt has");
   // One byte flipped.
-  std::string d2 = save_checkpoint(solo, root, "f", *a, opt, {}, "{}\n", {0});
+  std::string d2 = save_checkpoint(solo, root, "f", *a, opt, {}, "{}\n", {0, {}});
   {
     std::fstream f(d2 + "/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(10);
@@ -130,11 +130,11 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   }
   expect_error(d2, "optimizer.pt fails its CRC-32 check");
   // No manifest: an interrupted save.
-  std::string d3 = save_checkpoint(solo, root, "m", *a, opt, {}, "{}\n", {0});
+  std::string d3 = save_checkpoint(solo, root, "m", *a, opt, {}, "{}\n", {0, {}});
   fs::remove(d3 + "/manifest.json");
   expect_error(d3, "manifest.json is missing");
   // The newest valid checkpoint wins; damaged ones are skipped.
-  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0}, "{}\n", {0});
+  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
 }
 
@@ -144,7 +144,7 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   for (int s = 1; s <= 5; ++s)
-    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0}, "{}\n", {2});
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0}, "{}\n", {2, {}});
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
@@ -153,4 +153,14 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   clean_checkpoint_leftovers(root, solo.log());
   EXPECT_FALSE(fs::exists(root + "/.tmp-step_6"));
   EXPECT_TRUE(fs::exists(root + "/step_5/manifest.json"));
+  // Interrupted between the renames of a replacement: the old copy comes back.
+  fs::rename(root + "/step_5", root + "/.old-step_5");
+  fs::create_directories(root + "/.tmp-step_5");
+  fs::create_directories(root + "/.old-step_4");  // stale: step_4 exists, so it is removed
+  clean_checkpoint_leftovers(root, solo.log());
+  EXPECT_TRUE(fs::exists(root + "/step_5/manifest.json"));
+  EXPECT_FALSE(fs::exists(root + "/.old-step_5"));
+  EXPECT_FALSE(fs::exists(root + "/.tmp-step_5"));
+  EXPECT_FALSE(fs::exists(root + "/.old-step_4"));
+  EXPECT_TRUE(fs::exists(root + "/step_4/manifest.json"));
 }
