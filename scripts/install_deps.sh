@@ -4,14 +4,26 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache make pkg-config
       libtorch-dev libgloo-dev nlohmann-json3-dev libtomlplusplus-dev zlib1g-dev
-      libgtest-dev googletest python3 python3-torch dataset-fashion-mnist iproute2 procps)
+      libgtest-dev googletest python3 python3-pip python3-torch dataset-fashion-mnist iproute2 procps)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "install_deps: installing ${missing[*]}"
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python readers the interop tests check our files with (PyPI), for Debian's python3 (which
+# has torch 1.13): installed into .pydeps next to this script's repository, never into the
+# system (pip --target leaves Debian's packages alone).
+root="$(cd "$(dirname "$0")/.." && pwd)"
+pydeps=(safetensors==0.8.0)
+if ! PYTHONPATH="$root/.pydeps" /usr/bin/python3 -c 'import safetensors.numpy' 2>/dev/null; then
+  echo "install_deps: pip installing ${pydeps[*]} into $root/.pydeps"
+  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "$root/.pydeps" "${pydeps[@]}"
+fi

@@ -16,6 +16,7 @@
 #include <torch/serialize/output-archive.h>
 
 #include "checkpoint/python_pickle.h"
+#include "checkpoint/state_dict_reader.h"
 #include "util/error.h"
 
 namespace ddptrain {

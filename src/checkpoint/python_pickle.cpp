@@ -31,9 +31,9 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& state, const
   for (auto& [key, t] : mine) {
     auto it = given.find(key);
     DDP_CHECK(it != given.end(), origin, " has no entry '", key,
-              "': it was saved from a different model or --width; resume with the same model flags");
+              "': it was saved from a different model or --width; use the model flags it was saved with");
     DDP_CHECK(it->second.sizes() == t.sizes(), origin, ": '", key, "' has shape ", it->second.sizes(),
-              " but the model expects ", t.sizes(), "; resume with the same model flags");
+              " but the model expects ", t.sizes(), "; use the model flags it was saved with");
     t.copy_(it->second);
     given.erase(it);
   }
@@ -60,22 +60,6 @@ std::string pickle_tensors(const NamedTensors& tensors) {
     });
     torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(), writer);
   }  // the writer's destructor writes the zip's end records
-  return out;
-}
-
-NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origin) {
-  c10::IValue v;
-  try {
-    v = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  } catch (const c10::Error& e) {
-    throw Error(detail::concat(origin, " is not a readable state_dict file: ", e.what_without_backtrace()));
-  }
-  DDP_CHECK(v.isGenericDict(), origin, " does not hold a dict of tensors");
-  NamedTensors out;
-  for (const auto& kv : v.toGenericDict()) {
-    DDP_CHECK(kv.key().isString() && kv.value().isTensor(), origin, " holds a non-tensor entry");
-    out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
-  }
   return out;
 }
 

@@ -26,7 +26,4 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& state, const
 /// Bytes of a torch.save-compatible zip holding a {str: Tensor} dict.
 std::string pickle_tensors(const NamedTensors& tensors);
 
-/// Reads a file written by pickle_tensors (or by Python's torch.save of a {str: Tensor} dict).
-NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origin);
-
 }  // namespace ddptrain

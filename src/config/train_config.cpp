@@ -48,6 +48,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
+      bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
       bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),
@@ -102,6 +103,10 @@ void TrainConfig::validate() const {
     DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='",
                     run.resume_from, "' is not a checkpoint directory; pass a directory written by "
                     "ddptrain (e.g. ./checkpoints/epoch_0001)");
+  }
+  if (!run.init_from.empty()) {
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
+                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path)");
   }
 }
 

@@ -56,6 +56,7 @@ struct RunOptions {
   long long save_every_steps = 0;  // optimizer steps; 0 = off
   int keep_checkpoints = 3;        // newest complete checkpoints kept; 0 = all
   std::string resume_from;         // a checkpoint directory, or "auto": the newest valid one
+  std::string init_from;           // weights to start from (a state_dict file); a resume wins
   bool checkpoint_on_signal = true;  // SIGTERM/SIGINT: finish the step, save, exit 128+sig
   int log_interval = 10;
   bool enable_profiling = false;

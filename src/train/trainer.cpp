@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
+#include "checkpoint/state_dict_reader.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
@@ -119,6 +120,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   MiniResNetOptions mo{shape.channels, shape.num_classes, cfg.model.width};
   if (cfg.dist.sync_bn) mo.norm = sync_batchnorm_factory(ctx);
   MiniResNet model(mo);
+  if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
+    load_state_dict(*model, unpickle_tensors(read_file(cfg.run.init_from), cfg.run.init_from), cfg.run.init_from);
+    log.info(str("initial weights from ", cfg.run.init_from));
+  }
   model->to(ctx.device());
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed + ctx.rank()));
   log.info(str("model ", cfg.model.model, " (width ", cfg.model.width, "): ",

@@ -311,6 +311,64 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
   }
 }
 
+TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
+  const std::string dir = fresh_dir("interop");
+  const std::string py = source_dir() + "/tests/python/interop.py";
+  ProcResult saved = run({"/usr/bin/python3", py, "save_init", dir + "/init.pt", "0.125", "7"}, {}, 120);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  // One step at a negligible lr: the parameters are still Python's (init seed 7, not ours 42).
+  auto job = [&](const std::string& ckpt, std::vector<std::string> extra) {
+    std::vector<std::string> a = {binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                                  "--batch_size", "16", "--num_workers", "0", "--epochs", "1", "--max_steps", "1",
+                                  "--lr", "1e-30", "--checkpoint_dir", ckpt};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a, {}, 120);
+  };
+  ProcResult r = job(dir + "/ck", {"--init_from", dir + "/init.pt"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "initial weights from " + dir + "/init.pt").empty()) << r.output;
+  const std::string model_pt = dir + "/ck/step_00000001/model.pt";
+  ProcResult same = run({"/usr/bin/python3", py, "same_params", dir + "/init.pt", model_pt, "1e-12"}, {}, 120);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  ProcResult fresh = job(dir + "/ck_fresh", {});  // the check can fail: without init_from it does
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  ProcResult differ = run({"/usr/bin/python3", py, "same_params", dir + "/init.pt",
+                           dir + "/ck_fresh/step_00000001/model.pt", "1e-12"}, {}, 120);
+  EXPECT_EQ(differ.exit_code, 1) << differ.output;
+
+  // Export: pt for torch.load, safetensors read back by the safetensors package (PyPI).
+  for (const std::string fmt : {"pt", "safetensors"}) {
+    ProcResult e = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", fmt, "--out",
+                        dir + "/weights." + fmt}, {}, 60);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+  }
+  ProcResult check = run({"/usr/bin/python3", py, "check_export", dir + "/weights.pt", dir + "/weights.safetensors"},
+                         {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("EXPORT OK 92 tensors"), std::string::npos) << check.output;
+  ProcResult same_pt = run({"/usr/bin/python3", py, "same_params", model_pt, dir + "/weights.pt", "0"}, {}, 120);
+  EXPECT_EQ(same_pt.exit_code, 0) << same_pt.output;
+
+  // Refusals: a pickle that would run code, the wrong model, a missing file, a bad format.
+  ProcResult evil_py = run({"/usr/bin/python3", "-c",
+                            "import torch\nclass E:\n  def __reduce__(self): return (print, ('ran',))\n"
+                            "torch.save({'w': torch.zeros(1), 'e': E()}, '" + dir + "/evil.pt')"}, {}, 60);
+  ASSERT_EQ(evil_py.exit_code, 0) << evil_py.output;
+  ProcResult evil = job(dir + "/ck_evil", {"--init_from", dir + "/evil.pt"});
+  EXPECT_EQ(evil.exit_code, 1) << evil.output;
+  EXPECT_NE(evil.output.find("asks to call __builtin__.print"), std::string::npos) << evil.output;
+  EXPECT_EQ(evil.output.find("\nran"), std::string::npos) << evil.output;
+  ProcResult wrong = job(dir + "/ck_wrong", {"--init_from", dir + "/init.pt", "--width", "0.25"});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.output.find("'stem.0.weight' has shape [8, 3, 3, 3] but the model expects [16, 3, 3, 3]"),
+            std::string::npos) << wrong.output;
+  EXPECT_EQ(job(dir + "/ck_missing", {"--init_from", dir + "/nope.pt"}).exit_code, 2);
+  ProcResult bad = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", "onnx", "--out",
+                        dir + "/w.onnx"}, {}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
+}
+
 TEST(E2E, SingleProcessByDefault) {
   std::string ckpt = fresh_dir("single");
   std::vector<std::string> argv = {binary()};
