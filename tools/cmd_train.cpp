@@ -29,7 +29,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
   // replacement comes back), so that every rank then sees the same complete checkpoints.
   if (ctx.is_main()) clean_checkpoint_leftovers(cfg.run.checkpoint_dir, log);
-  ctx.barrier();
+  ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk.
   if (cfg.run.resume_from == "auto") {

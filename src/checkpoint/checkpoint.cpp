@@ -190,7 +190,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
         if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
     }
   }
-  ctx.barrier();
+  ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }
 

@@ -25,7 +25,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   for (auto& t : state) {
     std::vector<at::Tensor> one{t};
-    ctx_.broadcast(one, 0);
+    ctx_.broadcast(one, 0, "DDP start-up broadcast of rank 0's weights");
   }
   reducer_ = std::make_unique<Reducer>(params_, names, ctx_, opts_.reducer);
 }
@@ -39,10 +39,10 @@ void DistributedDataParallel::verify_replicas(const std::vector<std::string>& na
     os << names[i] << ' ' << params_[i].sizes() << ' ' << c10::toString(params_[i].scalar_type()) << '\n';
   const std::string mine = os.str();
   std::vector<at::Tensor> len{at::tensor({static_cast<int64_t>(mine.size())}, at::kLong)};
-  ctx_.broadcast(len, 0);
+  ctx_.broadcast(len, 0, "DDP replica check");
   std::vector<at::Tensor> bytes{at::zeros({len[0].item<int64_t>()}, at::kByte)};
   if (ctx_.is_main()) std::memcpy(bytes[0].data_ptr(), mine.data(), mine.size());
-  ctx_.broadcast(bytes, 0);
+  ctx_.broadcast(bytes, 0, "DDP replica check");
   const std::string theirs(static_cast<const char*>(bytes[0].data_ptr()), static_cast<size_t>(bytes[0].numel()));
 
   // Per rank: 1 when it differs from rank 0.
@@ -95,7 +95,7 @@ void DistributedDataParallel::sync_buffers() {
   std::vector<at::Tensor> bytes;
   for (auto& b : buffers_) bytes.push_back(b.contiguous().reshape(-1).view(at::kByte));
   std::vector<at::Tensor> flat{at::cat(bytes)};
-  ctx_.broadcast(flat, 0);
+  ctx_.broadcast(flat, 0, "buffer broadcast before forward (--broadcast_buffers)");
   int64_t off = 0;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const int64_t n = bytes[i].numel();

@@ -79,9 +79,15 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.restart_count), tcp);
     pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_);
-  } catch (const c10::Error& e) {
-    throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] rendezvous at ", env_.master_addr,
-                    ":", env_.master_port, " failed: ", e.what_without_backtrace(),
+  } catch (const std::exception& e) {
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
+    const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] ");
+    if (msg.find("Address already in use") != std::string::npos)
+      throw Error(str(where, "MASTER_PORT ", env_.master_port, " is already in use on this host (another job or "
+                      "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
+                      "with --master_port or MASTER_PORT"));
+    throw Error(str(where, "rendezvous at ", env_.master_addr, ":", env_.master_port, " failed: ", msg,
                     " (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the port free?)"));
   }
 }
@@ -97,18 +103,24 @@ void DistContext::shutdown() {
 }
 
 void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
+  // c10::Error's what() carries a C++ backtrace: keep the message only.
+  auto fail = [&](const char* msg) {
+    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (", backend_name_,
+                              ", timeout ", timeout_.count() / 1000, " s): ", msg,
+                              " — another rank probably died or is stuck; see its log"));
+  };
   try {
     work->wait(timeout_);
+  } catch (const c10::Error& e) {
+    fail(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (",
-                    backend_name_, ", timeout ", timeout_.count() / 1000,
-                    " s): ", e.what(), " — another rank probably died or is stuck; see its log"));
+    fail(e.what());
   }
 }
 
-void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors) const {
+void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
   if (!pg_) return;
-  wait(all_reduce_sum_async(tensors), "all_reduce");
+  wait(all_reduce_sum_async(tensors), what);
 }
 
 compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
@@ -119,19 +131,19 @@ compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& te
   return pg_->allreduce(tensors, o);
 }
 
-void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root) const {
+void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const char* what) const {
   if (!pg_) return;
   c10d::BroadcastOptions o;
   o.rootRank = root;
   o.timeout = timeout_;
-  wait(pg_->broadcast(tensors, o), "broadcast");
+  wait(pg_->broadcast(tensors, o), what);
 }
 
-void DistContext::barrier() const {
+void DistContext::barrier(const char* what) const {
   if (!pg_) return;
   c10d::BarrierOptions o;
   o.timeout = timeout_;
-  wait(pg_->barrier(o), "barrier");
+  wait(pg_->barrier(o), what);
 }
 
 }  // namespace ddptrain

@@ -61,13 +61,13 @@ class DistContext {
   bool reduces(at::ScalarType dtype) const;
 
   /// Sums the tensors in place across ranks (synchronous, with the timeout).
-  void all_reduce_sum(std::vector<at::Tensor>& tensors) const;
+  void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what = "all_reduce") const;
   /// Starts an asynchronous sum; the caller waits on the Work before touching the tensors.
   compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
   /// Copies root's tensors into every rank's tensors (synchronous).
-  void broadcast(std::vector<at::Tensor>& tensors, int root) const;
+  void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
   /// Blocks until every rank arrived.
-  void barrier() const;
+  void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.
   void wait(const compat::WorkHandle& work, const char* what) const;
 

@@ -235,6 +235,10 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
     // Escalate after the grace period.
     if (term_sent != Clock::time_point{} && !killed &&
         Clock::now() - term_sent > std::chrono::seconds(o.kill_grace_s)) {
+      for (auto& w : workers)
+        if (!w.exited)
+          std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
+                       w.rank, w.pid, o.kill_grace_s);
       signal_all(SIGKILL);
       killed = true;
     }

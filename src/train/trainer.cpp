@@ -87,7 +87,7 @@ EvalResult evaluate(MiniResNet& model, const Dataset& test, const TrainConfig& c
     count += static_cast<double>(labels.size(0));
   }
   std::vector<at::Tensor> sums{torch::tensor({loss_sum, correct, count}, torch::kDouble)};
-  ctx.all_reduce_sum(sums);
+  ctx.all_reduce_sum(sums, "evaluation all_reduce");
   auto s = sums[0];
   model->train();
   double n = s[2].item<double>();
@@ -279,7 +279,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       // Step line: loss averaged over the ranks (a collective every rank makes at this step).
       if (step_in_epoch % cfg.run.log_interval == 0 || step_in_epoch == steps_per_epoch || stop) {
         std::vector<at::Tensor> l{torch::tensor({interval_loss, static_cast<double>(interval_micro)}, torch::kDouble)};
-        ctx.all_reduce_sum(l);
+        ctx.all_reduce_sum(l, "step-line loss all_reduce");
         const double dt = seconds_since(interval_t0);
         const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
         const ReducerStats comm = ddp.take_stats();
@@ -313,7 +313,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
 
     // Epoch summary over all ranks.
     std::vector<at::Tensor> sums{torch::tensor({epoch_loss, epoch_correct, epoch_count}, torch::kDouble)};
-    ctx.all_reduce_sum(sums);
+    ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
     result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
     std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
