@@ -8,12 +8,14 @@
 // main() only dispatches and maps errors to exit codes: 2 for usage errors, 1 otherwise.
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
-#include <ctime>
-#include <fstream>
 #include <cstdio>
+#include <ctime>
 #include <exception>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -56,6 +58,13 @@ int fail(int code, const std::string& msg, bool secondary = false) {
   const std::string full = msg.rfind("[rank ", 0) == 0 ? msg : rank_prefix() + msg;
   std::fprintf(stderr, "error: %s\n", full.c_str());
   if (auto path = ddptrain::env::get("TORCHELASTIC_ERROR_FILE")) {
+    // torchrun's root cause is the error file with the smallest timestamp, in whole seconds
+    // (ties go to the lowest rank). A secondary failure (a collective broken by another
+    // rank's death) is written from the next second on, so torchrun names the primary one.
+    if (secondary) {
+      const auto now = std::chrono::system_clock::now();
+      std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) + std::chrono::milliseconds(10));
+    }
     nlohmann::json j = {{"message", {{"message", full},
                                      {"extraInfo", {{"timestamp", std::to_string(std::time(nullptr))},
                                                     {"secondary", secondary ? "true" : "false"}}}}}};

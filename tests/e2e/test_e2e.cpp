@@ -540,6 +540,18 @@ TEST(E2E, RunsUnderTorchrun) {
   ASSERT_EQ(fps.size(), 2u) << r.output;
   EXPECT_EQ(fps[0], fps[1]);
   EXPECT_TRUE(fs::exists(ckpt + "/epoch_0001/model.pt"));
+
+  // A worker that raises: torchrun's root-cause report quotes our error file.
+  argv[7] = std::to_string(free_port());  // the --master_port value
+  ProcResult failed = run(argv, {{"OMP_NUM_THREADS", "1"}, {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
+                                 {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  const size_t root = failed.output.find("Root Cause (first observed failure):");
+  ASSERT_NE(root, std::string::npos) << failed.output;
+  const std::string report = failed.output.substr(root);
+  EXPECT_NE(report.find("rank      : 1 (local_rank: 1)"), std::string::npos) << report;
+  EXPECT_NE(report.find("traceback : [rank 1/2] injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step 2"),
+            std::string::npos) << report;
 }
 
 // Two "nodes" as network namespaces joined by a veth pair: one launcher per node, Gloo bound
@@ -598,4 +610,54 @@ TEST_F(MultiNode, TwoNodesOverNetworkNamespaces) {
   EXPECT_EQ(fp0[0], fp1[1]) << "nodes diverged";
   EXPECT_TRUE(fs::exists(ckpt[0] + "/epoch_0001/model.pt"));
   EXPECT_FALSE(fs::exists(ckpt[1])) << "only rank 0 writes checkpoints";
+}
+
+TEST_F(MultiNode, TwoNodesOfTwoWorkersEqualOneHostOfFourAndAKilledHostEndsTheJob) {
+  auto node = [&](int n, const std::string& ckpt, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n], binary(),
+                                  "launch", "--nnodes", "2", "--node_rank", std::to_string(n), "--nproc_per_node", "2",
+                                  "--master_addr", "10.213.0.1", "--master_port", "29578"};
+    auto t = tiny_train(ckpt, extra);
+    a.insert(a.end(), t.begin(), t.end());
+    return a;
+  };
+  // World 4 on one host, then as 2 nodes x 2 workers: the same parameters, bitwise.
+  ProcResult single = run(launch(4, free_port(), tiny_train(fresh_dir("one_host4"), {"--epochs", "1"})), {}, 300);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::string log0 = fresh_dir("node0_4_log") + "/out.log";
+  pid_t node0 = spawn(node(0, fresh_dir("node0_4"), {"--epochs", "1"}), log0);
+  ProcResult node1 = run(node(1, fresh_dir("node1_4"), {"--epochs", "1"}), {}, 300);
+  int code0 = wait_for(node0, 120);
+  if (code0 == -1) ::kill(node0, SIGKILL);
+  const std::string out0 = read_text(log0);
+  ASSERT_EQ(node1.exit_code, 0) << node1.output;
+  ASSERT_EQ(code0, 0) << out0;
+  EXPECT_FALSE(lines_with(out0, "DDP: world 4, backend gloo").empty()) << out0;
+  auto fp_single = fingerprints(single.output), fp0 = fingerprints(out0), fp1 = fingerprints(node1.output);
+  ASSERT_EQ(fp_single.size(), 4u) << single.output;
+  ASSERT_EQ(fp0.size(), 2u) << out0;
+  ASSERT_EQ(fp1.size(), 2u) << node1.output;
+  for (int r : {0, 1}) EXPECT_EQ(fp0[r], fp_single[0]) << "rank " << r;
+  for (int r : {2, 3}) EXPECT_EQ(fp1[r], fp_single[0]) << "rank " << r;
+
+  // Kill node 1's launcher (SIGKILL: its workers die with it): node 0 ends, non-zero, in time.
+  const std::string log_a = fresh_dir("kill_node0_log") + "/out.log", log_b = fresh_dir("kill_node1_log") + "/out.log";
+  const std::vector<std::string> long_job = {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "20"};
+  pid_t a = spawn(node(0, fresh_dir("kill_node0"), long_job), log_a);
+  pid_t b = spawn(node(1, fresh_dir("kill_node1"), long_job), log_b);
+  for (int i = 0; i < 600 && read_text(log_a).find("samples/s") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(read_text(log_a).find("samples/s"), std::string::npos) << read_text(log_a) << read_text(log_b);
+  // `ip netns exec` runs the launcher in place (exec), so b is node 1's launcher.
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(b, SIGKILL);
+  int code_a = wait_for(a, 60);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("node 1's launcher SIGKILLed: node 0's launcher exited with %d after %.1f s\n", code_a, secs);
+  if (code_a == -1) ::kill(a, SIGKILL);
+  wait_for(b, 10);
+  ASSERT_NE(code_a, -1) << "node 0 still running 60 s after node 1 died: " << read_text(log_a);
+  EXPECT_NE(code_a, 0) << read_text(log_a);
+  EXPECT_LT(secs, 20 + 5 + 5.0) << read_text(log_a);  // within --dist_timeout_s + grace
+  EXPECT_NE(read_text(log_a).find("launch: FAILED: rank"), std::string::npos) << read_text(log_a);
 }
