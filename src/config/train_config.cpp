@@ -49,6 +49,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
+      bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
       bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),

@@ -57,6 +57,7 @@ struct RunOptions {
   int keep_checkpoints = 3;        // newest complete checkpoints kept; 0 = all
   std::string resume_from;         // a checkpoint directory, or "auto": the newest valid one
   std::string init_from;           // weights to start from (a state_dict file); a resume wins
+  std::string trace_samples_dir;   // when set: "epoch E micro M: i i ..." per micro-batch, per rank
   bool checkpoint_on_signal = true;  // SIGTERM/SIGINT: finish the step, save, exit 128+sig
   int log_interval = 10;
   bool enable_profiling = false;

@@ -18,7 +18,8 @@ Batch Loader::build(int64_t b) const {
   Example first = dataset_.get(indices_[begin]);
   std::vector<int64_t> shape{end - begin};
   for (auto s : first.image.sizes()) shape.push_back(s);
-  Batch out{at::empty(shape, at::kFloat), at::empty({end - begin}, at::kLong)};
+  Batch out{at::empty(shape, at::kFloat), at::empty({end - begin}, at::kLong),
+            std::vector<int64_t>(indices_.begin() + begin, indices_.begin() + end)};
   auto* labels = out.labels.data_ptr<int64_t>();
   for (int64_t k = begin; k < end; ++k) {
     Example e = k == begin ? std::move(first) : dataset_.get(indices_[k]);

@@ -24,6 +24,7 @@ namespace ddptrain {
 struct Batch {
   at::Tensor images;  // (B, C, H, W) float32
   at::Tensor labels;  // (B) int64
+  std::vector<int64_t> indices;  // the dataset index of each sample
 };
 
 struct LoaderOptions {

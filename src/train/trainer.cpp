@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -60,6 +63,26 @@ uint64_t state_fingerprint(const torch::nn::Module& m) {
     const auto* p = static_cast<const unsigned char*>(c.data_ptr());
     for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   }
+  return h;
+}
+
+// The same hash over SGD's momentum buffers, in parameter order ("none" when a parameter
+// has none yet): resumed and uninterrupted runs must agree on optimizer state too.
+uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
+  uint64_t h = 1469598103934665603ull;
+  auto& state = opt.state();
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) {
+      auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == state.end()) {
+        h = (h ^ 0xffu) * 1099511628211ull;
+        continue;
+      }
+      auto& st = static_cast<torch::optim::SGDParamState&>(*it->second);
+      auto c = st.momentum_buffer().detach().cpu().contiguous();
+      const auto* b = static_cast<const unsigned char*>(c.data_ptr());
+      for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    }
   return h;
 }
 
@@ -219,6 +242,14 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     }
     return stop_now;
   };
+  // The data order, for debugging and for the exact-resume tests.
+  std::unique_ptr<std::ofstream> trace;
+  if (!cfg.run.trace_samples_dir.empty()) {
+    std::filesystem::create_directories(cfg.run.trace_samples_dir);
+    const std::string path = cfg.run.trace_samples_dir + "/rank" + std::to_string(ctx.rank()) + ".txt";
+    trace = std::make_unique<std::ofstream>(path, std::ios::app);
+    DDP_CHECK(trace->good(), "cannot open --trace_samples_dir file '", path, "'");
+  }
   StepTimer timer(cfg.run.enable_profiling);
   double train_time = 0;
   int64_t trained_steps = 0;
@@ -238,6 +269,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     for (int64_t micro = first_micro; micro < steps_per_epoch * K; ++micro) {
       auto batch = loader.next();
       DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
+      if (trace) {
+        *trace << "epoch " << epoch << " micro " << micro << ":";
+        for (int64_t i : batch->indices) *trace << ' ' << i;
+        *trace << '\n' << std::flush;
+      }
       auto images = batch->images.to(ctx.device());
       auto labels = batch->labels.to(ctx.device());
       timer.mark(StepTimer::kData);
@@ -336,6 +372,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(state_fingerprint(*model)));
   result.fingerprint = fp;
   log.info_all_ranks(str("parameter fingerprint: ", fp));
+  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(optimizer_fingerprint(optimizer)));
+  log.info_all_ranks(str("optimizer state fingerprint: ", fp));
   result.samples_per_s =
       train_time > 0 ? static_cast<double>(trained_steps * global_batch) / train_time : 0.0;
   return result;

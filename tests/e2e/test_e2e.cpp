@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -155,7 +156,12 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   const int port = free_port();
   std::vector<std::string> extra = {"--dataset_size", "512", "--save_every_steps", "5", "--keep_checkpoints", "2"};
   std::string a = fresh_dir("midepoch_a"), b = fresh_dir("midepoch_b");
-  ProcResult full = run(launch(2, port, tiny_train(a, extra)), {}, 300);
+  const std::string trace_a = fresh_dir("midepoch_trace_a"), trace_r = fresh_dir("midepoch_trace_r");
+  auto traced = [](std::vector<std::string> args, const std::string& dir) {
+    args.insert(args.end(), {"--trace_samples_dir", dir});
+    return args;
+  };
+  ProcResult full = run(launch(2, port, traced(tiny_train(a, extra), trace_a)), {}, 300);
   ASSERT_EQ(full.exit_code, 0) << full.output;
 
   // Rank 1 SIGKILLs itself after step 12 (mid-epoch 1 of 2); the last checkpoint is step 10.
@@ -164,15 +170,41 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("FAILED: rank 1 (pid"), std::string::npos) << killed.output;
   EXPECT_NE(killed.output.find("killed by signal 9"), std::string::npos) << killed.output;
-  auto args = tiny_train(b, extra);
+  auto args = traced(tiny_train(b, extra), trace_r);
   args.insert(args.end(), {"--resume_from", "auto"});
   ProcResult resumed = run(launch(2, port, args), {}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  // The samples seen after the resume, micro-batch by micro-batch on every rank, are the
+  // uninterrupted run's from step 10 on.
+  for (int r = 0; r < 2; ++r) {
+    auto lines = [](const std::string& text) {
+      std::vector<std::string> v;
+      std::istringstream in(text);
+      for (std::string l; std::getline(in, l);) v.push_back(l);
+      return v;
+    };
+    const auto all = lines(read_text(trace_a + "/rank" + std::to_string(r) + ".txt"));
+    const auto after = lines(read_text(trace_r + "/rank" + std::to_string(r) + ".txt"));
+    ASSERT_EQ(all.size(), 32u);  // 2 epochs x 16 micro-batches
+    ASSERT_EQ(after.size(), 32u - 10u) << "rank " << r;
+    EXPECT_EQ(after.front().rfind("epoch 1 micro 10:", 0), 0u) << after.front();
+    EXPECT_TRUE(std::equal(after.begin(), after.end(), all.begin() + 10)) << "rank " << r << " saw other samples";
+  }
   EXPECT_FALSE(lines_with(resumed.output, "resuming from " + b + "/step_00000010").empty()) << resumed.output;
   EXPECT_FALSE(lines_with(resumed.output, "continuing at epoch 1 micro-batch 10").empty()) << resumed.output;
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0])
       << "a run resumed mid-epoch differs from the uninterrupted one";
   EXPECT_EQ(fingerprints(resumed.output)[0], fingerprints(resumed.output)[1]);
+  // Optimizer state (momentum buffers) too, and the saved model byte for byte.
+  auto opt_fp = [](const std::string& out) {
+    auto l = lines_with(out, "optimizer state fingerprint: ");
+    return l.empty() ? std::string("none") : l.front().substr(l.front().rfind(' ') + 1);
+  };
+  EXPECT_EQ(opt_fp(full.output), opt_fp(resumed.output));
+  EXPECT_NE(opt_fp(full.output), "none") << full.output;
+  const std::string model_a = read_text(a + "/epoch_0002/model.pt");
+  EXPECT_FALSE(model_a.empty());
+  EXPECT_TRUE(model_a == read_text(b + "/epoch_0002/model.pt")) << "model.pt differs after the resume";
   // Retention: only the 2 newest complete checkpoints remain.
   int complete = 0;
   for (const auto& e : fs::directory_iterator(b)) complete += fs::exists(e.path() / "manifest.json") ? 1 : 0;
