@@ -6,7 +6,7 @@ export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_f
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 CTEST_ARGS ?=
 
-.PHONY: deps configure build run test bench clean format
+.PHONY: deps configure build run test test-torch2 bench clean format
 
 deps:
 	@./scripts/install_deps.sh
@@ -26,6 +26,17 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
+
+# The same suite against pip's LibTorch 2.x (a CUDA build: the CUDA/NCCL code paths are
+# compiled in; the tests run on CPU), with that torch's Python on the other side of the
+# interop tests. .ci/run runs it after `make test`.
+BUILD2 ?= build-torch2
+test-torch2: deps
+	@py=$$(./scripts/torch2_python.sh) && test -f $(BUILD2)/build.ninja || \
+	  cmake -S . -B $(BUILD2) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPTRAIN_PYTHON=$$py \
+	    -DCMAKE_PREFIX_PATH=$$($$py -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null) $(CMAKE_ARGS)
+	@cmake --build $(BUILD2) -j $(JOBS)
+	cd $(BUILD2) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
 bench: build
 	./bench/run_bench.sh $(BUILD)

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/train_config.h"
 #include "dist/dist_context.h"
+#include "obs/memory.h"
 #include "tools/commands.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -22,6 +23,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // Everything the user can get wrong is checked before any rank connects to another.
   TrainConfig cfg = resolve_train_config(args);
   EnvContract env = read_env_contract();
+  install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
 
   DistContext ctx(env, {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   const Logger& log = ctx.log();

@@ -146,6 +146,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                         {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
                         {"global_step", meta.global_step}, {"world_size", meta.world_size},
                         {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
+    if (meta.scaler) m["grad_scaler"] = {{"scale", meta.scaler->scale}, {"growth_tracker", meta.scaler->growth_tracker}};
     files.emplace_back("meta.json", m.dump(2) + "\n");
     files.emplace_back("config.json", config_json);
     nlohmann::json manifest = {{"format", kFormat}, {"files", nlohmann::json::object()}};
@@ -224,6 +225,8 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   meta.global_step = m.at("global_step").get<int64_t>();
   meta.world_size = m.at("world_size").get<int>();
   meta.seed = m.at("seed").get<int64_t>();
+  if (m.contains("grad_scaler"))
+    meta.scaler = GradScalerState{m["grad_scaler"].at("scale").get<double>(), m["grad_scaler"].at("growth_tracker").get<int64_t>()};
   return meta;
 }
 

@@ -25,6 +25,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "dist/dist_context.h"
+#include "train/grad_scaler.h"
 
 namespace ddptrain {
 
@@ -35,6 +36,7 @@ struct CheckpointMeta {
   int64_t global_step = 0;     // optimizer steps taken
   int world_size = 1;
   int64_t seed = 0;
+  std::optional<GradScalerState> scaler;  // when loss scaling is on
 };
 
 struct SaveOptions {

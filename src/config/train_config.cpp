@@ -25,12 +25,19 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
       bind_flag("model", &c.model.model, "mini_resnet"),
       bind_flag("width", &c.model.width, "channel multiplier of the model"),
+      bind_flag("dropout", &c.model.dropout, "dropout probability inside each residual block (0 = the reference model)"),
+      bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
       bind_flag("lr", &c.optim.lr, "learning rate (cosine-annealed per epoch)"),
       bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
       bind_flag("weight_decay", &c.optim.weight_decay, "SGD weight decay"),
       bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
       bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
+      bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
+      bind_flag("amp_dtype", &c.optim.amp_dtype, "fp16 | bf16: the autocast type of --use_amp (CPU: bf16 only)"),
+      bind_flag("grad_scaler", &c.optim.grad_scaler, "auto | on | off: dynamic loss scaling (auto: with fp16 autocast)"),
+      bind_flag("scaler_init_scale", &c.optim.scaler_init_scale, "initial loss scale"),
+      bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
       bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB"),
@@ -84,6 +91,19 @@ void TrainConfig::validate() const {
   DDP_USAGE_CHECK(optim.weight_decay >= 0, "--weight_decay=", optim.weight_decay,
                   " must be >= 0; pass e.g. --weight_decay 1e-4");
   positive("grad_accum_steps", optim.grad_accum_steps, "pass 1 for no accumulation");
+  DDP_USAGE_CHECK(optim.clip_grad_norm >= 0, "--clip_grad_norm=", optim.clip_grad_norm,
+                  " must be >= 0; pass 0 to turn clipping off or e.g. --clip_grad_norm 1.0");
+  DDP_USAGE_CHECK(optim.amp_dtype == "fp16" || optim.amp_dtype == "bf16", "--amp_dtype='", optim.amp_dtype,
+                  "' is not a known type; use fp16 or bf16");
+  DDP_USAGE_CHECK(optim.grad_scaler == "auto" || optim.grad_scaler == "on" || optim.grad_scaler == "off",
+                  "--grad_scaler='", optim.grad_scaler, "' must be auto, on or off");
+  DDP_USAGE_CHECK(optim.scaler_init_scale > 0, "--scaler_init_scale=", optim.scaler_init_scale,
+                  " must be > 0; pass e.g. --scaler_init_scale 65536");
+  positive("scaler_growth_interval", optim.scaler_growth_interval, "pass e.g. --scaler_growth_interval 2000");
+  DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
+                  " must be in [0, 1); pass 0 for none");
+  DDP_USAGE_CHECK(model.activation_checkpointing == "none" || model.activation_checkpointing == "blocks",
+                  "--activation_checkpointing='", model.activation_checkpointing, "' must be none or blocks");
   non_negative("max_steps", optim.max_steps, "pass 0 for no limit");
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
                   "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");

@@ -24,6 +24,8 @@ struct DataOptions {
 struct ModelOptions {
   std::string model = "mini_resnet";
   double width = 1.0;  // channel multiplier
+  double dropout = 0.0;  // inside each residual block (0: the reference model)
+  std::string activation_checkpointing = "none";  // none | blocks: recompute blocks in backward
 };
 
 struct OptimOptions {
@@ -33,6 +35,11 @@ struct OptimOptions {
   double weight_decay = 1e-4;
   int grad_accum_steps = 1;
   long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
+  double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off
+  std::string amp_dtype = "fp16";     // fp16 | bf16 (autocast type with --use_amp)
+  std::string grad_scaler = "auto";   // auto (with fp16 autocast) | on | off
+  double scaler_init_scale = 65536.0;
+  long long scaler_growth_interval = 2000;
 };
 
 struct DistOptions {

@@ -83,7 +83,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
     const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] ");
-    if (msg.find("Address already in use") != std::string::npos)
+    if (msg.find("Address already in use") != std::string::npos || msg.find("EADDRINUSE") != std::string::npos)
       throw Error(str(where, "MASTER_PORT ", env_.master_port, " is already in use on this host (another job or "
                       "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
                       "with --master_port or MASTER_PORT"));

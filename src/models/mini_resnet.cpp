@@ -6,6 +6,8 @@
 #include <torch/nn/functional/pooling.h>
 #include <torch/nn/modules/activation.h>
 
+#include "models/recompute.h"
+
 namespace ddptrain {
 
 namespace nn = torch::nn;
@@ -16,7 +18,8 @@ int64_t scaled_channels(int64_t base, double width) {
 
 torch::nn::AnyModule default_norm(int64_t channels) { return torch::nn::AnyModule(nn::BatchNorm2d(channels)); }
 
-BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm) {
+BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm, double p)
+    : dropout(p) {
   // Creation order = Python's (conv1, bn1, conv2, bn2, shortcut): it decides the RNG draws.
   conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 3).stride(stride).padding(1).bias(false)));
   bn1 = norm(out_ch);
@@ -33,6 +36,7 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, co
 
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
   auto out = torch::relu(bn1.forward(conv1(x)));  // (B, out, H/s, W/s)
+  if (dropout > 0) out = torch::dropout(out, dropout, is_training());
   out = bn2.forward(conv2(out));                  // (B, out, H/s, W/s)
   out = out + (shortcut ? shortcut->forward(x) : x);
   return torch::relu(out);
@@ -49,13 +53,23 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) {
   stem->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
   stages = register_module("stages", nn::Sequential());
   const int64_t spec[6][3] = {{c1, c1, 1}, {c1, c1, 1}, {c1, c2, 2}, {c2, c2, 1}, {c2, c3, 2}, {c3, c3, 1}};
-  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2], o.norm));
+  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2], o.norm, o.dropout));
+  recompute_blocks = o.recompute_blocks;
   fc = register_module("fc", nn::Linear(c3, o.num_classes));
 }
 
 torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
   auto h = stem->forward(x);                      // (B, c1, H, W)
-  h = stages->forward(h);                         // (B, c3, H/4, W/4)
+  const bool recompute_now = recompute_blocks && is_training() && at::GradMode::is_enabled();
+  for (auto& block : *stages) {                    // -> (B, c3, H/4, W/4)
+    if (!recompute_now) {
+      h = block.forward(h);
+      continue;
+    }
+    auto m = block.ptr();
+    h = recompute([block](const torch::Tensor& t) mutable { return block.forward(t); }, h, m->parameters(),
+                  m->buffers());
+  }
   h = torch::adaptive_avg_pool2d(h, {1, 1});      // (B, c3, 1, 1)
   return fc(h.flatten(1));                        // (B, classes)
 }

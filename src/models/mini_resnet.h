@@ -24,9 +24,10 @@ using NormFactory = std::function<torch::nn::AnyModule(int64_t channels)>;
 torch::nn::AnyModule default_norm(int64_t channels);
 
 struct BasicBlockImpl : torch::nn::Module {
-  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm);
+  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm, double dropout = 0.0);
   torch::Tensor forward(const torch::Tensor& x);
 
+  double dropout = 0.0;  // after the first conv-BN-ReLU; 0 in the reference model
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::AnyModule bn1, bn2;
   torch::nn::Sequential shortcut{nullptr};  // null: identity
@@ -38,6 +39,8 @@ struct MiniResNetOptions {
   int64_t num_classes = 10;
   double width = 1.0;
   NormFactory norm = default_norm;
+  double dropout = 0.0;           // inside each block (not in the reference model)
+  bool recompute_blocks = false;  // recompute each block's activations in backward (models/recompute.h)
 };
 
 struct MiniResNetImpl : torch::nn::Module {
@@ -47,6 +50,7 @@ struct MiniResNetImpl : torch::nn::Module {
   torch::nn::Sequential stem{nullptr};
   torch::nn::Sequential stages{nullptr};
   torch::nn::Linear fc{nullptr};
+  bool recompute_blocks = false;
 };
 TORCH_MODULE(MiniResNet);
 

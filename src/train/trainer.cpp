@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
@@ -20,11 +21,15 @@
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "ddp/sync_batchnorm.h"
+#include "obs/memory.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
+#include "train/grad_scaler.h"
+#include "train/precision.h"
 #include "train/stop_signal.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/torch_compat.h"
 
 namespace ddptrain {
 namespace {
@@ -73,7 +78,7 @@ uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
   auto& state = opt.state();
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) {
-      auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      auto it = state.find(compat::optimizer_state_key(p));
       if (it == state.end()) {
         h = (h ^ 0xffu) * 1099511628211ull;
         continue;
@@ -142,6 +147,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed));
   MiniResNetOptions mo{shape.channels, shape.num_classes, cfg.model.width};
   if (cfg.dist.sync_bn) mo.norm = sync_batchnorm_factory(ctx);
+  mo.dropout = cfg.model.dropout;
+  mo.recompute_blocks = cfg.model.activation_checkpointing == "blocks";
   MiniResNet model(mo);
   if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
     load_state_dict(*model, unpickle_tensors(read_file(cfg.run.init_from), cfg.run.init_from), cfg.run.init_from);
@@ -164,10 +171,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
                " intra-op threads per rank"));
-  if (cfg.run.use_amp)
-    log.info(ctx.device().is_cuda()
-                 ? "precision: fp32 — mixed precision (autocast + loss scaling) is not built yet"
-                 : "precision: fp32 — --use_amp has no effect on CPU (CPU autocast is bf16-only)");
+  const Precision prec = choose_precision(cfg.run.use_amp, cfg.optim.amp_dtype, cfg.optim.grad_scaler, ctx.device());
+  log.info("precision: " + prec.why);
+  if (mo.recompute_blocks) log.info("activation checkpointing: each residual block is recomputed in backward");
+  GradScaler scaler({prec.grad_scaler, cfg.optim.scaler_init_scale, 2.0, 0.5, cfg.optim.scaler_growth_interval});
 
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(cfg.optim.lr)
                                                        .momentum(cfg.optim.momentum)
@@ -182,6 +189,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   TrainResult result;
   if (!cfg.run.resume_from.empty()) {
     CheckpointMeta meta = load_checkpoint(cfg.run.resume_from, ctx, *model, optimizer);
+    if (meta.scaler) scaler.load(*meta.scaler);
     start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
     start_micro = meta.epoch_complete ? 0 : meta.batches_done;
     result.global_step = meta.global_step;
@@ -190,7 +198,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   }
   const FaultPlan faults = FaultPlan::from_env();
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
-    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed};
+    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {}};
+    if (scaler.enabled()) meta.scaler = scaler.state();
     char name[64];
     if (complete)
       std::snprintf(name, sizeof(name), "epoch_%04d", epoch);
@@ -213,12 +222,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   DistributedSampler sampler(so);
   Loader loader(*data.train, {cfg.data.batch_size, cfg.data.num_workers, 2, /*drop_last=*/true});
   const int64_t batches = loader.num_batches(sampler.num_samples());
-  const int64_t steps_per_epoch = batches / K;
-  DDP_USAGE_CHECK(steps_per_epoch > 0, "an epoch has ", batches, " batches per rank but --grad_accum_steps=", K,
-                  " needs at least ", K, "; lower --batch_size or --grad_accum_steps or add data");
+  // See Note [Partial accumulation groups].
+  const int64_t steps_per_epoch = (batches + K - 1) / K;
+  DDP_USAGE_CHECK(batches > 0, "an epoch has no full batch per rank (", sampler.num_samples(), " samples, --batch_size=",
+                  cfg.data.batch_size, "); lower --batch_size or add data");
   if (batches % K != 0)
-    log.warn(str(batches % K, " trailing micro-batches per epoch do not fill an accumulation of ", K,
-                 " and are skipped"));
+    log.info(str("the last optimizer step of each epoch accumulates ", batches % K, " micro-batches instead of ", K,
+                 " (its loss is averaged over ", batches % K, ")"));
   const int64_t global_batch = static_cast<int64_t>(cfg.data.batch_size) * K * ctx.world_size();
   log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
                " steps per epoch, global batch ", global_batch));
@@ -251,22 +261,27 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     DDP_CHECK(trace->good(), "cannot open --trace_samples_dir file '", path, "'");
   }
   StepTimer timer(cfg.run.enable_profiling);
+  double last_grad_norm = 0;
+  int64_t skipped_steps = 0;
   double train_time = 0;
   int64_t trained_steps = 0;
   bool stop = false;
   for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
     set_lr(cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
     sampler.set_epoch(epoch);
-    const int64_t first_micro = epoch == start_epoch ? std::min(start_micro, steps_per_epoch * K) : 0;
+    const int64_t first_micro = epoch == start_epoch ? std::min(start_micro, batches) : 0;
     loader.start(sampler.indices(), first_micro);
     model->train();
     zero_grad_set_to_none(optimizer);
     const auto epoch_t0 = Clock::now();
     auto interval_t0 = Clock::now();
     double epoch_loss = 0, epoch_correct = 0, epoch_count = 0, interval_loss = 0;
-    int64_t interval_micro = 0, step_in_epoch = first_micro / K, micro_done = first_micro;
+    int64_t interval_micro = 0, interval_steps = 0, step_in_epoch = first_micro / K, micro_done = first_micro;
     timer.restart();
-    for (int64_t micro = first_micro; micro < steps_per_epoch * K; ++micro) {
+    reset_peak_memory(ctx.device());
+    for (int64_t micro = first_micro; micro < batches; ++micro) {
+      const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, batches - group_start);
+      const bool last_in_group = micro + 1 == group_start + group_size;
       auto batch = loader.next();
       DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
       if (trace) {
@@ -278,15 +293,20 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       auto labels = batch->labels.to(ctx.device());
       timer.mark(StepTimer::kData);
       ddp.sync_buffers();
-      auto logits = model->forward(images);
-      auto loss = torch::nn::functional::cross_entropy(logits, labels);
+      at::Tensor logits, loss;
+      {
+        compat::AutocastGuard autocast(ctx.device().type(), prec.dtype, prec.autocast);
+        logits = model->forward(images);
+        loss = torch::nn::functional::cross_entropy(logits, labels);  // fp32 under autocast
+      }
+      if (faults.poison_loss(ctx.rank(), result.global_step + 1)) loss = loss * std::nan("");
       timer.mark(StepTimer::kForward);
       {
-        // Micro-steps 1..K-1 accumulate locally; the K-th all-reduces (during backward).
-        // See Note [no_sync and accumulation].
+        // Micro-steps of a group accumulate locally; its last one all-reduces (during
+        // backward). See Note [no_sync and accumulation].
         std::optional<DistributedDataParallel::NoSyncGuard> local;
-        if ((micro + 1) % K != 0 && cfg.dist.accum_no_sync) local.emplace(ddp);
-        (loss / K).backward();
+        if (!last_in_group && cfg.dist.accum_no_sync) local.emplace(ddp);
+        scaler.scale(loss / static_cast<double>(group_size)).backward();
       }
       timer.mark(StepTimer::kBackward);
       const double loss_v = loss.item<double>();
@@ -296,15 +316,27 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       interval_loss += loss_v;
       ++interval_micro;
       micro_done = micro + 1;
-      if ((micro + 1) % K != 0) continue;
+      if (!last_in_group) continue;
 
-      optimizer.step();
+      // Unscale, clip and step (skipped on inf/NaN gradients, then the same on every rank).
+      scaler.unscale(optimizer);
+      if (cfg.optim.clip_grad_norm > 0) {
+        last_grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.optim.clip_grad_norm);
+      }
+      const bool stepped = scaler.step(optimizer);
+      scaler.update();
+      if (!stepped) {
+        ++skipped_steps;
+        log.warn(str("optimizer step ", result.global_step + 1, " skipped: inf/NaN gradients; loss scale now ",
+                     scaler.current_scale()));
+      }
       zero_grad_set_to_none(optimizer);
       timer.mark(StepTimer::kOptimizer);
       ++result.global_step;
       faults.after_step(ctx.rank(), result.global_step);
       ++step_in_epoch;
       ++trained_steps;
+      ++interval_steps;
       stop = cfg.optim.max_steps > 0 && result.global_step >= cfg.optim.max_steps;
       if (agreed_stop()) {
         stop = true;
@@ -319,21 +351,27 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         const double dt = seconds_since(interval_t0);
         const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
         const ReducerStats comm = ddp.take_stats();
-        const double steps = static_cast<double>(interval_micro / K);
+        const double steps = static_cast<double>(std::max<int64_t>(interval_steps, 1));
+        std::string extra;
+        if (scaler.enabled()) extra += str(" | loss scale ", scaler.current_scale());
+        if (cfg.optim.clip_grad_norm > 0) extra += str(" | grad norm ", fmt("%.3f", last_grad_norm));
+        if (const MemoryStats mem = memory_stats(ctx.device()); mem.peak_bytes >= 0)
+          extra += str(" | peak mem ", fmt("%.0f", static_cast<double>(mem.peak_bytes) / (1 << 20)), " MiB");
         log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ",
                      fmt("%.4f", l[0][0].item<double>() / l[0][1].item<double>()), " | lr ",
                      fmt("%.3e", optimizer.param_groups()[0].options().get_lr()), " | ",
                      with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / steps), " ms/step | ",
                      fmt("%.0f", comm.allreduces / steps), " all-reduce ",
                      fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
-                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", timer.take_summary()));
+                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", extra, timer.take_summary()));
         interval_loss = 0;
         interval_micro = 0;
+        interval_steps = 0;
         interval_t0 = Clock::now();
       }
       // Mid-epoch checkpoint every save_every_steps optimizer steps (the end of an epoch
       // saves below, once).
-      if (due_by_steps() && micro_done < steps_per_epoch * K && !stop) save(epoch, micro_done, false);
+      if (due_by_steps() && micro_done < batches && !stop) save(epoch, micro_done, false);
       if (stop) break;
     }
     loader.stop();
@@ -348,12 +386,26 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     train_time += epoch_s;
 
     // Epoch summary over all ranks.
-    std::vector<at::Tensor> sums{torch::tensor({epoch_loss, epoch_correct, epoch_count}, torch::kDouble)};
+    // One all-reduce for the sums and every rank's peak memory (a slot per rank).
+    const MemoryStats mem = memory_stats(ctx.device());
+    at::Tensor summary = torch::zeros({3 + ctx.world_size()}, torch::kDouble);
+    summary[0] = epoch_loss;
+    summary[1] = epoch_correct;
+    summary[2] = epoch_count;
+    summary[3 + ctx.rank()] = static_cast<double>(mem.peak_bytes);
+    std::vector<at::Tensor> sums{summary};
     ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
     result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
     std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
                            fmt("%.4f", train_acc), " | ", fmt("%.1f", epoch_s), " s");
+    if (mem.peak_bytes >= 0) {
+      std::string per_rank;
+      for (int r = 0; r < ctx.world_size(); ++r)
+        per_rank += str(r ? ", " : "", fmt("%.0f", sums[0][3 + r].item<double>() / (1 << 20)));
+      line += str(" | peak mem per rank [", per_rank, "] MiB");
+    }
+    if (skipped_steps > 0) line += str(" | ", skipped_steps, " steps skipped (inf/NaN)");
     if (data.test && result.stopped_by_signal == 0) {  // a stopping job saves, not evaluates
       EvalResult ev = evaluate(model, *data.test, cfg, ctx);
       result.test_loss = ev.loss;
@@ -363,7 +415,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     log.info(line);
 
     // Checkpoint every save_every epochs, when save_every_steps falls here, and at the end.
-    const bool epoch_complete = micro_done == steps_per_epoch * K;
+    const bool epoch_complete = micro_done == batches;
     const bool last = (stop && (result.stopped_by_signal == 0 || cfg.run.checkpoint_on_signal)) || epoch == cfg.optim.epochs;
     const bool periodic = cfg.run.save_every > 0 && epoch % cfg.run.save_every == 0 && epoch_complete;
     if (periodic || last || due_by_steps()) save(epoch, micro_done, epoch_complete);

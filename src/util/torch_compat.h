@@ -3,9 +3,16 @@
 //  - 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup.
 //  - 2.x:  they derive from c10d::Backend; ProcessGroup became a dispatcher over Backends.
 // Both offer allreduce/broadcast/barrier with the same signatures, so we hold the backend.
+//  - Optimizer::state() is keyed by the parameter's TensorImpl: as a decimal string in 1.13,
+//    as the pointer itself in 2.x (optimizer_state_key).
+//  - Autocast: per-device functions in 1.13 (set_enabled / set_cpu_enabled, ..._gpu_dtype /
+//    ..._cpu_dtype), one function taking the device type in 2.x (AutocastGuard).
 #pragma once
 
 #include <torch/version.h>
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -24,6 +31,73 @@ using CommBackend = c10d::Backend;
 using CommBackend = c10d::ProcessGroup;
 #endif
 using CommHandle = c10::intrusive_ptr<CommBackend>;
+
+/// The key of a parameter's entry in torch::optim::Optimizer::state().
+inline auto optimizer_state_key(const at::Tensor& param) {
+#if TORCH_VERSION_MAJOR >= 2
+  return static_cast<void*>(param.unsafeGetTensorImpl());
+#else
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+#endif
+}
 using WorkHandle = c10::intrusive_ptr<c10d::Work>;
+
+/// Autocast to dtype on device for the guard's lifetime (the previous state comes back);
+/// enabled=false leaves everything as it is.
+class AutocastGuard {
+ public:
+  AutocastGuard(at::DeviceType device, at::ScalarType dtype, bool enabled) : device_(device), active_(enabled) {
+    if (!active_) return;
+    prev_enabled_ = is_enabled(device_);
+    prev_dtype_ = get_dtype(device_);
+    set_enabled(device_, true);
+    set_dtype(device_, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!active_) return;
+    // Cast weights are cached within the outermost autocast region only.
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set_enabled(device_, prev_enabled_);
+    set_dtype(device_, prev_dtype_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+  static bool is_enabled(at::DeviceType d) {
+#if TORCH_VERSION_MAJOR >= 2
+    return at::autocast::is_autocast_enabled(d);
+#else
+    return d == at::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+  }
+  static at::ScalarType get_dtype(at::DeviceType d) {
+#if TORCH_VERSION_MAJOR >= 2
+    return at::autocast::get_autocast_dtype(d);
+#else
+    return d == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+  }
+
+ private:
+  static void set_enabled(at::DeviceType d, bool on) {
+#if TORCH_VERSION_MAJOR >= 2
+    at::autocast::set_autocast_enabled(d, on);
+#else
+    if (d == at::kCUDA) at::autocast::set_enabled(on); else at::autocast::set_cpu_enabled(on);
+#endif
+  }
+  static void set_dtype(at::DeviceType d, at::ScalarType t) {
+#if TORCH_VERSION_MAJOR >= 2
+    at::autocast::set_autocast_dtype(d, t);
+#else
+    if (d == at::kCUDA) at::autocast::set_autocast_gpu_dtype(t); else at::autocast::set_autocast_cpu_dtype(t);
+#endif
+  }
+  at::DeviceType device_;
+  bool active_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kFloat;
+};
 
 }  // namespace ddptrain::compat

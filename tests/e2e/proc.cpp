@@ -154,6 +154,8 @@ std::string environ_of(pid_t pid, const std::string& name) {
   return "";
 }
 
+std::string python() { return DDPTRAIN_PYTHON; }
+
 std::string binary() { return DDPTRAIN_BINARY; }
 std::string source_dir() { return DDPTRAIN_SOURCE_DIR; }
 

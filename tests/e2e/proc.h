@@ -40,6 +40,9 @@ bool alive(pid_t pid);
 /// One variable of a process's environment, "" when absent.
 std::string environ_of(pid_t pid, const std::string& name);
 
+/// The Python with torch (1.13 or 2.x) that the interop tests talk to (CMake DDPTRAIN_PYTHON).
+std::string python();
+
 /// The binary under test and the source tree.
 std::string binary();
 std::string source_dir();

@@ -126,7 +126,7 @@ TEST(E2E, TwoRanksTrainAgreeAndPythonLoadsTheCheckpoint) {
   for (const char* d : {"/epoch_0001", "/epoch_0002"})
     for (const char* f : {"/model.pt", "/optimizer.pt", "/meta.json", "/config.json"})
       EXPECT_TRUE(fs::exists(ckpt + d + f)) << d << f;
-  ProcResult py = run({"/usr/bin/python3", source_dir() + "/tests/python/check_state_dict.py",
+  ProcResult py = run({python(), source_dir() + "/tests/python/check_state_dict.py",
                        ckpt + "/epoch_0002/model.pt", "0.125"}, {}, 120);
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_NE(py.output.find("OK"), std::string::npos) << py.output;
@@ -349,7 +349,7 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
 TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   const std::string dir = fresh_dir("interop");
   const std::string py = source_dir() + "/tests/python/interop.py";
-  ProcResult saved = run({"/usr/bin/python3", py, "save_init", dir + "/init.pt", "0.125", "7"}, {}, 120);
+  ProcResult saved = run({python(), py, "save_init", dir + "/init.pt", "0.125", "7"}, {}, 120);
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
   // One step at a negligible lr: the parameters are still Python's (init seed 7, not ours 42).
   auto job = [&](const std::string& ckpt, std::vector<std::string> extra) {
@@ -363,11 +363,11 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "initial weights from " + dir + "/init.pt").empty()) << r.output;
   const std::string model_pt = dir + "/ck/step_00000001/model.pt";
-  ProcResult same = run({"/usr/bin/python3", py, "same_params", dir + "/init.pt", model_pt, "1e-12"}, {}, 120);
+  ProcResult same = run({python(), py, "same_params", dir + "/init.pt", model_pt, "1e-12"}, {}, 120);
   EXPECT_EQ(same.exit_code, 0) << same.output;
   ProcResult fresh = job(dir + "/ck_fresh", {});  // the check can fail: without init_from it does
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
-  ProcResult differ = run({"/usr/bin/python3", py, "same_params", dir + "/init.pt",
+  ProcResult differ = run({python(), py, "same_params", dir + "/init.pt",
                            dir + "/ck_fresh/step_00000001/model.pt", "1e-12"}, {}, 120);
   EXPECT_EQ(differ.exit_code, 1) << differ.output;
 
@@ -377,15 +377,15 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
                         dir + "/weights." + fmt}, {}, 60);
     ASSERT_EQ(e.exit_code, 0) << e.output;
   }
-  ProcResult check = run({"/usr/bin/python3", py, "check_export", dir + "/weights.pt", dir + "/weights.safetensors"},
+  ProcResult check = run({python(), py, "check_export", dir + "/weights.pt", dir + "/weights.safetensors"},
                          {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("EXPORT OK 92 tensors"), std::string::npos) << check.output;
-  ProcResult same_pt = run({"/usr/bin/python3", py, "same_params", model_pt, dir + "/weights.pt", "0"}, {}, 120);
+  ProcResult same_pt = run({python(), py, "same_params", model_pt, dir + "/weights.pt", "0"}, {}, 120);
   EXPECT_EQ(same_pt.exit_code, 0) << same_pt.output;
 
   // Refusals: a pickle that would run code, the wrong model, a missing file, a bad format.
-  ProcResult evil_py = run({"/usr/bin/python3", "-c",
+  ProcResult evil_py = run({python(), "-c",
                             "import torch\nclass E:\n  def __reduce__(self): return (print, ('ran',))\n"
                             "torch.save({'w': torch.zeros(1), 'e': E()}, '" + dir + "/evil.pt')"}, {}, 60);
   ASSERT_EQ(evil_py.exit_code, 0) << evil_py.output;
@@ -559,7 +559,7 @@ TEST(E2E, SyncBatchNormAndAccumulationKeepReplicasBitwiseEqual) {
 
 TEST(E2E, RunsUnderTorchrun) {
   std::string ckpt = fresh_dir("torchrun");
-  std::vector<std::string> argv = {"/usr/bin/python3", source_dir() + "/tests/python/torchrun_wrapper.py",
+  std::vector<std::string> argv = {python(), source_dir() + "/tests/python/torchrun_wrapper.py",
                                    "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                                    "--master_port", std::to_string(free_port()), "--no_python", binary()};
   auto t = tiny_train(ckpt, {"--epochs", "1"});

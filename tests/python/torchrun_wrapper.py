@@ -1,4 +1,4 @@
-"""Runs torch.distributed.run (torchrun) from Debian's python3-torch.
+"""Runs torch.distributed.run (torchrun) from Debian's python3-torch (or any torch 2.x).
 
 torch 1.13's torchrun dies at start on Python 3.11 in Std.from_str: Python 3.11's IntFlag no
 longer yields the zero member when iterated. This wrapper patches that one function and
@@ -6,6 +6,7 @@ then calls torchrun's main() with the given arguments, unchanged otherwise.
 """
 import sys
 
+import torch
 from torch.distributed.elastic.multiprocessing import api
 
 
@@ -25,7 +26,8 @@ def _from_str(vm):
     return d
 
 
-api.Std.from_str = staticmethod(_from_str)
+if torch.__version__.startswith("1."):  # 2.x's own from_str works
+    api.Std.from_str = staticmethod(_from_str)
 
 from torch.distributed.run import main  # noqa: E402
 

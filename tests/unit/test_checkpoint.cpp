@@ -38,7 +38,7 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
 
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
-  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a, {3, 17, true, 42, 1, 7}, "{}\n");
+  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a, {3, 17, true, 42, 1, 7, {}}, "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
@@ -92,7 +92,7 @@ TEST(Checkpoint, PythonLoadsWithWeightsOnly) {
   write_file_atomic(root + "/model.pt", pickle_tensors(sd));
   // Python checks: weights_only load, strict load into the reference module, and values.
   std::string script = std::string(DDPTRAIN_SOURCE_DIR) + "/tests/python/check_state_dict.py";
-  std::string cmd = "/usr/bin/python3 " + script + " " + root + "/model.pt 0.25 " +
+  std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + script + " " + root + "/model.pt 0.25 " +
                     std::to_string(sd[0].second.sum().item<double>()) + " > " + root + "/py.log 2>&1";
   int rc = std::system(cmd.c_str());
   std::string log = read_file(root + "/py.log");
@@ -134,7 +134,7 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   fs::remove(d3 + "/manifest.json");
   expect_error(d3, "manifest.json is missing");
   // The newest valid checkpoint wins; damaged ones are skipped.
-  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0}, "{}\n", {0, {}});
+  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
 }
 
@@ -144,7 +144,7 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   for (int s = 1; s <= 5; ++s)
-    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0}, "{}\n", {2, {}});
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}}, "{}\n", {2, {}});
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
