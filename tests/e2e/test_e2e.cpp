@@ -557,6 +557,58 @@ TEST(E2E, SyncBatchNormAndAccumulationKeepReplicasBitwiseEqual) {
   EXPECT_EQ(lines[0].find("| 1 all-reduce"), std::string::npos) << "expected several buckets: " << lines[0];
 }
 
+TEST(E2E, MixedPrecisionScalingAndRecompute) {
+  const int port = free_port();
+  // A NaN in rank 1's loss at step 3: the all-reduce spreads it, every rank skips step 3,
+  // the scale backs off, and the replicas stay bitwise equal.
+  ProcResult nan = run(launch(2, port, tiny_train(fresh_dir("amp_nan"), {"--epochs", "1", "--grad_scaler", "on",
+                                                                          "--clip_grad_norm", "1.0"})),
+                       {{"DDPTRAIN_FAULT_NAN_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_EQ(nan.exit_code, 0) << nan.output;
+  EXPECT_EQ(lines_with(nan.output, "optimizer step 3 skipped: inf/NaN gradients; loss scale now 32768").size(), 2u)
+      << nan.output;
+  EXPECT_EQ(lines_with(nan.output, "skipped:").size(), 2u) << "only step 3 is skipped: " << nan.output;
+  EXPECT_FALSE(lines_with(nan.output, "1 steps skipped (inf/NaN)").empty()) << nan.output;
+  auto fp = fingerprints(nan.output);
+  ASSERT_EQ(fp.size(), 2u) << nan.output;
+  EXPECT_EQ(fp[0], fp[1]) << "ranks diverged after a skipped step";
+  EXPECT_NE(fp[0].find_first_not_of("0"), std::string::npos);
+
+  // Recompute under DDP, with dropout: bitwise the run without it.
+  std::vector<std::string> drop = {"--epochs", "1", "--dropout", "0.1"};
+  ProcResult plain = run(launch(2, port, tiny_train(fresh_dir("rc_plain"), drop)), {}, 300);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  drop.insert(drop.end(), {"--activation_checkpointing", "blocks"});
+  ProcResult rc = run(launch(2, port, tiny_train(fresh_dir("rc_on"), drop)), {}, 300);
+  ASSERT_EQ(rc.exit_code, 0) << rc.output;
+  EXPECT_FALSE(lines_with(rc.output, "activation checkpointing: each residual block is recomputed").empty());
+  EXPECT_EQ(fingerprints(plain.output)[0], fingerprints(rc.output)[0]) << "recompute changed the result";
+  EXPECT_EQ(fingerprints(rc.output)[0], fingerprints(rc.output)[1]);
+
+  // A partial accumulation group ends each epoch: 256 samples / 2 ranks / batch 16 = 8
+  // micro-batches, K = 3 -> steps of 3, 3 and 2.
+  ProcResult acc = run(launch(2, port, tiny_train(fresh_dir("acc_partial"), {"--epochs", "1", "--grad_accum_steps", "3",
+                                                                             "--log_interval", "1"})), {}, 300);
+  ASSERT_EQ(acc.exit_code, 0) << acc.output;
+  EXPECT_FALSE(lines_with(acc.output, "accumulates 2 micro-batches instead of 3").empty()) << acc.output;
+  EXPECT_FALSE(lines_with(acc.output, "epoch 1 step 3/3").empty()) << acc.output;
+}
+
+TEST(E2E, Bf16OnCpuTrainsFashionMnist) {
+  ProcResult r = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.25", "--batch_size", "64",
+                      "--lr", "0.05", "--max_steps", "50", "--log_interval", "10", "--amp_dtype", "bf16",
+                      "--num_workers", "1", "--checkpoint_dir", fresh_dir("bf16")}, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "precision: bf16 autocast on CPU").empty()) << r.output;
+  std::vector<double> losses;
+  for (const auto& l : lines_with(r.output, " | loss ")) losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
+  ASSERT_EQ(losses.size(), 5u) << r.output;
+  std::printf("bf16 Fashion-MNIST loss every 10 steps:");
+  for (double v : losses) std::printf(" %.4f", v);
+  std::printf("\n");
+  EXPECT_LT(losses.back(), losses.front() * 0.8) << r.output;
+}
+
 TEST(E2E, RunsUnderTorchrun) {
   std::string ckpt = fresh_dir("torchrun");
   std::vector<std::string> argv = {python(), source_dir() + "/tests/python/torchrun_wrapper.py",

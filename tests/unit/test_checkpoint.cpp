@@ -38,7 +38,8 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
 
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
-  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a, {3, 17, true, 42, 1, 7, {}}, "{}\n");
+  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a,
+                                    {3, 17, true, 42, 1, 7, GradScalerState{1024.0, 7}}, "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
@@ -53,6 +54,9 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   EXPECT_TRUE(meta.epoch_complete);
   EXPECT_EQ(meta.global_step, 42);
   EXPECT_EQ(meta.seed, 7);
+  ASSERT_TRUE(meta.scaler.has_value());
+  EXPECT_EQ(meta.scaler->scale, 1024.0);
+  EXPECT_EQ(meta.scaler->growth_tracker, 7);
   EXPECT_TRUE(at::detail::getDefaultCPUGenerator().get_state().equal(rng_before)) << "RNG state not restored";
   auto sa = state_dict(*a), sb = state_dict(*b);
   ASSERT_EQ(sa.size(), sb.size());
