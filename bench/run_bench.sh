@@ -3,7 +3,9 @@
 #  1. throughput: ddptrain vs Python PyTorch DDP (python3-torch: the same LibTorch), same
 #     model, batch, threads and loader workers, world 1 and 2;
 #  2. exposed communication: all-reduce overlapped with backward vs after backward;
-#  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch.
+#  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch;
+#  4. activation recompute: step time and peak memory with and without (width 1.0, batch 128);
+#  5. precision on CPU: fp32 vs bf16 autocast.
 # samples/s are global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length.
 set -euo pipefail
@@ -15,7 +17,7 @@ trap 'rm -rf "$TMP"' EXIT
 STEPS=${BENCH_STEPS:-30}
 INTERVAL=$((STEPS / 3))
 
-# ours WORLD WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms"
+# ours WORLD WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms peak_MiB"
 ours() {
   local world=$1 width=$2 batch=$3
   shift 3
@@ -24,8 +26,8 @@ ours() {
     --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" > "$TMP/ours.log" 2>&1 ||
     { cat "$TMP/ours.log"; exit 1; }
   grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/ours.log" | tail -n +2 |
-    sed -E 's/.*\| ([0-9,]+) samples\/s \| ([0-9.]+) ms\/step .*comm wait ([0-9.]+) ms\/step.*/\1 \2 \3/' | tr -d , |
-    awk '{s+=$1; t+=$2; w+=$3; n++} END {printf "%.1f %.0f %.1f", s/n, t/n, w/n}'
+    sed -E 's/.*\| ([0-9,]+) samples\/s \| ([0-9.]+) ms\/step .*comm wait ([0-9.]+) ms\/step.*peak mem ([0-9]+) MiB.*/\1 \2 \3 \4/' |
+    tr -d , | awk '{s+=$1; t+=$2; w+=$3; if ($4 > m) m = $4; n++} END {printf "%.1f %.0f %.1f %d", s/n, t/n, w/n, m}'
 }
 
 # python WORLD WIDTH BATCH -> samples/s
@@ -52,7 +54,7 @@ echo "== 2. exposed communication (world 2, width 1.0, batch 32) =="
 printf '%-28s %-10s %-9s %-14s %s\n' mode samples/s ms/step "comm wait ms" "wait share"
 for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
   set -- $mode
-  read -r s t w <<< "$(ours 2 1.0 32 "$2")"
+  read -r s t w _ <<< "$(ours 2 1.0 32 "$2")"
   printf '%-28s %-10s %-9s %-14s %s%%\n' "$1" "$s" "$t" "$w" "$(awk -v w="$w" -v t="$t" 'BEGIN {printf "%.1f", 100 * w / t}')"
 done
 
@@ -63,4 +65,21 @@ for mode in "no_sync --accum_no_sync" "every-micro-batch --no-accum_no_sync"; do
   set -- $mode
   read -r s _ _ <<< "$(ours 2 0.25 64 --grad_accum_steps 4 "$2")"
   printf '%-28s %s\n' "$1" "$s"
+done
+
+echo
+echo "== 4. activation recompute (world 1, width 1.0, batch 128) =="
+printf '%-10s %-10s %-9s %s\n' recompute samples/s ms/step "peak MiB (weights, grads, optimizer and activations)"
+for mode in none blocks; do
+  read -r s t _ m <<< "$(ours 1 1.0 128 --activation_checkpointing "$mode")"
+  printf '%-10s %-10s %-9s %s\n' "$mode" "$s" "$t" "$m"
+done
+
+echo
+echo "== 5. precision on CPU (world 1, width 1.0, batch 32) =="
+printf '%-22s %-10s %s\n' precision samples/s ms/step
+for mode in "fp32 --no-use_amp" "bf16-autocast --amp_dtype=bf16"; do
+  set -- $mode
+  read -r s t _ _ <<< "$(ours 1 1.0 32 "$2")"
+  printf '%-22s %-10s %s\n' "$1" "$s" "$t"
 done

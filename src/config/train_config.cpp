@@ -56,6 +56,8 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
+      bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0)"),
+      bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
       bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
@@ -125,6 +127,7 @@ void TrainConfig::validate() const {
                     run.resume_from, "' is not a checkpoint directory; pass a directory written by "
                     "ddptrain (e.g. ./checkpoints/epoch_0001)");
   }
+  DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops, " must be >= 0; pass 0 to measure it");
   if (!run.init_from.empty()) {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
                     "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path)");

@@ -74,6 +74,55 @@ torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
   return fc(h.flatten(1));                        // (B, classes)
 }
 
+namespace {
+
+// A conv layer's row; (h, w) become its output size.
+LayerInfo conv_row(const std::string& name, const nn::Conv2dImpl& c, int64_t& h, int64_t& w) {
+  const auto& o = c.options;
+  const int64_t k0 = (*o.kernel_size())[0], k1 = (*o.kernel_size())[1];
+  const int64_t s0 = (*o.stride())[0], s1 = (*o.stride())[1];
+  // Every conv of this model pads by (k - 1) / 2 (see the constructors above).
+  h = (h + 2 * ((k0 - 1) / 2) - k0) / s0 + 1;
+  w = (w + 2 * ((k1 - 1) / 2) - k1) / s1 + 1;
+  LayerInfo r;
+  r.name = name;
+  r.kind = "conv" + std::to_string(k0) + "x" + std::to_string(k1) + (s0 > 1 ? "/s" + std::to_string(s0) : "");
+  r.out_shape = {o.out_channels(), h, w};
+  r.params = count_parameters(c);
+  r.forward_flops = 2 * o.in_channels() * o.out_channels() * k0 * k1 * h * w / o.groups();
+  return r;
+}
+
+}  // namespace
+
+std::vector<LayerInfo> MiniResNetImpl::layer_table(int64_t h, int64_t w) const {
+  std::vector<LayerInfo> rows;
+  rows.push_back(conv_row("stem.0", *stem->ptr(0)->as<nn::Conv2dImpl>(), h, w));
+  for (size_t i = 0; i < stages->size(); ++i) {
+    const auto* b = stages->ptr(i)->as<BasicBlockImpl>();
+    const std::string prefix = "stages." + std::to_string(i);
+    int64_t h_in = h, w_in = w;
+    rows.push_back(conv_row(prefix + ".conv1", *b->conv1, h, w));
+    rows.push_back(conv_row(prefix + ".conv2", *b->conv2, h, w));
+    if (b->shortcut)
+      rows.push_back(conv_row(prefix + ".shortcut.0", *b->shortcut->ptr(0)->as<nn::Conv2dImpl>(), h_in, w_in));
+  }
+  LayerInfo r;
+  r.name = "fc";
+  r.kind = "linear";
+  r.out_shape = {fc->options.out_features()};
+  r.params = count_parameters(*fc);
+  r.forward_flops = 2 * fc->options.in_features() * fc->options.out_features();
+  rows.push_back(r);
+  return rows;
+}
+
+int64_t MiniResNetImpl::train_flops_per_sample(int64_t h, int64_t w) const {
+  int64_t f = 0;
+  for (const auto& r : layer_table(h, w)) f += r.forward_flops;
+  return 3 * f;
+}
+
 int64_t count_parameters(const torch::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters())

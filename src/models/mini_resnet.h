@@ -9,6 +9,8 @@
 
 #include <torch/nn/module.h>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/any.h>
@@ -43,9 +45,25 @@ struct MiniResNetOptions {
   bool recompute_blocks = false;  // recompute each block's activations in backward (models/recompute.h)
 };
 
+/// One row of the model's layer table: what `ddptrain inspect model` prints.
+struct LayerInfo {
+  std::string name;   // state_dict prefix, e.g. stages.2.conv1
+  std::string kind;   // conv3x3/s2, linear, ...
+  std::vector<int64_t> out_shape;  // per sample: (C, H, W) or (features)
+  int64_t params = 0;
+  int64_t forward_flops = 0;  // 2 x multiply-accumulates, per sample
+};
+
 struct MiniResNetImpl : torch::nn::Module {
   explicit MiniResNetImpl(const MiniResNetOptions& opts);
   torch::Tensor forward(const torch::Tensor& x);
+
+  /// The convolutions and the linear layer, in execution order, for (C, h, w) inputs.
+  /// FLOPs are analytic (2·MACs of conv and linear layers; normalisation, activations and
+  /// additions are not counted, the usual MFU convention).
+  std::vector<LayerInfo> layer_table(int64_t h, int64_t w) const;
+  /// Training FLOPs per sample: 3 x forward (backward costs two forwards).
+  int64_t train_flops_per_sample(int64_t h, int64_t w) const;
 
   torch::nn::Sequential stem{nullptr};
   torch::nn::Sequential stages{nullptr};

@@ -1,4 +1,4 @@
-// StepTimer: where a training step's wall time goes (--enable_profiling). The trainer marks
+// StepTimer: where a training step's wall time goes (always on: a clock read per phase). The trainer marks
 // the end of each phase; the time since the previous mark is charged to that phase.
 // Phases: data (waiting for the loader), fwd (forward + loss), bwd (backward, including the
 // overlapped all-reduce and the wait for it at its end; the step line shows that wait
@@ -18,35 +18,38 @@ class StepTimer {
  public:
   enum Phase { kData, kForward, kBackward, kOptimizer, kNumPhases };
 
-  explicit StepTimer(bool enabled) : enabled_(enabled) {}
+  StepTimer() = default;
   /// Starts timing from now (at the top of an interval).
   void restart() { last_ = Clock::now(); }
   /// Charges the time since the previous mark to `phase`.
   void mark(Phase phase) {
-    if (!enabled_) return;
     auto now = Clock::now();
     totals_[phase] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
   }
-  /// " | data 1% fwd 30% ..." for the interval so far, then resets; "" when disabled.
-  std::string take_summary() {
-    if (!enabled_) return "";
-    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};
-    double sum = 0;
-    for (double t : totals_) sum += t;
+  /// Seconds per phase since the last take(), then resets.
+  std::array<double, kNumPhases> take() {
+    auto t = totals_;
+    totals_.fill(0.0);
+    return t;
+  }
+  /// " | data 1.2 fwd 30.0 bwd 50.1 opt 3.0 ms/step" for totals over `steps` steps.
+  static std::string format(const std::array<double, kNumPhases>& t, double steps) {
     std::string out = " |";
     for (int p = 0; p < kNumPhases; ++p) {
       char buf[48];
-      std::snprintf(buf, sizeof(buf), " %s %.0f%%", kNames[p], sum > 0 ? 100.0 * totals_[p] / sum : 0.0);
+      std::snprintf(buf, sizeof(buf), " %s %.1f", name(static_cast<Phase>(p)), 1000.0 * t[p] / steps);
       out += buf;
     }
-    totals_.fill(0.0);
-    return out;
+    return out + " ms/step";
+  }
+  static const char* name(Phase p) {
+    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};
+    return kNames[p];
   }
 
  private:
   using Clock = std::chrono::steady_clock;
-  bool enabled_;
   Clock::time_point last_ = Clock::now();
   std::array<double, kNumPhases> totals_{};
 };

@@ -22,6 +22,8 @@
 #include "ddp/ddp.h"
 #include "ddp/sync_batchnorm.h"
 #include "obs/memory.h"
+#include "obs/metrics.h"
+#include "obs/mfu.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
 #include "train/grad_scaler.h"
@@ -260,7 +262,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     trace = std::make_unique<std::ofstream>(path, std::ios::app);
     DDP_CHECK(trace->good(), "cannot open --trace_samples_dir file '", path, "'");
   }
-  StepTimer timer(cfg.run.enable_profiling);
+  StepTimer timer;
+  // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
+  const int64_t flops_per_sample = model->train_flops_per_sample(shape.height, shape.width);
+  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops);
+  log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
+               peak.source));
+  MetricsWriter metrics(cfg.run.metrics_file, ctx.is_main());
   double last_grad_norm = 0;
   int64_t skipped_steps = 0;
   double train_time = 0;
@@ -352,18 +360,33 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
         const ReducerStats comm = ddp.take_stats();
         const double steps = static_cast<double>(std::max<int64_t>(interval_steps, 1));
+        const double loss_avg = l[0][0].item<double>() / l[0][1].item<double>();
+        const double lr = optimizer.param_groups()[0].options().get_lr();
+        const double step_mfu = mfu(static_cast<double>(flops_per_sample), sps, peak.flops_per_s, ctx.world_size());
+        const MemoryStats mem = memory_stats(ctx.device());
+        const auto phases = timer.take();
         std::string extra;
         if (scaler.enabled()) extra += str(" | loss scale ", scaler.current_scale());
         if (cfg.optim.clip_grad_norm > 0) extra += str(" | grad norm ", fmt("%.3f", last_grad_norm));
-        if (const MemoryStats mem = memory_stats(ctx.device()); mem.peak_bytes >= 0)
+        if (peak.flops_per_s > 0) extra += str(" | MFU ", fmt("%.1f", 100 * step_mfu), "%");
+        if (mem.peak_bytes >= 0)
           extra += str(" | peak mem ", fmt("%.0f", static_cast<double>(mem.peak_bytes) / (1 << 20)), " MiB");
-        log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ",
-                     fmt("%.4f", l[0][0].item<double>() / l[0][1].item<double>()), " | lr ",
-                     fmt("%.3e", optimizer.param_groups()[0].options().get_lr()), " | ",
-                     with_commas(sps), " samples/s | ", fmt("%.0f", 1000 * dt / steps), " ms/step | ",
-                     fmt("%.0f", comm.allreduces / steps), " all-reduce ",
-                     fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
-                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", extra, timer.take_summary()));
+        log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ", fmt("%.4f", loss_avg),
+                     " | lr ", fmt("%.3e", lr), " | ", with_commas(sps), " samples/s | ",
+                     fmt("%.0f", 1000 * dt / steps), " ms/step | ", fmt("%.0f", comm.allreduces / steps),
+                     " all-reduce ", fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
+                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", extra, StepTimer::format(phases, steps)));
+        nlohmann::json rec = {{"loss", loss_avg}, {"lr", lr}, {"samples_per_s", sps},
+                              {"ms_per_step", 1000 * dt / steps}, {"mfu", step_mfu},
+                              {"allreduces_per_step", comm.allreduces / steps},
+                              {"allreduce_mib_per_step", comm.bytes / steps / (1 << 20)},
+                              {"comm_wait_ms", 1000 * comm.wait_s / steps},
+                              {"peak_mem_mib", mem.peak_bytes >= 0 ? static_cast<double>(mem.peak_bytes) / (1 << 20) : -1.0}};
+        for (int p = 0; p < StepTimer::kNumPhases; ++p)
+          rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
+        if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
+        if (cfg.optim.clip_grad_norm > 0) rec["grad_norm"] = last_grad_norm;
+        metrics.write("step", result.global_step, epoch, std::move(rec));
         interval_loss = 0;
         interval_micro = 0;
         interval_steps = 0;
@@ -413,6 +436,18 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
     }
     log.info(line);
+    {
+      nlohmann::json rec = {{"train_loss", result.train_loss}, {"train_acc", train_acc}, {"epoch_s", epoch_s},
+                            {"skipped_steps", skipped_steps}};
+      if (data.test && result.stopped_by_signal == 0) {
+        rec["test_loss"] = result.test_loss;
+        rec["test_acc"] = result.test_accuracy;
+      }
+      std::vector<double> per_rank;
+      for (int r = 0; r < ctx.world_size(); ++r) per_rank.push_back(sums[0][3 + r].item<double>() / (1 << 20));
+      if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = per_rank;
+      metrics.write("epoch", result.global_step, epoch, std::move(rec));
+    }
 
     // Checkpoint every save_every epochs, when save_every_steps falls here, and at the end.
     const bool epoch_complete = micro_done == batches;

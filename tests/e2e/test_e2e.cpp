@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "proc.h"
 
 using namespace ddptrain::e2e;
@@ -277,6 +279,8 @@ TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
   cmd.insert(cmd.begin() + 2, {"--max_restarts", "2"});
   ProcResult r = run(cmd, {{"DDPTRAIN_FAULT_THROW_AT_STEP", "1"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "-1"}},
                      300);
+  std::printf("restart budget 2, a worker that always raises: exit %d after %.1f s (3 attempts)\n", r.exit_code,
+              r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_with(r.output, "restarting the workers").size(), 2u) << r.output;  // 3 attempts in all
   EXPECT_NE(r.output.find("FAILED: rank 1"), std::string::npos) << r.output;
@@ -333,6 +337,7 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     auto args = with({"--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir});
     ProcResult r = c.world == 1 ? run(args, {}, 60)
                                 : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 60);
+    std::printf("damaged checkpoint (%s): exit %d after %.1f s\n", c.name.c_str(), r.exit_code, r.seconds);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, 10.0);
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
@@ -402,6 +407,54 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
                         dir + "/w.onnx"}, {}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
+}
+
+TEST(E2E, MetricsFileMfuAndInspectModel) {
+  const std::string dir = fresh_dir("metrics");
+  const std::string path = dir + "/run/metrics.jsonl";
+  ProcResult r = run(launch(2, free_port(), tiny_train(dir, {"--epochs", "2", "--metrics_file", path,
+                                                              "--grad_scaler", "on", "--clip_grad_norm", "5"})),
+                     {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "peak for MFU: CPU peak measured at start-up on 1 threads").empty())
+      << r.output;
+  EXPECT_FALSE(lines_with(r.output, "% | peak mem ").empty()) << "no MFU in the step line: " << r.output;
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  int steps = 0, epochs = 0;
+  int64_t last_step = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);  // every line is one JSON record
+    const std::string kind = j.at("kind");
+    for (const char* k : {"step", "epoch", "time_s"}) EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
+    EXPECT_GE(j.at("step").get<int64_t>(), last_step);
+    last_step = j.at("step").get<int64_t>();
+    if (kind == "step") {
+      ++steps;
+      for (const char* k : {"loss", "lr", "samples_per_s", "ms_per_step", "mfu", "comm_wait_ms", "peak_mem_mib",
+                            "data_ms", "fwd_ms", "bwd_ms", "opt_ms", "loss_scale", "grad_norm",
+                            "allreduces_per_step", "allreduce_mib_per_step"})
+        EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
+      EXPECT_GT(j.at("mfu").get<double>(), 0.0) << line;
+      EXPECT_LT(j.at("mfu").get<double>(), 1.0) << line;
+      EXPECT_GT(j.at("samples_per_s").get<double>(), 0.0) << line;
+    } else {
+      ASSERT_EQ(kind, "epoch") << line;
+      ++epochs;
+      for (const char* k : {"train_loss", "train_acc", "epoch_s", "peak_mem_mib_per_rank"})
+        EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
+      EXPECT_EQ(j.at("peak_mem_mib_per_rank").size(), 2u) << line;
+    }
+  }
+  EXPECT_EQ(epochs, 2);
+  EXPECT_EQ(steps, 2 * 2);  // 8 steps per epoch, a line every 4
+  EXPECT_EQ(last_step, 16);
+
+  ProcResult m = run({binary(), "inspect", "model", "--width", "0.125", "--image_size", "8"}, {}, 60);
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_NE(m.output.find("forward FLOPs per sample: 847488"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("training FLOPs per sample (3 x forward): 2542464"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("stages.2.shortcut.0"), std::string::npos) << m.output;
 }
 
 TEST(E2E, SingleProcessByDefault) {
@@ -629,6 +682,7 @@ TEST(E2E, RunsUnderTorchrun) {
   argv[7] = std::to_string(free_port());  // the --master_port value
   ProcResult failed = run(argv, {{"OMP_NUM_THREADS", "1"}, {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
                                  {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  std::printf("torchrun, rank 1 raises after step 2: exit %d after %.1f s\n", failed.exit_code, failed.seconds);
   EXPECT_NE(failed.exit_code, 0) << failed.output;
   const size_t root = failed.output.find("Root Cause (first observed failure):");
   ASSERT_NE(root, std::string::npos) << failed.output;

@@ -7,6 +7,7 @@
 #include "checkpoint/python_pickle.h"
 #include "golden.h"
 #include "models/mini_resnet.h"
+#include "obs/mfu.h"
 
 using namespace ddptrain;
 
@@ -46,4 +47,34 @@ TEST(Model, InitialWeightsAndKeysEqualPython) {
     }
   }
   EXPECT_EQ(li, lines.size()) << "Python has more state_dict entries";
+}
+
+TEST(Model, FlopsPerSampleMatchAHandCount) {
+  // width 0.125 (channels 8, 16, 32), 3x8x8 input, 10 classes; 2 x MACs per conv/linear.
+  MiniResNet m(MiniResNetOptions{3, 10, 0.125});
+  const int64_t stem = 2 * 3 * 8 * 9 * 64;                 // 8x8 out
+  const int64_t c8 = 2 * 8 * 8 * 9 * 64;                   // 8->8 3x3, 8x8 out
+  const int64_t down1 = 2 * 8 * 16 * 9 * 16 + 2 * 16 * 16 * 9 * 16 + 2 * 8 * 16 * 16;  // conv1/s2, conv2, 1x1 shortcut
+  const int64_t c16 = 2 * 16 * 16 * 9 * 16;
+  const int64_t down2 = 2 * 16 * 32 * 9 * 4 + 2 * 32 * 32 * 9 * 4 + 2 * 16 * 32 * 4;
+  const int64_t c32 = 2 * 32 * 32 * 9 * 4;
+  const int64_t fc = 2 * 32 * 10;
+  const int64_t forward = stem + 4 * c8 + down1 + 2 * c16 + down2 + 2 * c32 + fc;
+  EXPECT_EQ(forward, 847488);
+  EXPECT_EQ(m->train_flops_per_sample(8, 8), 3 * forward);
+  const auto table = m->layer_table(8, 8);
+  ASSERT_EQ(table.size(), 1u + 12u + 2u + 1u);  // stem, 6 x 2 convs, 2 shortcuts, fc
+  EXPECT_EQ(table.front().name, "stem.0");
+  EXPECT_EQ(table.back().out_shape, (std::vector<int64_t>{10}));
+  int64_t params = 0;
+  for (const auto& r : table) params += r.params;
+  EXPECT_EQ(params + 2 * (8 + 8 * 4 + 16 * 5 + 32 * 5), count_parameters(*m));  // + BatchNorm weight and bias
+}
+
+TEST(Model, MfuFormula) {
+  EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 1e12, 2), 0.05);  // 1e11 FLOP/s of 2 x 1e12
+  EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 0.0, 2), 0.0);    // unknown peak
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200", true), 989.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", true), 312.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", true), 0.0);
 }

@@ -1,0 +1,26 @@
+#include "obs/metrics.h"
+
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
+  if (path.empty() || !is_main) return;
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  out_ = std::make_unique<std::ofstream>(path, std::ios::app);
+  DDP_CHECK(out_->good(), "cannot open --metrics_file '", path, "' for writing");
+}
+
+void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::json record) {
+  if (!out_) return;
+  record["kind"] = kind;
+  record["step"] = step;
+  record["epoch"] = epoch;
+  record["time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  *out_ << record.dump() << '\n' << std::flush;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,30 @@
+// Metrics file (--metrics_file PATH): JSON lines, one record per step line and one per
+// epoch, written by rank 0 only, flushed per record so a crashed run keeps what it logged.
+// Every record has "kind" ("step" or "epoch"), "step" (optimizer steps so far), "epoch"
+// and "time_s" (seconds since the run started); the rest are the numbers of the log line.
+#pragma once
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ddptrain {
+
+class MetricsWriter {
+ public:
+  /// Inactive when path is empty or this is not rank 0. Appends (a resumed run continues
+  /// the same file).
+  MetricsWriter(const std::string& path, bool is_main);
+  bool active() const { return out_ != nullptr; }
+  /// Adds kind, step, epoch and time_s to the record and writes it as one line.
+  void write(const char* kind, int64_t step, int epoch, nlohmann::json record);
+
+ private:
+  std::unique_ptr<std::ofstream> out_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace ddptrain

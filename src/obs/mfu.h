@@ -1,0 +1,30 @@
+// Model FLOPs utilisation: achieved model FLOP/s / the hardware's peak FLOP/s.
+// Peak: --peak_tflops when given; on CUDA a table of known GPUs (dense, per GPU) for the
+// precision in use; on CPU a measured peak: the faster of a 3x3 convolution probe and a
+// matrix-multiply probe on the rank's intra-op threads, taken once at start-up (the log
+// says so and gives both).
+#pragma once
+
+#include <string>
+
+#include <c10/core/Device.h>
+
+namespace ddptrain {
+
+struct PeakFlops {
+  double flops_per_s = 0;  // per rank (one GPU, or one rank's CPU threads)
+  std::string source;      // how it was obtained, for the log
+};
+
+/// The peak for this rank's device. bf16_or_fp16: whether training runs 16-bit autocast.
+PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops);
+
+/// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown.
+double known_gpu_peak_tflops(const std::string& name, bool half_precision);
+
+/// MFU = achieved FLOP/s over all ranks / (peak per rank x ranks).
+inline double mfu(double flops_per_sample, double samples_per_s, double peak_per_rank, int world) {
+  return peak_per_rank > 0 ? flops_per_sample * samples_per_s / (peak_per_rank * world) : 0.0;
+}
+
+}  // namespace ddptrain
