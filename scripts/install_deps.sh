@@ -27,3 +27,10 @@ if ! PYTHONPATH="$root/.pydeps" /usr/bin/python3 -c 'import safetensors.numpy' 2
   /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     --target "$root/.pydeps" "${pydeps[@]}"
 fi
+# TensorBoard's own reader, for the event-file test. Its numpy 2 must not shadow Debian's
+# numpy under torch 1.13, so it lives apart and is used without torch (python3 -s).
+if ! PYTHONPATH="$root/.pydeps-tb" /usr/bin/python3 -s -c 'import tensorboard.backend.event_processing.event_accumulator' 2>/dev/null; then
+  echo "install_deps: pip installing tensorboard==2.21.0 into $root/.pydeps-tb"
+  /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "$root/.pydeps-tb" tensorboard==2.21.0
+fi

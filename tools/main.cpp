@@ -4,6 +4,7 @@
 //   ddptrain launch --nproc_per_node N train ... N local workers (torchrun's contract)
 //   ddptrain inspect sampler --dataset_len ...   print a rank's data order
 //   ddptrain export --checkpoint DIR ...         weights as .pt or .safetensors
+//   ddptrain plot RUN.jsonl ... -o run.svg       metrics as an SVG chart
 //
 // main() only dispatches and maps errors to exit codes: 2 for usage errors, 1 otherwise.
 #include <unistd.h>
@@ -35,6 +36,7 @@ const char* const kUsage =
     "  launch   start N local workers: ddptrain launch --nproc_per_node N train [train flags]\n"
     "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...\n"
     "  export   ddptrain export --checkpoint DIR --format pt|safetensors --out FILE\n"
+    "  plot     ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg\n"
     "run `ddptrain <command> --help` for the flags of a command";
 
 std::string self_exe(const char* argv0) {
@@ -88,11 +90,12 @@ int main(int argc, char** argv) {
     if (cmd == "launch") return ddptrain::cmd_launch(rest, self_exe(argv[0]));
     if (cmd == "inspect") return ddptrain::cmd_inspect(rest);
     if (cmd == "export") return ddptrain::cmd_export(rest);
+    if (cmd == "plot") return ddptrain::cmd_plot(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::printf("%s\n", kUsage);
       return 0;
     }
-    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch, inspect or export (see ddptrain --help)");
+    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch, inspect, export or plot (see ddptrain --help)");
   } catch (const ddptrain::UsageError& e) {
     return fail(2, e.what());
   } catch (const ddptrain::CollectiveError& e) {

@@ -57,6 +57,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
       bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0)"),
+      bind_flag("tensorboard_dir", &c.run.tensorboard_dir, "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
       bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
       bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),

@@ -65,6 +65,7 @@ struct RunOptions {
   std::string resume_from;         // a checkpoint directory, or "auto": the newest valid one
   std::string init_from;           // weights to start from (a state_dict file); a resume wins
   std::string metrics_file;        // JSON lines of every step line and epoch (rank 0)
+  std::string tensorboard_dir;     // TensorBoard scalar event files (rank 0)
   double peak_tflops = 0;          // hardware peak per rank for MFU; 0 = table or CPU probe
   std::string trace_samples_dir;   // when set: "epoch E micro M: i i ..." per micro-batch, per rank
   bool checkpoint_on_signal = true;  // SIGTERM/SIGINT: finish the step, save, exit 128+sig

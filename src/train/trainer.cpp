@@ -24,6 +24,7 @@
 #include "obs/memory.h"
 #include "obs/metrics.h"
 #include "obs/mfu.h"
+#include "obs/tensorboard.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
 #include "train/grad_scaler.h"
@@ -269,6 +270,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
                peak.source));
   MetricsWriter metrics(cfg.run.metrics_file, ctx.is_main());
+  TensorBoardWriter tensorboard(cfg.run.tensorboard_dir, ctx.is_main());
+  // The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.
+  auto to_tensorboard = [&](const char* group, const nlohmann::json& rec) {
+    if (!tensorboard.active()) return;
+    for (const auto& [k, v] : rec.items())
+      if (v.is_number()) tensorboard.scalar(str(group, "/", k), v.get<double>(), result.global_step);
+  };
   double last_grad_norm = 0;
   int64_t skipped_steps = 0;
   double train_time = 0;
@@ -386,6 +394,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
           rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
         if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
         if (cfg.optim.clip_grad_norm > 0) rec["grad_norm"] = last_grad_norm;
+        to_tensorboard("train", rec);
         metrics.write("step", result.global_step, epoch, std::move(rec));
         interval_loss = 0;
         interval_micro = 0;
@@ -446,6 +455,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       std::vector<double> per_rank;
       for (int r = 0; r < ctx.world_size(); ++r) per_rank.push_back(sums[0][3 + r].item<double>() / (1 << 20));
       if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = per_rank;
+      to_tensorboard("epoch", rec);
       metrics.write("epoch", result.global_step, epoch, std::move(rec));
     }
 

@@ -413,7 +413,8 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   const std::string dir = fresh_dir("metrics");
   const std::string path = dir + "/run/metrics.jsonl";
   ProcResult r = run(launch(2, free_port(), tiny_train(dir, {"--epochs", "2", "--metrics_file", path,
-                                                              "--grad_scaler", "on", "--clip_grad_norm", "5"})),
+                                                              "--tensorboard_dir", dir + "/tb", "--grad_scaler", "on",
+                                                              "--clip_grad_norm", "5"})),
                      {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "peak for MFU: CPU peak measured at start-up on 1 threads").empty())
@@ -449,6 +450,33 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   EXPECT_EQ(epochs, 2);
   EXPECT_EQ(steps, 2 * 2);  // 8 steps per epoch, a line every 4
   EXPECT_EQ(last_step, 16);
+
+  // TensorBoard's own reader (PyPI tensorboard, kept apart from torch's numpy) finds the
+  // same numbers in the event file.
+  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py", dir + "/tb", path},
+                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  EXPECT_EQ(tb.exit_code, 0) << tb.output;
+  EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
+
+  // The plot: a well-formed SVG with the four panels, one run and two overlaid.
+  ProcResult p1 = run({binary(), "plot", path, "-o", dir + "/run.svg"}, {}, 60);
+  ASSERT_EQ(p1.exit_code, 0) << p1.output;
+  const std::string svg = read_text(dir + "/run.svg");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  for (const char* title : {">loss<", ">accuracy<", ">samples/s (global)<", ">MFU<"})
+    EXPECT_NE(svg.find(title), std::string::npos) << title;
+  fs::copy_file(path, dir + "/other.jsonl");
+  ProcResult p2 = run({binary(), "plot", path, dir + "/other.jsonl", "-o", dir + "/cmp.svg"}, {}, 60);
+  ASSERT_EQ(p2.exit_code, 0) << p2.output;
+  const std::string cmp = read_text(dir + "/cmp.svg");
+  size_t polylines = 0;
+  for (size_t at = cmp.find("<polyline"); at != std::string::npos; at = cmp.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU); synthetic data has no test split";
+  EXPECT_NE(cmp.find("other train"), std::string::npos) << "no legend per run";
+  ProcResult xml = run({python(), "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('XML OK')",
+                        dir + "/cmp.svg"}, {}, 60);
+  EXPECT_NE(xml.output.find("XML OK"), std::string::npos) << xml.output;
+  EXPECT_EQ(run({binary(), "plot", dir + "/missing.jsonl", "-o", dir + "/x.svg"}, {}, 60).exit_code, 2);
 
   ProcResult m = run({binary(), "inspect", "model", "--width", "0.125", "--image_size", "8"}, {}, 60);
   ASSERT_EQ(m.exit_code, 0) << m.output;

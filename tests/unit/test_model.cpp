@@ -8,6 +8,7 @@
 #include "golden.h"
 #include "models/mini_resnet.h"
 #include "obs/mfu.h"
+#include "obs/tensorboard.h"
 
 using namespace ddptrain;
 
@@ -77,4 +78,13 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200", true), 989.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", true), 312.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", true), 0.0);
+}
+
+TEST(TensorBoard, Crc32cKnownValues) {
+  // RFC 3720 test vector: 32 bytes of zeros -> 0x8A9136AA; "123456789" -> 0xE3069283.
+  const std::string zeros(32, '\0');
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  const uint32_t c = 0xE3069283u;
+  EXPECT_EQ(masked_crc32c("123456789", 9), ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }

@@ -1,0 +1,81 @@
+// `ddptrain plot RUN.jsonl [MORE.jsonl ...] -o run.svg`: metrics files (--metrics_file) as a
+// self-contained SVG: loss (train per step line, evaluation per epoch), accuracy (train and
+// test per epoch), samples/s and MFU over optimizer steps. Several files are overlaid.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "obs/svg_plot.h"
+#include "tools/commands.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+int cmd_plot(const std::vector<std::string>& args) {
+  const char* usage = "usage: ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg";
+  std::vector<std::string> inputs;
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help") {
+      std::printf("%s\n", usage);
+      return 0;
+    }
+    if (args[i] == "-o" || args[i] == "--out") {
+      DDP_USAGE_CHECK(i + 1 < args.size(), args[i], " needs a file name; ", usage);
+      out = args[++i];
+    } else {
+      DDP_USAGE_CHECK(args[i].rfind("-", 0) != 0, "unknown option '", args[i], "'; ", usage);
+      inputs.push_back(args[i]);
+    }
+  }
+  DDP_USAGE_CHECK(!inputs.empty() && !out.empty(), usage);
+  std::vector<Panel> panels = {{"loss", {}}, {"accuracy", {}}, {"samples/s (global)", {}}, {"MFU", {}}};
+  for (size_t run = 0; run < inputs.size(); ++run) {
+    const std::string& path = inputs[run];
+    std::ifstream in(path);
+    DDP_USAGE_CHECK(in.good(), "cannot read metrics file '", path, "' (written by train --metrics_file)");
+    const std::string name = inputs.size() > 1 ? std::filesystem::path(path).stem().string() + " " : "";
+    const int c = static_cast<int>(run);
+    Line loss{name + "train", {}, c, false}, eval_loss{name + "test", {}, c, true};
+    Line train_acc{name + "train", {}, c, false}, test_acc{name + "test", {}, c, true};
+    Line sps{name + "samples/s", {}, c, false}, mfu{name + "MFU", {}, c, false};
+    int line_no = 0;
+    for (std::string text; std::getline(in, text);) {
+      ++line_no;
+      if (text.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(text);
+      } catch (const nlohmann::json::exception& e) {
+        throw UsageError(detail::concat(path, ":", line_no, " is not a JSON record (", e.what(), ")"));
+      }
+      const double step = j.value("step", 0.0);
+      auto add = [&](Line& l, const char* key) {
+        if (j.contains(key) && j[key].is_number()) l.xy.emplace_back(step, j[key].get<double>());
+      };
+      if (j.value("kind", "") == "step") {
+        add(loss, "loss");
+        add(sps, "samples_per_s");
+        add(mfu, "mfu");
+      } else if (j.value("kind", "") == "epoch") {
+        add(eval_loss, "test_loss");
+        add(train_acc, "train_acc");
+        add(test_acc, "test_acc");
+      }
+    }
+    panels[0].lines.push_back(loss);
+    panels[0].lines.push_back(eval_loss);
+    panels[1].lines.push_back(train_acc);
+    panels[1].lines.push_back(test_acc);
+    panels[2].lines.push_back(sps);
+    panels[3].lines.push_back(mfu);
+  }
+  write_file_atomic(out, render_svg(panels));
+  std::printf("wrote %s (%zu run%s)\n", out.c_str(), inputs.size(), inputs.size() > 1 ? "s" : "");
+  return 0;
+}
+
+}  // namespace ddptrain
