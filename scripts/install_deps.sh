@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ ccache make pkg-config
       libtorch-dev libgloo-dev nlohmann-json3-dev libtomlplusplus-dev zlib1g-dev
-      libgtest-dev googletest python3 python3-pip python3-venv python3-torch dataset-fashion-mnist iproute2 procps)
+      libgtest-dev googletest python3 python3-pip python3-venv python3-torch dataset-fashion-mnist iproute2 procps bsdutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

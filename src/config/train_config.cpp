@@ -62,7 +62,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
-      bind_flag("enable_profiling", &c.run.enable_profiling, "time the phases of each step"),
+      bind_flag("enable_profiling", &c.run.enable_profiling, "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
       bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
       bind_flag("threads", &c.run.threads, "intra-op threads per rank (0 = cores / local ranks)"),
   };

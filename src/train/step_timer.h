@@ -21,11 +21,17 @@ class StepTimer {
   StepTimer() = default;
   /// Starts timing from now (at the top of an interval).
   void restart() { last_ = Clock::now(); }
-  /// Charges the time since the previous mark to `phase`.
-  void mark(Phase phase) {
+  using Clock = std::chrono::steady_clock;
+  struct Interval {
+    Clock::time_point start, end;
+  };
+  /// Charges the time since the previous mark to `phase`; returns that interval.
+  Interval mark(Phase phase) {
     auto now = Clock::now();
     totals_[phase] += std::chrono::duration<double>(now - last_).count();
+    Interval i{last_, now};
     last_ = now;
+    return i;
   }
   /// Seconds per phase since the last take(), then resets.
   std::array<double, kNumPhases> take() {
@@ -49,7 +55,6 @@ class StepTimer {
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
   Clock::time_point last_ = Clock::now();
   std::array<double, kNumPhases> totals_{};
 };

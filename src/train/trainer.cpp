@@ -21,9 +21,11 @@
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "ddp/sync_batchnorm.h"
+#include "obs/chrome_trace.h"
 #include "obs/memory.h"
 #include "obs/metrics.h"
 #include "obs/mfu.h"
+#include "obs/progress.h"
 #include "obs/tensorboard.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
@@ -264,12 +266,22 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     DDP_CHECK(trace->good(), "cannot open --trace_samples_dir file '", path, "'");
   }
   StepTimer timer;
+  ChromeTrace profile(cfg.run.enable_profiling
+                        ? cfg.run.checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"
+                        : "",
+                    ctx.rank());
+  int64_t trained_steps = 0;
+  auto phase = [&](StepTimer::Phase p) {
+    const auto i = timer.mark(p);
+    profile.add(StepTimer::name(p), i.start, i.end, trained_steps);
+  };
   // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
   const int64_t flops_per_sample = model->train_flops_per_sample(shape.height, shape.width);
   const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops);
   log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
                peak.source));
   MetricsWriter metrics(cfg.run.metrics_file, ctx.is_main());
+  ProgressBar progress(ctx.is_main());
   TensorBoardWriter tensorboard(cfg.run.tensorboard_dir, ctx.is_main());
   // The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.
   auto to_tensorboard = [&](const char* group, const nlohmann::json& rec) {
@@ -280,7 +292,6 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   double last_grad_norm = 0;
   int64_t skipped_steps = 0;
   double train_time = 0;
-  int64_t trained_steps = 0;
   bool stop = false;
   for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
     set_lr(cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
@@ -307,7 +318,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       }
       auto images = batch->images.to(ctx.device());
       auto labels = batch->labels.to(ctx.device());
-      timer.mark(StepTimer::kData);
+      phase(StepTimer::kData);
       ddp.sync_buffers();
       at::Tensor logits, loss;
       {
@@ -316,7 +327,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         loss = torch::nn::functional::cross_entropy(logits, labels);  // fp32 under autocast
       }
       if (faults.poison_loss(ctx.rank(), result.global_step + 1)) loss = loss * std::nan("");
-      timer.mark(StepTimer::kForward);
+      phase(StepTimer::kForward);
       {
         // Micro-steps of a group accumulate locally; its last one all-reduces (during
         // backward). See Note [no_sync and accumulation].
@@ -324,7 +335,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         if (!last_in_group && cfg.dist.accum_no_sync) local.emplace(ddp);
         scaler.scale(loss / static_cast<double>(group_size)).backward();
       }
-      timer.mark(StepTimer::kBackward);
+      phase(StepTimer::kBackward);
       const double loss_v = loss.item<double>();
       epoch_loss += loss_v * static_cast<double>(labels.size(0));
       epoch_correct += logits.argmax(1).eq(labels).sum().item<double>();
@@ -347,12 +358,22 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                      scaler.current_scale()));
       }
       zero_grad_set_to_none(optimizer);
-      timer.mark(StepTimer::kOptimizer);
+      phase(StepTimer::kOptimizer);
       ++result.global_step;
       faults.after_step(ctx.rank(), result.global_step);
       ++step_in_epoch;
       ++trained_steps;
       ++interval_steps;
+      if (progress.active()) {
+        const double elapsed = seconds_since(epoch_t0);
+        const int64_t done_here = step_in_epoch - first_micro / K;
+        progress.update(epoch, step_in_epoch, steps_per_epoch, loss_v,
+                        static_cast<double>(micro_done - first_micro) * cfg.data.batch_size * ctx.world_size() / elapsed,
+                        done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(steps_per_epoch - step_in_epoch) : 0.0);
+      }
+      if (profile.maybe_write(trained_steps - 1))
+        log.info(str("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): ",
+                     cfg.run.checkpoint_dir, "/trace_rank", ctx.rank(), ".json"));
       stop = cfg.optim.max_steps > 0 && result.global_step >= cfg.optim.max_steps;
       if (agreed_stop()) {
         stop = true;
@@ -379,7 +400,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         if (peak.flops_per_s > 0) extra += str(" | MFU ", fmt("%.1f", 100 * step_mfu), "%");
         if (mem.peak_bytes >= 0)
           extra += str(" | peak mem ", fmt("%.0f", static_cast<double>(mem.peak_bytes) / (1 << 20)), " MiB");
-        log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ", fmt("%.4f", loss_avg),
+        if (!progress.active())  // on a terminal the progress bar stands in for step lines
+          log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ", fmt("%.4f", loss_avg),
                      " | lr ", fmt("%.3e", lr), " | ", with_commas(sps), " samples/s | ",
                      fmt("%.0f", 1000 * dt / steps), " ms/step | ", fmt("%.0f", comm.allreduces / steps),
                      " all-reduce ", fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
@@ -406,6 +428,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       if (due_by_steps() && micro_done < batches && !stop) save(epoch, micro_done, false);
       if (stop) break;
     }
+    progress.finish();
     loader.stop();
     if (stop_work) {  // never leave the stop vote pending across other collectives' tensors
       ctx.wait(stop_work, "stop-signal all_reduce");

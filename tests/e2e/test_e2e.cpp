@@ -13,6 +13,7 @@
 #include <functional>
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -485,19 +486,50 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   EXPECT_NE(m.output.find("stages.2.shortcut.0"), std::string::npos) << m.output;
 }
 
+TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
+  const std::string dir = fresh_dir("progress");
+  const std::string cmd = binary() + " train --dataset_size 256 --image_size 8 --width 0.125 --batch_size 16 "
+                          "--num_workers 1 --epochs 1 --threads 1 --log_interval 4 --checkpoint_dir " + dir;
+  // `script` runs the command on a pseudo-terminal, as a user's shell would.
+  ProcResult tty = run({"script", "-qfec", cmd, "/dev/null"}, {{"TERM", "xterm"}}, 120);
+  ASSERT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("\r\033[Kepoch 1 [##############################] 16/16  ETA 0:00"), std::string::npos)
+      << tty.output;
+  EXPECT_TRUE(lines_with(tty.output, "ms/step").empty()) << "step lines on a terminal: " << tty.output;
+  EXPECT_FALSE(lines_with(tty.output, "epoch 1 done").empty()) << tty.output;
+  ProcResult plain = run({"/bin/sh", "-c", cmd}, {}, 120);  // output to a pipe
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("ETA"), std::string::npos) << plain.output;
+  EXPECT_EQ(lines_with(plain.output, "ms/step").size(), 4u) << plain.output;
+}
+
 TEST(E2E, SingleProcessByDefault) {
   std::string ckpt = fresh_dir("single");
   std::vector<std::string> argv = {binary()};
-  auto t = tiny_train(ckpt, {"--epochs", "1", "--max_steps", "3", "--log_interval", "1", "--enable_profiling"});
+  auto t = tiny_train(ckpt, {"--epochs", "1", "--max_steps", "6", "--log_interval", "1", "--enable_profiling"});
   argv.insert(argv.end(), t.begin(), t.end());
   ProcResult r = run(argv, {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto step_lines = lines_with(r.output, "samples/s |");
-  ASSERT_EQ(step_lines.size(), 3u) << r.output;
+  ASSERT_EQ(step_lines.size(), 6u) << r.output;
   EXPECT_NE(step_lines[0].find(" bwd "), std::string::npos) << "no step-time breakdown: " << step_lines[0];
   EXPECT_FALSE(lines_with(r.output, "[rank 0/1]").empty()) << r.output;
-  EXPECT_FALSE(lines_with(r.output, "after 3 steps").empty()) << r.output;
-  EXPECT_TRUE(fs::exists(ckpt + "/step_00000003/model.pt")) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "after 6 steps").empty()) << r.output;
+  EXPECT_TRUE(fs::exists(ckpt + "/step_00000006/model.pt")) << r.output;
+  // --enable_profiling: a Chrome trace of steps 3-5 (wait 1, warm-up 1, active 3).
+  const std::string trace_path = ckpt + "/trace_rank0.json";
+  ASSERT_TRUE(fs::exists(trace_path)) << r.output;
+  auto trace = nlohmann::json::parse(read_text(trace_path));
+  std::map<std::string, int> phases;
+  std::set<int64_t> steps;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    ++phases[e.at("name").get<std::string>()];
+    steps.insert(e.at("args").at("step").get<int64_t>());
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+  }
+  EXPECT_EQ(phases, (std::map<std::string, int>{{"bwd", 3}, {"data", 3}, {"fwd", 3}, {"opt", 3}}));
+  EXPECT_EQ(steps, (std::set<int64_t>{2, 3, 4}));
 }
 
 TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
