@@ -15,7 +15,7 @@ const char* const kTrainUsage =
 std::vector<Flag> train_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
-      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist"),
+      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors (DIR/train.pt, DIR/test.pt)"),
       bind_flag("data_dir", &c.data.data_dir, "directory of the dataset files"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
@@ -75,8 +75,10 @@ void TrainConfig::validate() const {
   auto non_negative = [](const char* flag, long long v, const char* fix) {
     DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
   };
-  DDP_USAGE_CHECK(data.dataset == "synthetic" || data.dataset == "fashion-mnist", "--dataset='",
-                  data.dataset, "' is not a known dataset; use synthetic or fashion-mnist");
+  DDP_USAGE_CHECK(data.dataset == "synthetic" || data.dataset == "fashion-mnist" || data.dataset == "mnist" ||
+                      data.dataset == "cifar10" || data.dataset == "tensors",
+                  "--dataset='", data.dataset, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10 "
+                  "or tensors");
   positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
   positive("image_size", data.image_size, "pass e.g. --image_size 32");

@@ -3,10 +3,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/state_dict_reader.h"
 #include "config/train_config.h"
 #include "util/error.h"
 
@@ -96,6 +98,79 @@ Example IdxDataset::get(int64_t index) const {
   return e;
 }
 
+Cifar10Dataset::Cifar10Dataset(const std::string& dir, bool train) {
+  std::vector<std::string> files;
+  if (train)
+    for (int i = 1; i <= 5; ++i) files.push_back(dir + "/data_batch_" + std::to_string(i) + ".bin");
+  else
+    files.push_back(dir + "/test_batch.bin");
+  constexpr int64_t kRecord = 1 + 3 * 32 * 32;
+  std::string all;
+  for (const auto& f : files) {
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(f), "--data_dir='", dir, "' has no ", f,
+                    "; point --data_dir at CIFAR-10's binary version (cifar-10-batches-bin)");
+    std::string b = read_maybe_gzipped(f);
+    DDP_USAGE_CHECK(!b.empty() && b.size() % kRecord == 0, "'", f, "' is not CIFAR-10 binary data: ", b.size(),
+                    " bytes is not a whole number of ", kRecord, "-byte records (truncated?)");
+    all += b;
+  }
+  const int64_t n = static_cast<int64_t>(all.size()) / kRecord;
+  images_ = at::empty({n, 3, 32, 32}, at::kByte);
+  labels_ = at::empty({n}, at::kLong);
+  auto* img = images_.data_ptr<uint8_t>();
+  auto* lab = labels_.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto label = static_cast<unsigned char>(all[static_cast<size_t>(i * kRecord)]);
+    DDP_USAGE_CHECK(label < 10, "CIFAR-10 record ", i, " in --data_dir='", dir, "' has label ", int{label},
+                    " (must be < 10): not CIFAR-10 binary data");
+    lab[i] = label;
+    std::memcpy(img + i * (kRecord - 1), all.data() + i * kRecord + 1, static_cast<size_t>(kRecord - 1));
+  }
+}
+
+Example Cifar10Dataset::get(int64_t index) const {
+  static const float kMean[3] = {0.4914f, 0.4822f, 0.4465f}, kStd[3] = {0.2470f, 0.2435f, 0.2616f};
+  Example e;
+  e.image = images_[index].to(at::kFloat).div_(255.0);
+  for (int c = 0; c < 3; ++c) e.image[c].sub_(kMean[c]).div_(kStd[c]);
+  e.label = labels_.data_ptr<int64_t>()[index];
+  return e;
+}
+
+TensorFileDataset::TensorFileDataset(const std::string& path) {
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "tensor dataset file '", path,
+                  "' does not exist; write it with torch.save({\"images\": x, \"labels\": y}, path)");
+  NamedTensors t;
+  try {
+    t = unpickle_tensors(read_maybe_gzipped(path), path);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  for (const auto& [k, v] : t) {
+    if (k == "images") images_ = v.contiguous();
+    if (k == "labels") labels_ = v.contiguous();
+  }
+  DDP_USAGE_CHECK(images_.defined() && labels_.defined(), "'", path,
+                  "' must hold {\"images\": (N, C, H, W) tensor, \"labels\": (N) int64 tensor}");
+  DDP_USAGE_CHECK(images_.dim() == 4, "'", path, "': images has shape ", images_.sizes(), "; expected (N, C, H, W)");
+  DDP_USAGE_CHECK(images_.scalar_type() == at::kByte || images_.scalar_type() == at::kFloat, "'", path,
+                  "': images must be uint8 or float32, not ", images_.scalar_type());
+  DDP_USAGE_CHECK(labels_.dim() == 1 && labels_.scalar_type() == at::kLong && labels_.size(0) == images_.size(0), "'",
+                  path, "': labels must be int64 of shape (", images_.size(0), "), not ", labels_.scalar_type(), " ",
+                  labels_.sizes());
+  DDP_USAGE_CHECK(labels_.numel() > 0 && labels_.min().item<int64_t>() >= 0, "'", path,
+                  "': labels must be class indices >= 0");
+  shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)), static_cast<int>(images_.size(3)),
+            static_cast<int>(labels_.max().item<int64_t>() + 1)};
+}
+
+Example TensorFileDataset::get(int64_t index) const {
+  Example e;
+  e.image = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
+  e.label = labels_.data_ptr<int64_t>()[index];
+  return e;
+}
+
 DataSplits make_datasets(const DataOptions& opts) {
   DataSplits s;
   if (opts.dataset == "synthetic") {
@@ -104,6 +179,16 @@ DataSplits make_datasets(const DataOptions& opts) {
   } else if (opts.dataset == "fashion-mnist") {
     s.train = std::make_unique<IdxDataset>(opts.data_dir, "train", 0.2860, 0.3530);
     s.test = std::make_unique<IdxDataset>(opts.data_dir, "t10k", 0.2860, 0.3530);
+  } else if (opts.dataset == "mnist") {
+    s.train = std::make_unique<IdxDataset>(opts.data_dir, "train", 0.1307, 0.3081);
+    s.test = std::make_unique<IdxDataset>(opts.data_dir, "t10k", 0.1307, 0.3081);
+  } else if (opts.dataset == "cifar10") {
+    s.train = std::make_unique<Cifar10Dataset>(opts.data_dir, true);
+    s.test = std::make_unique<Cifar10Dataset>(opts.data_dir, false);
+  } else if (opts.dataset == "tensors") {
+    s.train = std::make_unique<TensorFileDataset>(opts.data_dir + "/train.pt");
+    if (std::filesystem::is_regular_file(opts.data_dir + "/test.pt"))
+      s.test = std::make_unique<TensorFileDataset>(opts.data_dir + "/test.pt");
   } else {
     DDP_ASSERT(false, "unvalidated dataset ", opts.dataset);
   }

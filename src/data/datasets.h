@@ -62,6 +62,38 @@ class IdxDataset : public Dataset {
   double mean_, std_;
 };
 
+/// CIFAR-10's binary version: `data_batch_1..5.bin` (train) or `test_batch.bin` in dir;
+/// each record is 1 label byte then 3x32x32 pixel bytes (R, G, B planes). UsageError naming
+/// the file when one is missing, not a whole number of records, or has a label >= 10.
+class Cifar10Dataset : public Dataset {
+ public:
+  Cifar10Dataset(const std::string& dir, bool train);
+  int64_t size() const override { return labels_.size(0); }
+  Example get(int64_t index) const override;
+  DatasetShape shape() const override { return {3, 32, 32, 10}; }
+
+ private:
+  at::Tensor images_;  // (N, 3, 32, 32) uint8
+  at::Tensor labels_;  // (N) int64
+};
+
+/// Users' own data: `<dir>/train.pt` and (optionally) `<dir>/test.pt`, each written by
+/// torch.save({"images": x, "labels": y}, path) with x of shape (N, C, H, W), uint8 (scaled
+/// by 1/255) or float32 (used as is), and y int64 class indices in [0, classes). Read by our
+/// restricted reader (nothing in the file is executed).
+class TensorFileDataset : public Dataset {
+ public:
+  explicit TensorFileDataset(const std::string& path);
+  int64_t size() const override { return labels_.size(0); }
+  Example get(int64_t index) const override;
+  DatasetShape shape() const override { return shape_; }
+
+ private:
+  at::Tensor images_;
+  at::Tensor labels_;
+  DatasetShape shape_;
+};
+
 struct DataSplits {
   std::unique_ptr<Dataset> train;
   std::unique_ptr<Dataset> test;  // null when the dataset has no test split

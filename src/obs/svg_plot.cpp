@@ -72,9 +72,10 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
       if (std::isfinite(x) && std::isfinite(y)) pts += num(X(x)) + "," + num(Y(y)) + " ";
     s += std::string("<polyline fill=\"none\" stroke=\"") + color + "\" stroke-width=\"1.6\"" +
          (l.dashed ? " stroke-dasharray=\"5,3\"" : "") + " points=\"" + pts + "\"/>\n";
-    if (l.xy.size() == 1)
-      s += "<circle cx=\"" + num(X(l.xy[0].first)) + "\" cy=\"" + num(Y(l.xy[0].second)) + "\" r=\"3\" fill=\"" + color +
-           "\"/>\n";
+    if (l.xy.size() <= 20)  // few points (per-epoch values): mark each one
+      for (auto [x, y] : l.xy)
+        if (std::isfinite(x) && std::isfinite(y))
+          s += "<circle cx=\"" + num(X(x)) + "\" cy=\"" + num(Y(y)) + "\" r=\"3\" fill=\"" + color + "\"/>\n";
     const double ly = kTop + 12 + 14 * row++;  // legend, top right
     s += std::string("<line x1=\"") + num(kLeft + pw - 150) + "\" x2=\"" + num(kLeft + pw - 130) + "\" y1=\"" +
          num(ly - 4) + "\" y2=\"" + num(ly - 4) + "\" stroke=\"" + color + "\"" +

@@ -503,6 +503,32 @@ TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
   EXPECT_EQ(lines_with(plain.output, "ms/step").size(), 4u) << plain.output;
 }
 
+TEST(E2E, TensorFileDatasetWrittenByPython) {
+  const std::string dir = fresh_dir("tensors");
+  ProcResult py = run({python(), "-c",
+                       "import sys, torch\ng = torch.Generator().manual_seed(0)\n"
+                       "for split, n in (('train', 96), ('test', 40)):\n"
+                       "    x = torch.randint(0, 256, (n, 1, 12, 12), dtype=torch.uint8, generator=g)\n"
+                       "    y = torch.randint(0, 4, (n,), generator=g)\n"
+                       "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + split + '.pt')\n"
+                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4)}, sys.argv[1] + '/bad.pt')\n",
+                       dir}, {}, 120);
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  auto job = [&](const std::string& data_dir) {
+    return run({binary(), "train", "--dataset", "tensors", "--data_dir", data_dir, "--width", "0.125", "--batch_size",
+                "16", "--epochs", "1", "--num_workers", "1", "--checkpoint_dir", dir + "/ck"}, {}, 120);
+  };
+  ProcResult r = job(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "data tensors: 96 samples, 6 steps per epoch").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "test acc").empty()) << "test.pt was not evaluated: " << r.output;
+  fs::create_directories(dir + "/bad");
+  fs::copy_file(dir + "/bad.pt", dir + "/bad/train.pt");
+  ProcResult bad = job(dir + "/bad");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bad/train.pt': labels must be int64"), std::string::npos) << bad.output;
+}
+
 TEST(E2E, SingleProcessByDefault) {
   std::string ckpt = fresh_dir("single");
   std::vector<std::string> argv = {binary()};

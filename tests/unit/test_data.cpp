@@ -125,3 +125,88 @@ TEST(Data, LoaderSkipAndEarlyStop) {
   while (loader.next()) ++n;
   EXPECT_EQ(n, 8);
 }
+
+namespace {
+
+std::string fresh(const std::string& name) {
+  std::string dir = testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string usage_error_of(const DataOptions& o) {
+  try {
+    make_datasets(o);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// n CIFAR-10 records: label i % 10, pixel bytes (i + c + y + x) % 256.
+std::string cifar_records(int n) {
+  std::string b;
+  for (int i = 0; i < n; ++i) {
+    b.push_back(static_cast<char>(i % 10));
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) b.push_back(static_cast<char>((i + c + y + x) % 256));
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST(Data, Cifar10BinaryFilesReadAndChecked) {
+  const std::string dir = fresh("cifar");
+  for (int k = 1; k <= 5; ++k) std::ofstream(dir + "/data_batch_" + std::to_string(k) + ".bin", std::ios::binary) << cifar_records(4);
+  std::ofstream(dir + "/test_batch.bin", std::ios::binary) << cifar_records(3);
+  DataOptions o;
+  o.dataset = "cifar10";
+  o.data_dir = dir;
+  DataSplits s = make_datasets(o);
+  ASSERT_EQ(s.train->size(), 20);
+  ASSERT_EQ(s.test->size(), 3);
+  EXPECT_EQ(s.train->shape().channels, 3);
+  Example e = s.train->get(7);  // record 3 of data_batch_2
+  EXPECT_EQ(e.label, 3);
+  // Pixel (c=1, y=2, x=5) of record 3 is (3 + 1 + 2 + 5) = 11, normalised with channel 1's stats.
+  EXPECT_NEAR(e.image[1][2][5].item<float>(), (11 / 255.0f - 0.4822f) / 0.2435f, 1e-6);
+  // Damaged: a truncated file, then a bad label.
+  std::ofstream(dir + "/test_batch.bin", std::ios::binary) << cifar_records(3).substr(0, 3 * 3073 - 1);
+  std::string err = usage_error_of(o);
+  EXPECT_NE(err.find("test_batch.bin' is not CIFAR-10 binary data"), std::string::npos) << err;
+  std::string bad = cifar_records(3);
+  bad[3073] = 42;
+  std::ofstream(dir + "/test_batch.bin", std::ios::binary) << bad;
+  err = usage_error_of(o);
+  EXPECT_NE(err.find("has label 42"), std::string::npos) << err;
+  std::filesystem::remove(dir + "/data_batch_4.bin");
+  err = usage_error_of(o);
+  EXPECT_NE(err.find("data_batch_4.bin"), std::string::npos) << err;
+}
+
+TEST(Data, MnistUsesItsOwnNormalisation) {
+  const std::string dir = fresh("mnist");
+  // 2 images of 2x2 and their labels, plain (not gzipped) IDX files.
+  std::string img = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2};
+  img += std::string("\x00\xff\x80\x01\x02\x03\x04\x05", 8);
+  std::ofstream(dir + "/train-images-idx3-ubyte", std::ios::binary) << img;
+  std::ofstream(dir + "/t10k-images-idx3-ubyte", std::ios::binary) << img;
+  std::string lab = {0, 0, 8, 1, 0, 0, 0, 2, 7, 9};
+  std::ofstream(dir + "/train-labels-idx1-ubyte", std::ios::binary) << lab;
+  std::ofstream(dir + "/t10k-labels-idx1-ubyte", std::ios::binary) << lab;
+  DataOptions o;
+  o.dataset = "mnist";
+  o.data_dir = dir;
+  DataSplits s = make_datasets(o);
+  ASSERT_EQ(s.train->size(), 2);
+  Example e = s.train->get(0);
+  EXPECT_EQ(e.label, 7);
+  EXPECT_NEAR(e.image[0][0][1].item<float>(), (1.0f - 0.1307f) / 0.3081f, 1e-6);
+  img[3] = 4;  // wrong magic
+  std::ofstream(dir + "/train-images-idx3-ubyte", std::ios::binary) << img;
+  const std::string err = usage_error_of(o);
+  EXPECT_NE(err.find("train-images-idx3-ubyte' is not an IDX image file"), std::string::npos) << err;
+}
