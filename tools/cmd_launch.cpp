@@ -16,7 +16,8 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
   }
   auto worker_args = parse_launch_args(args, &opts);
   // Validate the worker flags here too: a usage error is reported once, not by N workers.
-  if (!wants_help(worker_args)) resolve_train_config({worker_args.begin() + 1, worker_args.end()});
+  if (!wants_help(worker_args) && worker_args[0] == "train")
+    resolve_train_config({worker_args.begin() + 1, worker_args.end()});
   return run_launcher(opts, self_exe, worker_args);
 }
 

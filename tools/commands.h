@@ -11,6 +11,7 @@ int cmd_train(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
+int cmd_eval(const std::vector<std::string>& args);
 int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe);
 
 }  // namespace ddptrain

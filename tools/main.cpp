@@ -5,6 +5,7 @@
 //   ddptrain inspect sampler --dataset_len ...   print a rank's data order
 //   ddptrain export --checkpoint DIR ...         weights as .pt or .safetensors
 //   ddptrain plot RUN.jsonl ... -o run.svg       metrics as an SVG chart
+//   ddptrain eval --checkpoint DIR               test loss and accuracy of a saved model
 //
 // main() only dispatches and maps errors to exit codes: 2 for usage errors, 1 otherwise.
 #include <unistd.h>
@@ -37,6 +38,7 @@ const char* const kUsage =
     "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...\n"
     "  export   ddptrain export --checkpoint DIR --format pt|safetensors --out FILE\n"
     "  plot     ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg\n"
+    "  eval     ddptrain eval --checkpoint DIR [--data_dir D ...]: test loss and accuracy\n"
     "run `ddptrain <command> --help` for the flags of a command";
 
 std::string self_exe(const char* argv0) {
@@ -91,11 +93,12 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return ddptrain::cmd_inspect(rest);
     if (cmd == "export") return ddptrain::cmd_export(rest);
     if (cmd == "plot") return ddptrain::cmd_plot(rest);
+    if (cmd == "eval") return ddptrain::cmd_eval(rest);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::printf("%s\n", kUsage);
       return 0;
     }
-    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch, inspect, export or plot (see ddptrain --help)");
+    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch, eval, inspect, export or plot (see ddptrain --help)");
   } catch (const ddptrain::UsageError& e) {
     return fail(2, e.what());
   } catch (const ddptrain::CollectiveError& e) {

@@ -56,6 +56,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
+      bind_flag("eval_every", &c.run.eval_every, "evaluate on the test split every N epochs and after the last (0 = never)"),
       bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0)"),
       bind_flag("tensorboard_dir", &c.run.tensorboard_dir, "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
       bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
@@ -130,6 +131,7 @@ void TrainConfig::validate() const {
                     run.resume_from, "' is not a checkpoint directory; pass a directory written by "
                     "ddptrain (e.g. ./checkpoints/epoch_0001)");
   }
+  non_negative("eval_every", run.eval_every, "pass 0 to never evaluate");
   DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops, " must be >= 0; pass 0 to measure it");
   if (!run.init_from.empty()) {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,

@@ -64,6 +64,7 @@ struct RunOptions {
   int keep_checkpoints = 3;        // newest complete checkpoints kept; 0 = all
   std::string resume_from;         // a checkpoint directory, or "auto": the newest valid one
   std::string init_from;           // weights to start from (a state_dict file); a resume wins
+  int eval_every = 1;              // epochs between evaluations (and after the last); 0 = never
   std::string metrics_file;        // JSON lines of every step line and epoch (rank 0)
   std::string tensorboard_dir;     // TensorBoard scalar event files (rank 0)
   double peak_tflops = 0;          // hardware peak per rank for MFU; 0 = table or CPU probe

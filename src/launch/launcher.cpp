@@ -41,9 +41,9 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
 
 std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts) {
   size_t split = 0;
-  while (split < args.size() && args[split] != "train") ++split;
+  while (split < args.size() && args[split] != "train" && args[split] != "eval") ++split;
   DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
-                  "after the launch flags");
+                  "(or `eval --checkpoint DIR`) after the launch flags");
   auto table = launch_flags(*opts);
   auto positional = parse_flags(table, {args.begin(), args.begin() + static_cast<long>(split)});
   DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],

@@ -39,7 +39,7 @@ class StepTimer {
     totals_.fill(0.0);
     return t;
   }
-  /// " | data 1.2 fwd 30.0 bwd 50.1 opt 3.0 ms/step" for totals over `steps` steps.
+  /// " | data 1.2 fwd 30.0 bwd 50.1 opt 3.0 ms/step (data wait 1.2%)" for totals over `steps` steps.
   static std::string format(const std::array<double, kNumPhases>& t, double steps) {
     std::string out = " |";
     for (int p = 0; p < kNumPhases; ++p) {
@@ -47,7 +47,11 @@ class StepTimer {
       std::snprintf(buf, sizeof(buf), " %s %.1f", name(static_cast<Phase>(p)), 1000.0 * t[p] / steps);
       out += buf;
     }
-    return out + " ms/step";
+    double sum = 0;
+    for (double x : t) sum += x;
+    char share[48];
+    std::snprintf(share, sizeof(share), " ms/step (data wait %.1f%%)", sum > 0 ? 100.0 * t[kData] / sum : 0.0);
+    return out + share;
   }
   static const char* name(Phase p) {
     static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};

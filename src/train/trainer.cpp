@@ -29,6 +29,7 @@
 #include "obs/tensorboard.h"
 #include "models/mini_resnet.h"
 #include "train/step_timer.h"
+#include "train/evaluate.h"
 #include "train/grad_scaler.h"
 #include "train/precision.h"
 #include "train/stop_signal.h"
@@ -94,37 +95,6 @@ uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
       for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
     }
   return h;
-}
-
-struct EvalResult {
-  double loss = 0, accuracy = 0;
-};
-
-// Each test sample is evaluated by exactly one rank (rank r takes r, r+W, ...), and the sums
-// are reduced once, so the numbers are over exactly the test set: no padding, no double count.
-EvalResult evaluate(MiniResNet& model, const Dataset& test, const TrainConfig& cfg, const DistContext& ctx) {
-  torch::NoGradGuard no_grad;
-  model->eval();
-  std::vector<int64_t> mine;
-  for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
-  Loader loader(test, {cfg.data.batch_size, cfg.data.num_workers, 2, /*drop_last=*/false});
-  loader.start(std::move(mine));
-  double loss_sum = 0, correct = 0, count = 0;
-  while (auto batch = loader.next()) {
-    auto logits = model->forward(batch->images.to(ctx.device()));
-    auto labels = batch->labels.to(ctx.device());
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(labels).sum().item<double>();
-    count += static_cast<double>(labels.size(0));
-  }
-  std::vector<at::Tensor> sums{torch::tensor({loss_sum, correct, count}, torch::kDouble)};
-  ctx.all_reduce_sum(sums, "evaluation all_reduce");
-  auto s = sums[0];
-  model->train();
-  double n = s[2].item<double>();
-  return {s[0].item<double>() / std::max(n, 1.0), s[1].item<double>() / std::max(n, 1.0)};
 }
 
 }  // namespace
@@ -412,6 +382,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                               {"allreduce_mib_per_step", comm.bytes / steps / (1 << 20)},
                               {"comm_wait_ms", 1000 * comm.wait_s / steps},
                               {"peak_mem_mib", mem.peak_bytes >= 0 ? static_cast<double>(mem.peak_bytes) / (1 << 20) : -1.0}};
+        double phase_sum = 0;
+        for (double x : phases) phase_sum += x;
+        rec["data_wait_share"] = phase_sum > 0 ? phases[StepTimer::kData] / phase_sum : 0.0;
         for (int p = 0; p < StepTimer::kNumPhases; ++p)
           rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
         if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
@@ -461,8 +434,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       line += str(" | peak mem per rank [", per_rank, "] MiB");
     }
     if (skipped_steps > 0) line += str(" | ", skipped_steps, " steps skipped (inf/NaN)");
-    if (data.test && result.stopped_by_signal == 0) {  // a stopping job saves, not evaluates
-      EvalResult ev = evaluate(model, *data.test, cfg, ctx);
+    // Evaluation every --eval_every epochs and after the last; a stopping job saves instead.
+    const bool eval_now = data.test && result.stopped_by_signal == 0 && cfg.run.eval_every > 0 &&
+                          (epoch % cfg.run.eval_every == 0 || epoch == cfg.optim.epochs);
+    if (eval_now) {
+      EvalResult ev = evaluate(model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
       result.test_loss = ev.loss;
       result.test_accuracy = ev.accuracy;
       line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
@@ -471,7 +447,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     {
       nlohmann::json rec = {{"train_loss", result.train_loss}, {"train_acc", train_acc}, {"epoch_s", epoch_s},
                             {"skipped_steps", skipped_steps}};
-      if (data.test && result.stopped_by_signal == 0) {
+      if (eval_now) {
         rec["test_loss"] = result.test_loss;
         rec["test_acc"] = result.test_accuracy;
       }

@@ -434,7 +434,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
     if (kind == "step") {
       ++steps;
       for (const char* k : {"loss", "lr", "samples_per_s", "ms_per_step", "mfu", "comm_wait_ms", "peak_mem_mib",
-                            "data_ms", "fwd_ms", "bwd_ms", "opt_ms", "loss_scale", "grad_norm",
+                            "data_ms", "fwd_ms", "bwd_ms", "opt_ms", "data_wait_share", "loss_scale", "grad_norm",
                             "allreduces_per_step", "allreduce_mib_per_step"})
         EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
       EXPECT_GT(j.at("mfu").get<double>(), 0.0) << line;
@@ -527,6 +527,31 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
   ProcResult bad = job(dir + "/bad");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("bad/train.pt': labels must be int64"), std::string::npos) << bad.output;
+}
+
+TEST(E2E, EvalCountsTheTestSetOnceForAnyWorldSize) {
+  // Train 1 epoch on Fashion-MNIST (a slice: --max_steps), then evaluate the checkpoint at
+  // world 1, 2 and 3: every run counts exactly the 10,000 test images and agrees.
+  const std::string ckpt = fresh_dir("eval");
+  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
+                      "--max_steps", "20", "--lr", "0.05", "--num_workers", "1", "--eval_every", "0",
+                      "--checkpoint_dir", ckpt}, {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_TRUE(lines_with(t.output, "test acc").empty()) << "--eval_every 0 evaluated: " << t.output;
+  std::vector<std::string> accs;
+  for (int world : {1, 2, 3}) {
+    std::vector<std::string> eval = {"eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256"};
+    ProcResult r = world == 1 ? run([&] { auto a = eval; a.insert(a.begin(), binary()); return a; }(), {}, 300)
+                              : run(launch(world, free_port(), eval), {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto l = lines_with(r.output, "test split: 10000 samples");
+    ASSERT_EQ(l.size(), 1u) << "world " << world << ": " << r.output;
+    accs.push_back(l[0].substr(l[0].find("test acc")));
+  }
+  EXPECT_EQ(accs[0], accs[1]);
+  EXPECT_EQ(accs[0], accs[2]);
+  ProcResult missing = run({binary(), "eval"}, {}, 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }
 
 TEST(E2E, SingleProcessByDefault) {

@@ -1,0 +1,74 @@
+// `ddptrain eval --checkpoint DIR [train flags]`: evaluates a saved model on the test split of
+// the dataset it was trained on. The model and data flags come from the checkpoint's
+// config.json; flags given here override them (e.g. --data_dir, --batch_size). Runs as one
+// process or distributed (under launch/torchrun: each test sample on exactly one rank).
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/python_pickle.h"
+#include "checkpoint/state_dict_reader.h"
+#include "config/train_config.h"
+#include "data/datasets.h"
+#include "dist/dist_context.h"
+#include "obs/logger.h"
+#include "tools/commands.h"
+#include "train/evaluate.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+int cmd_eval(const std::vector<std::string>& args) {
+  const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";
+  std::string checkpoint;
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::printf("%s\n", usage);
+      return 0;
+    }
+    if (args[i] == "--checkpoint" && i + 1 < args.size()) {
+      checkpoint = args[++i];
+    } else if (args[i].rfind("--checkpoint=", 0) == 0) {
+      checkpoint = args[i].substr(13);
+    } else {
+      overrides.push_back(args[i]);
+    }
+  }
+  DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
+  verify_checkpoint(checkpoint);  // manifest and checksums first
+  // The training flags the checkpoint was written with, then the overrides.
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(read_file(checkpoint + "/config.json"));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str("checkpoint '", checkpoint, "': config.json is not readable (", e.what(), ")"));
+  }
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : saved.items()) {
+    if (key == "config" || key == "resume_from" || key == "init_from" || key == "metrics_file" ||
+        key == "tensorboard_dir" || key == "trace_samples_dir")
+      continue;
+    if (value.is_boolean())
+      flags.push_back((value.get<bool>() ? "--" : "--no-") + key);
+    else
+      flags.push_back("--" + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+  }
+  flags.insert(flags.end(), overrides.begin(), overrides.end());
+  TrainConfig cfg = resolve_train_config(flags);
+  DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  DataSplits data = make_datasets(cfg.data);
+  DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
+  const DatasetShape shape = data.test->shape();
+  MiniResNet model(MiniResNetOptions{shape.channels, shape.num_classes, cfg.model.width});
+  const std::string model_pt = checkpoint + "/model.pt";
+  load_state_dict(*model, unpickle_tensors(read_file(model_pt), model_pt), model_pt);
+  model->to(ctx.device());
+  const EvalResult r = evaluate(model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
+  ctx.log().info(str("eval ", checkpoint, " on ", cfg.data.dataset, " test split: ", r.samples,
+                     " samples | test loss ", r.loss, " | test acc ", r.accuracy));
+  return 0;
+}
+
+}  // namespace ddptrain
