@@ -1,0 +1,46 @@
+// Helpers shared by the end-to-end test files: a tiny training job, the launcher command line,
+// the fingerprints ranks log, and file reading.
+#pragma once
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "proc.h"
+
+namespace ddptrain::e2e {
+
+// A tiny synthetic job: 256 samples of 3x8x8, width 0.125: seconds per epoch.
+inline std::vector<std::string> tiny_train(const std::string& ckpt, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {"train", "--dataset_size", "256", "--image_size", "8", "--width", "0.125",
+                                "--batch_size", "16", "--num_workers", "1", "--epochs", "2", "--lr", "0.05",
+                                "--log_interval", "4", "--checkpoint_dir", ckpt, "--threads", "1"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+inline std::vector<std::string> launch(int nproc, int port, const std::vector<std::string>& worker) {
+  std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", std::to_string(nproc),
+                                "--master_port", std::to_string(port)};
+  a.insert(a.end(), worker.begin(), worker.end());
+  return a;
+}
+
+// The fingerprint each rank logs at the end, by launcher prefix ("[r] ...").
+inline std::map<int, std::string> fingerprints(const std::string& out) {
+  std::map<int, std::string> fp;
+  for (const auto& l : lines_with(out, "parameter fingerprint: ")) {
+    int rank = l[0] == '[' ? std::stoi(l.substr(1)) : 0;
+    fp[rank] = l.substr(l.rfind(' ') + 1);
+  }
+  return fp;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace ddptrain::e2e

@@ -1,0 +1,248 @@
+// Interop: Python PyTorch reading and writing our files, torchrun as the launcher, and
+// several nodes as network namespaces.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
+  const std::string dir = fresh_dir("interop");
+  const std::string py = source_dir() + "/tests/python/interop.py";
+  ProcResult saved = run({python(), py, "save_init", dir + "/init.pt", "0.125", "7"}, {}, 120);
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  // One step at a negligible lr: the parameters are still Python's (init seed 7, not ours 42).
+  auto job = [&](const std::string& ckpt, std::vector<std::string> extra) {
+    std::vector<std::string> a = {binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                                  "--batch_size", "16", "--num_workers", "0", "--epochs", "1", "--max_steps", "1",
+                                  "--lr", "1e-30", "--checkpoint_dir", ckpt};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a, {}, 120);
+  };
+  ProcResult r = job(dir + "/ck", {"--init_from", dir + "/init.pt"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "initial weights from " + dir + "/init.pt").empty()) << r.output;
+  const std::string model_pt = dir + "/ck/step_00000001/model.pt";
+  ProcResult same = run({python(), py, "same_params", dir + "/init.pt", model_pt, "1e-12"}, {}, 120);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  ProcResult fresh = job(dir + "/ck_fresh", {});  // the check can fail: without init_from it does
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  ProcResult differ = run({python(), py, "same_params", dir + "/init.pt",
+                           dir + "/ck_fresh/step_00000001/model.pt", "1e-12"}, {}, 120);
+  EXPECT_EQ(differ.exit_code, 1) << differ.output;
+
+  // Export: pt for torch.load, safetensors read back by the safetensors package (PyPI).
+  for (const std::string fmt : {"pt", "safetensors"}) {
+    ProcResult e = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", fmt, "--out",
+                        dir + "/weights." + fmt}, {}, 60);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+  }
+  ProcResult check = run({python(), py, "check_export", dir + "/weights.pt", dir + "/weights.safetensors"},
+                         {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("EXPORT OK 92 tensors"), std::string::npos) << check.output;
+  ProcResult same_pt = run({python(), py, "same_params", model_pt, dir + "/weights.pt", "0"}, {}, 120);
+  EXPECT_EQ(same_pt.exit_code, 0) << same_pt.output;
+
+  // Refusals: a pickle that would run code, the wrong model, a missing file, a bad format.
+  ProcResult evil_py = run({python(), "-c",
+                            "import torch\nclass E:\n  def __reduce__(self): return (print, ('ran',))\n"
+                            "torch.save({'w': torch.zeros(1), 'e': E()}, '" + dir + "/evil.pt')"}, {}, 60);
+  ASSERT_EQ(evil_py.exit_code, 0) << evil_py.output;
+  ProcResult evil = job(dir + "/ck_evil", {"--init_from", dir + "/evil.pt"});
+  EXPECT_EQ(evil.exit_code, 1) << evil.output;
+  EXPECT_NE(evil.output.find("asks to call __builtin__.print"), std::string::npos) << evil.output;
+  EXPECT_EQ(evil.output.find("\nran"), std::string::npos) << evil.output;
+  ProcResult wrong = job(dir + "/ck_wrong", {"--init_from", dir + "/init.pt", "--width", "0.25"});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.output.find("'stem.0.weight' has shape [8, 3, 3, 3] but the model expects [16, 3, 3, 3]"),
+            std::string::npos) << wrong.output;
+  EXPECT_EQ(job(dir + "/ck_missing", {"--init_from", dir + "/nope.pt"}).exit_code, 2);
+  ProcResult bad = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", "onnx", "--out",
+                        dir + "/w.onnx"}, {}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
+}
+
+TEST(E2E, TensorFileDatasetWrittenByPython) {
+  const std::string dir = fresh_dir("tensors");
+  ProcResult py = run({python(), "-c",
+                       "import sys, torch\ng = torch.Generator().manual_seed(0)\n"
+                       "for split, n in (('train', 96), ('test', 40)):\n"
+                       "    x = torch.randint(0, 256, (n, 1, 12, 12), dtype=torch.uint8, generator=g)\n"
+                       "    y = torch.randint(0, 4, (n,), generator=g)\n"
+                       "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + split + '.pt')\n"
+                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4)}, sys.argv[1] + '/bad.pt')\n",
+                       dir}, {}, 120);
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  auto job = [&](const std::string& data_dir) {
+    return run({binary(), "train", "--dataset", "tensors", "--data_dir", data_dir, "--width", "0.125", "--batch_size",
+                "16", "--epochs", "1", "--num_workers", "1", "--checkpoint_dir", dir + "/ck"}, {}, 120);
+  };
+  ProcResult r = job(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "data tensors: 96 samples, 6 steps per epoch").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "test acc").empty()) << "test.pt was not evaluated: " << r.output;
+  fs::create_directories(dir + "/bad");
+  fs::copy_file(dir + "/bad.pt", dir + "/bad/train.pt");
+  ProcResult bad = job(dir + "/bad");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("bad/train.pt': labels must be int64"), std::string::npos) << bad.output;
+}
+
+TEST(E2E, RunsUnderTorchrun) {
+  std::string ckpt = fresh_dir("torchrun");
+  std::vector<std::string> argv = {python(), source_dir() + "/tests/python/torchrun_wrapper.py",
+                                   "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                                   "--master_port", std::to_string(free_port()), "--no_python", binary()};
+  auto t = tiny_train(ckpt, {"--epochs", "1"});
+  argv.insert(argv.end(), t.begin(), t.end());
+  ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "DDP: world 2, backend gloo").empty()) << r.output;
+  std::vector<std::string> fps;
+  for (const auto& l : lines_with(r.output, "parameter fingerprint: ")) fps.push_back(l.substr(l.rfind(' ') + 1));
+  ASSERT_EQ(fps.size(), 2u) << r.output;
+  EXPECT_EQ(fps[0], fps[1]);
+  EXPECT_TRUE(fs::exists(ckpt + "/epoch_0001/model.pt"));
+
+  // A worker that raises: torchrun's root-cause report quotes our error file.
+  argv[7] = std::to_string(free_port());  // the --master_port value
+  ProcResult failed = run(argv, {{"OMP_NUM_THREADS", "1"}, {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
+                                 {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  std::printf("torchrun, rank 1 raises after step 2: exit %d after %.1f s\n", failed.exit_code, failed.seconds);
+  EXPECT_NE(failed.exit_code, 0) << failed.output;
+  const size_t root = failed.output.find("Root Cause (first observed failure):");
+  ASSERT_NE(root, std::string::npos) << failed.output;
+  const std::string report = failed.output.substr(root);
+  EXPECT_NE(report.find("rank      : 1 (local_rank: 1)"), std::string::npos) << report;
+  EXPECT_NE(report.find("traceback : [rank 1/2] injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step 2"),
+            std::string::npos) << report;
+}
+
+// Two "nodes" as network namespaces joined by a veth pair: one launcher per node, Gloo bound
+// to the veth interface by GLOO_SOCKET_IFNAME, the TCPStore on node 0's address.
+class MultiNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root (CI runs as root)";
+    tag_ = std::to_string(::getpid() % 100000);
+    ns_[0] = "ddpt" + tag_ + "a";
+    ns_[1] = "ddpt" + tag_ + "b";
+    const std::string v0 = "dv" + tag_ + "a", v1 = "dv" + tag_ + "b";
+    ifname_[0] = v0;
+    ifname_[1] = v1;
+    for (const std::string& cmd : {"ip netns add " + ns_[0], "ip netns add " + ns_[1],
+                                   "ip link add " + v0 + " type veth peer name " + v1,
+                                   "ip link set " + v0 + " netns " + ns_[0], "ip link set " + v1 + " netns " + ns_[1],
+                                   "ip -n " + ns_[0] + " addr add 10.213.0.1/24 dev " + v0,
+                                   "ip -n " + ns_[1] + " addr add 10.213.0.2/24 dev " + v1,
+                                   "ip -n " + ns_[0] + " link set " + v0 + " up", "ip -n " + ns_[1] + " link set " + v1 + " up",
+                                   "ip -n " + ns_[0] + " link set lo up", "ip -n " + ns_[1] + " link set lo up"}) {
+      ProcResult r = run({"/bin/sh", "-c", cmd}, {}, 30);
+      ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
+    }
+  }
+  void TearDown() override {
+    for (const auto& ns : ns_)
+      if (!ns.empty()) run({"/bin/sh", "-c", "ip netns del " + ns + " 2>/dev/null"}, {}, 30);
+  }
+  std::string tag_, ns_[2], ifname_[2];
+};
+
+TEST_F(MultiNode, TwoNodesOverNetworkNamespaces) {
+  std::string ckpt[2] = {fresh_dir("node0"), fresh_dir("node1") + "/ckpt"};
+  std::string log0 = fresh_dir("node0_log") + "/out.log";
+  auto node = [&](int n) {
+    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n], binary(),
+                                  "launch", "--nnodes", "2", "--node_rank", std::to_string(n), "--nproc_per_node", "1",
+                                  "--master_addr", "10.213.0.1", "--master_port", "29577"};
+    auto t = tiny_train(ckpt[n], {"--epochs", "1"});
+    a.insert(a.end(), t.begin(), t.end());
+    return a;
+  };
+  pid_t node0 = spawn(node(0), log0);
+  ProcResult node1 = run(node(1), {}, 120);
+  int code0 = wait_for(node0, 60);
+  if (code0 == -1) ::kill(node0, SIGKILL);
+  std::ifstream in(log0);
+  std::string out0((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(node1.exit_code, 0) << node1.output;
+  ASSERT_EQ(code0, 0) << out0;
+  EXPECT_FALSE(lines_with(out0, "DDP: world 2, backend gloo").empty()) << out0;
+  auto fp0 = fingerprints(out0), fp1 = fingerprints(node1.output);
+  ASSERT_EQ(fp0.count(0), 1u) << out0;
+  ASSERT_EQ(fp1.count(1), 1u) << node1.output;
+  EXPECT_EQ(fp0[0], fp1[1]) << "nodes diverged";
+  EXPECT_TRUE(fs::exists(ckpt[0] + "/epoch_0001/model.pt"));
+  EXPECT_FALSE(fs::exists(ckpt[1])) << "only rank 0 writes checkpoints";
+}
+
+TEST_F(MultiNode, TwoNodesOfTwoWorkersEqualOneHostOfFourAndAKilledHostEndsTheJob) {
+  auto node = [&](int n, const std::string& ckpt, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n], binary(),
+                                  "launch", "--nnodes", "2", "--node_rank", std::to_string(n), "--nproc_per_node", "2",
+                                  "--master_addr", "10.213.0.1", "--master_port", "29578"};
+    auto t = tiny_train(ckpt, extra);
+    a.insert(a.end(), t.begin(), t.end());
+    return a;
+  };
+  // World 4 on one host, then as 2 nodes x 2 workers: the same parameters, bitwise.
+  ProcResult single = run(launch(4, free_port(), tiny_train(fresh_dir("one_host4"), {"--epochs", "1"})), {}, 300);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::string log0 = fresh_dir("node0_4_log") + "/out.log";
+  pid_t node0 = spawn(node(0, fresh_dir("node0_4"), {"--epochs", "1"}), log0);
+  ProcResult node1 = run(node(1, fresh_dir("node1_4"), {"--epochs", "1"}), {}, 300);
+  int code0 = wait_for(node0, 120);
+  if (code0 == -1) ::kill(node0, SIGKILL);
+  const std::string out0 = read_text(log0);
+  ASSERT_EQ(node1.exit_code, 0) << node1.output;
+  ASSERT_EQ(code0, 0) << out0;
+  EXPECT_FALSE(lines_with(out0, "DDP: world 4, backend gloo").empty()) << out0;
+  auto fp_single = fingerprints(single.output), fp0 = fingerprints(out0), fp1 = fingerprints(node1.output);
+  ASSERT_EQ(fp_single.size(), 4u) << single.output;
+  ASSERT_EQ(fp0.size(), 2u) << out0;
+  ASSERT_EQ(fp1.size(), 2u) << node1.output;
+  for (int r : {0, 1}) EXPECT_EQ(fp0[r], fp_single[0]) << "rank " << r;
+  for (int r : {2, 3}) EXPECT_EQ(fp1[r], fp_single[0]) << "rank " << r;
+
+  // Kill node 1's launcher (SIGKILL: its workers die with it): node 0 ends, non-zero, in time.
+  const std::string log_a = fresh_dir("kill_node0_log") + "/out.log", log_b = fresh_dir("kill_node1_log") + "/out.log";
+  const std::vector<std::string> long_job = {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "20"};
+  pid_t a = spawn(node(0, fresh_dir("kill_node0"), long_job), log_a);
+  pid_t b = spawn(node(1, fresh_dir("kill_node1"), long_job), log_b);
+  for (int i = 0; i < 600 && read_text(log_a).find("samples/s") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(read_text(log_a).find("samples/s"), std::string::npos) << read_text(log_a) << read_text(log_b);
+  // `ip netns exec` runs the launcher in place (exec), so b is node 1's launcher.
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(b, SIGKILL);
+  int code_a = wait_for(a, 60);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("node 1's launcher SIGKILLed: node 0's launcher exited with %d after %.1f s\n", code_a, secs);
+  if (code_a == -1) ::kill(a, SIGKILL);
+  wait_for(b, 10);
+  ASSERT_NE(code_a, -1) << "node 0 still running 60 s after node 1 died: " << read_text(log_a);
+  EXPECT_NE(code_a, 0) << read_text(log_a);
+  EXPECT_LT(secs, 20 + 5 + 5.0) << read_text(log_a);  // within --dist_timeout_s + grace
+  EXPECT_NE(read_text(log_a).find("launch: FAILED: rank"), std::string::npos) << read_text(log_a);
+}
