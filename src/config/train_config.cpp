@@ -23,6 +23,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic dataset"),
       bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
+      bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
       bind_flag("model", &c.model.model, "mini_resnet"),
       bind_flag("width", &c.model.width, "channel multiplier of the model"),
       bind_flag("dropout", &c.model.dropout, "dropout probability inside each residual block (0 = the reference model)"),
@@ -86,6 +87,7 @@ void TrainConfig::validate() const {
   positive("dataset_size", data.dataset_size, "pass e.g. --dataset_size 50000");
   positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
   non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
+  positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
   DDP_USAGE_CHECK(model.model == "mini_resnet", "--model='", model.model,
                   "' is not a known model; use mini_resnet");
   DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,

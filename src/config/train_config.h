@@ -19,6 +19,7 @@ struct DataOptions {
   long long dataset_size = 50000;  // synthetic only
   int batch_size = 64;             // per rank
   int num_workers = 4;             // loader threads; 0 = in the training thread
+  int prefetch_factor = 2;         // batches each loader thread prepares ahead
 };
 
 struct ModelOptions {

@@ -195,7 +195,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   so.rank = ctx.rank();
   so.seed = static_cast<uint64_t>(cfg.run.seed);
   DistributedSampler sampler(so);
-  Loader loader(*data.train, {cfg.data.batch_size, cfg.data.num_workers, 2, /*drop_last=*/true});
+  Loader loader(*data.train, {cfg.data.batch_size, cfg.data.num_workers, cfg.data.prefetch_factor, /*drop_last=*/true});
   const int64_t batches = loader.num_batches(sampler.num_samples());
   // See Note [Partial accumulation groups].
   const int64_t steps_per_epoch = (batches + K - 1) / K;
