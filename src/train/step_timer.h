@@ -47,11 +47,15 @@ class StepTimer {
       std::snprintf(buf, sizeof(buf), " %s %.1f", name(static_cast<Phase>(p)), 1000.0 * t[p] / steps);
       out += buf;
     }
+    char share[48];
+    std::snprintf(share, sizeof(share), " ms/step (data wait %.1f%%)", 100.0 * data_share(t));
+    return out + share;
+  }
+  /// The share of the step time spent waiting for data (0 when nothing was timed).
+  static double data_share(const std::array<double, kNumPhases>& t) {
     double sum = 0;
     for (double x : t) sum += x;
-    char share[48];
-    std::snprintf(share, sizeof(share), " ms/step (data wait %.1f%%)", sum > 0 ? 100.0 * t[kData] / sum : 0.0);
-    return out + share;
+    return sum > 0 ? t[kData] / sum : 0.0;
   }
   static const char* name(Phase p) {
     static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};

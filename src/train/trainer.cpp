@@ -65,34 +65,37 @@ void zero_grad_set_to_none(torch::optim::Optimizer& opt) {
     for (auto& p : group.params()) p.mutable_grad().reset();
 }
 
+constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
+
+// Folds a tensor's bytes into an FNV-1a hash.
+uint64_t fnv1a(uint64_t h, const at::Tensor& t) {
+  auto c = t.detach().cpu().contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * kFnvPrime;
+  return h;
+}
+
 // FNV-1a over the bytes of every parameter and buffer: equal on all ranks iff the replicas
 // are bitwise identical; logged by every rank at the end so divergence is visible.
 uint64_t state_fingerprint(const torch::nn::Module& m) {
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& [name, t] : state_dict(m)) {
-    auto c = t.detach().cpu().contiguous();
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
+  uint64_t h = kFnvOffset;
+  for (const auto& [name, t] : state_dict(m)) h = fnv1a(h, t);
   return h;
 }
 
 // The same hash over SGD's momentum buffers, in parameter order ("none" when a parameter
 // has none yet): resumed and uninterrupted runs must agree on optimizer state too.
 uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvOffset;
   auto& state = opt.state();
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) {
       auto it = state.find(compat::optimizer_state_key(p));
       if (it == state.end()) {
-        h = (h ^ 0xffu) * 1099511628211ull;
+        h = (h ^ 0xffu) * kFnvPrime;
         continue;
       }
-      auto& st = static_cast<torch::optim::SGDParamState&>(*it->second);
-      auto c = st.momentum_buffer().detach().cpu().contiguous();
-      const auto* b = static_cast<const unsigned char*>(c.data_ptr());
-      for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+      h = fnv1a(h, static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
     }
   return h;
 }
@@ -382,9 +385,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                               {"allreduce_mib_per_step", comm.bytes / steps / (1 << 20)},
                               {"comm_wait_ms", 1000 * comm.wait_s / steps},
                               {"peak_mem_mib", mem.peak_bytes >= 0 ? static_cast<double>(mem.peak_bytes) / (1 << 20) : -1.0}};
-        double phase_sum = 0;
-        for (double x : phases) phase_sum += x;
-        rec["data_wait_share"] = phase_sum > 0 ? phases[StepTimer::kData] / phase_sum : 0.0;
+        rec["data_wait_share"] = StepTimer::data_share(phases);
         for (int p = 0; p < StepTimer::kNumPhases; ++p)
           rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
         if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
