@@ -4,8 +4,11 @@ Run under torchrun (Debian's needs tests/python/torchrun_wrapper.py on Python 3.
   /usr/bin/python3 tests/python/torchrun_wrapper.py --nproc_per_node 2 bench/reference_ddp.py \
       --width 1.0 --image_size 32 --batch_size 32 --steps 30
 Prints `reference samples/s: N` (global, over the steps after the first log interval).
+On a GPU (scripts/gpu-check.sh): --device cuda [--amp bf16|fp16] under torchrun, NCCL, DDP even
+at world 1 (as ddptrain --backend nccl), pinned-memory loader, fp16 with torch.amp.GradScaler.
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -28,37 +31,56 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--num_workers", type=int, default=1)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
     a = p.parse_args()
+    cuda = a.device == "cuda"
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     torch.set_num_threads(max(1, os.cpu_count() // local_world))
-    if world > 1:
-        dist.init_process_group("gloo")
+    distributed = world > 1 or (cuda and "RANK" in os.environ)
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if distributed:
+        dist.init_process_group("nccl" if cuda else "gloo")
     torch.manual_seed(42)
-    model = MiniResNet(3, 10, a.width)
-    if world > 1:
+    model = MiniResNet(3, 10, a.width).to(a.device)
+    if distributed:
         model = DDP(model)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+    scaler = torch.amp.GradScaler("cuda") if a.amp == "fp16" else None
     ds = SyntheticDataset(size=50000, image_size=a.image_size)
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=42)
     sampler.set_epoch(1)
     loader = DataLoader(ds, batch_size=a.batch_size, sampler=sampler, num_workers=a.num_workers,
-                        drop_last=True, persistent_workers=False)
+                        drop_last=True, persistent_workers=False, pin_memory=cuda)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     it = iter(loader)
     t0 = None
     for step in range(a.steps):
         if step == a.warmup:
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
         x, y = next(it)
-        loss = F.cross_entropy(model(x), y)
+        x, y = x.to(a.device, non_blocking=True), y.to(a.device, non_blocking=True)
+        with torch.autocast(a.device, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+    if cuda:
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     if rank == 0:
         print(f"reference samples/s: {(a.steps - a.warmup) * a.batch_size * world / dt:.1f}", flush=True)
-    if world > 1:
+    if distributed:
         dist.destroy_process_group()
 
 

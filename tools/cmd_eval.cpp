@@ -12,6 +12,7 @@
 #include "config/train_config.h"
 #include "data/datasets.h"
 #include "dist/dist_context.h"
+#include "models/build_model.h"
 #include "obs/logger.h"
 #include "tools/commands.h"
 #include "train/evaluate.h"
@@ -58,14 +59,14 @@ int cmd_eval(const std::vector<std::string>& args) {
   flags.insert(flags.end(), overrides.begin(), overrides.end());
   TrainConfig cfg = resolve_train_config(flags);
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
-  DataSplits data = make_datasets(cfg.data);
+  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
   const DatasetShape shape = data.test->shape();
-  MiniResNet model(MiniResNetOptions{shape.channels, shape.num_classes, cfg.model.width});
+  std::shared_ptr<Model> model = build_model(cfg.model, shape);
   const std::string model_pt = checkpoint + "/model.pt";
   load_state_dict(*model, unpickle_tensors(read_file(model_pt), model_pt), model_pt);
   model->to(ctx.device());
-  const EvalResult r = evaluate(model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
+  const EvalResult r = evaluate(*model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
   ctx.log().info(str("eval ", checkpoint, " on ", cfg.data.dataset, " test split: ", r.samples,
                      " samples | test loss ", r.loss, " | test acc ", r.accuracy));
   return 0;

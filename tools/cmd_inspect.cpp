@@ -5,7 +5,9 @@
 
 #include "config/flag_table.h"
 #include "data/distributed_sampler.h"
-#include "models/mini_resnet.h"
+#include "config/train_config.h"
+#include "models/build_model.h"
+#include "models/gpt.h"
 #include "tools/commands.h"
 #include "util/error.h"
 
@@ -13,11 +15,39 @@ namespace ddptrain {
 
 namespace {
 
+// GPT: parameters per block and in all, and the FLOPs per token of the MFU formula.
+int inspect_gpt(const ModelOptions& mo) {
+  Gpt model(gpt_config(mo));
+  const GptConfig& c = model->config();
+  std::printf("%s\n", model->describe().c_str());
+  std::printf("%-22s %14s\n", "part", "params");
+  std::printf("%-22s %14lld\n", "wte (tied output)", static_cast<long long>(model->wte->weight.numel()));
+  std::printf("%-22s %14lld\n", "wpe", static_cast<long long>(model->wpe->weight.numel()));
+  std::printf("%-22s %14lld\n", "h.* (each block)", static_cast<long long>(count_parameters(*model->h[0])));
+  std::printf("parameters: %lld (without the position embedding: %lld)\n",
+              static_cast<long long>(count_parameters(*model)), static_cast<long long>(model->non_embedding_params()));
+  std::printf("training FLOPs per token (6N + 12*L*H*d_head*T, T = %lld): %lld (%.4f GFLOP)\n",
+              static_cast<long long>(c.block_size), static_cast<long long>(model->train_flops_per_token()),
+              static_cast<double>(model->train_flops_per_token()) / 1e9);
+  return 0;
+}
+
 int inspect_model(const std::vector<std::string>& args) {
-  const char* usage = "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]";
+  const char* usage =
+      "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
+      "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C --block_size T "
+      "--vocab_size V]";
   double width = 1.0;
   long long image = 32, channels = 3, classes = 10;
+  ModelOptions mo;
   std::vector<Flag> table = {
+      bind_flag("model", &mo.model, "mini_resnet | gpt"),
+      bind_flag("gpt_preset", &mo.gpt_preset, "debug | small | gpt2-124m"),
+      bind_flag("n_layer", &mo.n_layer, "gpt blocks (0 = the preset's)"),
+      bind_flag("n_head", &mo.n_head, "gpt heads (0 = the preset's)"),
+      bind_flag("n_embd", &mo.n_embd, "gpt width (0 = the preset's)"),
+      bind_flag("block_size", &mo.block_size, "gpt context length (0 = the preset's)"),
+      bind_flag("vocab_size", &mo.vocab_size, "gpt vocabulary (0 = the preset's)"),
       bind_flag("width", &width, "channel multiplier"),
       bind_flag("image_size", &image, "input height and width"),
       bind_flag("in_channels", &channels, "input channels"),
@@ -29,6 +59,8 @@ int inspect_model(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
+  DDP_USAGE_CHECK(mo.model == "mini_resnet" || mo.model == "gpt", "--model='", mo.model, "' must be mini_resnet or gpt");
+  if (mo.model == "gpt") return inspect_gpt(mo);
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");

@@ -1,4 +1,5 @@
 // `ddptrain train`: config -> distributed context -> train -> report.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -52,7 +53,9 @@ int cmd_train(const std::vector<std::string>& args) {
 
   install_stop_handlers();
   TrainResult r = train(cfg, ctx, config_json);
-  if (r.test_accuracy >= 0)
+  if (r.test_accuracy >= 0 && cfg.model.model == "gpt")
+    log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
+  else if (r.test_accuracy >= 0)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
   log.info(str("final train loss: ", r.train_loss, " after ", r.global_step, " steps; ",
                static_cast<long long>(r.samples_per_s), " samples/s (global, training only)"));

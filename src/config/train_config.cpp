@@ -15,23 +15,36 @@ const char* const kTrainUsage =
 std::vector<Flag> train_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
-      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors (DIR/train.pt, DIR/test.pt)"),
+      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors (DIR/train.pt, DIR/test.pt) | tokens (synthetic, for gpt) | text (bytes of --data_path, for gpt)"),
       bind_flag("data_dir", &c.data.data_dir, "directory of the dataset files"),
+      bind_flag("data_path", &c.data.data_path, "the text file of --dataset text (90% train, 10% validation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
       bind_flag("image_size", &c.data.image_size, "image height and width (synthetic data)"),
-      bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic dataset"),
+      bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic datasets (synthetic, tokens)"),
       bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
       bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
-      bind_flag("model", &c.model.model, "mini_resnet"),
-      bind_flag("width", &c.model.width, "channel multiplier of the model"),
-      bind_flag("dropout", &c.model.dropout, "dropout probability inside each residual block (0 = the reference model)"),
+      bind_flag("model", &c.model.model, "mini_resnet (images) | gpt (tokens: --dataset tokens or text)"),
+      bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
+      bind_flag("gpt_preset", &c.model.gpt_preset, "debug | small | gpt2-124m: the gpt sizes; the flags below override them"),
+      bind_flag("n_layer", &c.model.n_layer, "gpt transformer blocks (0 = the preset's)"),
+      bind_flag("n_head", &c.model.n_head, "gpt attention heads (0 = the preset's)"),
+      bind_flag("n_embd", &c.model.n_embd, "gpt width (0 = the preset's)"),
+      bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
+      bind_flag("vocab_size", &c.model.vocab_size, "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
+      bind_flag("dropout", &c.model.dropout, "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
       bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
-      bind_flag("lr", &c.optim.lr, "learning rate (cosine-annealed per epoch)"),
+      bind_flag("optimizer", &c.optim.optimizer, "sgd | adamw"),
+      bind_flag("lr", &c.optim.lr, "peak learning rate"),
+      bind_flag("lr_schedule", &c.optim.lr_schedule, "auto | epoch_cosine (per epoch, the reference) | step_cosine (per step, after --warmup_steps); auto: sgd epoch_cosine, adamw step_cosine"),
+      bind_flag("warmup_steps", &c.optim.warmup_steps, "step_cosine: optimizer steps of linear warmup"),
+      bind_flag("min_lr_ratio", &c.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
       bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
-      bind_flag("weight_decay", &c.optim.weight_decay, "SGD weight decay"),
+      bind_flag("adam_beta1", &c.optim.adam_beta1, "AdamW beta1"),
+      bind_flag("adam_beta2", &c.optim.adam_beta2, "AdamW beta2"),
+      bind_flag("weight_decay", &c.optim.weight_decay, "weight decay (adamw: decoupled, on weight matrices and embeddings only)"),
       bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
       bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
       bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
@@ -78,9 +91,10 @@ void TrainConfig::validate() const {
     DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
   };
   DDP_USAGE_CHECK(data.dataset == "synthetic" || data.dataset == "fashion-mnist" || data.dataset == "mnist" ||
-                      data.dataset == "cifar10" || data.dataset == "tensors",
-                  "--dataset='", data.dataset, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10 "
-                  "or tensors");
+                          data.dataset == "cifar10" || data.dataset == "tensors" || data.dataset == "tokens" ||
+                      data.dataset == "text",
+                  "--dataset='", data.dataset, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10, "
+                  "tensors, tokens or text");
   positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
   positive("image_size", data.image_size, "pass e.g. --image_size 32");
@@ -88,8 +102,34 @@ void TrainConfig::validate() const {
   positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
   non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
   positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
-  DDP_USAGE_CHECK(model.model == "mini_resnet", "--model='", model.model,
-                  "' is not a known model; use mini_resnet");
+  DDP_USAGE_CHECK(model.model == "mini_resnet" || model.model == "gpt", "--model='", model.model,
+                  "' is not a known model; use mini_resnet or gpt");
+  const bool token_data = data.dataset == "tokens" || data.dataset == "text";
+  DDP_USAGE_CHECK(model.model != "gpt" || token_data, "--model gpt reads tokens, not --dataset ", data.dataset,
+                  "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
+  DDP_USAGE_CHECK(model.model == "gpt" || !token_data, "--dataset ", data.dataset,
+                  " holds token sequences; pass --model gpt (or an image dataset for --model ", model.model, ")");
+  DDP_USAGE_CHECK(data.dataset != "text" || !data.data_path.empty(),
+                  "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
+  DDP_USAGE_CHECK(model.gpt_preset == "debug" || model.gpt_preset == "small" || model.gpt_preset == "gpt2-124m",
+                  "--gpt_preset='", model.gpt_preset, "' is not a known preset; use debug, small or gpt2-124m");
+  non_negative("n_layer", model.n_layer, "pass 0 for the preset's");
+  non_negative("n_head", model.n_head, "pass 0 for the preset's");
+  non_negative("n_embd", model.n_embd, "pass 0 for the preset's");
+  non_negative("block_size", model.block_size, "pass 0 for the preset's");
+  non_negative("vocab_size", model.vocab_size, "pass 0 for the preset's");
+  DDP_USAGE_CHECK(optim.optimizer == "sgd" || optim.optimizer == "adamw", "--optimizer='", optim.optimizer,
+                  "' is not known; use sgd or adamw");
+  DDP_USAGE_CHECK(optim.lr_schedule == "auto" || optim.lr_schedule == "epoch_cosine" || optim.lr_schedule == "step_cosine",
+                  "--lr_schedule='", optim.lr_schedule, "' must be auto, epoch_cosine or step_cosine");
+  non_negative("warmup_steps", optim.warmup_steps, "pass 0 for no warmup");
+  DDP_USAGE_CHECK(optim.warmup_steps == 0 || effective_lr_schedule() == "step_cosine", "--warmup_steps=",
+                  optim.warmup_steps, " needs the per-step schedule; pass --lr_schedule step_cosine");
+  DDP_USAGE_CHECK(optim.min_lr_ratio >= 0 && optim.min_lr_ratio <= 1, "--min_lr_ratio=", optim.min_lr_ratio,
+                  " must be in [0, 1]; pass e.g. --min_lr_ratio 0.1");
+  DDP_USAGE_CHECK(optim.adam_beta1 >= 0 && optim.adam_beta1 < 1 && optim.adam_beta2 >= 0 && optim.adam_beta2 < 1,
+                  "--adam_beta1=", optim.adam_beta1, " and --adam_beta2=", optim.adam_beta2,
+                  " must be in [0, 1); pass e.g. 0.9 and 0.95");
   DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,
                   " must be in (0, 64]; pass e.g. --width 1.0");
   positive("epochs", optim.epochs, "pass e.g. --epochs 10");
@@ -139,6 +179,11 @@ void TrainConfig::validate() const {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
                     "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path)");
   }
+}
+
+std::string TrainConfig::effective_lr_schedule() const {
+  if (optim.lr_schedule != "auto") return optim.lr_schedule;
+  return optim.optimizer == "adamw" ? "step_cosine" : "epoch_cosine";
 }
 
 TrainConfig resolve_train_config(const std::vector<std::string>& args) {

@@ -11,20 +11,27 @@
 namespace ddptrain {
 
 struct DataOptions {
-  std::string dataset = "synthetic";  // synthetic | fashion-mnist
+  std::string dataset = "synthetic";  // synthetic | fashion-mnist | mnist | cifar10 | tensors | tokens | text
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_path;           // the text file of --dataset text
   int num_classes = 10;
   int in_channels = 3;
   int image_size = 32;
-  long long dataset_size = 50000;  // synthetic only
+  long long dataset_size = 50000;  // synthetic and tokens only
   int batch_size = 64;             // per rank
   int num_workers = 4;             // loader threads; 0 = in the training thread
   int prefetch_factor = 2;         // batches each loader thread prepares ahead
 };
 
 struct ModelOptions {
-  std::string model = "mini_resnet";
-  double width = 1.0;  // channel multiplier
+  std::string model = "mini_resnet";  // mini_resnet | gpt
+  double width = 1.0;  // channel multiplier (mini_resnet)
+  std::string gpt_preset = "small";  // debug | small | gpt2-124m; the sizes below override it
+  int n_layer = 0;                   // 0: the preset's
+  int n_head = 0;
+  int n_embd = 0;
+  int block_size = 0;
+  int vocab_size = 0;
   double dropout = 0.0;  // inside each residual block (0: the reference model)
   std::string activation_checkpointing = "none";  // none | blocks: recompute blocks in backward
 };
@@ -32,8 +39,14 @@ struct ModelOptions {
 struct OptimOptions {
   int epochs = 10;
   double lr = 0.01;
+  std::string optimizer = "sgd";       // sgd | adamw
+  std::string lr_schedule = "auto";    // auto (sgd: epoch_cosine, adamw: step_cosine) | epoch_cosine | step_cosine
+  long long warmup_steps = 0;          // step_cosine: linear warmup over this many optimizer steps
+  double min_lr_ratio = 0.1;           // step_cosine: the final learning rate as a fraction of --lr
   double momentum = 0.9;
-  double weight_decay = 1e-4;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double weight_decay = 1e-4;          // adamw: on matrices only (not biases, LayerNorm)
   int grad_accum_steps = 1;
   long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
   double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off
@@ -87,6 +100,8 @@ struct TrainConfig {
 
   /// Throws UsageError naming the flag, the value and the fix for the first bad value.
   void validate() const;
+  /// --lr_schedule with auto resolved: step_cosine for adamw, epoch_cosine for sgd.
+  std::string effective_lr_schedule() const;
 };
 
 /// The one flag table of `ddptrain train`, bound to the fields of c.

@@ -10,6 +10,7 @@
 
 #include "checkpoint/state_dict_reader.h"
 #include "config/train_config.h"
+#include "data/token_datasets.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -17,8 +18,8 @@ namespace ddptrain {
 Example SyntheticDataset::get(int64_t index) const {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(index));
   Example e;
-  e.image = at::randn({shape_.channels, shape_.height, shape_.width}, gen);
-  e.label = at::randint(0, shape_.num_classes, {1}, gen).item<int64_t>();
+  e.input = at::randn({shape_.channels, shape_.height, shape_.width}, gen);
+  e.target = at::scalar_tensor(at::randint(0, shape_.num_classes, {1}, gen).item<int64_t>(), at::kLong);
   return e;
 }
 
@@ -93,8 +94,8 @@ DatasetShape IdxDataset::shape() const {
 
 Example IdxDataset::get(int64_t index) const {
   Example e;
-  e.image = images_[index].to(at::kFloat).div_(255.0).sub_(mean_).div_(std_).unsqueeze(0);
-  e.label = labels_.data_ptr<int64_t>()[index];
+  e.input = images_[index].to(at::kFloat).div_(255.0).sub_(mean_).div_(std_).unsqueeze(0);
+  e.target = at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
   return e;
 }
 
@@ -131,9 +132,9 @@ Cifar10Dataset::Cifar10Dataset(const std::string& dir, bool train) {
 Example Cifar10Dataset::get(int64_t index) const {
   static const float kMean[3] = {0.4914f, 0.4822f, 0.4465f}, kStd[3] = {0.2470f, 0.2435f, 0.2616f};
   Example e;
-  e.image = images_[index].to(at::kFloat).div_(255.0);
-  for (int c = 0; c < 3; ++c) e.image[c].sub_(kMean[c]).div_(kStd[c]);
-  e.label = labels_.data_ptr<int64_t>()[index];
+  e.input = images_[index].to(at::kFloat).div_(255.0);
+  for (int c = 0; c < 3; ++c) e.input[c].sub_(kMean[c]).div_(kStd[c]);
+  e.target = at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
   return e;
 }
 
@@ -166,12 +167,12 @@ TensorFileDataset::TensorFileDataset(const std::string& path) {
 
 Example TensorFileDataset::get(int64_t index) const {
   Example e;
-  e.image = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
-  e.label = labels_.data_ptr<int64_t>()[index];
+  e.input = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
+  e.target = at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
   return e;
 }
 
-DataSplits make_datasets(const DataOptions& opts) {
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens) {
   DataSplits s;
   if (opts.dataset == "synthetic") {
     DatasetShape shape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes};
@@ -189,6 +190,14 @@ DataSplits make_datasets(const DataOptions& opts) {
     s.train = std::make_unique<TensorFileDataset>(opts.data_dir + "/train.pt");
     if (std::filesystem::is_regular_file(opts.data_dir + "/test.pt"))
       s.test = std::make_unique<TensorFileDataset>(opts.data_dir + "/test.pt");
+  } else if (opts.dataset == "tokens" || opts.dataset == "text") {
+    DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", opts.dataset, " holds token sequences: use it with --model gpt");
+    if (opts.dataset == "tokens") {
+      s.train = std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
+    } else {
+      s.train = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true);
+      s.test = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false);
+    }
   } else {
     DDP_ASSERT(false, "unvalidated dataset ", opts.dataset);
   }

@@ -15,16 +15,20 @@
 
 namespace ddptrain {
 
+// One sample: an image (C, H, W) float32 and its class as a 0-dim int64 tensor, or a token
+// window (T) int64 and the next tokens (T) int64 (data/token_datasets.h).
 struct Example {
-  at::Tensor image;  // (C, H, W) float32
-  int64_t label = 0;
+  at::Tensor input;
+  at::Tensor target;
 };
 
 struct DatasetShape {
   int channels = 3;
   int height = 32;
   int width = 32;
-  int num_classes = 10;
+  int num_classes = 10;  // token datasets: the vocabulary size
+  int block_size = 0;    // token datasets: tokens per sample; 0 for images
+  bool is_tokens() const { return block_size > 0; }
 };
 
 class Dataset {
@@ -99,9 +103,16 @@ struct DataSplits {
   std::unique_ptr<Dataset> test;  // null when the dataset has no test split
 };
 
+/// What token datasets need from the model: its context length and vocabulary.
+struct TokenSpec {
+  int block_size = 0;
+  int vocab_size = 0;
+};
+
 struct DataOptions;
-/// Builds the train (and test) split named by the options.
-DataSplits make_datasets(const DataOptions& opts);
+/// Builds the train (and test) split named by the options; token datasets (tokens, text)
+/// cut windows of tokens.block_size (the text dataset's test split is its validation split).
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {});
 
 /// Reads a whole file, gunzipping when it ends in .gz; UsageError when missing.
 std::string read_maybe_gzipped(const std::string& path);

@@ -16,15 +16,17 @@ Batch Loader::build(int64_t b) const {
   const int64_t begin = b * opts_.batch_size;
   const int64_t end = std::min<int64_t>(begin + opts_.batch_size, static_cast<int64_t>(indices_.size()));
   Example first = dataset_.get(indices_[begin]);
-  std::vector<int64_t> shape{end - begin};
-  for (auto s : first.image.sizes()) shape.push_back(s);
-  Batch out{at::empty(shape, at::kFloat), at::empty({end - begin}, at::kLong),
+  auto batched = [&](const at::Tensor& t) {
+    std::vector<int64_t> shape{end - begin};
+    for (auto s : t.sizes()) shape.push_back(s);
+    return at::empty(shape, t.options().pinned_memory(opts_.pin_memory));
+  };
+  Batch out{batched(first.input), batched(first.target),
             std::vector<int64_t>(indices_.begin() + begin, indices_.begin() + end)};
-  auto* labels = out.labels.data_ptr<int64_t>();
   for (int64_t k = begin; k < end; ++k) {
     Example e = k == begin ? std::move(first) : dataset_.get(indices_[k]);
-    out.images[k - begin].copy_(e.image);
-    labels[k - begin] = e.label;
+    out.inputs[k - begin].copy_(e.input);
+    out.targets[k - begin].copy_(e.target);
   }
   return out;
 }

@@ -4,6 +4,9 @@
 // b only when it is complete, so the batch sequence is the same for any number of workers
 // and results never depend on it. At most prefetch batches wait ahead of the trainer.
 // Threads are joined when the epoch ends, on early exit and in the destructor.
+// With pin_memory, batches are built in page-locked (pinned) memory, so the trainer's copy to
+// the GPU can be asynchronous (non_blocking); the caching host allocator keeps a block until
+// the copies that read it have finished.
 #pragma once
 
 #include <condition_variable>
@@ -22,8 +25,8 @@
 namespace ddptrain {
 
 struct Batch {
-  at::Tensor images;  // (B, C, H, W) float32
-  at::Tensor labels;  // (B) int64
+  at::Tensor inputs;   // (B, C, H, W) float32 images, or (B, T) int64 tokens
+  at::Tensor targets;  // (B) int64 classes, or (B, T) int64 next tokens
   std::vector<int64_t> indices;  // the dataset index of each sample
 };
 
@@ -33,6 +36,7 @@ struct LoaderOptions {
   int prefetch_per_worker = 2;
   bool drop_last = true;
   int worker_nice = 10;  // nice value of the worker threads (0 = same as the trainer)
+  bool pin_memory = false;  // batches in page-locked memory (for non_blocking copies to CUDA)
 };
 
 class Loader {

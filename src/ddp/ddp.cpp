@@ -16,7 +16,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       params_.push_back(p.value());
     }
   for (auto& b : module_->buffers()) buffers_.push_back(b);
-  if (ctx_.world_size() == 1) return;
+  if (!ctx_.communicates()) return;
 
   verify_replicas(names);
   // Every rank starts from rank 0's weights, whatever its own initialisation did.
@@ -88,7 +88,7 @@ DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
 ReducerStats DistributedDataParallel::take_stats() { return reducer_ ? reducer_->take_stats() : ReducerStats{}; }
 
 void DistributedDataParallel::sync_buffers() {
-  if (!opts_.broadcast_buffers || ctx_.world_size() == 1 || buffers_.empty()) return;
+  if (!opts_.broadcast_buffers || !ctx_.communicates() || buffers_.empty()) return;
   torch::NoGradGuard no_grad;
   // One broadcast for all buffers whatever their dtypes: their bytes, packed. Each broadcast
   // is a synchronisation point of all ranks, so one instead of one per dtype matters.

@@ -63,7 +63,9 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
   }
   backend_name_ = resolve_backend(opts.backend, device_);
-  if (env_.world_size == 1) {
+  // One process: no process group, unless a backend was named (--backend nccl|gloo), so a
+  // world of one still runs DDP's real collectives, as PyTorch's DDP does under torchrun.
+  if (env_.world_size == 1 && opts.backend == "auto") {
     backend_name_ = "none";
     return;
   }

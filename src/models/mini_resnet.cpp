@@ -7,6 +7,7 @@
 #include <torch/nn/modules/activation.h>
 
 #include "models/recompute.h"
+#include "obs/logger.h"
 
 namespace ddptrain {
 
@@ -42,7 +43,7 @@ torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
   return torch::relu(out);
 }
 
-MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) {
+MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) : opts(o) {
   const int64_t c1 = scaled_channels(64, o.width), c2 = scaled_channels(128, o.width),
                 c3 = scaled_channels(256, o.width);
   // Built one module at a time: the arguments of one call are evaluated in an unspecified
@@ -121,6 +122,14 @@ int64_t MiniResNetImpl::train_flops_per_sample(int64_t h, int64_t w) const {
   int64_t f = 0;
   for (const auto& r : layer_table(h, w)) f += r.forward_flops;
   return 3 * f;
+}
+
+int64_t MiniResNetImpl::train_flops_per_sample() const {
+  return train_flops_per_sample(opts.image_height, opts.image_width);
+}
+
+std::string MiniResNetImpl::describe() const {
+  return str("mini_resnet (width ", opts.width, ")");
 }
 
 int64_t count_parameters(const torch::nn::Module& m) {

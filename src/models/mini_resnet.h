@@ -18,6 +18,8 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include "models/model.h"
+
 namespace ddptrain {
 
 /// Makes a 2-d normalisation layer over `channels` (default: BatchNorm2d). The layer must
@@ -43,6 +45,8 @@ struct MiniResNetOptions {
   NormFactory norm = default_norm;
   double dropout = 0.0;           // inside each block (not in the reference model)
   bool recompute_blocks = false;  // recompute each block's activations in backward (models/recompute.h)
+  int64_t image_height = 32;      // the input size: only for train_flops_per_sample()
+  int64_t image_width = 32;
 };
 
 /// One row of the model's layer table: what `ddptrain inspect model` prints.
@@ -54,9 +58,12 @@ struct LayerInfo {
   int64_t forward_flops = 0;  // 2 x multiply-accumulates, per sample
 };
 
-struct MiniResNetImpl : torch::nn::Module {
+struct MiniResNetImpl : Model {
   explicit MiniResNetImpl(const MiniResNetOptions& opts);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  /// At the options' image size.
+  int64_t train_flops_per_sample() const override;
+  std::string describe() const override;
 
   /// The convolutions and the linear layer, in execution order, for (C, h, w) inputs.
   /// FLOPs are analytic (2·MACs of conv and linear layers; normalisation, activations and
@@ -69,6 +76,7 @@ struct MiniResNetImpl : torch::nn::Module {
   torch::nn::Sequential stages{nullptr};
   torch::nn::Linear fc{nullptr};
   bool recompute_blocks = false;
+  MiniResNetOptions opts;
 };
 TORCH_MODULE(MiniResNet);
 

@@ -7,7 +7,7 @@
 
 #include "data/datasets.h"
 #include "dist/dist_context.h"
-#include "models/mini_resnet.h"
+#include "models/model.h"
 
 namespace ddptrain {
 
@@ -16,7 +16,8 @@ struct EvalResult {
   int64_t samples = 0;  // over all ranks: the size of the test split
 };
 
-/// Top-1 accuracy and mean cross-entropy of the model (put back in train mode afterwards).
-EvalResult evaluate(MiniResNet& model, const Dataset& test, int batch_size, int num_workers, const DistContext& ctx);
+/// Top-1 accuracy and mean cross-entropy of the model (put back in train mode afterwards);
+/// for token data both are per predicted token (perplexity = exp(loss)).
+EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_workers, const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -11,7 +11,6 @@
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
@@ -27,10 +26,11 @@
 #include "obs/mfu.h"
 #include "obs/progress.h"
 #include "obs/tensorboard.h"
-#include "models/mini_resnet.h"
+#include "models/build_model.h"
 #include "train/step_timer.h"
 #include "train/evaluate.h"
 #include "train/grad_scaler.h"
+#include "train/optimizer.h"
 #include "train/precision.h"
 #include "train/stop_signal.h"
 #include "util/error.h"
@@ -83,28 +83,15 @@ uint64_t state_fingerprint(const torch::nn::Module& m) {
   return h;
 }
 
-// The same hash over SGD's momentum buffers, in parameter order ("none" when a parameter
-// has none yet): resumed and uninterrupted runs must agree on optimizer state too.
+// The same hash over the optimizer's state tensors, in parameter order (a marker where a
+// parameter has none yet): resumed and uninterrupted runs must agree on optimizer state too.
 uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
   uint64_t h = kFnvOffset;
-  auto& state = opt.state();
-  for (auto& group : opt.param_groups())
-    for (auto& p : group.params()) {
-      auto it = state.find(compat::optimizer_state_key(p));
-      if (it == state.end()) {
-        h = (h ^ 0xffu) * kFnvPrime;
-        continue;
-      }
-      h = fnv1a(h, static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
-    }
+  for (const auto& t : optimizer_state_tensors(opt)) h = t.defined() ? fnv1a(h, t) : (h ^ 0xffu) * kFnvPrime;
   return h;
 }
 
 }  // namespace
-
-double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
-  return base_lr * (1.0 + std::cos(M_PI * epochs_done / total_epochs)) / 2.0;
-}
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
   const Logger& log = ctx.log();
@@ -116,25 +103,23 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ctx.local_world_size());
   torch::set_num_threads(threads);
 
-  // Data: the real datasets decide channels, image size and classes.
-  DataSplits data = make_datasets(cfg.data);
+  // Data: the real datasets decide channels, image size and classes; token datasets take
+  // the model's block size and vocabulary.
+  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
   const DatasetShape shape = data.train->shape();
 
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed));
-  MiniResNetOptions mo{shape.channels, shape.num_classes, cfg.model.width};
-  if (cfg.dist.sync_bn) mo.norm = sync_batchnorm_factory(ctx);
-  mo.dropout = cfg.model.dropout;
-  mo.recompute_blocks = cfg.model.activation_checkpointing == "blocks";
-  MiniResNet model(mo);
+  std::shared_ptr<Model> model =
+      build_model(cfg.model, shape, cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
   if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
     load_state_dict(*model, unpickle_tensors(read_file(cfg.run.init_from), cfg.run.init_from), cfg.run.init_from);
     log.info(str("initial weights from ", cfg.run.init_from));
   }
   model->to(ctx.device());
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed + ctx.rank()));
-  log.info(str("model ", cfg.model.model, " (width ", cfg.model.width, "): ",
+  log.info(str("model ", model->describe(), ": ",
                with_commas(static_cast<double>(count_parameters(*model))), " parameters"));
 
   DdpOptions ddp_opts;
@@ -145,21 +130,19 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   ddp_opts.reducer.comm_hook = parse_comm_hook(cfg.dist.ddp_comm_hook);
   ddp_opts.reducer.overlap = cfg.dist.ddp_overlap;
   ddp_opts.broadcast_buffers = cfg.dist.broadcast_buffers;
-  DistributedDataParallel ddp(model.ptr(), ctx, ddp_opts);
+  DistributedDataParallel ddp(model, ctx, ddp_opts);
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
                " intra-op threads per rank"));
   const Precision prec = choose_precision(cfg.run.use_amp, cfg.optim.amp_dtype, cfg.optim.grad_scaler, ctx.device());
   log.info("precision: " + prec.why);
-  if (mo.recompute_blocks) log.info("activation checkpointing: each residual block is recomputed in backward");
+  if (cfg.model.activation_checkpointing == "blocks")
+    log.info("activation checkpointing: each block is recomputed in backward");
   GradScaler scaler({prec.grad_scaler, cfg.optim.scaler_init_scale, 2.0, 0.5, cfg.optim.scaler_growth_interval});
 
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(cfg.optim.lr)
-                                                       .momentum(cfg.optim.momentum)
-                                                       .weight_decay(cfg.optim.weight_decay));
-  auto set_lr = [&](double lr) {
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
-  };
+  const std::unique_ptr<torch::optim::Optimizer> optimizer_owner = build_optimizer(cfg.optim, model->parameters());
+  torch::optim::Optimizer& optimizer = *optimizer_owner;
+  const bool lr_per_step = cfg.effective_lr_schedule() == "step_cosine";
 
   // Resume: model, optimizer, RNG state, and the position in the data (epoch, micro-batch).
   int start_epoch = 1;
@@ -198,7 +181,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   so.rank = ctx.rank();
   so.seed = static_cast<uint64_t>(cfg.run.seed);
   DistributedSampler sampler(so);
-  Loader loader(*data.train, {cfg.data.batch_size, cfg.data.num_workers, cfg.data.prefetch_factor, /*drop_last=*/true});
+  LoaderOptions lo{cfg.data.batch_size, cfg.data.num_workers, cfg.data.prefetch_factor, /*drop_last=*/true};
+  lo.pin_memory = ctx.device().is_cuda();
+  Loader loader(*data.train, lo);
   const int64_t batches = loader.num_batches(sampler.num_samples());
   // See Note [Partial accumulation groups].
   const int64_t steps_per_epoch = (batches + K - 1) / K;
@@ -209,7 +194,16 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                  " (its loss is averaged over ", batches % K, ")"));
   const int64_t global_batch = static_cast<int64_t>(cfg.data.batch_size) * K * ctx.world_size();
   log.info(str("data ", cfg.data.dataset, ": ", data.train->size(), " samples, ", steps_per_epoch,
-               " steps per epoch, global batch ", global_batch));
+               " steps per epoch, global batch ", global_batch,
+               shape.is_tokens() ? str(" sequences of ", shape.block_size, " tokens") : std::string()));
+  // The per-step schedule spans the whole run: every epoch, or --max_steps when sooner.
+  int64_t total_steps = steps_per_epoch * cfg.optim.epochs;
+  if (cfg.optim.max_steps > 0) total_steps = std::min<int64_t>(total_steps, cfg.optim.max_steps);
+  log.info(lr_per_step ? str("optimizer ", cfg.optim.optimizer, ", lr ", cfg.optim.lr, ": linear warmup over ",
+                             cfg.optim.warmup_steps, " steps, then cosine to ", cfg.optim.lr * cfg.optim.min_lr_ratio,
+                             " at step ", total_steps)
+                       : str("optimizer ", cfg.optim.optimizer, ", lr ", cfg.optim.lr, ": cosine per epoch over ",
+                             cfg.optim.epochs, " epochs"));
 
   // Stop requests (SIGTERM/SIGINT) are agreed on by all ranks: each step starts an async sum
   // of the local flags and the next step reads it, so every rank stops after the same step
@@ -249,7 +243,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     profile.add(StepTimer::name(p), i.start, i.end, trained_steps);
   };
   // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
-  const int64_t flops_per_sample = model->train_flops_per_sample(shape.height, shape.width);
+  const int64_t flops_per_sample = model->train_flops_per_sample();
   const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops);
   log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
                peak.source));
@@ -267,7 +261,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   double train_time = 0;
   bool stop = false;
   for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
-    set_lr(cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
+    if (!lr_per_step) set_lr(optimizer, cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
     sampler.set_epoch(epoch);
     const int64_t first_micro = epoch == start_epoch ? std::min(start_micro, batches) : 0;
     loader.start(sampler.indices(), first_micro);
@@ -289,15 +283,18 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         for (int64_t i : batch->indices) *trace << ' ' << i;
         *trace << '\n' << std::flush;
       }
-      auto images = batch->images.to(ctx.device());
-      auto labels = batch->labels.to(ctx.device());
+      // From pinned memory on CUDA: the copies overlap with the work queued before them.
+      auto inputs = batch->inputs.to(ctx.device(), /*non_blocking=*/lo.pin_memory);
+      auto targets = batch->targets.to(ctx.device(), /*non_blocking=*/lo.pin_memory);
       phase(StepTimer::kData);
       ddp.sync_buffers();
       at::Tensor logits, loss;
       {
         compat::AutocastGuard autocast(ctx.device().type(), prec.dtype, prec.autocast);
-        logits = model->forward(images);
-        loss = torch::nn::functional::cross_entropy(logits, labels);  // fp32 under autocast
+        logits = model->forward(inputs);
+        // Classes (B, C) or next tokens (B, T, V): the mean over every prediction; fp32
+        // under autocast.
+        loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
       }
       if (faults.poison_loss(ctx.rank(), result.global_step + 1)) loss = loss * std::nan("");
       phase(StepTimer::kForward);
@@ -310,15 +307,18 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       }
       phase(StepTimer::kBackward);
       const double loss_v = loss.item<double>();
-      epoch_loss += loss_v * static_cast<double>(labels.size(0));
-      epoch_correct += logits.argmax(1).eq(labels).sum().item<double>();
-      epoch_count += static_cast<double>(labels.size(0));
+      epoch_loss += loss_v * static_cast<double>(targets.numel());
+      epoch_correct += logits.argmax(-1).eq(targets).sum().item<double>();
+      epoch_count += static_cast<double>(targets.numel());
       interval_loss += loss_v;
       ++interval_micro;
       micro_done = micro + 1;
       if (!last_in_group) continue;
 
       // Unscale, clip and step (skipped on inf/NaN gradients, then the same on every rank).
+      if (lr_per_step)
+        set_lr(optimizer, warmup_cosine_lr(cfg.optim.lr, result.global_step, cfg.optim.warmup_steps, total_steps,
+                                           cfg.optim.min_lr_ratio));
       scaler.unscale(optimizer);
       if (cfg.optim.clip_grad_norm > 0) {
         last_grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), cfg.optim.clip_grad_norm);
@@ -376,6 +376,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         if (!progress.active())  // on a terminal the progress bar stands in for step lines
           log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ", fmt("%.4f", loss_avg),
                      " | lr ", fmt("%.3e", lr), " | ", with_commas(sps), " samples/s | ",
+                     shape.is_tokens() ? with_commas(sps * shape.block_size) + " tokens/s | " : std::string(),
                      fmt("%.0f", 1000 * dt / steps), " ms/step | ", fmt("%.0f", comm.allreduces / steps),
                      " all-reduce ", fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
                      fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", extra, StepTimer::format(phases, steps)));
@@ -386,6 +387,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
                               {"comm_wait_ms", 1000 * comm.wait_s / steps},
                               {"peak_mem_mib", mem.peak_bytes >= 0 ? static_cast<double>(mem.peak_bytes) / (1 << 20) : -1.0}};
         rec["data_wait_share"] = StepTimer::data_share(phases);
+        if (shape.is_tokens()) rec["tokens_per_s"] = sps * shape.block_size;
         for (int p = 0; p < StepTimer::kNumPhases; ++p)
           rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
         if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
@@ -439,10 +441,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     const bool eval_now = data.test && result.stopped_by_signal == 0 && cfg.run.eval_every > 0 &&
                           (epoch % cfg.run.eval_every == 0 || epoch == cfg.optim.epochs);
     if (eval_now) {
-      EvalResult ev = evaluate(model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
+      EvalResult ev = evaluate(*model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
       result.test_loss = ev.loss;
       result.test_accuracy = ev.accuracy;
-      line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
+      if (shape.is_tokens())
+        line += str(" | val loss ", fmt("%.4f", ev.loss), " | val perplexity ", fmt("%.2f", std::exp(ev.loss)));
+      else
+        line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
     }
     log.info(line);
     {

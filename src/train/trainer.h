@@ -26,8 +26,4 @@ struct TrainResult {
 /// Runs the configured training on this rank.
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
 
-/// Cosine annealing of the reference (torch CosineAnnealingLR, eta_min 0, stepped per epoch):
-/// the learning rate after `epochs_done` of `total_epochs`.
-double cosine_lr(double base_lr, int epochs_done, int total_epochs);
-
 }  // namespace ddptrain

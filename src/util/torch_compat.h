@@ -7,7 +7,14 @@
 //    as the pointer itself in 2.x (optimizer_state_key).
 //  - Autocast: per-device functions in 1.13 (set_enabled / set_cpu_enabled, ..._gpu_dtype /
 //    ..._cpu_dtype), one function taking the device type in 2.x (AutocastGuard).
+//  - Causal attention: scaled_dot_product_attention (fused kernels) exists from 2.0 on; 1.13
+//    gets the plain masked softmax (causal_attention).
 #pragma once
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
 
 #include <torch/version.h>
 
@@ -99,5 +106,20 @@ class AutocastGuard {
   bool prev_enabled_ = false;
   at::ScalarType prev_dtype_ = at::kFloat;
 };
+
+/// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v of shape (B, heads, T, d), with
+/// dropout p on the attention weights (pass 0 outside training).
+inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
+#else
+  const int64_t T = q.size(-2);
+  auto att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  auto future = at::ones({T, T}, q.options().dtype(at::kBool)).triu(1);
+  att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+  if (p > 0) att = at::dropout(att, p, /*train=*/true);
+  return at::matmul(att, v);
+#endif
+}
 
 }  // namespace ddptrain::compat

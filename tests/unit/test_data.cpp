@@ -26,8 +26,8 @@ TEST(Data, SyntheticEqualsPython) {
     std::vector<double> d(4);
     in >> i >> label >> d[0] >> d[1] >> d[2] >> d[3];
     Example e = ds.get(i);
-    EXPECT_EQ(e.label, label) << "sample " << i;
-    auto mine = testing_golden::digest(e.image);
+    EXPECT_EQ(e.target.item<int64_t>(), label) << "sample " << i;
+    auto mine = testing_golden::digest(e.input);
     EXPECT_EQ(mine[2], d[2]) << "sample " << i;
     EXPECT_EQ(mine[3], d[3]) << "sample " << i;
     EXPECT_NEAR(mine[0], d[0], 1e-9 * (1 + std::abs(d[0])));
@@ -49,7 +49,7 @@ TEST(Data, FashionMnistReads) {
   // Normalised pixels have roughly zero mean and unit std over a few thousand samples.
   double sum = 0, sq = 0, n = 0;
   for (int64_t i = 0; i < 2000; ++i) {
-    auto x = s.train->get(i).image;
+    auto x = s.train->get(i).input;
     sum += x.sum().item<double>();
     sq += x.pow(2).sum().item<double>();
     n += static_cast<double>(x.numel());
@@ -97,9 +97,9 @@ TEST(Data, LoaderOrderIndependentOfWorkers) {
     loader.start(idx);
     std::vector<at::Tensor> got;
     while (auto b = loader.next()) {
-      EXPECT_EQ(b->images.size(0), 10);
-      got.push_back(b->images);
-      got.push_back(b->labels);
+      EXPECT_EQ(b->inputs.size(0), 10);
+      got.push_back(b->inputs);
+      got.push_back(b->targets);
     }
     EXPECT_EQ(got.size(), 20u);  // 10 full batches, the tail of 3 dropped
     runs.push_back(got);
@@ -107,7 +107,7 @@ TEST(Data, LoaderOrderIndependentOfWorkers) {
   for (size_t r = 1; r < runs.size(); ++r)
     for (size_t k = 0; k < runs[0].size(); ++k) EXPECT_TRUE(runs[0][k].equal(runs[r][k])) << r << "," << k;
   // Batch 0 holds samples 102..93, in sampler order.
-  EXPECT_TRUE(runs[0][0][0].equal(ds.get(102).image));
+  EXPECT_TRUE(runs[0][0][0].equal(ds.get(102).input));
 }
 
 TEST(Data, LoaderSkipAndEarlyStop) {
@@ -118,7 +118,7 @@ TEST(Data, LoaderSkipAndEarlyStop) {
   loader.start(idx, /*skip_batches=*/3);
   auto b = loader.next();
   ASSERT_TRUE(b);
-  EXPECT_TRUE(b->images[0].equal(ds.get(24).image));
+  EXPECT_TRUE(b->inputs[0].equal(ds.get(24).input));
   loader.stop();  // must not hang with workers blocked on a full queue
   loader.start(idx);
   int n = 0;
@@ -170,9 +170,9 @@ TEST(Data, Cifar10BinaryFilesReadAndChecked) {
   ASSERT_EQ(s.test->size(), 3);
   EXPECT_EQ(s.train->shape().channels, 3);
   Example e = s.train->get(7);  // record 3 of data_batch_2
-  EXPECT_EQ(e.label, 3);
+  EXPECT_EQ(e.target.item<int64_t>(), 3);
   // Pixel (c=1, y=2, x=5) of record 3 is (3 + 1 + 2 + 5) = 11, normalised with channel 1's stats.
-  EXPECT_NEAR(e.image[1][2][5].item<float>(), (11 / 255.0f - 0.4822f) / 0.2435f, 1e-6);
+  EXPECT_NEAR(e.input[1][2][5].item<float>(), (11 / 255.0f - 0.4822f) / 0.2435f, 1e-6);
   // Damaged: a truncated file, then a bad label.
   std::ofstream(dir + "/test_batch.bin", std::ios::binary) << cifar_records(3).substr(0, 3 * 3073 - 1);
   std::string err = usage_error_of(o);
@@ -203,8 +203,8 @@ TEST(Data, MnistUsesItsOwnNormalisation) {
   DataSplits s = make_datasets(o);
   ASSERT_EQ(s.train->size(), 2);
   Example e = s.train->get(0);
-  EXPECT_EQ(e.label, 7);
-  EXPECT_NEAR(e.image[0][0][1].item<float>(), (1.0f - 0.1307f) / 0.3081f, 1e-6);
+  EXPECT_EQ(e.target.item<int64_t>(), 7);
+  EXPECT_NEAR(e.input[0][0][1].item<float>(), (1.0f - 0.1307f) / 0.3081f, 1e-6);
   img[3] = 4;  // wrong magic
   std::ofstream(dir + "/train-images-idx3-ubyte", std::ios::binary) << img;
   const std::string err = usage_error_of(o);

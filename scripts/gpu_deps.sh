@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Bundles the build dependencies the GPU machine lacks (it has CUDA, torch 2.x, cmake, ninja
+# and a compiler, but no apt packages) from this Debian machine into .gpudeps/, keeping
+# their install layout so their CMake config files work there: nlohmann-json, toml++ (its
+# shared library), GoogleTest (static), Gloo's headers (LibTorch's ProcessGroupGloo.hpp
+# includes them) and zlib. .gpudeps is git-ignored; the device tool carries it
+# (carry: [".gpudeps"]). Usage: scripts/gpu_deps.sh  (then see scripts/gpu-check.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+d=.gpudeps
+arch=lib/x86_64-linux-gnu
+rm -rf "$d"
+mkdir -p "$d/include" "$d/$arch/cmake" "$d/share/cmake"
+for pkg in nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libgloo-dev zlib1g-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu_deps: $pkg is not installed (run scripts/install_deps.sh)" >&2; exit 1; }
+done
+cp -r /usr/include/nlohmann /usr/include/toml++ /usr/include/gtest /usr/include/gloo "$d/include/"
+cp /usr/include/zlib.h /usr/include/zconf.h "$d/include/"
+cp -r /usr/share/cmake/nlohmann_json "$d/share/cmake/"
+cp -r /usr/$arch/cmake/tomlplusplus /usr/$arch/cmake/GTest "$d/$arch/cmake/"
+# Real files, not links (links may not travel).
+cp -L /usr/$arch/libtomlplusplus.so.3 "$d/$arch/libtomlplusplus.so.3"
+cp -L /usr/$arch/libtomlplusplus.so "$d/$arch/libtomlplusplus.so"
+cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libz.a "$d/$arch/"
+# The configs fall back to /usr when they find themselves there; elsewhere they compute the
+# prefix from their own location, which is what we want.
+du -sh "$d" | sed 's/^/gpu_deps: /'

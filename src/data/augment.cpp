@@ -1,0 +1,51 @@
+#include "data/augment.h"
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+AugmentOptions augment_for(const std::string& dataset, uint64_t seed) {
+  if (dataset == "cifar10") return {4, true, seed};
+  if (dataset == "fashion-mnist" || dataset == "mnist") return {2, false, seed};
+  throw UsageError("--augment has no recipe for --dataset " + dataset +
+                   "; it is defined for cifar10 (crop with padding 4, horizontal flip), fashion-mnist and mnist "
+                   "(crop with padding 2)");
+}
+
+namespace {
+
+// SplitMix64's finaliser: a bijective mix of 64 bits.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+AugmentChoice augment_choice(const AugmentOptions& o, int64_t epoch, int64_t index) {
+  const uint64_t h = mix(mix(mix(o.seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+  const auto span = static_cast<uint64_t>(2 * o.pad + 1);
+  AugmentChoice c;
+  c.dy = static_cast<int>(h % span);
+  c.dx = static_cast<int>((h / span) % span);
+  c.flip = o.hflip && ((h >> 63) & 1u);
+  return c;
+}
+
+at::Tensor augment_image(const at::Tensor& image, int pad, const AugmentChoice& c) {
+  const int64_t H = image.size(1), W = image.size(2);
+  at::Tensor out = image;
+  if (pad > 0) out = at::constant_pad_nd(image, {pad, pad, pad, pad}, 0).slice(1, c.dy, c.dy + H).slice(2, c.dx, c.dx + W);
+  if (c.flip) out = out.flip({2});
+  return out.contiguous();
+}
+
+Example AugmentedDataset::get(int64_t index) const {
+  Example e = base_->get(index);
+  e.input = augment_image(e.input, opts_.pad, augment_choice(opts_, epoch_.load(), index));
+  return e;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,44 @@
+#include "models/build_model.h"
+
+#include "config/train_config.h"
+#include "models/gpt.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+GptConfig gpt_config(const ModelOptions& o) {
+  GptConfig c = gpt_preset(o.gpt_preset);
+  if (o.n_layer > 0) c.n_layer = o.n_layer;
+  if (o.n_head > 0) c.n_head = o.n_head;
+  if (o.n_embd > 0) c.n_embd = o.n_embd;
+  if (o.block_size > 0) c.block_size = o.block_size;
+  if (o.vocab_size > 0) c.vocab_size = o.vocab_size;
+  c.dropout = o.dropout;
+  c.recompute_blocks = o.activation_checkpointing == "blocks";
+  return c;
+}
+
+TokenSpec token_spec(const ModelOptions& o) {
+  if (o.model != "gpt") return {};
+  const GptConfig c = gpt_config(o);
+  return {static_cast<int>(c.block_size), static_cast<int>(c.vocab_size)};
+}
+
+std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
+  if (o.model == "gpt") {
+    const GptConfig c = gpt_config(o);
+    DDP_USAGE_CHECK(data.num_classes <= c.vocab_size, "the data has ", data.num_classes,
+                    " token values but the model's vocabulary is ", c.vocab_size, "; pass --vocab_size ",
+                    data.num_classes, " or more");
+    return Gpt(c).ptr();
+  }
+  MiniResNetOptions mo{data.channels, data.num_classes, o.width};
+  mo.norm = std::move(norm);
+  mo.dropout = o.dropout;
+  mo.recompute_blocks = o.activation_checkpointing == "blocks";
+  mo.image_height = data.height;
+  mo.image_width = data.width;
+  return MiniResNet(mo).ptr();
+}
+
+}  // namespace ddptrain

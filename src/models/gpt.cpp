@@ -1,0 +1,132 @@
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include <torch/nn/init.h>
+
+#include "models/recompute.h"
+#include "obs/logger.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+const char* const kGptPresets = "debug, small, gpt2-124m";
+
+GptConfig gpt_preset(const std::string& name) {
+  GptConfig c;
+  if (name == "debug") return c;  // the defaults
+  if (name == "small") {
+    c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.block_size = 256, c.vocab_size = 256;
+    return c;
+  }
+  if (name == "gpt2-124m") {
+    c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.block_size = 1024, c.vocab_size = 50257;
+    return c;
+  }
+  throw UsageError(str("--gpt_preset='", name, "' is not a known preset; use one of ", kGptPresets));
+}
+
+namespace {
+
+torch::nn::Linear linear(int64_t in, int64_t out, double std) {
+  torch::nn::Linear l(in, out);
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(l->weight, 0.0, std);
+  torch::nn::init::zeros_(l->bias);
+  return l;
+}
+
+}  // namespace
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head(c.n_head), dropout(c.dropout) {
+  c_attn = register_module("c_attn", linear(c.n_embd, 3 * c.n_embd, 0.02));
+  c_proj = register_module("c_proj", linear(c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
+  resid_drop = register_module("resid_drop", torch::nn::Dropout(c.dropout));
+}
+
+at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), d = C / n_head;
+  auto qkv = c_attn(x).split(C, 2);
+  auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, d}).transpose(1, 2); };
+  auto y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), is_training() ? dropout : 0.0);
+  return resid_drop(c_proj(y.transpose(1, 2).contiguous().view({B, T, C})));
+}
+
+GptMlpImpl::GptMlpImpl(const GptConfig& c) {
+  c_fc = register_module("c_fc", linear(c.n_embd, 4 * c.n_embd, 0.02));
+  c_proj = register_module("c_proj", linear(4 * c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
+  drop = register_module("drop", torch::nn::Dropout(c.dropout));
+}
+
+at::Tensor GptMlpImpl::forward(const at::Tensor& x) { return drop(c_proj(at::gelu(c_fc(x)))); }
+
+GptBlockImpl::GptBlockImpl(const GptConfig& c) {
+  ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+  attn = register_module("attn", CausalSelfAttention(c));
+  ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+  mlp = register_module("mlp", GptMlp(c));
+}
+
+at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
+  auto h = x + attn(ln_1(x));
+  return h + mlp(ln_2(h));
+}
+
+GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
+  DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
+                  "GPT sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
+                  ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
+  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "--n_embd=", c.n_embd, " must be a multiple of --n_head=", c.n_head,
+                  "; pass e.g. --n_embd ", c.n_head * 64);
+  wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(c.block_size, c.n_embd));
+  {
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(wte->weight, 0.0, 0.02);
+    torch::nn::init::normal_(wpe->weight, 0.0, 0.02);
+  }
+  drop = register_module("drop", torch::nn::Dropout(c.dropout));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    blocks_.emplace_back(c);
+    h->push_back(blocks_.back());
+  }
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+}
+
+at::Tensor GptImpl::forward(const at::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
+            cfg_.block_size);
+  auto pos = at::arange(T, tokens.options());
+  auto x = drop(wte(tokens) + wpe(pos));
+  const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
+  for (auto& block : blocks_) {
+    if (recompute_now)
+      x = recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x, block->parameters(), {});
+    else
+      x = block->forward(x);
+  }
+  return at::linear(ln_f(x), wte->weight);  // tied output layer
+}
+
+int64_t GptImpl::non_embedding_params() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n - wpe->weight.numel();
+}
+
+int64_t GptImpl::train_flops_per_token() const {
+  const int64_t d_head = cfg_.n_embd / cfg_.n_head;
+  return 6 * non_embedding_params() + 12 * cfg_.n_layer * cfg_.n_head * d_head * cfg_.block_size;
+}
+
+int64_t GptImpl::train_flops_per_sample() const { return train_flops_per_token() * cfg_.block_size; }
+
+std::string GptImpl::describe() const {
+  return str("gpt (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads, ", cfg_.n_embd, " wide, block ", cfg_.block_size,
+             ", vocab ", cfg_.vocab_size, cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
+}
+
+}  // namespace ddptrain

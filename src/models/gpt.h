@@ -1,0 +1,95 @@
+// Gpt: a decoder-only transformer language model in the GPT-2 shape: token and position
+// embeddings, n_layer pre-LayerNorm blocks (causal self-attention, then a GELU MLP of 4x
+// width, each added to the residual stream), a final LayerNorm, and output logits through the
+// token embedding (tied weights: one parameter, wte.weight). Dropout after the embeddings,
+// on the attention weights and after each residual branch. Initialisation as GPT-2: normal
+// (0, 0.02), the residual projections scaled by 1/sqrt(2·n_layer), zero biases.
+// Attention is scaled_dot_product_attention with is_causal on LibTorch 2.x and a plain masked
+// softmax on 1.13 (util/torch_compat.h).
+// FLOPs per token for MFU (PaLM, appendix B): 6·N + 12·L·H·d_head·T, N the parameters
+// without the position embedding (the tied embedding counts once: its matmul is the output
+// layer's).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "models/model.h"
+
+namespace ddptrain {
+
+struct GptConfig {
+  int64_t n_layer = 2;
+  int64_t n_head = 2;
+  int64_t n_embd = 64;
+  int64_t block_size = 64;  // the longest sequence (context length)
+  int64_t vocab_size = 256;
+  double dropout = 0.0;
+  bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
+};
+
+/// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,
+/// vocab 256: byte-level text on a CPU), gpt2-124m (12 x 768, 12 heads, block 1024, vocab
+/// 50257). UsageError for another name.
+GptConfig gpt_preset(const std::string& name);
+/// The names gpt_preset accepts, for messages.
+extern const char* const kGptPresets;
+
+struct CausalSelfAttentionImpl : torch::nn::Module {
+  explicit CausalSelfAttentionImpl(const GptConfig& c);
+  at::Tensor forward(const at::Tensor& x);
+  int64_t n_head;
+  double dropout;
+  torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+  torch::nn::Dropout resid_drop{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+struct GptMlpImpl : torch::nn::Module {
+  explicit GptMlpImpl(const GptConfig& c);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(GptMlp);
+
+struct GptBlockImpl : torch::nn::Module {
+  explicit GptBlockImpl(const GptConfig& c);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  CausalSelfAttention attn{nullptr};
+  GptMlp mlp{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+class GptImpl : public Model {
+ public:
+  explicit GptImpl(const GptConfig& c);
+  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
+  at::Tensor forward(const at::Tensor& tokens) override;
+  int64_t train_flops_per_sample() const override;  // block_size tokens
+  std::string describe() const override;
+  /// 6·N + 12·L·H·d_head·T at T = block_size.
+  int64_t train_flops_per_token() const;
+  /// Parameters without the position embedding (the N of the FLOPs formula).
+  int64_t non_embedding_params() const;
+  const GptConfig& config() const { return cfg_; }
+
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::ModuleList h{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  GptConfig cfg_;
+  std::vector<GptBlock> blocks_;
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace ddptrain

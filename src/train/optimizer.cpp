@@ -1,0 +1,64 @@
+#include "train/optimizer.h"
+
+#include <cmath>
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, const std::vector<at::Tensor>& params) {
+  if (o.optimizer == "adamw") {
+    std::vector<at::Tensor> decay, no_decay;
+    for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    auto opts = torch::optim::AdamWOptions(o.lr).betas({o.adam_beta1, o.adam_beta2});
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                   torch::optim::AdamWOptions(opts).weight_decay(o.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                      torch::optim::AdamWOptions(opts).weight_decay(0.0)));
+    return std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
+  }
+  return std::make_unique<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& g : opt.param_groups()) g.options().set_lr(lr);
+}
+
+double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
+  return base_lr * (1.0 + std::cos(M_PI * epochs_done / total_epochs)) / 2.0;
+}
+
+double warmup_cosine_lr(double base_lr, int64_t step, int64_t warmup_steps, int64_t total_steps, double min_ratio) {
+  if (step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps - 1);
+  const double t = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
+  const double min_lr = base_lr * min_ratio;
+  return min_lr + (base_lr - min_lr) * (1.0 + std::cos(M_PI * t)) / 2.0;
+}
+
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& opt) {
+  std::vector<at::Tensor> out;
+  auto& state = opt.state();
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) {
+      auto it = state.find(compat::optimizer_state_key(p));
+      if (it == state.end()) {
+        out.emplace_back();
+        continue;
+      }
+      if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
+        out.push_back(sgd->momentum_buffer());
+      } else if (auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) {
+        out.push_back(adam->exp_avg());
+        out.push_back(adam->exp_avg_sq());
+      }
+    }
+  return out;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,37 @@
+// The optimizer and its learning-rate schedule.
+//  - sgd: SGD with momentum and weight decay (the reference pipeline).
+//  - adamw: AdamW (decoupled weight decay) with weight decay on tensors of 2 or more
+//    dimensions only (weight matrices, convolution kernels, embeddings), none on biases and
+//    normalisation weights, as GPT-2/nanoGPT; two parameter groups in that order.
+// Schedules: epoch_cosine is the reference's CosineAnnealingLR stepped per epoch;
+// step_cosine rises linearly over the warmup steps to --lr, then follows a half cosine down to
+// lr·min_lr_ratio at the last step, computed from the optimizer step alone (so a resumed run
+// has the same learning rates).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "config/train_config.h"
+
+namespace ddptrain {
+
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, const std::vector<at::Tensor>& params);
+
+/// Sets every parameter group's learning rate.
+void set_lr(torch::optim::Optimizer& opt, double lr);
+
+/// The reference's per-epoch cosine annealing (eta_min 0): the learning rate after
+/// `epochs_done` of `total_epochs`.
+double cosine_lr(double base_lr, int epochs_done, int total_epochs);
+
+/// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps`.
+double warmup_cosine_lr(double base_lr, int64_t step, int64_t warmup_steps, int64_t total_steps, double min_ratio);
+
+/// The optimizer's per-parameter state tensors in parameter order (momentum buffers; AdamW's
+/// exp_avg and exp_avg_sq), with an undefined tensor where a parameter has no state yet.
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& opt);
+
+}  // namespace ddptrain
