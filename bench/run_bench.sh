@@ -5,7 +5,12 @@
 #  2. exposed communication: all-reduce overlapped with backward vs after backward;
 #  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch;
 #  4. activation recompute: step time and peak memory with and without (width 1.0, batch 128);
-#  5. precision on CPU: fp32 vs bf16 autocast.
+#  5. precision on CPU: fp32 vs bf16 autocast;
+#  6. the loader alone (ddptrain inspect loader) against the trainer's consumption, and the
+#     data-wait share of the step with 1 loader thread;
+#  7. GPT (debug preset, byte-level text) tokens/s and MFU, fp32 and bf16, world 2;
+#  8. accuracy on Fashion-MNIST, world 2: one epoch (as make run) and, with
+#     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 17 min).
 # samples/s are global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length.
 set -euo pipefail
@@ -83,3 +88,53 @@ for mode in "fp32 --no-use_amp" "bf16-autocast --amp_dtype=bf16"; do
   read -r s t _ _ <<< "$(ours 1 1.0 32 "$2")"
   printf '%-22s %-10s %s\n' "$1" "$s" "$t"
 done
+
+echo
+echo "== 6. loader alone vs the trainer (world 2, width 0.25, batch 64) =="
+printf '%-15s %-8s %s\n' dataset workers "loader samples/s (rank 0's share of an epoch)"
+for ds in synthetic fashion-mnist; do
+  for w in 0 1 2; do
+    "$BIN" inspect loader --dataset "$ds" --num_workers "$w" --batch_size 64 --batches 200 --world_size 2 > "$TMP/loader.log"
+    printf '%-15s %-8s %s\n' "$ds" "$w" "$(grep -oE '[0-9]+ samples/s' "$TMP/loader.log" | awk '{print $1}')"
+  done
+done
+for ds in synthetic fashion-mnist; do
+  "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset "$ds" --width 0.25 --batch_size 64 --epochs 1 \
+    --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
+    --checkpoint_dir "$TMP/ckpt" > "$TMP/cons.log" 2>&1 || { cat "$TMP/cons.log"; exit 1; }
+  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/cons.log" | tail -n +2 |
+    sed -E 's/.*\| ([0-9,]+) samples\/s \|.*data wait ([0-9.]+)%.*/\1 \2/' | tr -d , |
+    awk -v ds="$ds" '{s+=$1; w+=$2; n++} END {printf "trainer on %s: %.0f samples/s global (%.0f per rank), data wait %.1f%% of the step (1 loader thread)\n", ds, s/n, s/n/2, w/n}'
+done
+
+echo
+echo "== 7. GPT debug preset on text (world 2, batch 8, block 64) =="
+printf '%-8s %-12s %-10s %s\n' precision tokens/s ms/step MFU
+for mode in "fp32 --no-use_amp" "bf16 --amp_dtype=bf16"; do
+  set -- $mode
+  "$BIN" launch --nproc_per_node 2 --master_port 29544 train --model gpt --gpt_preset debug --dataset text \
+    --data_path /usr/share/common-licenses/GPL-3 --batch_size 8 --optimizer adamw --lr 3e-3 --epochs 1 \
+    --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
+    --checkpoint_dir "$TMP/ckpt" "$2" > "$TMP/gpt.log" 2>&1 || { cat "$TMP/gpt.log"; exit 1; }
+  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/gpt.log" | tail -n +2 |
+    sed -E 's/.*\| ([0-9,]+) tokens\/s \| ([0-9.]+) ms\/step .*MFU ([0-9.]+)%.*/\1 \2 \3/' | tr -d , |
+    awk -v p="$1" '{s+=$1; t+=$2; m+=$3; n++} END {printf "%-8s %-12.0f %-10.0f %.1f%%\n", p, s/n, t/n, m/n}'
+done
+
+echo
+echo "== 8. accuracy: MiniResNet width 0.25 on Fashion-MNIST, world 2, batch 64 per rank, lr 0.05 =="
+accuracy() {
+  local name=$1; shift
+  local t0=$SECONDS
+  "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset fashion-mnist --width 0.25 --lr 0.05 \
+    --batch_size 64 --num_workers 1 --log_interval 1000 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" \
+    > "$TMP/acc.log" 2>&1 || { cat "$TMP/acc.log"; exit 1; }
+  printf '%-34s test acc %s, %d s wall\n' "$name" \
+    "$(grep -oE 'final test accuracy: [0-9.]+' "$TMP/acc.log" | awk '{print $4}')" $((SECONDS - t0))
+}
+accuracy "1 epoch (make run)" --epochs 1
+if [ "${BENCH_ACCURACY:-}" = full ]; then
+  accuracy "15 epochs --augment (recommended)" --epochs 15 --augment --eval_every 5
+else
+  echo "(BENCH_ACCURACY=full adds the recommended 15-epoch run with --augment)"
+fi

@@ -1,10 +1,12 @@
 // `ddptrain inspect sampler ...`: prints a rank's indices, space separated, on one line, so
 // users can debug their data order (identical to PyTorch's DistributedSampler).
 // `ddptrain inspect model ...`: the layer table, parameter count and FLOPs per sample.
+#include <chrono>
 #include <cstdio>
 
 #include "config/flag_table.h"
 #include "data/distributed_sampler.h"
+#include "data/loader.h"
 #include "config/train_config.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
@@ -82,10 +84,60 @@ int inspect_model(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The loader alone: how many samples per second it delivers to a trainer that takes batches
+// as fast as they come (one rank's share of an epoch, as in training), for comparing with
+// the trainer's consumption rate.
+int inspect_loader(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: ddptrain inspect loader [--dataset D --data_dir DIR --batch_size B --num_workers N --batches K "
+      "--world_size W --augment]";
+  DataOptions d;
+  long long batches = 100, world = 1;
+  std::vector<Flag> table = {
+      bind_flag("dataset", &d.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors"),
+      bind_flag("data_dir", &d.data_dir, "directory of the dataset files"),
+      bind_flag("image_size", &d.image_size, "synthetic image size"),
+      bind_flag("batch_size", &d.batch_size, "samples per batch"),
+      bind_flag("num_workers", &d.num_workers, "loader threads (0 = in the calling thread)"),
+      bind_flag("prefetch_factor", &d.prefetch_factor, "batches each thread prepares ahead"),
+      bind_flag("augment", &d.augment, "augment as in training"),
+      bind_flag("batches", &batches, "batches to time"),
+      bind_flag("world_size", &world, "ranks the epoch is split over (rank 0's share is read)"),
+  };
+  if (wants_help(args)) {
+    std::printf("%s", flags_help(table, usage).c_str());
+    return 0;
+  }
+  auto positional = parse_flags(table, args);
+  DDP_USAGE_CHECK(positional.size() == 1, usage);
+  DDP_USAGE_CHECK(d.dataset != "tokens" && d.dataset != "text", "inspect loader reads image datasets");
+  DDP_USAGE_CHECK(d.batch_size > 0 && d.num_workers >= 0 && batches > 0 && world > 0,
+                  "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
+  DataSplits data = make_datasets(d, {}, 42);
+  std::unique_ptr<Dataset> ds = std::move(data.train);
+  ds->set_epoch(1);
+  DistributedSampler sampler({ds->size(), static_cast<int>(world), 0, true, 42, false});
+  sampler.set_epoch(1);
+  LoaderOptions lo{d.batch_size, d.num_workers, d.prefetch_factor, true};
+  lo.worker_nice = 0;  // alone on the machine: no trainer to yield to
+  Loader loader(*ds, lo);
+  auto indices = sampler.indices();
+  const int64_t n = std::min<int64_t>(batches, loader.num_batches(static_cast<int64_t>(indices.size())));
+  loader.start(indices);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < n; ++b) DDP_CHECK(loader.next().has_value(), "the loader ended early");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  loader.stop();
+  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", d.dataset.c_str(),
+              d.num_workers, d.batch_size, static_cast<long long>(n), s, static_cast<double>(n * d.batch_size) / s);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "model") return inspect_model(args);
+  if (!args.empty() && args[0] == "loader") return inspect_loader(args);
   const char* usage =
       "usage: ddptrain inspect sampler --dataset_len N --world_size W --rank R --seed S --epoch E\n"
       "                                [--no-shuffle] [--drop_last]";

@@ -25,6 +25,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
       bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
+      bind_flag("augment", &c.data.augment, "augment training images: random crop with padding 4 and horizontal flip (cifar10), random crop with padding 2 (fashion-mnist, mnist)"),
       bind_flag("model", &c.model.model, "mini_resnet (images) | gpt (tokens: --dataset tokens or text)"),
       bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
       bind_flag("gpt_preset", &c.model.gpt_preset, "debug | small | gpt2-124m: the gpt sizes; the flags below override them"),
@@ -34,7 +35,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size, "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
       bind_flag("dropout", &c.model.dropout, "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
-      bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations in backward instead of storing them"),
+      bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
       bind_flag("optimizer", &c.optim.optimizer, "sgd | adamw"),
       bind_flag("lr", &c.optim.lr, "peak learning rate"),
@@ -102,6 +103,8 @@ void TrainConfig::validate() const {
   positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
   non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
   positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
+  DDP_USAGE_CHECK(!data.augment || data.dataset == "cifar10" || data.dataset == "fashion-mnist" || data.dataset == "mnist",
+                  "--augment has no recipe for --dataset ", data.dataset, "; use it with cifar10, fashion-mnist or mnist");
   DDP_USAGE_CHECK(model.model == "mini_resnet" || model.model == "gpt", "--model='", model.model,
                   "' is not a known model; use mini_resnet or gpt");
   const bool token_data = data.dataset == "tokens" || data.dataset == "text";

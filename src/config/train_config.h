@@ -21,6 +21,7 @@ struct DataOptions {
   int batch_size = 64;             // per rank
   int num_workers = 4;             // loader threads; 0 = in the training thread
   int prefetch_factor = 2;         // batches each loader thread prepares ahead
+  bool augment = false;            // random crop (and flip for cifar10) of training images
 };
 
 struct ModelOptions {

@@ -41,7 +41,7 @@ at::Tensor augment_image(const at::Tensor& image, int pad, const AugmentChoice& 
 class AugmentedDataset : public Dataset {
  public:
   AugmentedDataset(std::unique_ptr<Dataset> base, AugmentOptions o) : base_(std::move(base)), opts_(o) {}
-  void set_epoch(int64_t epoch) { epoch_.store(epoch); }
+  void set_epoch(int64_t epoch) override { epoch_.store(epoch); }
   int64_t size() const override { return base_->size(); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override { return base_->shape(); }

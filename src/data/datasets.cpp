@@ -10,6 +10,7 @@
 
 #include "checkpoint/state_dict_reader.h"
 #include "config/train_config.h"
+#include "data/augment.h"
 #include "data/token_datasets.h"
 #include "util/error.h"
 
@@ -172,7 +173,7 @@ Example TensorFileDataset::get(int64_t index) const {
   return e;
 }
 
-DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens) {
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed) {
   DataSplits s;
   if (opts.dataset == "synthetic") {
     DatasetShape shape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes};
@@ -201,6 +202,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens) {
   } else {
     DDP_ASSERT(false, "unvalidated dataset ", opts.dataset);
   }
+  if (opts.augment) s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;
 }
 

@@ -37,6 +37,9 @@ class Dataset {
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
   virtual DatasetShape shape() const = 0;
+  /// Called between epochs (no loader thread runs then): datasets whose samples depend on
+  /// the epoch (augmentation) take it here.
+  virtual void set_epoch(int64_t /*epoch*/) {}
 };
 
 class SyntheticDataset : public Dataset {
@@ -112,7 +115,8 @@ struct TokenSpec {
 struct DataOptions;
 /// Builds the train (and test) split named by the options; token datasets (tokens, text)
 /// cut windows of tokens.block_size (the text dataset's test split is its validation split).
-DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {});
+/// With opts.augment the train split is augmented (data/augment.h) with this seed.
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {}, uint64_t seed = 0);
 
 /// Reads a whole file, gunzipping when it ends in .gz; UsageError when missing.
 std::string read_maybe_gzipped(const std::string& path);

@@ -103,7 +103,8 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   auto x = drop(wte(tokens) + wpe(pos));
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
   for (auto& block : blocks_) {
-    if (recompute_now)
+    // See Note [The last block is not recomputed].
+    if (recompute_now && &block != &blocks_.back())
       x = recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x, block->parameters(), {});
     else
       x = block->forward(x);

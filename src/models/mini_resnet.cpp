@@ -62,8 +62,10 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) : opts(o) {
 torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
   auto h = stem->forward(x);                      // (B, c1, H, W)
   const bool recompute_now = recompute_blocks && is_training() && at::GradMode::is_enabled();
+  size_t i = 0;
   for (auto& block : *stages) {                    // -> (B, c3, H/4, W/4)
-    if (!recompute_now) {
+    // See Note [The last block is not recomputed].
+    if (!recompute_now || ++i == stages->size()) {
       h = block.forward(h);
       continue;
     }

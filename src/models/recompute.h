@@ -9,6 +9,11 @@
 // the usual order. Buffers (BatchNorm running statistics) are restored after the
 // recompute, so they are updated once per step as without recompute. Dropout draws the
 // same mask in the recompute (same RNG state), so gradients are bitwise those without it.
+// Note [The last block is not recomputed]: the models recompute every block but the last.
+// Backward needs the last block's activations first, right after forward made them: a
+// recompute there would rebuild what was just freed, costing a block's forward for almost no
+// memory (the last block is also the smallest in MiniResNet). PyTorch's checkpoint_sequential
+// runs its last segment normally for the same reason.
 #pragma once
 
 #include <functional>

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
 #include "checkpoint/state_dict_reader.h"
+#include "data/augment.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
@@ -105,7 +106,12 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
 
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
-  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
+  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model), static_cast<uint64_t>(cfg.run.seed));
+  if (cfg.data.augment) {  // see Note [Augmentation is a pure function]
+    const AugmentOptions ao = augment_for(cfg.data.dataset, 0);
+    log.info(str("augmentation: random crop with padding ", ao.pad, ao.hflip ? " and horizontal flip" : "",
+                 ", a function of (seed, epoch, sample index)"));
+  }
   const DatasetShape shape = data.train->shape();
 
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
@@ -263,6 +269,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   for (int epoch = start_epoch; epoch <= cfg.optim.epochs && !stop; ++epoch) {
     if (!lr_per_step) set_lr(optimizer, cosine_lr(cfg.optim.lr, epoch - 1, cfg.optim.epochs));
     sampler.set_epoch(epoch);
+    data.train->set_epoch(epoch);
     const int64_t first_micro = epoch == start_epoch ? std::min(start_micro, batches) : 0;
     loader.start(sampler.indices(), first_micro);
     model->train();

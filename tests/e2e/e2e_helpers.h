@@ -2,6 +2,7 @@
 // the fingerprints ranks log, and file reading.
 #pragma once
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -36,6 +37,16 @@ inline std::map<int, std::string> fingerprints(const std::string& out) {
     fp[rank] = l.substr(l.rfind(' ') + 1);
   }
   return fp;
+}
+
+// The loss of every step line, in order, printed on one line under `title`.
+inline std::vector<double> step_losses(const std::string& out, const char* title) {
+  std::vector<double> losses;
+  for (const auto& l : lines_with(out, " | loss ")) losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
+  std::printf("%s:", title);
+  for (double v : losses) std::printf(" %.4f", v);
+  std::printf("\n");
+  return losses;
 }
 
 inline std::string read_text(const std::string& path) {

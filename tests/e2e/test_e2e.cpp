@@ -326,12 +326,8 @@ TEST(E2E, Bf16OnCpuTrainsFashionMnist) {
                       "--num_workers", "1", "--checkpoint_dir", fresh_dir("bf16")}, {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "precision: bf16 autocast on CPU").empty()) << r.output;
-  std::vector<double> losses;
-  for (const auto& l : lines_with(r.output, " | loss ")) losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
+  const auto losses = step_losses(r.output, "bf16 Fashion-MNIST loss every 10 steps");
   ASSERT_EQ(losses.size(), 5u) << r.output;
-  std::printf("bf16 Fashion-MNIST loss every 10 steps:");
-  for (double v : losses) std::printf(" %.4f", v);
-  std::printf("\n");
   EXPECT_LT(losses.back(), losses.front() * 0.8) << r.output;
 }
 
@@ -355,12 +351,8 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
   const std::string a = fresh_dir("gpt_a"), b = fresh_dir("gpt_b");
   ProcResult full = run(launch(2, port, gpt(a, {"--save_every_steps", "20"})), {}, 300);
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  std::vector<double> losses;
-  for (const auto& l : lines_with(full.output, " | loss ")) losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
+  const auto losses = step_losses(full.output, "GPT debug on text, world 2, loss at the step lines");
   ASSERT_GE(losses.size(), 5u) << full.output;
-  std::printf("GPT debug on text, world 2, loss at the step lines:");
-  for (double v : losses) std::printf(" %.4f", v);
-  std::printf("\n");
   EXPECT_LT(losses.back(), losses.front() * 0.8) << full.output;
   EXPECT_FALSE(lines_with(full.output, "tokens/s").empty()) << full.output;
   EXPECT_FALSE(lines_with(full.output, "val perplexity").empty()) << full.output;

@@ -2,6 +2,9 @@
 // real Gloo on loopback and a real TCPStore (as c10d's own tests do).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <thread>
@@ -37,6 +40,20 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+/// world 1: fn on a context without a process group (a plain single process); else run_ranks.
+inline void run_world(int world, const std::function<void(const DistContext&)>& fn) {
+  if (world > 1) return run_ranks(world, fn);
+  DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
+  fn(solo);
+}
+
+/// per_step[r][s]: rank r's flattened state after step s. Every rank must equal rank 0 bitwise.
+inline void expect_ranks_bitwise_equal(const std::vector<std::vector<at::Tensor>>& per_step) {
+  for (size_t r = 1; r < per_step.size(); ++r)
+    for (size_t s = 0; s < per_step[0].size(); ++s)
+      EXPECT_TRUE(per_step[0][s].equal(per_step[r][s])) << "rank " << r << " differs from rank 0 after step " << s + 1;
 }
 
 }  // namespace ddptrain::testing_dist

@@ -98,6 +98,8 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--backend", "mpi"}, "--backend='mpi' is not a known backend"},
       {{"--dataset", "imagenet"}, "--dataset='imagenet' is not a known dataset"},
       {{"--prefetch_factor", "0"}, "--prefetch_factor=0 must be > 0"},
+      {{"--augment"}, "--augment has no recipe for --dataset synthetic"},
+      {{"--min_lr_ratio", "2"}, "--min_lr_ratio=2 must be in [0, 1]"},
       {{"--eval_every", "-1"}, "--eval_every=-1 must be >= 0"},
       {{"--amp_dtype", "fp8"}, "--amp_dtype='fp8' is not a known type"},
       {{"--activation_checkpointing", "all"}, "--activation_checkpointing='all' must be none or blocks"},

@@ -314,16 +314,8 @@ std::vector<at::Tensor> train_resnet(int world, int64_t per_rank, int steps) {
       if (ctx.rank() == 0 && s == steps - 1) result = state;
     }
   };
-  if (world == 1) {
-    DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
-    body(solo);
-  } else {
-    run_ranks(world, body);
-  }
-  for (int r = 1; r < world; ++r)
-    for (int s = 0; s < steps; ++s)
-      EXPECT_TRUE(per_step[0][static_cast<size_t>(s)].equal(per_step[static_cast<size_t>(r)][static_cast<size_t>(s)]))
-          << "rank " << r << " differs from rank 0 after step " << s + 1;
+  testing_dist::run_world(world, body);
+  testing_dist::expect_ranks_bitwise_equal(per_step);
   return result;
 }
 

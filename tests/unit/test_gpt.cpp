@@ -21,7 +21,6 @@
 #include "util/error.h"
 
 using namespace ddptrain;
-using ddptrain::testing_dist::run_ranks;
 
 namespace {
 
@@ -148,16 +147,8 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
       if (ctx.rank() == 0 && s == steps - 1) result = state;
     }
   };
-  if (world == 1) {
-    DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
-    body(solo);
-  } else {
-    run_ranks(world, body);
-  }
-  for (int r = 1; r < world; ++r)
-    for (int s = 0; s < steps; ++s)
-      EXPECT_TRUE(per_step[0][static_cast<size_t>(s)].equal(per_step[static_cast<size_t>(r)][static_cast<size_t>(s)]))
-          << "rank " << r << " differs from rank 0 after step " << s + 1;
+  testing_dist::run_world(world, body);
+  testing_dist::expect_ranks_bitwise_equal(per_step);
   return result;
 }
 
