@@ -130,7 +130,7 @@ def python_sps(name):
     m = re.search(r"reference samples/s: ([0-9.]+)", open(f"{out}/{name}.log").read())
     return float(m.group(1))
 
-rep = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "build_s": build_s, "cuda_tests": "passed"}
+rep = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "torch": torch.__version__, "build_s": build_s, "cuda_tests": "passed"}
 rep["mini_resnet_w1_b256"] = {p: summary(f"resnet_{p}") for p in ["fp32", "bf16", "fp16", "bf16_recompute"]}
 rep["python_ddp_samples_per_s"] = {p: python_sps(f"python_{p}") for p in ["fp32", "bf16", "fp16"]}
 rep["ratio_ddptrain_over_python"] = {p: rep["mini_resnet_w1_b256"][p]["samples_per_s"] / rep["python_ddp_samples_per_s"][p]
