@@ -33,6 +33,7 @@ def main():
     p.add_argument("--num_workers", type=int, default=1)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    p.add_argument("--channels_last", action="store_true", help="NHWC weights and images (ddptrain's default)")
     a = p.parse_args()
     cuda = a.device == "cuda"
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -46,6 +47,8 @@ def main():
         dist.init_process_group("nccl" if cuda else "gloo")
     torch.manual_seed(42)
     model = MiniResNet(3, 10, a.width).to(a.device)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
     if distributed:
         model = DDP(model)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
@@ -64,7 +67,7 @@ def main():
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
         x, y = next(it)
-        x, y = x.to(a.device, non_blocking=True), y.to(a.device, non_blocking=True)
+        x, y = x.to(a.device, non_blocking=True).contiguous(memory_format=fmt), y.to(a.device, non_blocking=True)
         with torch.autocast(a.device, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
             loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)

@@ -35,23 +35,26 @@ ours() {
     tr -d , | awk '{s+=$1; t+=$2; w+=$3; if ($4 > m) m = $4; n++} END {printf "%.1f %.0f %.1f %d", s/n, t/n, w/n, m}'
 }
 
-# python WORLD WIDTH BATCH -> samples/s
+# python WORLD WIDTH BATCH [--channels_last] -> samples/s
 python_ddp() {
   /usr/bin/python3 "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$1" --master_port 29545 \
     "$ROOT/bench/reference_ddp.py" --width "$2" --image_size 32 --batch_size "$3" --steps "$STEPS" \
-    --warmup "$INTERVAL" --num_workers 1 > "$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; exit 1; }
+    --warmup "$INTERVAL" --num_workers 1 ${4:-} > "$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; exit 1; }
   grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
 echo "== 1. throughput: ddptrain vs Python DDP (samples/s, global) =="
-printf '%-7s %-6s %-6s %-10s %-10s %s\n' world width batch ddptrain python ratio
+echo "ddptrain runs channels-last by default (Note [Channels last]); Python DDP as users run it"
+echo "(NCHW), and with model.to(memory_format=torch.channels_last) for a like-for-like ratio"
+printf '%-7s %-6s %-6s %-10s %-10s %-7s %-12s %s\n' world width batch ddptrain python ratio python-NHWC ratio
 for cfg in "1 1.0 32" "2 1.0 32" "2 0.25 64"; do
   set -- $cfg
   read -r o _ _ <<< "$(ours "$1" "$2" "$3")"
   p=$(python_ddp "$1" "$2" "$3")
-  printf '%-7s %-6s %-6s %-10s %-10s %s\n' "$1" "$2" "$3" "$o" "$p" "$(ratio "$o" "$p")"
+  pc=$(python_ddp "$1" "$2" "$3" --channels_last)
+  printf '%-7s %-6s %-6s %-10s %-10s %-7s %-12s %s\n' "$1" "$2" "$3" "$o" "$p" "$(ratio "$o" "$p")" "$pc" "$(ratio "$o" "$pc")"
 done
 
 echo

@@ -35,6 +35,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size, "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
       bind_flag("dropout", &c.model.dropout, "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
+      bind_flag("memory_format", &c.model.memory_format, "auto | channels_last | contiguous: the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN and cuDNN)"),
       bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
       bind_flag("optimizer", &c.optim.optimizer, "sgd | adamw"),
@@ -153,6 +154,11 @@ void TrainConfig::validate() const {
   positive("scaler_growth_interval", optim.scaler_growth_interval, "pass e.g. --scaler_growth_interval 2000");
   DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
                   " must be in [0, 1); pass 0 for none");
+  DDP_USAGE_CHECK(model.memory_format == "auto" || model.memory_format == "channels_last" ||
+                      model.memory_format == "contiguous",
+                  "--memory_format='", model.memory_format, "' must be auto, channels_last or contiguous");
+  DDP_USAGE_CHECK(model.memory_format != "channels_last" || model.model == "mini_resnet",
+                  "--memory_format channels_last applies to image models; --model ", model.model, " has no 4-d weights");
   DDP_USAGE_CHECK(model.activation_checkpointing == "none" || model.activation_checkpointing == "blocks",
                   "--activation_checkpointing='", model.activation_checkpointing, "' must be none or blocks");
   non_negative("max_steps", optim.max_steps, "pass 0 for no limit");

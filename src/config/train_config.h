@@ -35,6 +35,7 @@ struct ModelOptions {
   int vocab_size = 0;
   double dropout = 0.0;  // inside each residual block (0: the reference model)
   std::string activation_checkpointing = "none";  // none | blocks: recompute blocks in backward
+  std::string memory_format = "auto";  // auto (channels_last for mini_resnet) | channels_last | contiguous
 };
 
 struct OptimOptions {

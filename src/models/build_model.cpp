@@ -24,6 +24,19 @@ TokenSpec token_spec(const ModelOptions& o) {
   return {static_cast<int>(c.block_size), static_cast<int>(c.vocab_size)};
 }
 
+bool uses_channels_last(const ModelOptions& o) {
+  if (o.memory_format == "auto") return o.model == "mini_resnet";
+  return o.memory_format == "channels_last";
+}
+
+void to_channels_last(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& t : m.parameters())
+    if (t.dim() == 4) t.set_data(t.data().contiguous(at::MemoryFormat::ChannelsLast));
+  for (auto& t : m.buffers())
+    if (t.dim() == 4) t.set_data(t.data().contiguous(at::MemoryFormat::ChannelsLast));
+}
+
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
   if (o.model == "gpt") {
     const GptConfig c = gpt_config(o);

@@ -18,6 +18,14 @@ GptConfig gpt_config(const ModelOptions& o);
 /// What the model needs of token data (block size and vocabulary); zeros for image models.
 TokenSpec token_spec(const ModelOptions& o);
 
+/// Whether the model's 4-d weights and images use the channels-last layout (--memory_format;
+/// auto: yes for mini_resnet). See Note [Channels last].
+bool uses_channels_last(const ModelOptions& o);
+
+/// Puts every 4-d parameter and buffer of m into the channels-last layout, in place (the
+/// same tensors: autograd hooks and optimizer references stay valid).
+void to_channels_last(torch::nn::Module& m);
+
 /// Builds the model from the RNG's current state (the caller seeds it). UsageError when the
 /// data does not fit the model (a vocabulary larger than the model's).
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm = default_norm);

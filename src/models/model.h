@@ -1,3 +1,10 @@
+// Note [Channels last]: MiniResNet's weights and images are NHWC in memory by default
+// (--memory_format auto): oneDNN's CPU convolutions (and cuDNN's tensor cores) work in that
+// layout, so NCHW tensors cost a reorder at every convolution; measured with the same
+// LibTorch on this CPU: 1.28x faster steps at width 0.25, 1.09x at width 1.0. Logical shapes
+// and values are unchanged (only strides differ), checkpoints are written contiguous, and
+// results differ from the NCHW layout only by float summation order.
+//
 // Model: what the trainer needs of any model, and nothing of distribution or precision
 // (../shared/STYLE.md, 9). MiniResNet (images -> class logits) and Gpt (tokens -> next-token
 // logits) implement it; build_model.h picks one from the options.

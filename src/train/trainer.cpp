@@ -137,9 +137,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   ddp_opts.reducer.overlap = cfg.dist.ddp_overlap;
   ddp_opts.broadcast_buffers = cfg.dist.broadcast_buffers;
   DistributedDataParallel ddp(model, ctx, ddp_opts);
+  // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
+  // rank converts the same way. See Note [Channels last].
+  const bool channels_last = uses_channels_last(cfg.model);
+  if (channels_last) to_channels_last(*model);
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
-               " intra-op threads per rank"));
+               " intra-op threads per rank", channels_last ? ", channels-last layout" : ""));
   const Precision prec = choose_precision(cfg.run.use_amp, cfg.optim.amp_dtype, cfg.optim.grad_scaler, ctx.device());
   log.info("precision: " + prec.why);
   if (cfg.model.activation_checkpointing == "blocks")
@@ -292,6 +296,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       }
       // From pinned memory on CUDA: the copies overlap with the work queued before them.
       auto inputs = batch->inputs.to(ctx.device(), /*non_blocking=*/lo.pin_memory);
+      if (channels_last) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
       auto targets = batch->targets.to(ctx.device(), /*non_blocking=*/lo.pin_memory);
       phase(StepTimer::kData);
       ddp.sync_buffers();

@@ -82,8 +82,10 @@ TEST_F(Cuda, AutocastFp16AndBf16) {
   }
 }
 
-// Recompute on CUDA restores the CUDA generator: gradients with dropout are bitwise those of
-// a plain backward; and the peak of allocated memory is lower.
+// Recompute on CUDA restores the CUDA generator: gradients with dropout equal those of a
+// plain backward (to 1e-6, not bitwise: flash attention's backward accumulates dQ with
+// atomics, so even two plain runs may differ in the last bits; a wrong dropout mask would
+// change them by orders of magnitude more); and the peak of allocated memory is lower.
 TEST_F(Cuda, RecomputeBitwiseEqualAndLowerPeakMemory) {
   auto grads = [](bool recompute, int64_t* peak) {
     GptConfig c = gpt_preset("debug");
@@ -105,7 +107,8 @@ TEST_F(Cuda, RecomputeBitwiseEqualAndLowerPeakMemory) {
   };
   int64_t plain_peak = 0, recompute_peak = 0;
   auto plain = grads(false, &plain_peak), recomputed = grads(true, &recompute_peak);
-  for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(plain[i].equal(recomputed[i])) << "parameter " << i;
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_TRUE(torch::allclose(plain[i], recomputed[i], 1e-5, 1e-6)) << "parameter " << i;
   std::printf("CUDA peak allocated: plain %.1f MiB, recompute %.1f MiB\n", plain_peak / 1048576.0,
               recompute_peak / 1048576.0);
   EXPECT_GT(plain_peak, 0);

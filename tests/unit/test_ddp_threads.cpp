@@ -186,6 +186,28 @@ TEST(DdpThreads, ReducedGradientIsTheMeanNotTheSum) {
   }
 }
 
+// World 1: no process group by default (collectives are identities); a named backend
+// (--backend gloo|nccl under a launcher) makes one, and DDP then runs its real all-reduces,
+// as Python DDP does under torchrun.
+TEST(DdpThreads, WorldOneHasAProcessGroupOnlyWhenABackendIsNamed) {
+  EnvContract env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = testing_common::free_port();
+  DistContext plain(env, {"auto", std::chrono::seconds(30)});
+  EXPECT_FALSE(plain.communicates());
+  EXPECT_EQ(plain.backend_name(), "none");
+  DistContext named(env, {"gloo", std::chrono::seconds(30)});
+  ASSERT_TRUE(named.communicates());
+  EXPECT_EQ(named.backend_name(), "gloo");
+  auto lin = std::make_shared<torch::nn::LinearImpl>(torch::nn::LinearOptions(4, 1));
+  DistributedDataParallel ddp(lin, named, {});
+  EXPECT_EQ(ddp.num_buckets(), 1u);
+  lin->forward(torch::ones({2, 4})).sum().backward();
+  EXPECT_EQ(ddp.take_stats().allreduces, 1);
+  EXPECT_TRUE(lin->weight.grad().equal(torch::full({1, 4}, 2.0f)));  // the mean over one rank
+  named.shutdown();
+}
+
 TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
   std::mutex mu;
   std::vector<std::string> errors;
