@@ -28,6 +28,7 @@
 #include "obs/progress.h"
 #include "obs/tensorboard.h"
 #include "models/build_model.h"
+#include "train/step_report.h"
 #include "train/step_timer.h"
 #include "train/evaluate.h"
 #include "train/grad_scaler.h"
@@ -45,12 +46,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string with_commas(double v) {
-  std::string s = std::to_string(static_cast<long long>(std::llround(v)));
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
 }
 
 std::string fmt(const char* f, double v) {
@@ -370,40 +365,25 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       if (step_in_epoch % cfg.run.log_interval == 0 || step_in_epoch == steps_per_epoch || stop) {
         std::vector<at::Tensor> l{torch::tensor({interval_loss, static_cast<double>(interval_micro)}, torch::kDouble)};
         ctx.all_reduce_sum(l, "step-line loss all_reduce");
-        const double dt = seconds_since(interval_t0);
-        const double sps = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / dt;
-        const ReducerStats comm = ddp.take_stats();
-        const double steps = static_cast<double>(std::max<int64_t>(interval_steps, 1));
-        const double loss_avg = l[0][0].item<double>() / l[0][1].item<double>();
-        const double lr = optimizer.param_groups()[0].options().get_lr();
-        const double step_mfu = mfu(static_cast<double>(flops_per_sample), sps, peak.flops_per_s, ctx.world_size());
-        const MemoryStats mem = memory_stats(ctx.device());
-        const auto phases = timer.take();
-        std::string extra;
-        if (scaler.enabled()) extra += str(" | loss scale ", scaler.current_scale());
-        if (cfg.optim.clip_grad_norm > 0) extra += str(" | grad norm ", fmt("%.3f", last_grad_norm));
-        if (peak.flops_per_s > 0) extra += str(" | MFU ", fmt("%.1f", 100 * step_mfu), "%");
-        if (mem.peak_bytes >= 0)
-          extra += str(" | peak mem ", fmt("%.0f", static_cast<double>(mem.peak_bytes) / (1 << 20)), " MiB");
-        if (!progress.active())  // on a terminal the progress bar stands in for step lines
-          log.info(str("epoch ", epoch, " step ", step_in_epoch, "/", steps_per_epoch, " | loss ", fmt("%.4f", loss_avg),
-                     " | lr ", fmt("%.3e", lr), " | ", with_commas(sps), " samples/s | ",
-                     shape.is_tokens() ? with_commas(sps * shape.block_size) + " tokens/s | " : std::string(),
-                     fmt("%.0f", 1000 * dt / steps), " ms/step | ", fmt("%.0f", comm.allreduces / steps),
-                     " all-reduce ", fmt("%.2f", comm.bytes / steps / (1 << 20)), " MiB/step, comm wait ",
-                     fmt("%.1f", 1000 * comm.wait_s / steps), " ms/step", extra, StepTimer::format(phases, steps)));
-        nlohmann::json rec = {{"loss", loss_avg}, {"lr", lr}, {"samples_per_s", sps},
-                              {"ms_per_step", 1000 * dt / steps}, {"mfu", step_mfu},
-                              {"allreduces_per_step", comm.allreduces / steps},
-                              {"allreduce_mib_per_step", comm.bytes / steps / (1 << 20)},
-                              {"comm_wait_ms", 1000 * comm.wait_s / steps},
-                              {"peak_mem_mib", mem.peak_bytes >= 0 ? static_cast<double>(mem.peak_bytes) / (1 << 20) : -1.0}};
-        rec["data_wait_share"] = StepTimer::data_share(phases);
-        if (shape.is_tokens()) rec["tokens_per_s"] = sps * shape.block_size;
-        for (int p = 0; p < StepTimer::kNumPhases; ++p)
-          rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * phases[static_cast<size_t>(p)] / steps;
-        if (scaler.enabled()) rec["loss_scale"] = scaler.current_scale();
-        if (cfg.optim.clip_grad_norm > 0) rec["grad_norm"] = last_grad_norm;
+        StepReport r;
+        r.epoch = epoch;
+        r.step_in_epoch = step_in_epoch;
+        r.steps_per_epoch = steps_per_epoch;
+        r.steps = static_cast<double>(std::max<int64_t>(interval_steps, 1));
+        r.seconds = seconds_since(interval_t0);
+        r.loss = l[0][0].item<double>() / l[0][1].item<double>();
+        r.lr = optimizer.param_groups()[0].options().get_lr();
+        r.samples_per_s = static_cast<double>(interval_micro) * cfg.data.batch_size * ctx.world_size() / r.seconds;
+        r.tokens_per_sample = shape.block_size;
+        r.mfu = mfu(static_cast<double>(flops_per_sample), r.samples_per_s, peak.flops_per_s, ctx.world_size());
+        r.has_peak = peak.flops_per_s > 0;
+        r.comm = ddp.take_stats();
+        r.mem = memory_stats(ctx.device());
+        r.phases = timer.take();
+        if (scaler.enabled()) r.loss_scale = scaler.current_scale();
+        if (cfg.optim.clip_grad_norm > 0) r.grad_norm = last_grad_norm;
+        if (!progress.active()) log.info(format_step_line(r));  // on a terminal the progress bar stands in
+        nlohmann::json rec = step_record(r);
         to_tensorboard("train", rec);
         metrics.write("step", result.global_step, epoch, std::move(rec));
         interval_loss = 0;

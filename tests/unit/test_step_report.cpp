@@ -1,0 +1,56 @@
+// The step line and the metrics record of a logging interval: per-step values from the
+// interval's totals, tokens/s only for token data, optional fields only when on.
+#include <gtest/gtest.h>
+
+#include "train/step_report.h"
+
+using namespace ddptrain;
+
+TEST(StepReport, LineAndRecordFromIntervalTotals) {
+  StepReport r;
+  r.epoch = 2;
+  r.step_in_epoch = 20;
+  r.steps_per_epoch = 468;
+  r.steps = 10;
+  r.seconds = 1.5;
+  r.loss = 0.5;
+  r.lr = 0.01;
+  r.samples_per_s = 1234.4;
+  r.comm.allreduces = 20;
+  r.comm.bytes = 10 << 20;
+  r.comm.wait_s = 0.05;
+  r.phases = {0.01, 0.5, 0.9, 0.09};
+  const std::string line = format_step_line(r);
+  EXPECT_EQ(line.rfind("epoch 2 step 20/468 | loss 0.5000 | lr 1.000e-02 | 1,234 samples/s | 150 ms/step | 2 all-reduce "
+                       "1.00 MiB/step, comm wait 5.0 ms/step",
+                       0),
+            0u)
+      << line;
+  EXPECT_EQ(line.find("tokens/s"), std::string::npos);
+  EXPECT_EQ(line.find("MFU"), std::string::npos);
+  EXPECT_EQ(line.find("loss scale"), std::string::npos);
+  auto rec = step_record(r);
+  EXPECT_DOUBLE_EQ(rec["ms_per_step"].get<double>(), 150.0);
+  EXPECT_DOUBLE_EQ(rec["allreduces_per_step"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(rec["bwd_ms"].get<double>(), 90.0);
+  EXPECT_DOUBLE_EQ(rec["peak_mem_mib"].get<double>(), -1.0);
+  EXPECT_FALSE(rec.contains("tokens_per_s"));
+  EXPECT_FALSE(rec.contains("loss_scale"));
+
+  r.tokens_per_sample = 64;
+  r.has_peak = true;
+  r.mfu = 0.315;
+  r.loss_scale = 65536;
+  r.grad_norm = 1.25;
+  r.mem.peak_bytes = 3 << 20;
+  const std::string gpt = format_step_line(r);
+  EXPECT_NE(gpt.find("1,234 samples/s | 79,002 tokens/s | 150 ms/step"), std::string::npos) << gpt;
+  EXPECT_NE(gpt.find(" | loss scale 65536 | grad norm 1.250 | MFU 31.5% | peak mem 3 MiB |"), std::string::npos) << gpt;
+  rec = step_record(r);
+  EXPECT_DOUBLE_EQ(rec["tokens_per_s"].get<double>(), 1234.4 * 64);
+  EXPECT_DOUBLE_EQ(rec["loss_scale"].get<double>(), 65536.0);
+  EXPECT_DOUBLE_EQ(rec["grad_norm"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(rec["peak_mem_mib"].get<double>(), 3.0);
+  EXPECT_EQ(with_commas(1234567.4), "1,234,567");
+  EXPECT_EQ(with_commas(999), "999");
+}
