@@ -29,7 +29,7 @@ TextDataset::TextDataset(const std::string& path, int block_size, bool train) : 
   const int64_t split = n * 9 / 10;
   const int64_t begin = train ? 0 : split, end = train ? split : n;
   // One window needs block_size + 1 bytes (its input and the next-token targets).
-  DDP_USAGE_CHECK(split - 0 >= block_size + 1 && n - split >= block_size + 1, "'", path, "' has ", n,
+  DDP_USAGE_CHECK(split >= block_size + 1 && n - split >= block_size + 1, "'", path, "' has ", n,
                   " bytes: too few for one window of --block_size=", block_size,
                   " in both splits (90% train, 10% validation); it needs at least ", 10 * (block_size + 1),
                   " bytes, or pass a smaller --block_size");

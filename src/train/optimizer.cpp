@@ -14,11 +14,13 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, 
     std::vector<at::Tensor> decay, no_decay;
     for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     auto opts = torch::optim::AdamWOptions(o.lr).betas({o.adam_beta1, o.adam_beta2});
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(opts).weight_decay(o.weight_decay)));
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                      torch::optim::AdamWOptions(opts).weight_decay(0.0)));
+    std::vector<torch::optim::OptimizerParamGroup> groups;  // the decayed group first, empty ones left out
+    if (!decay.empty())
+      groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                     torch::optim::AdamWOptions(opts).weight_decay(o.weight_decay)));
+    if (!no_decay.empty())
+      groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                        torch::optim::AdamWOptions(opts).weight_decay(0.0)));
     return std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
   }
   return std::make_unique<torch::optim::SGD>(

@@ -2,7 +2,8 @@
 //  - sgd: SGD with momentum and weight decay (the reference pipeline).
 //  - adamw: AdamW (decoupled weight decay) with weight decay on tensors of 2 or more
 //    dimensions only (weight matrices, convolution kernels, embeddings), none on biases and
-//    normalisation weights, as GPT-2/nanoGPT; two parameter groups in that order.
+//    normalisation weights, as GPT-2/nanoGPT; two parameter groups in that order (an empty
+//    one is left out).
 // Schedules: epoch_cosine is the reference's CosineAnnealingLR stepped per epoch;
 // step_cosine rises linearly over the warmup steps to --lr, then follows a half cosine down to
 // lr·min_lr_ratio at the last step, computed from the optimizer step alone (so a resumed run
