@@ -12,6 +12,12 @@ AugmentOptions augment_for(const std::string& dataset, uint64_t seed) {
                    "(crop with padding 2)");
 }
 
+std::string augment_summary(const std::string& dataset) {
+  const AugmentOptions o = augment_for(dataset, 0);
+  return "random crop with padding " + std::to_string(o.pad) + (o.hflip ? " and horizontal flip" : "") +
+         ", a function of (seed, epoch, sample index)";
+}
+
 namespace {
 
 // SplitMix64's finaliser: a bijective mix of 64 bits.

@@ -25,6 +25,8 @@ struct AugmentOptions {
 
 /// The recipe for a dataset; UsageError for a dataset without one.
 AugmentOptions augment_for(const std::string& dataset, uint64_t seed);
+/// The recipe in words, for the log: "random crop with padding 4 and horizontal flip, ...".
+std::string augment_summary(const std::string& dataset);
 
 struct AugmentChoice {
   int dy = 0, dx = 0;  // the crop's top-left corner in the padded image

@@ -32,6 +32,9 @@ class Logger {
   int world_size_ = 1;
 };
 
+/// One number through a printf format: fmt("%.4f", loss).
+std::string fmt(const char* format, double v);
+
 /// Builds a string from streamable parts: log.info(str("loss ", loss)).
 template <typename... Args>
 std::string str(const Args&... args) {

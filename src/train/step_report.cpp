@@ -8,12 +8,6 @@
 namespace ddptrain {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
 double mib(double bytes) { return bytes / (1 << 20); }
 
 }  // namespace

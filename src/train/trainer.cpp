@@ -48,12 +48,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
 // zero_grad(set_to_none=True), as the reference: frees the gradients instead of zeroing
 // them (LibTorch 1.13's Optimizer::zero_grad has no set_to_none).
 void zero_grad_set_to_none(torch::optim::Optimizer& opt) {
@@ -103,9 +97,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   // the model's block size and vocabulary.
   DataSplits data = make_datasets(cfg.data, token_spec(cfg.model), static_cast<uint64_t>(cfg.run.seed));
   if (cfg.data.augment) {  // see Note [Augmentation is a pure function]
-    const AugmentOptions ao = augment_for(cfg.data.dataset, 0);
-    log.info(str("augmentation: random crop with padding ", ao.pad, ao.hflip ? " and horizontal flip" : "",
-                 ", a function of (seed, epoch, sample index)"));
+    log.info("augmentation: " + augment_summary(cfg.data.dataset));
   }
   const DatasetShape shape = data.train->shape();
 
