@@ -1,6 +1,7 @@
 #include "dist/dist_context.h"
 
 #include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -67,6 +68,12 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // world of one still runs DDP's real collectives, as PyTorch's DDP does under torchrun.
   if (env_.world_size == 1 && opts.backend == "auto") {
     backend_name_ = "none";
+    return;
+  }
+  // A world of one needs no rendezvous: an in-process store, so no port can collide.
+  if (env_.world_size == 1 && !env_.use_agent_store) {
+    store_ = c10::make_intrusive<c10d::HashStore>();
+    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_);
     return;
   }
   c10d::TCPStoreOptions so;

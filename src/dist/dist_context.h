@@ -57,8 +57,8 @@ class DistContext {
   const std::string& backend_name() const { return backend_name_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const Logger& log() const { return log_; }
-  /// Whether there is a process group (world > 1, or a backend named at world 1); without
-  /// one every collective is a no-op.
+  /// Whether there is a process group (world > 1, or a backend named at world 1, then with an
+  /// in-process store); without one every collective is a no-op.
   bool communicates() const { return static_cast<bool>(pg_); }
   /// Whether all_reduce accepts tensors of this dtype on this backend.
   bool reduces(at::ScalarType dtype) const;

@@ -45,7 +45,7 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
 /// world 1: fn on a context without a process group (a plain single process); else run_ranks.
 inline void run_world(int world, const std::function<void(const DistContext&)>& fn) {
   if (world > 1) return run_ranks(world, fn);
-  DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(30)});
   fn(solo);
 }
 

@@ -81,7 +81,7 @@ std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps
     }
   };
   if (world == 1) {
-    DistContext solo(EnvContract{}, {"gloo", std::chrono::seconds(30)});
+    DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(30)});
     body(solo);
   } else {
     run_ranks(world, body);
@@ -188,7 +188,7 @@ TEST(DdpThreads, ReducedGradientIsTheMeanNotTheSum) {
 
 // World 1: no process group by default (collectives are identities); a named backend
 // (--backend gloo|nccl under a launcher) makes one, and DDP then runs its real all-reduces,
-// as Python DDP does under torchrun.
+// as Python DDP does under torchrun, with an in-process store.
 TEST(DdpThreads, WorldOneHasAProcessGroupOnlyWhenABackendIsNamed) {
   EnvContract env;
   env.master_addr = "127.0.0.1";
@@ -205,6 +205,11 @@ TEST(DdpThreads, WorldOneHasAProcessGroupOnlyWhenABackendIsNamed) {
   lin->forward(torch::ones({2, 4})).sum().backward();
   EXPECT_EQ(ddp.take_stats().allreduces, 1);
   EXPECT_TRUE(lin->weight.grad().equal(torch::full({1, 4}, 2.0f)));  // the mean over one rank
+  // A world of one keeps its store in process: a second job on the same MASTER_PORT (as
+  // concurrent single-process runs would have) does not collide.
+  DistContext same_port(env, {"gloo", std::chrono::seconds(30)});
+  EXPECT_TRUE(same_port.communicates());
+  same_port.shutdown();
   named.shutdown();
 }
 
