@@ -25,6 +25,7 @@ int cmd_train(const std::vector<std::string>& args) {
   TrainConfig cfg = resolve_train_config(args);
   EnvContract env = read_env_contract();
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
+  keep_cpu_heap(static_cast<int64_t>(cfg.run.cpu_heap_keep_mb) << 20);  // Note [CPU heap kept across steps]
 
   DistContext ctx(env, {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   const Logger& log = ctx.log();

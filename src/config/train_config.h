@@ -90,6 +90,7 @@ struct RunOptions {
   bool enable_profiling = false;
   long long seed = 42;
   int threads = 0;  // intra-op threads per rank; 0 = cores / local_world_size
+  int cpu_heap_keep_mb = 1024;  // freed CPU heap kept for the next step; 0 = glibc's policy
   std::string config;  // the TOML file the run was read from, if any
 };
 

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -59,6 +64,20 @@ class CountingCPUAllocator final : public c10::Allocator {
 void install_cpu_memory_accounting() {
   static CountingCPUAllocator allocator;  // lives as long as the process, as LibTorch's own
   if (c10::GetCPUAllocator() != &allocator) c10::SetCPUAllocator(&allocator, /*priority=*/10);
+}
+
+bool keep_cpu_heap(int64_t keep_bytes) {
+#if defined(__GLIBC__)
+  if (keep_bytes <= 0) return false;
+  // Order matters little, but both must be set: setting either turns glibc's dynamic
+  // thresholds off, and a fixed 128 KiB mmap threshold would page-fault every large tensor.
+  constexpr int kMmapCeiling = 32 << 20;
+  const int trim = static_cast<int>(std::min<int64_t>(keep_bytes, std::numeric_limits<int>::max()));
+  return mallopt(M_MMAP_THRESHOLD, kMmapCeiling) == 1 && mallopt(M_TRIM_THRESHOLD, trim) == 1;
+#else
+  (void)keep_bytes;
+  return false;
+#endif
 }
 
 MemoryStats memory_stats(c10::Device device) {

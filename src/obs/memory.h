@@ -14,6 +14,21 @@ namespace ddptrain {
 /// Installs the counting CPU allocator (idempotent). Tensors allocated before are not counted.
 void install_cpu_memory_accounting();
 
+// Note [CPU heap kept across steps]
+// A training step frees nearly all it allocated (activations, gradients of the previous
+// step) and allocates the same again in the next. glibc's malloc returns the freed top of
+// its heap to the OS once it exceeds the trim threshold (at most 64 MiB under its dynamic
+// policy), so every step grew the heap again with brk and took a page fault for each fresh
+// 4 KiB page: 16% of the CPU went to the kernel and a two-rank run lost 15-20% of its speed
+// (Python processes mostly escape it: their own small objects pin the heap's top). We keep
+// up to --cpu_heap_keep_mb of freed heap for the next step, and serve blocks up to 32 MiB
+// (glibc's own ceiling for the dynamic policy) from the heap instead of fresh mmaps. The
+// memory stays with the process, as with CUDA's caching allocator; 0 leaves glibc's policy.
+
+/// Sets malloc's trim threshold to keep_bytes and its mmap threshold to 32 MiB (glibc only;
+/// keep_bytes 0 changes nothing). Returns whether the policy was changed.
+bool keep_cpu_heap(int64_t keep_bytes);
+
 struct MemoryStats {
   int64_t current_bytes = -1;  // -1: not measured on this device
   int64_t peak_bytes = -1;
