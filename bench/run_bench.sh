@@ -2,7 +2,8 @@
 # ddptrain benchmarks (make bench). CPU, Gloo on loopback, synthetic data, image 32.
 #  1. throughput: ddptrain vs Python PyTorch DDP (python3-torch: the same LibTorch), same
 #     model, batch, threads and loader workers, world 1 and 2;
-#  2. exposed communication: all-reduce overlapped with backward vs after backward;
+#  2. exposed communication: all-reduce overlapped with backward vs after backward, on
+#     loopback and (2b, as root) between two network namespaces over a 1 Gbit/s link;
 #  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch;
 #  4. activation recompute: step time and peak memory with and without (width 1.0, batch 128);
 #  5. precision on CPU: fp32 vs bf16 autocast;
@@ -30,9 +31,48 @@ ours() {
     --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
     --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" > "$TMP/ours.log" 2>&1 ||
     { cat "$TMP/ours.log"; exit 1; }
-  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/ours.log" | tail -n +2 |
+  step_means "$TMP/ours.log"
+}
+
+# step_means LOG -> "samples/s ms/step wait_ms peak_MiB", averaged over the step lines after the first
+step_means() {
+  grep -E 'step [0-9]+/[0-9]+ \|' "$1" | tail -n +2 |
     sed -E 's/.*\| ([0-9,]+) samples\/s \| ([0-9.]+) ms\/step .*comm wait ([0-9.]+) ms\/step.*peak mem ([0-9]+) MiB.*/\1 \2 \3 \4/' |
     tr -d , | awk '{s+=$1; t+=$2; w+=$3; if ($4 > m) m = $4; n++} END {printf "%.1f %.0f %.1f %d", s/n, t/n, w/n, m}'
+}
+
+# Two "nodes" (network namespaces, one rank each, 1 thread each) joined by a veth pair whose
+# both ends a token bucket (tc tbf) limits to RATE: a real, slower network between the ranks.
+NETNS=(ddpbench0 ddpbench1)
+slow_link_up() {
+  local rate=$1
+  slow_link_down
+  ip netns add "${NETNS[0]}" && ip netns add "${NETNS[1]}" &&
+    ip link add ddpbv0 type veth peer name ddpbv1 &&
+    ip link set ddpbv0 netns "${NETNS[0]}" && ip link set ddpbv1 netns "${NETNS[1]}" &&
+    ip -n "${NETNS[0]}" addr add 10.214.0.1/24 dev ddpbv0 && ip -n "${NETNS[1]}" addr add 10.214.0.2/24 dev ddpbv1 &&
+    ip -n "${NETNS[0]}" link set ddpbv0 up && ip -n "${NETNS[1]}" link set ddpbv1 up &&
+    ip -n "${NETNS[0]}" link set lo up && ip -n "${NETNS[1]}" link set lo up &&
+    tc -n "${NETNS[0]}" qdisc add dev ddpbv0 root tbf rate "$rate" burst 64kb latency 100ms &&
+    tc -n "${NETNS[1]}" qdisc add dev ddpbv1 root tbf rate "$rate" burst 64kb latency 100ms
+}
+slow_link_down() { for ns in "${NETNS[@]}"; do ip netns del "$ns" 2> /dev/null || true; done; }
+
+# two_nodes WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms peak_MiB" (node 0's rank)
+two_nodes() {
+  local width=$1 batch=$2
+  shift 2
+  local node pids=() rc=0
+  for node in 1 0; do
+    ip netns exec "${NETNS[$node]}" env GLOO_SOCKET_IFNAME=ddpbv$node "$BIN" launch --nnodes 2 --node_rank $node \
+      --nproc_per_node 1 --master_addr 10.214.0.1 --master_port 29546 train --dataset synthetic --image_size 32 \
+      --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
+      --num_workers 1 --threads 1 --save_every 0 --checkpoint_dir "$TMP/ckpt$node" "$@" > "$TMP/node$node.log" 2>&1 &
+    pids+=($!)
+  done
+  for node in "${pids[@]}"; do wait "$node" || rc=1; done
+  [ $rc -eq 0 ] || { cat "$TMP/node0.log" "$TMP/node1.log" >&2; exit 1; }
+  step_means "$TMP/node0.log"
 }
 
 # python WORLD WIDTH BATCH [--channels_last] -> samples/s
@@ -67,6 +107,28 @@ for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
 done
 
 echo
+echo "== 2b. exposed communication over a 1 Gbit/s link (2 nodes as network namespaces, 1 rank each) =="
+if [ "$(id -u)" -ne 0 ]; then
+  echo "not run: needs root (ip netns, tc)"
+elif ! slow_link_up 1gbit; then
+  slow_link_down
+  echo "not run: could not make the namespaces or shape the link (ip/tc failed)"
+else
+  trap 'slow_link_down; rm -rf "$TMP"' EXIT
+  printf '%-28s %-10s %-9s %-14s %s\n' mode samples/s ms/step "comm wait ms" "wait share"
+  # The gradient is 10.6 MiB: with the default 25 MiB cap nearly all of it is one bucket that
+  # fills only at the end of backward; 1 MiB buckets start sending while backward runs.
+  for mode in "after-backward --no-ddp_overlap" "overlap,25MiB-buckets --bucket_cap_mb=25" \
+    "overlap,1MiB-buckets --bucket_cap_mb=1"; do
+    set -- $mode
+    read -r s t w _ <<< "$(two_nodes 1.0 32 "$2")"
+    printf '%-28s %-10s %-9s %-14s %s%%\n' "$1" "$s" "$t" "$w" "$(awk -v w="$w" -v t="$t" 'BEGIN {printf "%.1f", 100 * w / t}')"
+  done
+  slow_link_down
+  echo "(moving the bytes costs CPU here: Gloo's thread and the kernel's softirq take ~10% of the"
+  echo " 2 cores while it runs, so the wait hidden under backward reappears as slower compute)"
+fi
+
 echo "== 3. gradient accumulation K=4 (world 2, width 0.25, batch 64) =="
 printf '%-28s %s\n' mode samples/s
 for mode in "no_sync --accum_no_sync" "every-micro-batch --no-accum_no_sync"; do

@@ -1,8 +1,9 @@
 // Peak memory per rank. CUDA: the caching allocator's peak of allocated bytes. CPU:
 // LibTorch's CPU allocator is wrapped by a counting one that keeps the bytes currently
 // allocated and their peak (Note [CPU memory accounting]: the allocator is process-wide in
-// LibTorch, so this is the one piece of process state we install; it is installed once at
-// start by the train command and only counts, it changes no allocation).
+// LibTorch; it is installed once at start by the train command and only counts, it changes
+// no allocation). The other process-wide setting, malloc's policy, is set there too (Note
+// [CPU heap kept across steps]).
 #pragma once
 
 #include <cstdint>
