@@ -83,6 +83,14 @@ python_ddp() {
   grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
 }
 
+# comm_row LABEL SAMPLES_S MS_STEP WAIT_MS [...]: a row of the exposed-communication tables, with
+# the wait's share of the step (the header when MS_STEP is not a number).
+comm_row() {
+  local share=$5
+  [[ $3 =~ ^[0-9.]+$ ]] && share="$(awk -v w="$4" -v t="$3" 'BEGIN {printf "%.1f", 100 * w / t}')%"
+  printf '%-28s %-10s %-9s %-14s %s\n' "$1" "$2" "$3" "$4" "$share"
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
 echo "== 1. throughput: ddptrain vs Python DDP (samples/s, global) =="
@@ -99,11 +107,10 @@ done
 
 echo
 echo "== 2. exposed communication (world 2, width 1.0, batch 32) =="
-printf '%-28s %-10s %-9s %-14s %s\n' mode samples/s ms/step "comm wait ms" "wait share"
+comm_row mode samples/s ms/step "comm wait ms" "wait share"
 for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
   set -- $mode
-  read -r s t w _ <<< "$(ours 2 1.0 32 "$2")"
-  printf '%-28s %-10s %-9s %-14s %s%%\n' "$1" "$s" "$t" "$w" "$(awk -v w="$w" -v t="$t" 'BEGIN {printf "%.1f", 100 * w / t}')"
+  comm_row "$1" $(ours 2 1.0 32 "$2")
 done
 
 echo
@@ -115,14 +122,13 @@ elif ! slow_link_up 1gbit; then
   echo "not run: could not make the namespaces or shape the link (ip/tc failed)"
 else
   trap 'slow_link_down; rm -rf "$TMP"' EXIT
-  printf '%-28s %-10s %-9s %-14s %s\n' mode samples/s ms/step "comm wait ms" "wait share"
+  comm_row mode samples/s ms/step "comm wait ms" "wait share"
   # The gradient is 10.6 MiB: with the default 25 MiB cap nearly all of it is one bucket that
   # fills only at the end of backward; 1 MiB buckets start sending while backward runs.
   for mode in "after-backward --no-ddp_overlap" "overlap,25MiB-buckets --bucket_cap_mb=25" \
     "overlap,1MiB-buckets --bucket_cap_mb=1"; do
     set -- $mode
-    read -r s t w _ <<< "$(two_nodes 1.0 32 "$2")"
-    printf '%-28s %-10s %-9s %-14s %s%%\n' "$1" "$s" "$t" "$w" "$(awk -v w="$w" -v t="$t" 'BEGIN {printf "%.1f", 100 * w / t}')"
+    comm_row "$1" $(two_nodes 1.0 32 "$2")
   done
   slow_link_down
   echo "(moving the bytes costs CPU here: Gloo's thread and the kernel's softirq take ~10% of the"
