@@ -21,6 +21,15 @@ BIN="$ROOT/$BUILD/ddptrain"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 STEPS=${BENCH_STEPS:-30}
+# A failed run prints its log and stops the whole bench, also from inside $(...), where a
+# plain exit would only leave the subshell and a table row would silently come out empty.
+trap 'exit 1' TERM
+fail() {
+  cat "$@" >&2
+  echo "bench: a run failed; its log is above" >&2
+  kill -TERM $$
+  exit 1
+}
 INTERVAL=$((STEPS / 3))
 
 # ours WORLD WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms peak_MiB"
@@ -30,7 +39,7 @@ ours() {
   "$BIN" launch --nproc_per_node "$world" --master_port 29544 train --dataset synthetic --image_size 32 \
     --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
     --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" > "$TMP/ours.log" 2>&1 ||
-    { cat "$TMP/ours.log"; exit 1; }
+    fail "$TMP/ours.log"
   step_means "$TMP/ours.log"
 }
 
@@ -71,7 +80,7 @@ two_nodes() {
     pids+=($!)
   done
   for node in "${pids[@]}"; do wait "$node" || rc=1; done
-  [ $rc -eq 0 ] || { cat "$TMP/node0.log" "$TMP/node1.log" >&2; exit 1; }
+  [ $rc -eq 0 ] || fail "$TMP/node0.log" "$TMP/node1.log"
   step_means "$TMP/node0.log"
 }
 
@@ -79,7 +88,7 @@ two_nodes() {
 python_ddp() {
   /usr/bin/python3 "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$1" --master_port 29545 \
     "$ROOT/bench/reference_ddp.py" --width "$2" --image_size 32 --batch_size "$3" --steps "$STEPS" \
-    --warmup "$INTERVAL" --num_workers 1 ${4:-} > "$TMP/ref.log" 2>&1 || { cat "$TMP/ref.log"; exit 1; }
+    --warmup "$INTERVAL" --num_workers 1 ${4:-} > "$TMP/ref.log" 2>&1 || fail "$TMP/ref.log"
   grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
 }
 
@@ -172,7 +181,7 @@ done
 for ds in synthetic fashion-mnist; do
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset "$ds" --width 0.25 --batch_size 64 --epochs 1 \
     --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
-    --checkpoint_dir "$TMP/ckpt" > "$TMP/cons.log" 2>&1 || { cat "$TMP/cons.log"; exit 1; }
+    --checkpoint_dir "$TMP/ckpt" > "$TMP/cons.log" 2>&1 || fail "$TMP/cons.log"
   grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/cons.log" | tail -n +2 |
     sed -E 's/.*\| ([0-9,]+) samples\/s \|.*data wait ([0-9.]+)%.*/\1 \2/' | tr -d , |
     awk -v ds="$ds" '{s+=$1; w+=$2; n++} END {printf "trainer on %s: %.0f samples/s global (%.0f per rank), data wait %.1f%% of the step (1 loader thread)\n", ds, s/n, s/n/2, w/n}'
@@ -186,7 +195,7 @@ for mode in "fp32 --no-use_amp" "bf16 --amp_dtype=bf16"; do
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --model gpt --gpt_preset debug --dataset text \
     --data_path /usr/share/common-licenses/GPL-3 --batch_size 8 --optimizer adamw --lr 3e-3 --epochs 1 \
     --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
-    --checkpoint_dir "$TMP/ckpt" "$2" > "$TMP/gpt.log" 2>&1 || { cat "$TMP/gpt.log"; exit 1; }
+    --checkpoint_dir "$TMP/ckpt" "$2" > "$TMP/gpt.log" 2>&1 || fail "$TMP/gpt.log"
   grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/gpt.log" | tail -n +2 |
     sed -E 's/.*\| ([0-9,]+) tokens\/s \| ([0-9.]+) ms\/step .*MFU ([0-9.]+)%.*/\1 \2 \3/' | tr -d , |
     awk -v p="$1" '{s+=$1; t+=$2; m+=$3; n++} END {printf "%-8s %-12.0f %-10.0f %.1f%%\n", p, s/n, t/n, m/n}'
@@ -199,7 +208,7 @@ accuracy() {
   local t0=$SECONDS
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset fashion-mnist --width 0.25 --lr 0.05 \
     --batch_size 64 --num_workers 1 --log_interval 1000 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" \
-    > "$TMP/acc.log" 2>&1 || { cat "$TMP/acc.log"; exit 1; }
+    > "$TMP/acc.log" 2>&1 || fail "$TMP/acc.log"
   printf '%-34s test acc %s, %d s wall\n' "$name" \
     "$(grep -oE 'final test accuracy: [0-9.]+' "$TMP/acc.log" | awk '{print $4}')" $((SECONDS - t0))
 }
