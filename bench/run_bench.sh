@@ -144,6 +144,7 @@ else
   echo " 2 cores while it runs, so the wait hidden under backward reappears as slower compute)"
 fi
 
+echo
 echo "== 3. gradient accumulation K=4 (world 2, width 0.25, batch 64) =="
 printf '%-28s %s\n' mode samples/s
 for mode in "no_sync --accum_no_sync" "every-micro-batch --no-accum_no_sync"; do
