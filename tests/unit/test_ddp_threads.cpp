@@ -80,12 +80,7 @@ std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps
       result = snapshot(*net, false);
     }
   };
-  if (world == 1) {
-    DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(30)});
-    body(solo);
-  } else {
-    run_ranks(world, body);
-  }
+  testing_dist::run_world(world, body);
   return result;
 }
 
