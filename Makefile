@@ -1,18 +1,28 @@
 # ddptrain — top-level entry points. `make run` and `make test` work on a fresh Debian 12
 # machine: each first installs what is missing (scripts/install_deps.sh).
+# The default build is against pip's LibTorch 2.x (torch==2.11.0, the torch users have:
+# MKL, CUDA and NCCL compiled in); `make test-debian` builds and tests the same code against
+# Debian's LibTorch 1.13 (libtorch-dev, with OpenBLAS) in build-debian/. CI runs both.
 BUILD ?= build
+BUILD_DEBIAN ?= build-debian
 JOBS ?= $(shell nproc)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 CTEST_ARGS ?=
 
-.PHONY: deps configure build run test test-torch2 bench clean format
+.PHONY: deps deps-debian configure build run test build-debian test-debian bench bench-debian clean format
 
 deps:
 	@./scripts/install_deps.sh
 
+deps-debian:
+	@./scripts/install_deps.sh debian
+
+# The Python whose torch the build links (its LibTorch) and the interop tests talk to.
 configure: deps
-	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	@py=$$(./scripts/torch2_python.sh) && test -f $(BUILD)/build.ninja || \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPTRAIN_PYTHON=$$py \
+	    -DCMAKE_PREFIX_PATH=$$($$py -c 'import torch;print(torch.utils.cmake_prefix_path)') $(CMAKE_ARGS)
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -27,22 +37,25 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
-# The same suite against pip's LibTorch 2.x (a CUDA build: the CUDA/NCCL code paths are
-# compiled in; the tests run on CPU), with that torch's Python on the other side of the
-# interop tests. .ci/run runs it after `make test`.
-BUILD2 ?= build-torch2
-test-torch2: deps
-	@py=$$(./scripts/torch2_python.sh) && test -f $(BUILD2)/build.ninja || \
-	  cmake -S . -B $(BUILD2) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPTRAIN_PYTHON=$$py \
-	    -DCMAKE_PREFIX_PATH=$$($$py -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null) $(CMAKE_ARGS)
-	@cmake --build $(BUILD2) -j $(JOBS)
-	cd $(BUILD2) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
+# The second build: Debian's LibTorch 1.13 and, across the interop tests, Debian's python3
+# with its torch 1.13.
+build-debian: deps-debian
+	@test -f $(BUILD_DEBIAN)/build.ninja || \
+	  cmake -S . -B $(BUILD_DEBIAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DDDPTRAIN_PYTHON=/usr/bin/python3 $(CMAKE_ARGS)
+	@cmake --build $(BUILD_DEBIAN) -j $(JOBS)
+
+test-debian: build-debian
+	cd $(BUILD_DEBIAN) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
 bench: build
 	./bench/run_bench.sh $(BUILD)
+
+bench-debian: build-debian
+	./bench/run_bench.sh $(BUILD_DEBIAN)
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD_DEBIAN)

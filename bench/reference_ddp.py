@@ -3,7 +3,9 @@
 Run under torchrun (Debian's needs tests/python/torchrun_wrapper.py on Python 3.11):
   /usr/bin/python3 tests/python/torchrun_wrapper.py --nproc_per_node 2 bench/reference_ddp.py \
       --width 1.0 --image_size 32 --batch_size 32 --steps 30
-Prints `reference samples/s: N` (global, over the steps after the first log interval).
+Prints `reference samples/s: N` (global, over the steps after the first log interval), on
+rank 0 `reference first_step_unix_time: T` (when the first optimizer step ended), and on
+every rank `reference rank R peak_rss_mib: M` (the process's peak resident set, VmHWM).
 On a GPU (scripts/gpu-check.sh): --device cuda [--amp bf16|fp16] under torchrun, NCCL, DDP even
 at world 1 (as ddptrain --backend nccl), pinned-memory loader, fp16 with torch.amp.GradScaler.
 """
@@ -12,6 +14,14 @@ import contextlib
 import os
 import sys
 import time
+
+
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 import torch
 import torch.distributed as dist
@@ -78,11 +88,16 @@ def main():
         else:
             loss.backward()
             opt.step()
+        if step == 0 and rank == 0:
+            if cuda:
+                torch.cuda.synchronize()
+            print(f"reference first_step_unix_time: {time.time():.3f}", flush=True)
     if cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     if rank == 0:
         print(f"reference samples/s: {(a.steps - a.warmup) * a.batch_size * world / dt:.1f}", flush=True)
+    print(f"reference rank {rank} peak_rss_mib: {peak_rss_mib():.0f}", flush=True)
     if distributed:
         dist.destroy_process_group()
 

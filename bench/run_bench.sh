@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # ddptrain benchmarks (make bench). CPU, Gloo on loopback, synthetic data, image 32.
-#  1. throughput: ddptrain vs Python PyTorch DDP (python3-torch: the same LibTorch), same
-#     model, batch, threads and loader workers, world 1 and 2;
+#  1. throughput: ddptrain vs Python PyTorch DDP on the torch this build links (pip's 2.11
+#     for the default build, Debian's 1.13 for build-debian), same model, batch, threads,
+#     loader workers and precision (fp32), world 1 and 2, with Python as users run it (NCHW)
+#     and with channels_last (ddptrain's layout); BENCH_ROUNDS interleaved rounds, medians;
+#  1b. start-up (launch to the end of the first optimizer step) and peak RSS per rank;
 #  2. exposed communication: all-reduce overlapped with backward vs after backward, on
 #     loopback and (2b, as root) between two network namespaces over a 1 Gbit/s link;
 #  3. gradient accumulation K=4: one all-reduce per step (no_sync) vs one per micro-batch;
 #  4. activation recompute: step time and peak memory with and without (width 1.0, batch 128);
-#  5. precision on CPU: fp32 vs bf16 autocast;
+#  5. precision on CPU: fp32, bf16 autocast, and what --amp_dtype auto chose here;
 #  6. the loader alone (ddptrain inspect loader) against the trainer's consumption, and the
 #     data-wait share of the step with 1 loader thread;
-#  7. GPT (debug preset, byte-level text) tokens/s and MFU, fp32 and bf16, world 2;
+#  7. GPT (debug preset, byte-level text) tokens/s and MFU, fp32, bf16 and auto, world 2;
 #  8. accuracy on Fashion-MNIST, world 2: one epoch (as make run) and, with
-#     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 17 min).
-# samples/s are global and averaged over the log intervals after the first (warm-up).
-# Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length.
+#     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 15 min).
+# ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
+# global and averaged over the log intervals after the first (warm-up).
+# Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
+# BENCH_ROUNDS (default 3) the interleaved rounds of sections 1 and 1b.
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN="$ROOT/$BUILD/ddptrain"
+# The Python whose torch this build links (CMake's DDPTRAIN_PYTHON), for the reference runs.
+PY=$(sed -n 's/^DDPTRAIN_PYTHON:FILEPATH=//p' "$ROOT/$BUILD/CMakeCache.txt")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 STEPS=${BENCH_STEPS:-30}
+ROUNDS=${BENCH_ROUNDS:-3}
 # A failed run prints its log and stops the whole bench, also from inside $(...), where a
 # plain exit would only leave the subshell and a table row would silently come out empty.
 trap 'exit 1' TERM
@@ -31,23 +39,22 @@ fail() {
   exit 1
 }
 INTERVAL=$((STEPS / 3))
+now() { date +%s.%N; }
+summary() { python3 "$ROOT/bench/metrics_summary.py" "$@"; }
 
-# ours WORLD WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms peak_MiB"
+# ours WORLD WIDTH BATCH [extra flags] -> the metrics summary (bench/metrics_summary.py):
+# "samples/s ms/step wait_ms peak_MiB tokens/s mfu% data_wait% first_step_s peak_rss_MiB precision"
 ours() {
   local world=$1 width=$2 batch=$3
   shift 3
+  rm -f "$TMP/m.jsonl"
+  local t0
+  t0=$(now)
   "$BIN" launch --nproc_per_node "$world" --master_port 29544 train --dataset synthetic --image_size 32 \
     --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
-    --num_workers 1 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" > "$TMP/ours.log" 2>&1 ||
-    fail "$TMP/ours.log"
-  step_means "$TMP/ours.log"
-}
-
-# step_means LOG -> "samples/s ms/step wait_ms peak_MiB", averaged over the step lines after the first
-step_means() {
-  grep -E 'step [0-9]+/[0-9]+ \|' "$1" | tail -n +2 |
-    sed -E 's/.*\| ([0-9,]+) samples\/s \| ([0-9.]+) ms\/step .*comm wait ([0-9.]+) ms\/step.*peak mem ([0-9]+) MiB.*/\1 \2 \3 \4/' |
-    tr -d , | awk '{s+=$1; t+=$2; w+=$3; if ($4 > m) m = $4; n++} END {printf "%.1f %.0f %.1f %d", s/n, t/n, w/n, m}'
+    --num_workers 1 --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" "$@" \
+    > "$TMP/ours.log" 2>&1 || fail "$TMP/ours.log"
+  summary "$TMP/m.jsonl" "$t0"
 }
 
 # Two "nodes" (network namespaces, one rank each, 1 thread each) joined by a veth pair whose
@@ -67,63 +74,96 @@ slow_link_up() {
 }
 slow_link_down() { for ns in "${NETNS[@]}"; do ip netns del "$ns" 2> /dev/null || true; done; }
 
-# two_nodes WIDTH BATCH [extra flags] -> "samples/s ms/step wait_ms peak_MiB" (node 0's rank)
+# two_nodes WIDTH BATCH [extra flags] -> node 0's metrics summary (as ours)
 two_nodes() {
   local width=$1 batch=$2
   shift 2
   local node pids=() rc=0
+  rm -f "$TMP/m.jsonl"
   for node in 1 0; do
     ip netns exec "${NETNS[$node]}" env GLOO_SOCKET_IFNAME=ddpbv$node "$BIN" launch --nnodes 2 --node_rank $node \
       --nproc_per_node 1 --master_addr 10.214.0.1 --master_port 29546 train --dataset synthetic --image_size 32 \
       --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
-      --num_workers 1 --threads 1 --save_every 0 --checkpoint_dir "$TMP/ckpt$node" "$@" > "$TMP/node$node.log" 2>&1 &
+      --num_workers 1 --threads 1 --save_every 0 --eval_every 0 --no-use_amp --checkpoint_dir "$TMP/ckpt$node" \
+      --metrics_file "$TMP/m.jsonl" "$@" > "$TMP/node$node.log" 2>&1 &
     pids+=($!)
   done
   for node in "${pids[@]}"; do wait "$node" || rc=1; done
   [ $rc -eq 0 ] || fail "$TMP/node0.log" "$TMP/node1.log"
-  step_means "$TMP/node0.log"
+  summary "$TMP/m.jsonl"
 }
 
-# python WORLD WIDTH BATCH [--channels_last] -> samples/s
+# python_ddp WORLD WIDTH BATCH STEPS WARMUP [--channels_last] -> its log in $TMP/ref.log
 python_ddp() {
-  /usr/bin/python3 "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$1" --master_port 29545 \
-    "$ROOT/bench/reference_ddp.py" --width "$2" --image_size 32 --batch_size "$3" --steps "$STEPS" \
-    --warmup "$INTERVAL" --num_workers 1 ${4:-} > "$TMP/ref.log" 2>&1 || fail "$TMP/ref.log"
+  "$PY" "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node "$1" --master_port 29545 \
+    "$ROOT/bench/reference_ddp.py" --width "$2" --image_size 32 --batch_size "$3" --steps "$4" \
+    --warmup "$5" --num_workers 1 ${6:-} > "$TMP/ref.log" 2>&1 || fail "$TMP/ref.log"
+}
+# python_sps WORLD WIDTH BATCH [--channels_last] -> samples/s
+python_sps() {
+  python_ddp "$1" "$2" "$3" "$STEPS" "$INTERVAL" ${4:-}
   grep -oE 'reference samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
 }
 
 # comm_row LABEL SAMPLES_S MS_STEP WAIT_MS [...]: a row of the exposed-communication tables, with
 # the wait's share of the step (the header when MS_STEP is not a number).
 comm_row() {
-  local share=$5
+  local share=${5:-}
   [[ $3 =~ ^[0-9.]+$ ]] && share="$(awk -v w="$4" -v t="$3" 'BEGIN {printf "%.1f", 100 * w / t}')%"
   printf '%-28s %-10s %-9s %-14s %s\n' "$1" "$2" "$3" "$4" "$share"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "== 1. throughput: ddptrain vs Python DDP (samples/s, global) =="
+echo "ddptrain $BUILD: LibTorch $("$PY" -c 'import torch; print(torch.__version__)') ($PY);" \
+  "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
+echo
+echo "== 1. throughput: ddptrain vs Python DDP (samples/s, global, fp32, median of $ROUNDS interleaved rounds) =="
 echo "ddptrain runs channels-last by default (Note [Channels last]); Python DDP as users run it"
 echo "(NCHW), and with model.to(memory_format=torch.channels_last) for a like-for-like ratio"
 printf '%-7s %-6s %-6s %-10s %-10s %-7s %-12s %s\n' world width batch ddptrain python ratio python-NHWC ratio
 for cfg in "1 1.0 32" "2 1.0 32" "2 0.25 64"; do
   set -- $cfg
-  read -r o _ _ <<< "$(ours "$1" "$2" "$3")"
-  p=$(python_ddp "$1" "$2" "$3")
-  pc=$(python_ddp "$1" "$2" "$3" --channels_last)
+  os=() ps=() pcs=()
+  for _ in $(seq "$ROUNDS"); do
+    read -r o _ <<< "$(ours "$1" "$2" "$3" --no-use_amp)"
+    os+=("$o") ps+=("$(python_sps "$1" "$2" "$3")") pcs+=("$(python_sps "$1" "$2" "$3" --channels_last)")
+  done
+  o=$(median "${os[@]}") p=$(median "${ps[@]}") pc=$(median "${pcs[@]}")
   printf '%-7s %-6s %-6s %-10s %-10s %-7s %-12s %s\n' "$1" "$2" "$3" "$o" "$p" "$(ratio "$o" "$p")" "$pc" "$(ratio "$o" "$pc")"
 done
 
 echo
-echo "== 2. exposed communication (world 2, width 1.0, batch 32) =="
+echo "== 1b. start-up and memory (world 2, width 1.0, batch 32, fp32; median of $ROUNDS interleaved rounds) =="
+echo "start-up: from launching the job to the end of rank 0's first optimizer step; peak RSS:"
+echo "the largest VmHWM of the ranks (Python's loader worker processes not counted)"
+o_up=() o_rss=() p_up=() p_rss=()
+for _ in $(seq "$ROUNDS"); do
+  read -r _ _ _ _ _ _ _ up rss _ <<< "$(STEPS=3 INTERVAL=1 ours 2 1.0 32 --no-use_amp)"
+  o_up+=("$up") o_rss+=("$rss")
+  t0=$(now)
+  python_ddp 2 1.0 32 3 1
+  p_up+=("$(grep -oE 'first_step_unix_time: [0-9.]+' "$TMP/ref.log" | awk -v t0="$t0" '{printf "%.2f", $2 - t0}')")
+  p_rss+=("$(grep -oE 'peak_rss_mib: [0-9]+' "$TMP/ref.log" | awk '$2 > m {m = $2} END {print m}')")
+done
+printf '%-22s %-12s %-12s %s\n' "" ddptrain python ratio
+printf '%-22s %-12s %-12s %s\n' "start-up to step 1 (s)" "$(median "${o_up[@]}")" "$(median "${p_up[@]}")" \
+  "$(ratio "$(median "${o_up[@]}")" "$(median "${p_up[@]}")")"
+printf '%-22s %-12s %-12s %s\n' "peak RSS per rank (MiB)" "$(median "${o_rss[@]}")" "$(median "${p_rss[@]}")" \
+  "$(ratio "$(median "${o_rss[@]}")" "$(median "${p_rss[@]}")")"
+
+echo
+echo "== 2. exposed communication (world 2, width 1.0, batch 32, fp32) =="
 comm_row mode samples/s ms/step "comm wait ms" "wait share"
 for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
   set -- $mode
-  comm_row "$1" $(ours 2 1.0 32 "$2")
+  read -r s t w _ <<< "$(ours 2 1.0 32 --no-use_amp "$2")"
+  comm_row "$1" "$s" "$t" "$w"
 done
 
 echo
-echo "== 2b. exposed communication over a 1 Gbit/s link (2 nodes as network namespaces, 1 rank each) =="
+echo "== 2b. exposed communication over a 1 Gbit/s link (2 nodes as network namespaces, 1 rank each, fp32) =="
 if [ "$(id -u)" -ne 0 ]; then
   echo "not run: needs root (ip netns, tc)"
 elif ! slow_link_up 1gbit; then
@@ -137,7 +177,8 @@ else
   for mode in "after-backward --no-ddp_overlap" "overlap,25MiB-buckets --bucket_cap_mb=25" \
     "overlap,1MiB-buckets --bucket_cap_mb=1"; do
     set -- $mode
-    comm_row "$1" $(two_nodes 1.0 32 "$2")
+    read -r s t w _ <<< "$(two_nodes 1.0 32 "$2")"
+    comm_row "$1" "$s" "$t" "$w"
   done
   slow_link_down
   echo "(moving the bytes costs CPU here: Gloo's thread and the kernel's softirq take ~10% of the"
@@ -145,30 +186,31 @@ else
 fi
 
 echo
-echo "== 3. gradient accumulation K=4 (world 2, width 0.25, batch 64) =="
+echo "== 3. gradient accumulation K=4 (world 2, width 0.25, batch 64, fp32) =="
 printf '%-28s %s\n' mode samples/s
 for mode in "no_sync --accum_no_sync" "every-micro-batch --no-accum_no_sync"; do
   set -- $mode
-  read -r s _ _ <<< "$(ours 2 0.25 64 --grad_accum_steps 4 "$2")"
+  read -r s _ <<< "$(ours 2 0.25 64 --no-use_amp --grad_accum_steps 4 "$2")"
   printf '%-28s %s\n' "$1" "$s"
 done
 
 echo
-echo "== 4. activation recompute (world 1, width 1.0, batch 128) =="
+echo "== 4. activation recompute (world 1, width 1.0, batch 128, fp32) =="
 printf '%-10s %-10s %-9s %s\n' recompute samples/s ms/step "peak MiB (weights, grads, optimizer and activations)"
 for mode in none blocks; do
-  read -r s t _ m <<< "$(ours 1 1.0 128 --activation_checkpointing "$mode")"
+  read -r s t _ m _ <<< "$(ours 1 1.0 128 --no-use_amp --activation_checkpointing "$mode")"
   printf '%-10s %-10s %-9s %s\n' "$mode" "$s" "$t" "$m"
 done
 
 echo
 echo "== 5. precision on CPU (world 1, width 1.0, batch 32) =="
-printf '%-22s %-10s %s\n' precision samples/s ms/step
-for mode in "fp32 --no-use_amp" "bf16-autocast --amp_dtype=bf16"; do
+printf '%-22s %-10s %-9s %s\n' precision samples/s ms/step "trained in"
+for mode in "fp32 --no-use_amp" "bf16-autocast --amp_dtype=bf16" "auto(default) --amp_dtype=auto"; do
   set -- $mode
-  read -r s t _ _ <<< "$(ours 1 1.0 32 "$2")"
-  printf '%-22s %-10s %s\n' "$1" "$s" "$t"
+  read -r s t _ _ _ _ _ _ _ prec <<< "$(ours 1 1.0 32 "$2")"
+  printf '%-22s %-10s %-9s %s\n' "$1" "$s" "$t" "$prec"
 done
+grep -o 'precision: .*' "$TMP/ours.log" | head -1
 
 echo
 echo "== 6. loader alone vs the trainer (world 2, width 0.25, batch 64) =="
@@ -180,38 +222,39 @@ for ds in synthetic fashion-mnist; do
   done
 done
 for ds in synthetic fashion-mnist; do
-  "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset "$ds" --width 0.25 --batch_size 64 --epochs 1 \
-    --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
-    --checkpoint_dir "$TMP/ckpt" > "$TMP/cons.log" 2>&1 || fail "$TMP/cons.log"
-  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/cons.log" | tail -n +2 |
-    sed -E 's/.*\| ([0-9,]+) samples\/s \|.*data wait ([0-9.]+)%.*/\1 \2/' | tr -d , |
-    awk -v ds="$ds" '{s+=$1; w+=$2; n++} END {printf "trainer on %s: %.0f samples/s global (%.0f per rank), data wait %.1f%% of the step (1 loader thread)\n", ds, s/n, s/n/2, w/n}'
+  read -r s _ _ _ _ _ dw _ <<< "$(ours 2 0.25 64 --dataset "$ds")"
+  awk -v ds="$ds" -v s="$s" -v w="$dw" 'BEGIN {printf "trainer on %s: %.0f samples/s global (%.0f per rank), data wait %.1f%% of the step (1 loader thread)\n", ds, s, s/2, w}'
 done
 
 echo
 echo "== 7. GPT debug preset on text (world 2, batch 8, block 64) =="
-printf '%-8s %-12s %-10s %s\n' precision tokens/s ms/step MFU
-for mode in "fp32 --no-use_amp" "bf16 --amp_dtype=bf16"; do
+printf '%-16s %-12s %-10s %-8s %s\n' precision tokens/s ms/step MFU "trained in"
+for mode in "fp32 --no-use_amp" "bf16 --amp_dtype=bf16" "auto(default) --amp_dtype=auto"; do
   set -- $mode
+  rm -f "$TMP/m.jsonl"
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --model gpt --gpt_preset debug --dataset text \
     --data_path /usr/share/common-licenses/GPL-3 --batch_size 8 --optimizer adamw --lr 3e-3 --epochs 1 \
     --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
-    --checkpoint_dir "$TMP/ckpt" "$2" > "$TMP/gpt.log" 2>&1 || fail "$TMP/gpt.log"
-  grep -E 'step [0-9]+/[0-9]+ \|' "$TMP/gpt.log" | tail -n +2 |
-    sed -E 's/.*\| ([0-9,]+) tokens\/s \| ([0-9.]+) ms\/step .*MFU ([0-9.]+)%.*/\1 \2 \3/' | tr -d , |
-    awk -v p="$1" '{s+=$1; t+=$2; m+=$3; n++} END {printf "%-8s %-12.0f %-10.0f %.1f%%\n", p, s/n, t/n, m/n}'
+    --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" "$2" > "$TMP/gpt.log" 2>&1 || fail "$TMP/gpt.log"
+  read -r _ t _ _ tok mfu _ _ _ prec <<< "$(summary "$TMP/m.jsonl")"
+  printf '%-16s %-12s %-10s %-8s %s\n' "$1" "$tok" "$t" "$mfu%" "$prec"
 done
 
 echo
 echo "== 8. accuracy: MiniResNet width 0.25 on Fashion-MNIST, world 2, batch 64 per rank, lr 0.05 =="
 accuracy() {
-  local name=$1; shift
+  local name=$1
+  shift
   local t0=$SECONDS
+  rm -f "$TMP/acc.jsonl"
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset fashion-mnist --width 0.25 --lr 0.05 \
-    --batch_size 64 --num_workers 1 --log_interval 1000 --save_every 0 --checkpoint_dir "$TMP/ckpt" "$@" \
-    > "$TMP/acc.log" 2>&1 || fail "$TMP/acc.log"
-  printf '%-34s test acc %s, %d s wall\n' "$name" \
-    "$(grep -oE 'final test accuracy: [0-9.]+' "$TMP/acc.log" | awk '{print $4}')" $((SECONDS - t0))
+    --batch_size 64 --num_workers 1 --log_interval 1000 --save_every 0 --checkpoint_dir "$TMP/ckpt" \
+    --metrics_file "$TMP/acc.jsonl" "$@" > "$TMP/acc.log" 2>&1 || fail "$TMP/acc.log"
+  local acc
+  acc=$(python3 -c 'import json, sys
+r = [json.loads(line) for line in open(sys.argv[1])]
+print([e for e in r if "test_acc" in e][-1]["test_acc"], r[0]["precision"])' "$TMP/acc.jsonl")
+  printf '%-34s test acc %s, %d s wall, trained in %s\n' "$name" "${acc% *}" $((SECONDS - t0)) "${acc#* }"
 }
 accuracy "1 epoch (make run)" --epochs 1
 if [ "${BENCH_ACCURACY:-}" = full ]; then

@@ -146,6 +146,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                         {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
                         {"global_step", meta.global_step}, {"world_size", meta.world_size},
                         {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
+    if (!meta.precision.empty()) m["precision"] = meta.precision;
     if (meta.scaler) m["grad_scaler"] = {{"scale", meta.scaler->scale}, {"growth_tracker", meta.scaler->growth_tracker}};
     files.emplace_back("meta.json", m.dump(2) + "\n");
     files.emplace_back("config.json", config_json);
@@ -217,6 +218,10 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
     DDP_CHECK(crc32_of(bytes) == entry.at("crc32").get<uint32_t>(), "checkpoint '", dir, "': ", fname,
               " fails its CRC-32 check (corrupted)");
   }
+  return read_checkpoint_meta(dir);
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   auto m = nlohmann::json::parse(read_file(dir + "/meta.json"));
   CheckpointMeta meta;
   meta.epoch = m.at("epoch").get<int>();
@@ -227,6 +232,7 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   meta.seed = m.at("seed").get<int64_t>();
   if (m.contains("grad_scaler"))
     meta.scaler = GradScalerState{m["grad_scaler"].at("scale").get<double>(), m["grad_scaler"].at("growth_tracker").get<int64_t>()};
+  meta.precision = m.value("precision", "");
   return meta;
 }
 

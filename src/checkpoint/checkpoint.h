@@ -37,6 +37,7 @@ struct CheckpointMeta {
   int world_size = 1;
   int64_t seed = 0;
   std::optional<GradScalerState> scaler;  // when loss scaling is on
+  std::string precision;       // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
 };
 
 struct SaveOptions {
@@ -55,6 +56,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
 /// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
 /// reason when the checkpoint is incomplete, truncated or corrupted.
 CheckpointMeta verify_checkpoint(const std::string& dir);
+
+/// The meta.json of a checkpoint already verified (no checksums read).
+CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
 /// verify_checkpoint, and the checkpoint was written by a job of this world size.
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx);

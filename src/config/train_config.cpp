@@ -50,7 +50,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
       bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
       bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
-      bind_flag("amp_dtype", &c.optim.amp_dtype, "fp16 | bf16: the autocast type of --use_amp (CPU: bf16 only)"),
+      bind_flag("amp_dtype", &c.optim.amp_dtype, "auto | fp16 | bf16: the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
       bind_flag("grad_scaler", &c.optim.grad_scaler, "auto | on | off: dynamic loss scaling (auto: with fp16 autocast)"),
       bind_flag("scaler_init_scale", &c.optim.scaler_init_scale, "initial loss scale"),
       bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
@@ -146,8 +146,8 @@ void TrainConfig::validate() const {
   positive("grad_accum_steps", optim.grad_accum_steps, "pass 1 for no accumulation");
   DDP_USAGE_CHECK(optim.clip_grad_norm >= 0, "--clip_grad_norm=", optim.clip_grad_norm,
                   " must be >= 0; pass 0 to turn clipping off or e.g. --clip_grad_norm 1.0");
-  DDP_USAGE_CHECK(optim.amp_dtype == "fp16" || optim.amp_dtype == "bf16", "--amp_dtype='", optim.amp_dtype,
-                  "' is not a known type; use fp16 or bf16");
+  DDP_USAGE_CHECK(optim.amp_dtype == "auto" || optim.amp_dtype == "fp16" || optim.amp_dtype == "bf16",
+                  "--amp_dtype='", optim.amp_dtype, "' is not a known type; use auto, fp16 or bf16");
   DDP_USAGE_CHECK(optim.grad_scaler == "auto" || optim.grad_scaler == "on" || optim.grad_scaler == "off",
                   "--grad_scaler='", optim.grad_scaler, "' must be auto, on or off");
   DDP_USAGE_CHECK(optim.scaler_init_scale > 0, "--scaler_init_scale=", optim.scaler_init_scale,

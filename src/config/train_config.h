@@ -52,7 +52,7 @@ struct OptimOptions {
   int grad_accum_steps = 1;
   long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
   double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off
-  std::string amp_dtype = "fp16";     // fp16 | bf16 (autocast type with --use_amp)
+  std::string amp_dtype = "auto";     // auto | fp16 | bf16 (autocast type with --use_amp; train/precision.h)
   std::string grad_scaler = "auto";   // auto (with fp16 autocast) | on | off
   double scaler_init_scale = 65536.0;
   long long scaler_growth_interval = 2000;

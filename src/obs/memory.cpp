@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <limits>
 
 #if defined(__GLIBC__)
@@ -101,6 +103,13 @@ void reset_peak_memory(c10::Device device) {
   }
 #endif
   if (device.is_cpu()) g_peak.store(g_current.load());
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   1234 kB"
+  return -1;
 }
 
 }  // namespace ddptrain

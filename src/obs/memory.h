@@ -38,6 +38,10 @@ struct MemoryStats {
 /// Allocated bytes now and at the peak since the last reset, on the device.
 MemoryStats memory_stats(c10::Device device);
 
+/// The process's peak resident set size so far (VmHWM: every allocator, the loader's
+/// threads and the libraries' own memory), in bytes; -1 where /proc is not readable.
+int64_t peak_rss_bytes();
+
 /// Starts a new peak (e.g. per epoch).
 void reset_peak_memory(c10::Device device);
 

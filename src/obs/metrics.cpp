@@ -20,6 +20,8 @@ void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::j
   record["step"] = step;
   record["epoch"] = epoch;
   record["time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  record["unix_time"] =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   *out_ << record.dump() << '\n' << std::flush;
 }
 

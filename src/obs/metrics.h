@@ -1,7 +1,9 @@
-// Metrics file (--metrics_file PATH): JSON lines, one record per step line and one per
-// epoch, written by rank 0 only, flushed per record so a crashed run keeps what it logged.
-// Every record has "kind" ("step" or "epoch"), "step" (optimizer steps so far), "epoch"
-// and "time_s" (seconds since the run started); the rest are the numbers of the log line.
+// Metrics file (--metrics_file PATH): JSON lines, one record at the start of a run, one per
+// step line and one per epoch, written by rank 0 only, flushed per record so a crashed run
+// keeps what it logged. Every record has "kind" ("run", "step" or "epoch"), "step"
+// (optimizer steps so far), "epoch", "time_s" (seconds since the run started) and
+// "unix_time" (wall clock, seconds); the rest are the numbers of the log line ("run": the
+// precision chosen and why, world size, backend, threads, buckets).
 #pragma once
 
 #include <chrono>

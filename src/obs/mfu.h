@@ -1,13 +1,15 @@
 // Model FLOPs utilisation: achieved model FLOP/s / the hardware's peak FLOP/s.
 // Peak: --peak_tflops when given; on CUDA a table of known GPUs (dense, per GPU) for the
-// precision in use; on CPU a measured peak: the faster of a 3x3 convolution probe and a
-// matrix-multiply probe on the rank's intra-op threads, taken once at start-up (the log
-// says so and gives both).
+// precision in use; on CPU a measured peak: the faster of a 3x3 convolution and a matrix
+// multiply in the precision in use, on the rank's intra-op threads, taken once at start-up
+// by the kernel probe (obs/kernel_probe.h; the log says so and gives both).
 #pragma once
 
 #include <string>
 
 #include <c10/core/Device.h>
+
+#include "obs/kernel_probe.h"
 
 namespace ddptrain {
 
@@ -16,8 +18,9 @@ struct PeakFlops {
   std::string source;      // how it was obtained, for the log
 };
 
-/// The peak for this rank's device. bf16_or_fp16: whether training runs 16-bit autocast.
-PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops);
+/// The peak for this rank's device. half_precision: whether training runs 16-bit autocast;
+/// cpu: the start-up probe's rates (CPU only).
+PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops, const CpuKernelRates& cpu);
 
 /// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown.
 double known_gpu_peak_tflops(const std::string& name, bool half_precision);

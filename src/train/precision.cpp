@@ -1,28 +1,94 @@
 #include "train/precision.h"
 
+#include <cstdio>
+
 #include "obs/logger.h"
 
 namespace ddptrain {
+namespace {
 
-Precision choose_precision(bool use_amp, const std::string& amp_dtype, const std::string& grad_scaler,
-                           c10::Device device) {
+constexpr const char* kMixed = " autocast (forward and loss; fp32 master weights and optimizer state)";
+
+Precision fp32(std::string why) {
   Precision p;
-  if (!use_amp) {
-    p.why = "fp32 (--no-use_amp)";
-  } else if (device.is_cuda()) {
-    p.autocast = true;
-    p.dtype = amp_dtype == "bf16" ? at::kBFloat16 : at::kHalf;
-    p.why = str(amp_dtype, " autocast on CUDA (forward and loss; fp32 master weights and optimizer state)");
-  } else if (amp_dtype == "bf16") {
-    p.autocast = true;
-    p.dtype = at::kBFloat16;
-    p.why = "bf16 autocast on CPU (forward and loss; fp32 master weights and optimizer state)";
-  } else {
-    p.why = "fp32: --use_amp with --amp_dtype fp16 has no CPU kernels; pass --amp_dtype bf16 for CPU autocast";
-  }
+  p.why = std::move(why);
+  return p;
+}
+
+Precision autocast(at::ScalarType dtype, std::string why) {
+  Precision p;
+  p.autocast = true;
+  p.dtype = dtype;
+  p.why = std::move(why);
+  return p;
+}
+
+// The loss scaler: on exactly with fp16 autocast (auto), or as forced.
+Precision with_scaler(Precision p, const std::string& grad_scaler) {
   p.grad_scaler = grad_scaler == "on" || (grad_scaler == "auto" && p.autocast && p.dtype == at::kHalf);
   p.why += p.grad_scaler ? "; dynamic loss scaling on" : "";
   return p;
+}
+
+std::string ratio(double a, double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx", a / b);
+  return buf;
+}
+
+// See Note [Precision chosen by measurement].
+Precision measured_cpu_choice(const CpuKernelRates& r) {
+  if (r.conv_fp32 <= 0 || r.matmul_fp32 <= 0 || r.conv_bf16 <= 0 || r.matmul_bf16 <= 0)
+    return fp32("fp32 on CPU (--amp_dtype auto: bf16 speed not measured)");
+  const std::string measured = str("bf16 runs at ", ratio(r.conv_bf16, r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
+                                   static_cast<int64_t>(r.conv_bf16 / 1e9), " vs ",
+                                   static_cast<int64_t>(r.conv_fp32 / 1e9), " GFLOP/s) and ",
+                                   ratio(r.matmul_bf16, r.matmul_fp32), " for a matmul (",
+                                   static_cast<int64_t>(r.matmul_bf16 / 1e9), " vs ",
+                                   static_cast<int64_t>(r.matmul_fp32 / 1e9), " GFLOP/s) on this CPU");
+  const bool faster = r.conv_bf16 >= kBf16MinSpeedup * r.conv_fp32 && r.matmul_bf16 >= kBf16MinSpeedup * r.matmul_fp32;
+  if (faster) return autocast(at::kBFloat16, str("bf16", kMixed, " on CPU: --amp_dtype auto measured ", measured));
+  return fp32(str("fp32 on CPU: --amp_dtype auto measured ", measured, ", below the ", kBf16MinSpeedup,
+                  "x bf16 needs for both; --amp_dtype bf16 forces it"));
+}
+
+}  // namespace
+
+std::string Precision::name() const {
+  if (!autocast) return "fp32";
+  return dtype == at::kBFloat16 ? "bf16" : "fp16";
+}
+
+Precision precision_named(const std::string& name, const std::string& grad_scaler, const std::string& why) {
+  Precision p = name == "bf16" ? autocast(at::kBFloat16, "bf16" + std::string(kMixed))
+                : name == "fp16" ? autocast(at::kHalf, "fp16" + std::string(kMixed))
+                                 : fp32("fp32");
+  p.why += why;
+  return with_scaler(std::move(p), grad_scaler);
+}
+
+Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16, const CpuKernelRates& cpu) {
+  Precision p;
+  if (!req.use_amp) {
+    p = fp32("fp32 (--no-use_amp)");
+  } else if (req.amp_dtype == "auto" && !req.resumed.empty()) {
+    return precision_named(req.resumed, req.grad_scaler,
+                           ", as chosen when the resumed run started (--amp_dtype auto measures only at a fresh start)");
+  } else if (device.is_cuda()) {
+    const bool bf16 = req.amp_dtype == "bf16" || (req.amp_dtype == "auto" && cuda_bf16);
+    p = autocast(bf16 ? at::kBFloat16 : at::kHalf,
+                 str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
+                     req.amp_dtype == "auto" ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
+                                                          : " (--amp_dtype auto: the GPU has no bf16)")
+                                             : ""));
+  } else if (req.amp_dtype == "bf16") {
+    p = autocast(at::kBFloat16, str("bf16", kMixed, " on CPU (--amp_dtype bf16)"));
+  } else if (req.amp_dtype == "fp16") {
+    p = fp32("fp32: fp16 autocast has no CPU kernels; pass --amp_dtype bf16 or auto for CPU autocast");
+  } else {
+    p = measured_cpu_choice(cpu);
+  }
+  return with_scaler(std::move(p), req.grad_scaler);
 }
 
 }  // namespace ddptrain

@@ -22,6 +22,7 @@
 #include "ddp/ddp.h"
 #include "ddp/sync_batchnorm.h"
 #include "obs/chrome_trace.h"
+#include "obs/kernel_probe.h"
 #include "obs/memory.h"
 #include "obs/metrics.h"
 #include "obs/mfu.h"
@@ -81,6 +82,26 @@ uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
   return h;
 }
 
+// See Note [Precision chosen by measurement]. Every rank must train in the same precision,
+// so the choice is made from the rates averaged over all ranks (each rank computes the same
+// choice from the same sums). Whether to average depends only on the config, the device type
+// and the checkpoint resumed: every rank joins the all-reduce, or none does.
+Precision agreed_precision(const TrainConfig& cfg, const DistContext& ctx, CpuKernelRates rates) {
+  PrecisionRequest req{cfg.run.use_amp, cfg.optim.amp_dtype, cfg.optim.grad_scaler, ""};
+  if (!cfg.run.resume_from.empty()) req.resumed = read_checkpoint_meta(cfg.run.resume_from).precision;
+  const bool measured = ctx.device().is_cpu() && req.use_amp && req.amp_dtype == "auto" && req.resumed.empty();
+  if (measured && ctx.communicates()) {
+    std::vector<at::Tensor> sums{at::tensor({rates.conv_fp32, rates.matmul_fp32, rates.conv_bf16, rates.matmul_bf16},
+                                            at::kDouble)};
+    ctx.all_reduce_sum(sums, "kernel-probe all_reduce (--amp_dtype auto)");
+    const at::Tensor mean = sums[0] / ctx.world_size();
+    rates = {mean[0].item<double>(), mean[1].item<double>(), mean[2].item<double>(), mean[3].item<double>()};
+  }
+  Precision p = choose_precision(req, ctx.device(), cuda_has_bf16(ctx.device()), rates);
+  if (measured && ctx.world_size() > 1) p.why += str(" (rates averaged over ", ctx.world_size(), " ranks)");
+  return p;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
@@ -131,7 +152,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
                " intra-op threads per rank", channels_last ? ", channels-last layout" : ""));
-  const Precision prec = choose_precision(cfg.run.use_amp, cfg.optim.amp_dtype, cfg.optim.grad_scaler, ctx.device());
+  // The kernel probe: the CPU's peak for MFU and what --amp_dtype auto chooses from.
+  const CpuKernelRates rates =
+      ctx.device().is_cpu() ? probe_cpu_kernels(cfg.run.use_amp && cfg.optim.amp_dtype != "fp16") : CpuKernelRates{};
+  const Precision prec = agreed_precision(cfg, ctx, rates);
   log.info("precision: " + prec.why);
   if (cfg.model.activation_checkpointing == "blocks")
     log.info("activation checkpointing: each block is recomputed in backward");
@@ -156,7 +180,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   }
   const FaultPlan faults = FaultPlan::from_env();
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
-    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {}};
+    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {}, prec.name()};
     if (scaler.enabled()) meta.scaler = scaler.state();
     char name[64];
     if (complete)
@@ -241,10 +265,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   };
   // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
   const int64_t flops_per_sample = model->train_flops_per_sample();
-  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops);
+  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops, rates);
   log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
                peak.source));
   MetricsWriter metrics(cfg.run.metrics_file, ctx.is_main());
+  metrics.write("run", result.global_step, start_epoch,
+                {{"precision", prec.name()}, {"precision_why", prec.why}, {"world_size", ctx.world_size()},
+                 {"backend", ctx.backend_name()}, {"threads_per_rank", threads}, {"buckets", ddp.num_buckets()}});
   ProgressBar progress(ctx.is_main());
   TensorBoardWriter tensorboard(cfg.run.tensorboard_dir, ctx.is_main());
   // The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.
@@ -401,13 +428,16 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     train_time += epoch_s;
 
     // Epoch summary over all ranks.
-    // One all-reduce for the sums and every rank's peak memory (a slot per rank).
+    // One all-reduce for the sums, every rank's peak tensor memory and its peak RSS (a slot
+    // per rank each).
     const MemoryStats mem = memory_stats(ctx.device());
-    at::Tensor summary = torch::zeros({3 + ctx.world_size()}, torch::kDouble);
+    const int W = ctx.world_size();
+    at::Tensor summary = torch::zeros({3 + 2 * W}, torch::kDouble);
     summary[0] = epoch_loss;
     summary[1] = epoch_correct;
     summary[2] = epoch_count;
     summary[3 + ctx.rank()] = static_cast<double>(mem.peak_bytes);
+    summary[3 + W + ctx.rank()] = static_cast<double>(peak_rss_bytes());
     std::vector<at::Tensor> sums{summary};
     ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
     result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
@@ -441,9 +471,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         rec["test_loss"] = result.test_loss;
         rec["test_acc"] = result.test_accuracy;
       }
-      std::vector<double> per_rank;
-      for (int r = 0; r < ctx.world_size(); ++r) per_rank.push_back(sums[0][3 + r].item<double>() / (1 << 20));
-      if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = per_rank;
+      auto per_rank_mib = [&](int offset) {
+        std::vector<double> v;
+        for (int r = 0; r < W; ++r) v.push_back(sums[0][offset + r].item<double>() / (1 << 20));
+        return v;
+      };
+      if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = per_rank_mib(3);
+      rec["peak_rss_mib_per_rank"] = per_rank_mib(3 + W);
       to_tensorboard("epoch", rec);
       metrics.write("epoch", result.global_step, epoch, std::move(rec));
     }

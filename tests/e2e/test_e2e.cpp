@@ -134,7 +134,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   EXPECT_FALSE(lines_with(r.output, "% | peak mem ").empty()) << "no MFU in the step line: " << r.output;
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << path;
-  int steps = 0, epochs = 0;
+  int steps = 0, epochs = 0, runs = 0;
   int64_t last_step = 0;
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);  // every line is one JSON record
@@ -151,15 +151,25 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
       EXPECT_GT(j.at("mfu").get<double>(), 0.0) << line;
       EXPECT_LT(j.at("mfu").get<double>(), 1.0) << line;
       EXPECT_GT(j.at("samples_per_s").get<double>(), 0.0) << line;
+    } else if (kind == "run") {  // the start of the run: the precision chosen and why
+      ++runs;
+      EXPECT_EQ(j.at("precision"), "fp32") << line;
+      EXPECT_NE(j.at("precision_why").get<std::string>().find("--no-use_amp"), std::string::npos) << line;
+      EXPECT_EQ(j.at("world_size"), 2) << line;
+      EXPECT_GT(j.at("unix_time").get<double>(), 1.7e9) << line;
     } else {
       ASSERT_EQ(kind, "epoch") << line;
       ++epochs;
-      for (const char* k : {"train_loss", "train_acc", "epoch_s", "peak_mem_mib_per_rank"})
+      for (const char* k : {"train_loss", "train_acc", "epoch_s", "peak_mem_mib_per_rank", "peak_rss_mib_per_rank"})
         EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
       EXPECT_EQ(j.at("peak_mem_mib_per_rank").size(), 2u) << line;
+      ASSERT_EQ(j.at("peak_rss_mib_per_rank").size(), 2u) << line;
+      for (double rss : j.at("peak_rss_mib_per_rank"))  // a LibTorch process holds more than its tensors
+        EXPECT_GT(rss, j.at("peak_mem_mib_per_rank")[0].get<double>()) << line;
     }
   }
   EXPECT_EQ(epochs, 2);
+  EXPECT_EQ(runs, 1);
   EXPECT_EQ(steps, 2 * 2);  // 8 steps per epoch, a line every 4
   EXPECT_EQ(last_step, 16);
 
@@ -321,15 +331,57 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
   EXPECT_FALSE(lines_with(acc.output, "epoch 1 step 3/3").empty()) << acc.output;
 }
 
+// The first line of a metrics file: the "run" record.
+nlohmann::json run_record(const std::string& metrics_path) {
+  std::ifstream in(metrics_path);
+  std::string line;
+  std::getline(in, line);
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j.at("kind"), "run") << line;
+  return j;
+}
+
 TEST(E2E, Bf16OnCpuTrainsFashionMnist) {
+  const std::string dir = fresh_dir("bf16");
   ProcResult r = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.25", "--batch_size", "64",
                       "--lr", "0.05", "--max_steps", "50", "--log_interval", "10", "--amp_dtype", "bf16",
-                      "--num_workers", "1", "--checkpoint_dir", fresh_dir("bf16")}, {}, 300);
+                      "--num_workers", "1", "--checkpoint_dir", dir, "--metrics_file", dir + "/m.jsonl"}, {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(lines_with(r.output, "precision: bf16 autocast on CPU").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "precision: bf16 autocast").empty()) << r.output;
+  EXPECT_EQ(run_record(dir + "/m.jsonl").at("precision"), "bf16");
   const auto losses = step_losses(r.output, "bf16 Fashion-MNIST loss every 10 steps");
   ASSERT_EQ(losses.size(), 5u) << r.output;
   EXPECT_LT(losses.back(), losses.front() * 0.8) << r.output;
+}
+
+// --amp_dtype auto (the default) measures on a fresh start, averaged over the ranks, and
+// says so in the log and the metrics file; a resumed run keeps the precision its checkpoint
+// recorded, whatever the probe would say now (so the resume stays bitwise exact).
+TEST(E2E, AutoPrecisionIsMeasuredAndKeptByAResume) {
+  const int port = free_port();
+  const std::string fresh = fresh_dir("auto_fresh"), dir = fresh_dir("auto_resume");
+  ProcResult r = run(launch(2, port, tiny_train(fresh, {"--use_amp", "--epochs", "1", "--metrics_file",
+                                                        fresh + "/m.jsonl"})), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto measured = run_record(fresh + "/m.jsonl");
+  const std::string chosen = measured.at("precision"), why = measured.at("precision_why");
+  std::printf("--amp_dtype auto on this CPU: %s\n", why.c_str());
+  EXPECT_TRUE(chosen == "fp32" || chosen == "bf16") << chosen;
+  EXPECT_NE(why.find("--amp_dtype auto measured bf16 runs at"), std::string::npos) << why;
+  EXPECT_NE(why.find("averaged over 2 ranks"), std::string::npos) << why;
+  EXPECT_FALSE(lines_with(r.output, "precision: " + chosen).empty()) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(read_text(fresh + "/epoch_0001/meta.json")).at("precision"), chosen);
+
+  // Started in bf16, resumed with auto: bf16, from the checkpoint.
+  ProcResult first = run(launch(2, port, tiny_train(dir, {"--use_amp", "--amp_dtype", "bf16", "--epochs", "1"})), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ProcResult resumed = run(launch(2, port, tiny_train(dir, {"--use_amp", "--resume_from", "auto", "--metrics_file",
+                                                            dir + "/m.jsonl"})), {}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const auto kept = run_record(dir + "/m.jsonl");
+  EXPECT_EQ(kept.at("precision"), "bf16");
+  EXPECT_NE(kept.at("precision_why").get<std::string>().find("as chosen when the resumed run started"),
+            std::string::npos) << kept;
 }
 
 // GPT on byte-level text (the GPL-3 text Debian ships in base-files), world 2, AdamW with
@@ -344,7 +396,7 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
                                   "--data_path", text, "--batch_size", "8", "--optimizer", "adamw", "--lr", "3e-3",
                                   "--warmup_steps", "5", "--weight_decay", "0.1", "--epochs", "2",
                                   "--max_steps", "50", "--log_interval", "10", "--num_workers", "1",
-                                  "--threads", "1", "--checkpoint_dir", ckpt};
+                                  "--threads", "1", "--no-use_amp", "--checkpoint_dir", ckpt};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };

@@ -43,6 +43,7 @@ TEST(Config, DefaultsMatchReference) {
   EXPECT_DOUBLE_EQ(c.optim.weight_decay, 1e-4);
   EXPECT_EQ(c.dist.backend, "auto");
   EXPECT_TRUE(c.run.use_amp);
+  EXPECT_EQ(c.optim.amp_dtype, "auto");
   EXPECT_EQ(c.optim.grad_accum_steps, 1);
   EXPECT_EQ(c.run.checkpoint_dir, "./checkpoints");
   EXPECT_EQ(c.run.save_every, 1);
