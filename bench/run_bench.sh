@@ -84,7 +84,7 @@ two_nodes() {
     ip netns exec "${NETNS[$node]}" env GLOO_SOCKET_IFNAME=ddpbv$node "$BIN" launch --nnodes 2 --node_rank $node \
       --nproc_per_node 1 --master_addr 10.214.0.1 --master_port 29546 train --dataset synthetic --image_size 32 \
       --width "$width" --batch_size "$batch" --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" \
-      --num_workers 1 --threads 1 --save_every 0 --eval_every 0 --no-use_amp --checkpoint_dir "$TMP/ckpt$node" \
+      --num_workers 1 --threads 1 --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt$node" \
       --metrics_file "$TMP/m.jsonl" "$@" > "$TMP/node$node.log" 2>&1 &
     pids+=($!)
   done
@@ -163,7 +163,7 @@ for mode in "overlap --ddp_overlap" "after-backward --no-ddp_overlap"; do
 done
 
 echo
-echo "== 2b. exposed communication over a 1 Gbit/s link (2 nodes as network namespaces, 1 rank each, fp32) =="
+echo "== 2b. exposed communication over a 1 Gbit/s link (2 nodes as network namespaces, 1 rank each) =="
 if [ "$(id -u)" -ne 0 ]; then
   echo "not run: needs root (ip netns, tc)"
 elif ! slow_link_up 1gbit; then
@@ -174,12 +174,17 @@ else
   comm_row mode samples/s ms/step "comm wait ms" "wait share"
   # The gradient is 10.6 MiB: with the default 25 MiB cap nearly all of it is one bucket that
   # fills only at the end of backward; 1 MiB buckets start sending while backward runs.
-  for mode in "after-backward --no-ddp_overlap" "overlap,25MiB-buckets --bucket_cap_mb=25" \
-    "overlap,1MiB-buckets --bucket_cap_mb=1"; do
+  # fp32 rows first (as earlier benches), then all defaults (auto precision and buckets).
+  for mode in "after-backward,fp32 --no-ddp_overlap --no-use_amp" "overlap,25MiB,fp32 --bucket_cap_mb=25 --no-use_amp" \
+    "overlap,1MiB,fp32 --bucket_cap_mb=1 --no-use_amp" "overlap,auto-buckets,fp32 --bucket_cap_mb=auto --no-use_amp" \
+    "defaults(auto,auto) --amp_dtype=auto"; do
     set -- $mode
-    read -r s t w _ <<< "$(two_nodes 1.0 32 "$2")"
-    comm_row "$1" "$s" "$t" "$w"
+    label=$1
+    shift
+    read -r s t w _ <<< "$(two_nodes 1.0 32 "$@")"
+    comm_row "$label" "$s" "$t" "$w"
   done
+  grep -oE -- '--bucket_cap_mb auto: .*' "$TMP/node0.log" | head -1
   slow_link_down
   echo "(moving the bytes costs CPU here: Gloo's thread and the kernel's softirq take ~10% of the"
   echo " 2 cores while it runs, so the wait hidden under backward reappears as slower compute)"

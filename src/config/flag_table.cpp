@@ -47,6 +47,12 @@ const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
   throw UsageError(detail::concat("unknown ", what, hint));
 }
 
+// The flag's current value as TOML would spell it.
+std::string quoted(const Flag& f) {
+  const std::string v = f.get();
+  return f.type == FlagType::kString || (f.type == FlagType::kDoubleOrAuto && v == "auto") ? "\"" + v + "\"" : v;
+}
+
 }  // namespace
 
 Flag bind_flag(const std::string& name, bool* field, const std::string& help) {
@@ -93,6 +99,21 @@ Flag bind_flag(const std::string& name, double* field, const std::string& help) 
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help) {
   return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; },
           [=] { return *field; }};
+}
+
+Flag bind_flag(const std::string& name, std::optional<double>* field, const std::string& help) {
+  return {name, FlagType::kDoubleOrAuto, help,
+          [=](const std::string& v) {
+            double x = 0;
+            if (v == "auto") {
+              field->reset();
+              return;
+            }
+            DDP_USAGE_CHECK(env::parse_double(v, &x), "--", name, "='", v, "' is not a number; pass auto or e.g. --",
+                            name, " 25");
+            *field = x;
+          },
+          [=] { return *field ? format_double(**field) : std::string("auto"); }};
 }
 
 bool wants_help(const std::vector<std::string>& args) {
@@ -158,19 +179,20 @@ void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
     std::string text;
     if (auto b = node.value_exact<bool>(); b && f->type == FlagType::kBool) {
       text = *b ? "true" : "false";
-    } else if (auto i = node.value_exact<int64_t>();
-               i && (f->type == FlagType::kInt || f->type == FlagType::kDouble)) {
+    } else if (auto i = node.value_exact<int64_t>(); i && (f->type == FlagType::kInt || f->type == FlagType::kDouble ||
+                                                          f->type == FlagType::kDoubleOrAuto)) {
       text = std::to_string(*i);
-    } else if (auto d = node.value_exact<double>(); d && f->type == FlagType::kDouble) {
+    } else if (auto d = node.value_exact<double>();
+               d && (f->type == FlagType::kDouble || f->type == FlagType::kDoubleOrAuto)) {
       text = format_double(*d);
-    } else if (auto s = node.value_exact<std::string>(); s && f->type == FlagType::kString) {
+    } else if (auto s = node.value_exact<std::string>();
+               s && (f->type == FlagType::kString || (f->type == FlagType::kDoubleOrAuto && *s == "auto"))) {
       text = *s;
     } else {
-      static const char* kTypeNames[] = {"a boolean", "an integer", "a number", "a string"};
+      static const char* kTypeNames[] = {"a boolean", "an integer", "a number", "a string", "a number or \"auto\""};
       throw UsageError(detail::concat("config key '", name, "' in ", path, " must be ",
                                       kTypeNames[static_cast<int>(f->type)], "; e.g. ", name,
-                                      " = ", f->type == FlagType::kString ? "\"" : "", f->get(),
-                                      f->type == FlagType::kString ? "\"" : ""));
+                                      " = ", quoted(*f)));
     }
     f->set(text);
   }
@@ -198,6 +220,12 @@ nlohmann::json flags_to_json(const std::vector<Flag>& table) {
       case FlagType::kInt: j[f.name] = std::stoll(v); break;
       case FlagType::kDouble: j[f.name] = std::stod(v); break;
       case FlagType::kString: j[f.name] = v; break;
+      case FlagType::kDoubleOrAuto:
+        if (v == "auto")
+          j[f.name] = v;
+        else
+          j[f.name] = std::stod(v);
+        break;
     }
   }
   return j;

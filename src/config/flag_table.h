@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@
 
 namespace ddptrain {
 
-enum class FlagType { kBool, kInt, kDouble, kString };
+enum class FlagType { kBool, kInt, kDouble, kString, kDoubleOrAuto };
 
 struct Flag {
   std::string name;  // without the leading dashes
@@ -29,6 +30,8 @@ Flag bind_flag(const std::string& name, long long* field, const std::string& hel
 Flag bind_flag(const std::string& name, int* field, const std::string& help);
 Flag bind_flag(const std::string& name, double* field, const std::string& help);
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help);
+/// A number or the word auto (stored as nullopt: the program chooses, and says how).
+Flag bind_flag(const std::string& name, std::optional<double>* field, const std::string& help);
 
 /// Parses argv-style args against the table. Accepts `--name value`, `--name=value`, and for
 /// booleans `--name` / `--no-name`. Returns the positional arguments (none are expected by

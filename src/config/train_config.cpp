@@ -56,7 +56,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
-      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB"),
+      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB; auto: chosen from the measured all-reduce latency and bandwidth and the backward time (the log says how)"),
       bind_flag("first_bucket_mb", &c.dist.first_bucket_mb, "cap of the first bucket (last layers), MiB"),
       bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view, "gradients are views into the all-reduce buckets"),
       bind_flag("find_unused_parameters", &c.dist.find_unused_parameters, "allow parameters without a gradient in a step"),
@@ -166,8 +166,8 @@ void TrainConfig::validate() const {
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
                   "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
-  DDP_USAGE_CHECK(dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb,
-                  " must be > 0; pass e.g. --bucket_cap_mb 25");
+  DDP_USAGE_CHECK(!dist.bucket_cap_mb || *dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb.value_or(0),
+                  " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
   DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
                   " must be > 0; pass e.g. --first_bucket_mb 1");
   DDP_USAGE_CHECK(dist.ddp_comm_hook == "none" || dist.ddp_comm_hook == "fp16" || dist.ddp_comm_hook == "bf16",

@@ -3,6 +3,7 @@
 // Invariant: after resolve_train_config() returns, validate() has passed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ struct OptimOptions {
 struct DistOptions {
   std::string backend = "auto";  // auto | gloo | nccl
   int dist_timeout_s = 600;      // every collective and the rendezvous
-  double bucket_cap_mb = 25.0;   // all-reduce bucket size cap
+  std::optional<double> bucket_cap_mb;  // all-reduce bucket size cap, MiB; nullopt = auto (ddp/bucket_size.h)
   double first_bucket_mb = 1.0;  // the first bucket (reduced first, from the last layers)
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;

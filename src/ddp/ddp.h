@@ -49,6 +49,7 @@ class DistributedDataParallel {
   /// Communication counters since the last call.
   ReducerStats take_stats();
   size_t num_buckets() const { return reducer_ ? reducer_->buckets().size() : 0; }
+  size_t bucket_cap_bytes() const { return opts_.reducer.bucket_cap_bytes; }
 
  private:
   void verify_replicas(const std::vector<std::string>& names);

@@ -19,6 +19,7 @@
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
+#include "ddp/bucket_size.h"
 #include "ddp/ddp.h"
 #include "ddp/sync_batchnorm.h"
 #include "obs/chrome_trace.h"
@@ -102,6 +103,30 @@ Precision agreed_precision(const TrainConfig& cfg, const DistContext& ctx, CpuKe
   return p;
 }
 
+// DDP's options from the config; --bucket_cap_mb auto measures the link (a collective: the
+// branch depends only on the config and the world, the same on every rank).
+DdpOptions ddp_options(const TrainConfig& cfg, const DistContext& ctx, const torch::nn::Module& model,
+                       double backward_s) {
+  DdpOptions o;
+  if (cfg.dist.bucket_cap_mb) {
+    o.reducer.bucket_cap_bytes = static_cast<size_t>(*cfg.dist.bucket_cap_mb * (1 << 20));
+  } else if (ctx.communicates() && ctx.world_size() > 1) {
+    int64_t grad_bytes = 0;
+    for (const auto& p : model.parameters())
+      if (p.requires_grad()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    const BucketCapChoice c = choose_bucket_cap(measure_all_reduce_cost(ctx), grad_bytes, backward_s);
+    ctx.log().info(c.why);
+    o.reducer.bucket_cap_bytes = c.cap_bytes;
+  }
+  o.reducer.first_bucket_bytes = static_cast<size_t>(cfg.dist.first_bucket_mb * (1 << 20));
+  o.reducer.gradient_as_bucket_view = cfg.dist.gradient_as_bucket_view;
+  o.reducer.find_unused_parameters = cfg.dist.find_unused_parameters;
+  o.reducer.comm_hook = parse_comm_hook(cfg.dist.ddp_comm_hook);
+  o.reducer.overlap = cfg.dist.ddp_overlap;
+  o.broadcast_buffers = cfg.dist.broadcast_buffers;
+  return o;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
@@ -136,15 +161,22 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("model ", model->describe(), ": ",
                with_commas(static_cast<double>(count_parameters(*model))), " parameters"));
 
-  DdpOptions ddp_opts;
-  ddp_opts.reducer.bucket_cap_bytes = static_cast<size_t>(cfg.dist.bucket_cap_mb * (1 << 20));
-  ddp_opts.reducer.first_bucket_bytes = static_cast<size_t>(cfg.dist.first_bucket_mb * (1 << 20));
-  ddp_opts.reducer.gradient_as_bucket_view = cfg.dist.gradient_as_bucket_view;
-  ddp_opts.reducer.find_unused_parameters = cfg.dist.find_unused_parameters;
-  ddp_opts.reducer.comm_hook = parse_comm_hook(cfg.dist.ddp_comm_hook);
-  ddp_opts.reducer.overlap = cfg.dist.ddp_overlap;
-  ddp_opts.broadcast_buffers = cfg.dist.broadcast_buffers;
-  DistributedDataParallel ddp(model, ctx, ddp_opts);
+  // The kernel probe: the CPU's peak for MFU and what --amp_dtype auto chooses from.
+  const CpuKernelRates rates =
+      ctx.device().is_cpu() ? probe_cpu_kernels(cfg.run.use_amp && cfg.optim.amp_dtype != "fp16") : CpuKernelRates{};
+  const Precision prec = agreed_precision(cfg, ctx, rates);
+  log.info("precision: " + prec.why);
+  // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
+  const int64_t flops_per_sample = model->train_flops_per_sample();
+  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops, rates);
+  log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
+               peak.source));
+  // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which
+  // only makes --bucket_cap_mb auto more careful about the number of buckets.
+  const double backward_s = peak.flops_per_s > 0 ? 2.0 / 3.0 * static_cast<double>(flops_per_sample) *
+                                                       cfg.data.batch_size / peak.flops_per_s
+                                                 : 0.0;
+  DistributedDataParallel ddp(model, ctx, ddp_options(cfg, ctx, *model, backward_s));
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
   // rank converts the same way. See Note [Channels last].
   const bool channels_last = uses_channels_last(cfg.model);
@@ -152,11 +184,6 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
                ctx.device().str(), ", ", ddp.num_buckets(), " gradient buckets, ", threads,
                " intra-op threads per rank", channels_last ? ", channels-last layout" : ""));
-  // The kernel probe: the CPU's peak for MFU and what --amp_dtype auto chooses from.
-  const CpuKernelRates rates =
-      ctx.device().is_cpu() ? probe_cpu_kernels(cfg.run.use_amp && cfg.optim.amp_dtype != "fp16") : CpuKernelRates{};
-  const Precision prec = agreed_precision(cfg, ctx, rates);
-  log.info("precision: " + prec.why);
   if (cfg.model.activation_checkpointing == "blocks")
     log.info("activation checkpointing: each block is recomputed in backward");
   GradScaler scaler({prec.grad_scaler, cfg.optim.scaler_init_scale, 2.0, 0.5, cfg.optim.scaler_growth_interval});
@@ -263,15 +290,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     const auto i = timer.mark(p);
     profile.add(StepTimer::name(p), i.start, i.end, trained_steps);
   };
-  // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
-  const int64_t flops_per_sample = model->train_flops_per_sample();
-  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops, rates);
-  log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
-               peak.source));
   MetricsWriter metrics(cfg.run.metrics_file, ctx.is_main());
   metrics.write("run", result.global_step, start_epoch,
                 {{"precision", prec.name()}, {"precision_why", prec.why}, {"world_size", ctx.world_size()},
-                 {"backend", ctx.backend_name()}, {"threads_per_rank", threads}, {"buckets", ddp.num_buckets()}});
+                 {"backend", ctx.backend_name()}, {"threads_per_rank", threads}, {"buckets", ddp.num_buckets()},
+                 {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)}});
   ProgressBar progress(ctx.is_main());
   TensorBoardWriter tensorboard(cfg.run.tensorboard_dir, ctx.is_main());
   // The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.

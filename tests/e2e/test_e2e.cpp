@@ -156,6 +156,9 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
       EXPECT_EQ(j.at("precision"), "fp32") << line;
       EXPECT_NE(j.at("precision_why").get<std::string>().find("--no-use_amp"), std::string::npos) << line;
       EXPECT_EQ(j.at("world_size"), 2) << line;
+      // --bucket_cap_mb auto measured the link; a gradient this small fits any candidate cap,
+      // so the largest (fewest collectives) is chosen.
+      EXPECT_EQ(j.at("bucket_cap_mb"), 25.0) << line;
       EXPECT_GT(j.at("unix_time").get<double>(), 1.7e9) << line;
     } else {
       ASSERT_EQ(kind, "epoch") << line;
@@ -170,6 +173,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   }
   EXPECT_EQ(epochs, 2);
   EXPECT_EQ(runs, 1);
+  EXPECT_FALSE(lines_with(r.output, "--bucket_cap_mb auto: all-reduce latency").empty()) << r.output;
   EXPECT_EQ(steps, 2 * 2);  // 8 steps per epoch, a line every 4
   EXPECT_EQ(last_step, 16);
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "ddp/bucket_assignment.h"
+#include "ddp/bucket_size.h"
 
 using namespace ddptrain;
 
@@ -44,4 +45,47 @@ TEST(Buckets, EveryParamExactlyOnceAndDeterministic) {
   for (const auto& bucket : b1)
     for (size_t i : bucket) seen[i]++;
   for (int s : seen) EXPECT_EQ(s, 1);
+}
+
+// Note [Bucket size from the link]: the cap is a pure function of the measured link, the
+// gradient size and the backward time.
+namespace {
+constexpr double kMiB = 1 << 20;
+constexpr int64_t kResNetGrad = static_cast<int64_t>(10.6 * kMiB);  // MiniResNet width 1.0, fp32
+}  // namespace
+
+TEST(BucketSize, ASlowLinkGetsSmallBucketsSoLittleWaitsAfterBackward) {
+  // 1 Gbit/s (8 ns a byte), 200 us a collective, backward 0.66 s: bench 2b's two namespaces.
+  const BucketCapChoice c = choose_bucket_cap({200e-6, 8e-9}, kResNetGrad, 0.66);
+  EXPECT_EQ(c.cap_bytes, static_cast<size_t>(1 * kMiB)) << c.why;
+  EXPECT_LT(c.exposed_s, 0.01) << c.why;
+  // What PyTorch's default leaves exposed there: the whole 10.6 MiB after backward.
+  const double default_exposed = 200e-6 + 10.6 * kMiB * 8e-9;
+  EXPECT_GT(default_exposed, 8 * c.exposed_s);
+  EXPECT_NE(c.why.find("buckets of 1 MiB"), std::string::npos) << c.why;
+  EXPECT_NE(c.why.find("10.6 MiB of gradients"), std::string::npos) << c.why;
+}
+
+TEST(BucketSize, AFastLinkGetsTheLargestBucketsWithinTheTolerance) {
+  // Loopback-like: 50 us, 2 GB/s; every cap's tail is under 13 ms of a 0.6 s backward.
+  const BucketCapChoice loopback = choose_bucket_cap({50e-6, 0.5e-9}, kResNetGrad, 0.6);
+  // Tolerance max(0.5 ms, 0.5% of 0.6 s = 3 ms): E(4 MiB) = 2.1 ms fits, E(8 MiB) = 4.2 ms does not.
+  EXPECT_EQ(loopback.cap_bytes, static_cast<size_t>(4 * kMiB)) << loopback.why;
+  // A GPU link: 15 us, 150 GB/s, a 20 ms backward: the tail of any cap is tiny, so the largest.
+  const BucketCapChoice nvlink = choose_bucket_cap({15e-6, 1.0 / 150e9}, 500 * (1 << 20), 0.02);
+  EXPECT_EQ(nvlink.cap_bytes, static_cast<size_t>(25 * kMiB)) << nvlink.why;
+}
+
+TEST(BucketSize, WhenCommunicationOutlastsBackwardFewerBucketsWin) {
+  // 5 ms a collective (a far, slow network), 124M fp32 parameters, 1 Gbit/s, a short backward:
+  // the latencies of 1 MiB buckets (475 of them: 2.4 s) would not hide under 1 s of backward.
+  const int64_t g = 124439808LL * 4;
+  const BucketCapChoice c = choose_bucket_cap({5e-3, 8e-9}, g, 1.0);
+  EXPECT_GT(c.cap_bytes, static_cast<size_t>(1 * kMiB)) << c.why;
+  // Unknown backward (no peak): still a valid candidate.
+  const BucketCapChoice unknown = choose_bucket_cap({5e-3, 8e-9}, g, 0);
+  EXPECT_GE(unknown.cap_bytes, static_cast<size_t>(1 * kMiB));
+  EXPECT_LE(unknown.cap_bytes, static_cast<size_t>(25 * kMiB));
+  // The same inputs give the same cap on every rank.
+  EXPECT_EQ(choose_bucket_cap({5e-3, 8e-9}, g, 1.0).cap_bytes, c.cap_bytes);
 }

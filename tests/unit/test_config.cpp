@@ -57,7 +57,7 @@ TEST(Config, DefaultsMatchReference) {
   EXPECT_DOUBLE_EQ(c.model.width, 1.0);
   EXPECT_EQ(c.optim.max_steps, 0);
   EXPECT_EQ(c.dist.dist_timeout_s, 600);
-  EXPECT_DOUBLE_EQ(c.dist.bucket_cap_mb, 25.0);
+  EXPECT_FALSE(c.dist.bucket_cap_mb.has_value());  // auto
 }
 
 TEST(Config, FlagsParseAllForms) {
@@ -108,6 +108,8 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--config", "/nonexistent.toml"}, "--config='/nonexistent.toml' does not exist"},
       {{"--resume_from", "/nonexistent_ckpt"}, "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},
       {{"--grad_accum_steps", "0"}, "--grad_accum_steps=0 must be > 0"},
+      {{"--bucket_cap_mb", "0"}, "--bucket_cap_mb=0 must be > 0; pass auto"},
+      {{"--bucket_cap_mb", "big"}, "--bucket_cap_mb='big' is not a number; pass auto or e.g. --bucket_cap_mb 25"},
       {{"stray"}, "unexpected argument 'stray'"},
   };
   for (const auto& c : cases) {
@@ -123,6 +125,22 @@ TEST(Config, BadTomlIsUsageError) {
             std::string::npos);
   EXPECT_NE(usage_error_of({"--config", temp_file("bad3.toml", "lr = = 1\n")}).find("could not be read as TOML"),
             std::string::npos);
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad4.toml", "bucket_cap_mb = \"fast\"\n")})
+                .find("must be a number or \"auto\"; e.g. bucket_cap_mb = \"auto\""),
+            std::string::npos);
+}
+
+TEST(Config, NumberOrAutoFlags) {
+  EXPECT_DOUBLE_EQ(*resolve_train_config({"--bucket_cap_mb", "4"}).dist.bucket_cap_mb, 4.0);
+  EXPECT_FALSE(resolve_train_config({"--bucket_cap_mb=auto"}).dist.bucket_cap_mb.has_value());
+  EXPECT_DOUBLE_EQ(*resolve_train_config({"--config", temp_file("cap1.toml", "bucket_cap_mb = 2\n")}).dist.bucket_cap_mb,
+                   2.0);
+  EXPECT_DOUBLE_EQ(
+      *resolve_train_config({"--config", temp_file("cap2.toml", "bucket_cap_mb = 0.5\n")}).dist.bucket_cap_mb, 0.5);
+  EXPECT_FALSE(resolve_train_config({"--config", temp_file("cap3.toml", "bucket_cap_mb = \"auto\"\n")})
+                   .dist.bucket_cap_mb.has_value());
+  TrainConfig c = resolve_train_config({"--bucket_cap_mb", "8"});
+  EXPECT_DOUBLE_EQ(flags_to_json(train_flags(c))["bucket_cap_mb"].get<double>(), 8.0);
 }
 
 TEST(Config, HelpListsEveryFlagWithDefault) {
@@ -141,4 +159,5 @@ TEST(Config, JsonDumpIsTyped) {
   EXPECT_EQ(j["use_amp"].get<bool>(), true);
   EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 0.01);
   EXPECT_EQ(j["backend"].get<std::string>(), "auto");
+  EXPECT_EQ(j["bucket_cap_mb"].get<std::string>(), "auto");
 }
