@@ -57,16 +57,20 @@ BucketCapChoice choose_bucket_cap(const LinkCost& link, int64_t grad_bytes, doub
   return c;
 }
 
-LinkCost measure_all_reduce_cost(const DistContext& ctx) {
+BucketCapChoice agreed_bucket_cap(const DistContext& ctx, int64_t grad_bytes, double backward_s) {
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(ctx.device());
   constexpr int64_t kSmall = 256, kLarge = 1 << 20;  // 1 KiB and 4 MiB
   const double small_s = fastest_all_reduce_s(ctx, at::zeros({kSmall}, opts), 5);
   const double large_s = fastest_all_reduce_s(ctx, at::zeros({kLarge}, opts), 3);
-  // Every rank must choose the same buckets: average what the ranks measured.
-  std::vector<at::Tensor> sums{at::tensor({small_s, large_s}, at::TensorOptions().dtype(at::kDouble)).to(ctx.device())};
+  // Every rank must build the same buckets: average what the ranks measured and estimated
+  // (each rank's backward estimate comes from its own kernel probe).
+  std::vector<at::Tensor> sums{
+      at::tensor({small_s, large_s, backward_s}, at::TensorOptions().dtype(at::kDouble)).to(ctx.device())};
   ctx.all_reduce_sum(sums, "link-probe result all_reduce (--bucket_cap_mb auto)");
-  const double s = sums[0][0].item<double>() / ctx.world_size(), l = sums[0][1].item<double>() / ctx.world_size();
-  return {s, std::max(0.0, l - s) / (4.0 * (kLarge - kSmall))};
+  const at::Tensor mean = sums[0].cpu() / ctx.world_size();
+  const double s = mean[0].item<double>(), l = mean[1].item<double>();
+  const LinkCost link{s, std::max(0.0, l - s) / (4.0 * (kLarge - kSmall))};
+  return choose_bucket_cap(link, grad_bytes, mean[2].item<double>());
 }
 
 }  // namespace ddptrain

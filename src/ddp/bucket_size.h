@@ -44,8 +44,10 @@ constexpr double kBucketCapCandidatesMib[] = {1, 2, 4, 8, 16, 25};
 /// Pure: the cap of Note [Bucket size from the link]. backward_s <= 0: unknown (treated as 0).
 BucketCapChoice choose_bucket_cap(const LinkCost& link, int64_t grad_bytes, double backward_s);
 
-/// Times all-reduces of 1 KiB and 4 MiB of fp32 on ctx's device (a few each, after a warm-up;
-/// the fastest counts) and averages the result over the ranks. A collective: every rank calls it.
-LinkCost measure_all_reduce_cost(const DistContext& ctx);
+/// The cap for this job: times all-reduces of 1 KiB and 4 MiB of fp32 on ctx's device (a few
+/// each, after a warm-up; the fastest counts), averages those times and every rank's own
+/// backward estimate over the ranks, and applies choose_bucket_cap to the averages, so every
+/// rank gets the same cap whatever it measured itself. A collective: every rank calls it.
+BucketCapChoice agreed_bucket_cap(const DistContext& ctx, int64_t grad_bytes, double backward_s);
 
 }  // namespace ddptrain

@@ -114,7 +114,7 @@ DdpOptions ddp_options(const TrainConfig& cfg, const DistContext& ctx, const tor
     int64_t grad_bytes = 0;
     for (const auto& p : model.parameters())
       if (p.requires_grad()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    const BucketCapChoice c = choose_bucket_cap(measure_all_reduce_cost(ctx), grad_bytes, backward_s);
+    const BucketCapChoice c = agreed_bucket_cap(ctx, grad_bytes, backward_s);
     ctx.log().info(c.why);
     o.reducer.bucket_cap_bytes = c.cap_bytes;
   }

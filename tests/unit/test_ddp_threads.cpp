@@ -7,6 +7,7 @@
 
 #include <torch/optim/sgd.h>
 
+#include "ddp/bucket_size.h"
 #include "ddp/ddp.h"
 #include "dist_harness.h"
 
@@ -355,4 +356,20 @@ TEST(DdpThreads, SyncBatchNormResNetEquivalentToOneRank) {
                 world, static_cast<long long>(per_rank), d);
     EXPECT_LE(d, 1e-5) << "world " << world;
   }
+}
+
+// Note [Bucket size from the link]: every rank must build the same buckets, so the cap comes
+// from numbers averaged over the ranks, never from what one rank measured or estimated alone
+// (a bench run once died on exactly that: ranks with different kernel-probe peaks, so
+// different backward estimates, chose different caps and their all-reduces did not match).
+TEST(DdpThreads, AutoBucketCapIsTheSameOnEveryRank) {
+  std::vector<BucketCapChoice> choices(2);
+  testing_dist::run_ranks(2, [&](const DistContext& ctx) {
+    const double my_backward_s = ctx.rank() == 0 ? 0.0 : 100.0;
+    choices[static_cast<size_t>(ctx.rank())] = agreed_bucket_cap(ctx, 64LL << 20, my_backward_s);
+  });
+  std::printf("rank 0: %s\nrank 1: %s\n", choices[0].why.c_str(), choices[1].why.c_str());
+  EXPECT_EQ(choices[0].cap_bytes, choices[1].cap_bytes);
+  EXPECT_EQ(choices[0].why, choices[1].why);  // the same averaged latency, bandwidth and backward
+  EXPECT_NE(choices[0].why.find("backward ~50.000 s"), std::string::npos) << choices[0].why;
 }
