@@ -3,7 +3,8 @@
 # and a compiler, but no apt packages) from this Debian machine into .gpudeps/, keeping
 # their install layout so their CMake config files work there: nlohmann-json, toml++ (its
 # shared library), GoogleTest (static), Gloo's headers (LibTorch's ProcessGroupGloo.hpp
-# includes them) and zlib. .gpudeps is git-ignored; the device tool carries it
+# includes them), zlib, and the nccl.h of the NCCL release pip's torch pins. .gpudeps is
+# git-ignored; the device tool carries it
 # (carry: [".gpudeps"]). Usage: scripts/gpu_deps.sh  (then see scripts/gpu-check.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +19,21 @@ cp -r /usr/include/nlohmann /usr/include/toml++ /usr/include/gtest /usr/include/
 cp /usr/include/zlib.h /usr/include/zconf.h "$d/include/"
 cp -r /usr/share/cmake/nlohmann_json "$d/share/cmake/"
 cp -r /usr/$arch/cmake/tomlplusplus /usr/$arch/cmake/GTest "$d/$arch/cmake/"
+# GoogleTest's config includes its GMock targets only when present (OPTIONAL): without
+# libgmock.a beside them they would stop the configure, and we use no gmock.
+rm -f "$d/$arch/cmake/GTest/GMockTargets"*.cmake
 # Real files, not links (links may not travel).
 cp -L /usr/$arch/libtomlplusplus.so.3 "$d/$arch/libtomlplusplus.so.3"
 cp -L /usr/$arch/libtomlplusplus.so "$d/$arch/libtomlplusplus.so"
 cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libz.a "$d/$arch/"
+# The nccl.h of the NCCL that pip's torch pins (the nvidia-nccl wheel next to torch): a header
+# from another NCCL release changes the size of ncclConfig_t inside ProcessGroupNCCL's options,
+# silent memory corruption rather than a compile error (See Note [NCCL header] in
+# CMakeLists.txt, which checks the version at configure time).
+py=$(./scripts/torch2_python.sh)
+nccl_inc=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))')
+cp -r "$nccl_inc"/. "$d/include/"
+echo "gpu_deps: nccl.h $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$d/include/nccl.h" | paste -sd.) from $nccl_inc"
 # The configs fall back to /usr when they find themselves there; elsewhere they compute the
 # prefix from their own location, which is what we want.
 du -sh "$d" | sed 's/^/gpu_deps: /'

@@ -30,7 +30,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     auto xd = x.to(at::kDouble);
     // (sum, sum of squares, count) of this rank, summed over all ranks in one all-reduce.
     std::vector<at::Tensor> stats{at::cat({xd.sum(dims), xd.pow(2).sum(dims),
-                                           at::full({1}, static_cast<double>(x.numel() / C), at::kDouble)})};
+                                           at::full({1}, static_cast<double>(x.numel() / C), xd.options())})};
     dist->all_reduce_sum(stats);
     const double n = stats[0][2 * C].item<double>();
     auto mean = stats[0].narrow(0, 0, C) / n;

@@ -9,10 +9,23 @@
 #include "util/env.h"
 #include "util/error.h"
 
+#ifdef USE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace ddptrain {
 namespace {
 
 constexpr long long kMaxWorld = 1 << 20;
+
+// Makes d this process's current CUDA device. Everything that names no device (the caching
+// allocator, default streams, NCCL's communicators, CUDA generators looked up by type) then
+// works on cuda:<local_rank> instead of every rank crowding onto cuda:0.
+void make_current(const at::Device& d) {
+#ifdef USE_CUDA
+  if (d.is_cuda()) c10::cuda::set_device(d.index());
+#endif
+}
 
 // The first variable of the list that is set, read as an integer in [min, max].
 std::optional<long long> first_int(std::initializer_list<const char*> names, long long min,
@@ -62,6 +75,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     : env_(env), timeout_(opts.timeout), log_(env.rank, env.world_size) {
   if (torch::cuda::is_available()) {
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
+    make_current(device_);
   }
   backend_name_ = resolve_backend(opts.backend, device_);
   // One process: no process group, unless a backend was named (--backend nccl|gloo), so a

@@ -16,13 +16,15 @@ struct Replay : torch::CustomClassHolder {
   BlockFn fn;
   std::vector<at::Tensor> buffers;
   at::Tensor cpu_rng;
-  at::Tensor device_rng;  // the accelerator's generator state when the input lives there
-  at::DeviceType device = at::kCPU;
+  at::Tensor device_rng;  // the generator state of the input's own device (cuda:k, not cuda:0)
+  at::Device device = at::kCPU;
   bool autocast = false;
   at::ScalarType autocast_dtype = at::kFloat;
 };
 
-at::Generator device_generator(at::DeviceType d) { return at::globalContext().defaultGenerator(d); }
+// The default generator of this very device: on cuda:k it is cuda:k's, which a lookup by
+// device type alone would not give (it answers for the current device).
+at::Generator device_generator(at::Device d) { return at::globalContext().defaultGenerator(d); }
 
 at::Tensor get_rng(at::Generator gen) {
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -37,11 +39,11 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
   // inputs = {x, params...}; grad mode is off in here.
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<Replay> replay) {
     const at::Tensor& x = inputs[0];
-    replay->device = x.device().type();
+    replay->device = x.device();
     replay->cpu_rng = get_rng(at::detail::getDefaultCPUGenerator());
-    if (replay->device != at::kCPU) replay->device_rng = get_rng(device_generator(replay->device));
-    replay->autocast = compat::AutocastGuard::is_enabled(replay->device);
-    replay->autocast_dtype = compat::AutocastGuard::get_dtype(replay->device);
+    if (!replay->device.is_cpu()) replay->device_rng = get_rng(device_generator(replay->device));
+    replay->autocast = compat::AutocastGuard::is_enabled(replay->device.type());
+    replay->autocast_dtype = compat::AutocastGuard::get_dtype(replay->device.type());
     ctx->save_for_backward(inputs.vec());  // the input, and the parameters (leaves: kept as they are)
     ctx->saved_data["replay"] = c10::IValue::make_capsule(replay);
     return {replay->fn(x)};
@@ -56,9 +58,9 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     // Replay the forward exactly: same RNG draws, same autocast, buffers untouched.
     const at::Tensor cpu_now = get_rng(at::detail::getDefaultCPUGenerator());
     at::Tensor device_now;
-    if (replay->device != at::kCPU) device_now = get_rng(device_generator(replay->device));
+    if (!replay->device.is_cpu()) device_now = get_rng(device_generator(replay->device));
     set_rng(at::detail::getDefaultCPUGenerator(), replay->cpu_rng);
-    if (replay->device != at::kCPU) set_rng(device_generator(replay->device), replay->device_rng);
+    if (!replay->device.is_cpu()) set_rng(device_generator(replay->device), replay->device_rng);
     std::vector<at::Tensor> kept;
     {
       at::NoGradGuard no_grad;
@@ -67,11 +69,11 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     at::Tensor out;
     {
       at::AutoGradMode grad(true);
-      compat::AutocastGuard autocast(replay->device, replay->autocast_dtype, replay->autocast);
+      compat::AutocastGuard autocast(replay->device.type(), replay->autocast_dtype, replay->autocast);
       out = replay->fn(x);
     }
     set_rng(at::detail::getDefaultCPUGenerator(), cpu_now);
-    if (replay->device != at::kCPU) set_rng(device_generator(replay->device), device_now);
+    if (!replay->device.is_cpu()) set_rng(device_generator(replay->device), device_now);
 
     // Gradients for the inputs that need them, without touching any .grad.
     std::vector<at::Tensor> wrt;

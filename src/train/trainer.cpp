@@ -294,7 +294,8 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   metrics.write("run", result.global_step, start_epoch,
                 {{"precision", prec.name()}, {"precision_why", prec.why}, {"world_size", ctx.world_size()},
                  {"backend", ctx.backend_name()}, {"threads_per_rank", threads}, {"buckets", ddp.num_buckets()},
-                 {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)}});
+                 {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
+                 {"peak_flops_per_s", peak.flops_per_s}, {"peak_source", peak.source}});
   ProgressBar progress(ctx.is_main());
   TensorBoardWriter tensorboard(cfg.run.tensorboard_dir, ctx.is_main());
   // The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.

@@ -39,8 +39,9 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
   std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a,
-                                    {3, 17, true, 42, 1, 7, GradScalerState{1024.0, 7}}, "{}\n");
+                                    {3, 17, true, 42, 1, 7, GradScalerState{1024.0, 7}, "bf16"}, "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
+  EXPECT_EQ(read_checkpoint_meta(dir).precision, "bf16");  // what a resume with --amp_dtype auto keeps
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp", 0), std::string::npos) << e.path();
 
@@ -138,7 +139,7 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   fs::remove(d3 + "/manifest.json");
   expect_error(d3, "manifest.json is missing");
   // The newest valid checkpoint wins; damaged ones are skipped.
-  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}}, "{}\n", {0, {}});
+  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, ""}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
 }
 
@@ -148,7 +149,7 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   for (int s = 1; s <= 5; ++s)
-    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}}, "{}\n", {2, {}});
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}, ""}, "{}\n", {2, {}});
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());

@@ -1,0 +1,100 @@
+"""gpu_report.json from the logs of scripts/gpu-check.sh (and printed to stdout).
+
+usage: gpu_report.py LOGS_DIR REPORT_JSON TOTAL_S [FAILED_STAGE ...]
+Every number comes from a run's metrics file (ddptrain) or log (Python DDP); a run that
+failed or left no step records is listed under "missing" instead of stopping the report.
+MFU is given against the datasheet peak ddptrain used (its "run" record) and against a
+matmul peak measured here, when a GPU is there.
+"""
+import glob
+import json
+import os
+import re
+import sys
+import time
+
+logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
+
+
+def records(name):
+    path = os.path.join(logs, name + ".jsonl")
+    return [json.loads(line) for line in open(path) if line.strip()] if os.path.exists(path) else []
+
+
+def measured_matmul_peaks():
+    """Dense matmul FLOP/s on this GPU, bf16 and fp32 (TF32 allowed, as ddptrain's fp32 runs)."""
+    import torch
+    if not torch.cuda.is_available():
+        return {}
+    peaks = {}
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+        b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+        for _ in range(3):
+            a @ b
+        torch.cuda.synchronize()
+        t0, n = time.perf_counter(), 10
+        for _ in range(n):
+            a @ b
+        torch.cuda.synchronize()
+        peaks[name] = 2 * 8192**3 * n / (time.perf_counter() - t0)
+    return peaks
+
+
+def summary(name, measured):
+    recs = records(name)
+    steps = [r for r in recs if r.get("kind") == "step"][1:]  # the first interval includes start-up
+    if not steps:
+        rep["missing"].append(name)
+        return None
+    run = next((r for r in recs if r.get("kind") == "run"), {})
+    mean = lambda k: sum(s.get(k, 0.0) for s in steps) / len(steps)  # noqa: E731
+    out = {"samples_per_s": mean("samples_per_s"), "ms_per_step": mean("ms_per_step"), "mfu_datasheet": mean("mfu"),
+           "peak_mem_mib": max(s["peak_mem_mib"] for s in steps), "precision": run.get("precision")}
+    if "tokens_per_s" in steps[0]:
+        out["tokens_per_s"] = mean("tokens_per_s")
+    peak = measured.get("fp32" if run.get("precision") == "fp32" else "bf16")
+    if peak and run.get("peak_flops_per_s"):
+        out["mfu_measured_matmul"] = out["mfu_datasheet"] * run["peak_flops_per_s"] / peak
+    return out
+
+
+def python_sps(name):
+    path = os.path.join(logs, name + ".log")
+    m = re.search(r"reference samples/s: ([0-9.]+)", open(path).read()) if os.path.exists(path) else None
+    if not m:
+        rep["missing"].append(name)
+    return float(m.group(1)) if m else None
+
+
+try:
+    import torch
+    rep["torch"] = torch.__version__
+    rep["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    measured = measured_matmul_peaks()
+except Exception as e:  # a report without the GPU facts beats no report
+    rep["torch_error"] = str(e)
+    measured = {}
+rep["measured_matmul_tflops"] = {k: v / 1e12 for k, v in measured.items()}
+resnet = {p: summary("resnet_" + p, measured) for p in ("fp32", "bf16", "fp16", "bf16_contiguous", "bf16_recompute")}
+rep["mini_resnet_w1_b256"] = resnet
+python = {p: python_sps("python_" + p) for p in ("fp32", "bf16", "fp16", "bf16_channels_last")}
+rep["python_ddp_samples_per_s"] = python
+ratios = {}
+for ours, theirs in (("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "bf16_channels_last"),
+                     ("bf16_contiguous", "bf16")):
+    if resnet.get(ours) and python.get(theirs):
+        ratios[f"{ours}/{theirs}"] = resnet[ours]["samples_per_s"] / python[theirs]
+rep["ratio_ddptrain_over_python"] = ratios
+gpt = sorted(glob.glob(os.path.join(logs, "gpt_b*.jsonl")), key=lambda p: int(re.search(r"gpt_b(\d+)", p).group(1)))
+for path in reversed(gpt):  # the largest batch that produced steps
+    name = os.path.basename(path)[:-6]
+    s = summary(name, measured)
+    if s:
+        rep["gpt2_124m_bf16_block1024"] = dict(s, batch=int(name[5:]))
+        rep["missing"] = [m for m in rep["missing"] if not m.startswith("gpt_b")]
+        break
+json.dump(rep, open(report_path, "w"), indent=2)
+print(json.dumps(rep, indent=2))
