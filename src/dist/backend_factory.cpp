@@ -48,6 +48,16 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 
 }  // namespace
 
+std::optional<at::Device> staging_device(const std::string& backend, const at::Device& rank_device,
+                                         const at::Device& tensor_device) {
+  if (backend == "nccl") {
+    if (tensor_device == rank_device) return std::nullopt;
+    return rank_device;
+  }
+  if (tensor_device.is_cpu() || tensor_device.is_cuda()) return std::nullopt;
+  return at::Device(at::kCPU);
+}
+
 compat::CommHandle make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                 int rank, int world_size, const std::string& master_addr,
                                 std::chrono::milliseconds timeout) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -17,6 +18,15 @@ std::string resolve_backend(const std::string& requested, const at::Device& devi
 /// Whether the backend can all-reduce tensors of this dtype (Gloo in LibTorch 1.13 has no
 /// bfloat16 reduction; NCCL and later Gloo have).
 bool backend_reduces(const std::string& backend, at::ScalarType dtype);
+
+/// Note [Collectives on the backend's device]
+/// NCCL takes only CUDA tensors on the rank's own device ("Tensors must be CUDA and dense");
+/// Gloo takes CPU tensors (and CUDA ones, which it stages itself). So a collective's tensor
+/// that lives elsewhere is staged by DistContext: copied to this device, reduced there, and
+/// copied back. Pure: the device tensor_device must be staged to for `backend` on a rank
+/// whose device is rank_device, or nullopt when the backend takes it as it is.
+std::optional<at::Device> staging_device(const std::string& backend, const at::Device& rank_device,
+                                         const at::Device& tensor_device);
 
 /// Creates the process-group backend for this rank. For Gloo the network interface is
 /// GLOO_SOCKET_IFNAME when set, loopback when master_addr is a loopback address, else the

@@ -141,13 +141,33 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   }
 }
 
+// See Note [Collectives on the backend's device].
+void DistContext::run_staged(std::vector<at::Tensor>& tensors, const char* what,
+                             const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+  std::vector<at::Tensor> on_backend = tensors;
+  bool staged = false;
+  for (auto& t : on_backend)
+    if (auto d = staging_device(backend_name_, device_, t.device())) {
+      t = t.to(*d);
+      staged = true;
+    }
+  wait(op(on_backend), what);
+  if (!staged) return;
+  ++staged_;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!on_backend[i].is_same(tensors[i])) tensors[i].copy_(on_backend[i]);
+}
+
 void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
   if (!pg_) return;
-  wait(all_reduce_sum_async(tensors), what);
+  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return all_reduce_sum_async(ts); });
 }
 
 compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
+  for (const auto& t : tensors)
+    DDP_ASSERT(!staging_device(backend_name_, device_, t.device()), "an asynchronous all_reduce got a tensor on ",
+               t.device().str(), ", which ", backend_name_, " does not take: create it on ", device_.str());
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
   o.timeout = timeout_;
@@ -159,7 +179,7 @@ void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const ch
   c10d::BroadcastOptions o;
   o.rootRank = root;
   o.timeout = timeout_;
-  wait(pg_->broadcast(tensors, o), what);
+  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return pg_->broadcast(ts, o); });
 }
 
 void DistContext::barrier(const char* what) const {

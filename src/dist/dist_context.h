@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,16 +64,22 @@ class DistContext {
   /// Whether all_reduce accepts tensors of this dtype on this backend.
   bool reduces(at::ScalarType dtype) const;
 
-  /// Sums the tensors in place across ranks (synchronous, with the timeout).
+  /// Sums the tensors in place across ranks (synchronous, with the timeout). Tensors on a
+  /// device the backend does not take are staged (Note [Collectives on the backend's device]).
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what = "all_reduce") const;
   /// Starts an asynchronous sum; the caller waits on the Work before touching the tensors.
+  /// The tensors must already be where the backend takes them (an InternalError otherwise:
+  /// a copy back after an asynchronous wait would be the caller's to forget).
   compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
-  /// Copies root's tensors into every rank's tensors (synchronous).
+  /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.
   void wait(const compat::WorkHandle& work, const char* what) const;
+
+  /// How many collectives so far had a tensor staged to the backend's device.
+  int64_t staged_collectives() const { return staged_; }
 
   /// Explicit teardown (also done by the destructor): drains and destroys the process group.
   void shutdown();
@@ -85,6 +92,11 @@ class DistContext {
   Logger log_;
   c10::intrusive_ptr<c10d::Store> store_;
   compat::CommHandle pg_;
+  mutable int64_t staged_ = 0;
+
+  /// Runs op on tensors the backend takes: the given ones, or staged copies written back after.
+  void run_staged(std::vector<at::Tensor>& tensors, const char* what,
+                  const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
 };
 
 }  // namespace ddptrain

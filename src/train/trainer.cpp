@@ -256,7 +256,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   // Stop requests (SIGTERM/SIGINT) are agreed on by all ranks: each step starts an async sum
   // of the local flags and the next step reads it, so every rank stops after the same step
   // and the exchange costs no waiting.
-  std::vector<at::Tensor> stop_votes{at::zeros({1}, at::kInt)};
+  std::vector<at::Tensor> stop_votes{at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(ctx.device()))};
   compat::WorkHandle stop_work;
   auto agreed_stop = [&]() -> bool {
     if (ctx.world_size() == 1) return stop_signal() != 0;
@@ -318,7 +318,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     zero_grad_set_to_none(optimizer);
     const auto epoch_t0 = Clock::now();
     auto interval_t0 = Clock::now();
-    double epoch_loss = 0, epoch_correct = 0, epoch_count = 0, interval_loss = 0;
+    // Loss and correct predictions stay on the device, read only at step lines and at the
+    // epoch's end: no host sync per micro-step, as Python DDP loops run. Double sums, added in
+    // the same order as host doubles would be: the logged numbers are unchanged.
+    const auto sum_options = at::TensorOptions().dtype(at::kDouble).device(ctx.device());
+    at::Tensor epoch_sums = at::zeros({2}, sum_options);  // (sum of loss x samples, correct)
+    at::Tensor interval_loss = at::zeros({1}, sum_options);
+    double epoch_count = 0;
     int64_t interval_micro = 0, interval_steps = 0, step_in_epoch = first_micro / K, micro_done = first_micro;
     timer.restart();
     reset_peak_memory(ctx.device());
@@ -356,11 +362,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         scaler.scale(loss / static_cast<double>(group_size)).backward();
       }
       phase(StepTimer::kBackward);
-      const double loss_v = loss.item<double>();
-      epoch_loss += loss_v * static_cast<double>(targets.numel());
-      epoch_correct += logits.argmax(-1).eq(targets).sum().item<double>();
+      const at::Tensor loss_d = loss.detach().to(at::kDouble);
+      epoch_sums[0].add_(loss_d * static_cast<double>(targets.numel()));
+      epoch_sums[1].add_(logits.argmax(-1).eq(targets).sum());
       epoch_count += static_cast<double>(targets.numel());
-      interval_loss += loss_v;
+      interval_loss.add_(loss_d);
       ++interval_micro;
       micro_done = micro + 1;
       if (!last_in_group) continue;
@@ -387,10 +393,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       ++step_in_epoch;
       ++trained_steps;
       ++interval_steps;
-      if (progress.active()) {
+      if (progress.active()) {  // a terminal only: the bar reads the loss every step
         const double elapsed = seconds_since(epoch_t0);
         const int64_t done_here = step_in_epoch - first_micro / K;
-        progress.update(epoch, step_in_epoch, steps_per_epoch, loss_v,
+        progress.update(epoch, step_in_epoch, steps_per_epoch, loss.item<double>(),
                         static_cast<double>(micro_done - first_micro) * cfg.data.batch_size * ctx.world_size() / elapsed,
                         done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(steps_per_epoch - step_in_epoch) : 0.0);
       }
@@ -406,8 +412,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
 
       // Step line: loss averaged over the ranks (a collective every rank makes at this step).
       if (step_in_epoch % cfg.run.log_interval == 0 || step_in_epoch == steps_per_epoch || stop) {
-        std::vector<at::Tensor> l{torch::tensor({interval_loss, static_cast<double>(interval_micro)}, torch::kDouble)};
+        std::vector<at::Tensor> l{at::cat({interval_loss, at::full({1}, static_cast<double>(interval_micro), sum_options)})};
         ctx.all_reduce_sum(l, "step-line loss all_reduce");
+        l[0] = l[0].cpu();
         StepReport r;
         r.epoch = epoch;
         r.step_in_epoch = step_in_epoch;
@@ -429,7 +436,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         nlohmann::json rec = step_record(r);
         to_tensorboard("train", rec);
         metrics.write("step", result.global_step, epoch, std::move(rec));
-        interval_loss = 0;
+        interval_loss.zero_();
         interval_micro = 0;
         interval_steps = 0;
         interval_t0 = Clock::now();
@@ -456,14 +463,14 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     // per rank each).
     const MemoryStats mem = memory_stats(ctx.device());
     const int W = ctx.world_size();
-    at::Tensor summary = torch::zeros({3 + 2 * W}, torch::kDouble);
-    summary[0] = epoch_loss;
-    summary[1] = epoch_correct;
+    at::Tensor summary = at::zeros({3 + 2 * W}, sum_options);
+    summary.narrow(0, 0, 2).copy_(epoch_sums);
     summary[2] = epoch_count;
     summary[3 + ctx.rank()] = static_cast<double>(mem.peak_bytes);
     summary[3 + W + ctx.rank()] = static_cast<double>(peak_rss_bytes());
     std::vector<at::Tensor> sums{summary};
     ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
+    sums[0] = sums[0].cpu();
     result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
     std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",

@@ -8,6 +8,7 @@
 #include <torch/optim/sgd.h>
 
 #include "ddp/bucket_size.h"
+#include "dist/backend_factory.h"
 #include "ddp/ddp.h"
 #include "dist_harness.h"
 
@@ -372,4 +373,29 @@ TEST(DdpThreads, AutoBucketCapIsTheSameOnEveryRank) {
   EXPECT_EQ(choices[0].cap_bytes, choices[1].cap_bytes);
   EXPECT_EQ(choices[0].why, choices[1].why);  // the same averaged latency, bandwidth and backward
   EXPECT_NE(choices[0].why.find("backward ~50.000 s"), std::string::npos) << choices[0].why;
+}
+
+// Note [Collectives on the backend's device]: NCCL takes only tensors on the rank's own GPU, so
+// the step-line loss, votes, RNG states and replica checks that live elsewhere are staged by
+// DistContext; Gloo takes CPU (and CUDA) tensors as they are. Devices only: no GPU needed.
+TEST(Staging, WhereEachBackendTakesATensor) {
+  const at::Device cpu(at::kCPU), cuda0(at::kCUDA, 0), cuda1(at::kCUDA, 1);
+  EXPECT_EQ(staging_device("nccl", cuda1, cpu), cuda1);    // a CPU tensor handed to NCCL
+  EXPECT_EQ(staging_device("nccl", cuda1, cuda0), cuda1);  // another GPU's tensor
+  EXPECT_FALSE(staging_device("nccl", cuda1, cuda1).has_value());
+  EXPECT_FALSE(staging_device("gloo", cpu, cpu).has_value());
+  EXPECT_FALSE(staging_device("gloo", cuda0, cuda0).has_value());  // Gloo stages CUDA tensors itself
+  EXPECT_EQ(staging_device("gloo", cpu, at::Device(at::kMeta)), cpu);
+}
+
+TEST(Staging, GlooReducesCpuTensorsInPlaceWithoutStaging) {
+  testing_dist::run_ranks(2, [](const DistContext& ctx) {
+    std::vector<at::Tensor> t{at::full({3}, static_cast<double>(ctx.rank() + 1), at::kDouble)};
+    ctx.all_reduce_sum(t, "test all_reduce");
+    EXPECT_TRUE(at::equal(t[0], at::full({3}, 3.0, at::kDouble)));
+    std::vector<at::Tensor> b{at::full({2}, static_cast<float>(ctx.rank()))};
+    ctx.broadcast(b, 1, "test broadcast");
+    EXPECT_TRUE(at::equal(b[0], at::ones({2})));
+    EXPECT_EQ(ctx.staged_collectives(), 0);
+  });
 }
