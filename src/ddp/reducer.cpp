@@ -39,6 +39,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
                  ReducerOptions opts)
     : params_(std::move(params)), names_(std::move(names)), ctx_(ctx), opts_(opts) {
   DDP_ASSERT(params_.size() == names_.size());
+  wait_clock_ = std::make_unique<WaitClock>(params_.empty() ? c10::Device(c10::kCPU) : params_[0].device());
   std::vector<BucketParam> bp;
   for (auto& p : params_)
     bp.push_back({p.numel(), static_cast<int64_t>(p.element_size()),
@@ -78,6 +79,7 @@ Reducer::~Reducer() {
 
 ReducerStats Reducer::take_stats() {
   ReducerStats s = stats_;
+  s.wait_s = wait_clock_->take_seconds();  // See Note [Communication wait on a GPU].
   stats_ = {};
   return s;
 }
@@ -166,7 +168,7 @@ void Reducer::finalize() {
   }
   launch_ready_buckets();
   DDP_ASSERT(next_launch_ == buckets_.size(), "buckets left unlaunched");
-  const auto t0 = std::chrono::steady_clock::now();
+  wait_clock_->start();
   torch::NoGradGuard no_grad;
   const double inv_world = 1.0 / ctx_.world_size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -177,7 +179,7 @@ void Reducer::finalize() {
     else
       flat_[b].mul_(inv_world);
   }
-  stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  wait_clock_->stop();
   ++stats_.syncs;
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor& grad = params_[i].mutable_grad();

@@ -22,6 +22,7 @@
 #include <torch/csrc/autograd/function.h>
 
 #include "dist/dist_context.h"
+#include "obs/wait_clock.h"
 
 namespace ddptrain {
 
@@ -43,7 +44,8 @@ struct ReducerOptions {
 struct ReducerStats {
   int64_t allreduces = 0;
   int64_t bytes = 0;       // bytes sent into all-reduce (after compression)
-  double wait_s = 0;       // time blocked on all-reduce after backward finished
+  double wait_s = 0;       // time blocked on all-reduce after backward finished (on a GPU: the
+                           // compute stream's stall, Note [Communication wait on a GPU])
   int64_t syncs = 0;       // synchronised backward passes
 };
 
@@ -92,6 +94,7 @@ class Reducer {
   size_t next_launch_ = 0;
   std::vector<compat::WorkHandle> works_;
   ReducerStats stats_;
+  std::unique_ptr<WaitClock> wait_clock_;
 };
 
 }  // namespace ddptrain

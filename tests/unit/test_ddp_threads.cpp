@@ -399,3 +399,18 @@ TEST(Staging, GlooReducesCpuTensorsInPlaceWithoutStaging) {
     EXPECT_EQ(ctx.staged_collectives(), 0);
   });
 }
+
+// Note [Communication wait on a GPU]: on CPU the wait is the host's; each take starts anew.
+// (CUDA's event pairs run only on a GPU: tests/cuda, scripts/gpu-check.sh.)
+TEST(WaitClock, CpuClockCountsTheHostWaitOnceAndResets) {
+  WaitClock clock(c10::Device(c10::kCPU));
+  clock.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  clock.stop();
+  clock.start();
+  clock.stop();
+  const double waited = clock.take_seconds();
+  EXPECT_GE(waited, 0.020);
+  EXPECT_LT(waited, 5.0);
+  EXPECT_EQ(clock.take_seconds(), 0.0);
+}
