@@ -414,3 +414,20 @@ TEST(WaitClock, CpuClockCountsTheHostWaitOnceAndResets) {
   EXPECT_LT(waited, 5.0);
   EXPECT_EQ(clock.take_seconds(), 0.0);
 }
+
+// An asynchronous collective cannot be staged (the copy back would be the caller's to forget
+// after its wait), so a tensor the backend does not take is refused at once, by name, instead
+// of reaching the backend (NCCL's "Tensors must be CUDA and dense"). A meta tensor stands in
+// for "not where the backend takes it" on this CPU-only machine.
+TEST(Staging, AnAsynchronousCollectiveRefusesATensorTheBackendDoesNotTake) {
+  testing_dist::run_ranks(2, [](const DistContext& ctx) {
+    std::vector<at::Tensor> t{at::empty({2}, at::TensorOptions().device(at::kMeta))};
+    try {
+      ctx.all_reduce_sum_async(t);
+      ADD_FAILURE() << "no error";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("an asynchronous all_reduce got a tensor on meta"), std::string::npos)
+          << e.what();
+    }
+  });
+}
