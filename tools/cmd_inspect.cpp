@@ -110,6 +110,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
+  validate_dataset_name(d.dataset);
   DDP_USAGE_CHECK(d.dataset != "tokens" && d.dataset != "text", "inspect loader reads image datasets");
   DDP_USAGE_CHECK(d.batch_size > 0 && d.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");

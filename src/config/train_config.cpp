@@ -86,6 +86,13 @@ std::vector<Flag> train_flags(TrainConfig& c) {
   };
 }
 
+void validate_dataset_name(const std::string& d) {
+  DDP_USAGE_CHECK(d == "synthetic" || d == "fashion-mnist" || d == "mnist" || d == "cifar10" || d == "tensors" ||
+                      d == "tokens" || d == "text",
+                  "--dataset='", d, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10, "
+                  "tensors, tokens or text");
+}
+
 void TrainConfig::validate() const {
   auto positive = [](const char* flag, long long v, const char* fix) {
     DDP_USAGE_CHECK(v > 0, "--", flag, "=", v, " must be > 0; ", fix);
@@ -93,11 +100,7 @@ void TrainConfig::validate() const {
   auto non_negative = [](const char* flag, long long v, const char* fix) {
     DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
   };
-  DDP_USAGE_CHECK(data.dataset == "synthetic" || data.dataset == "fashion-mnist" || data.dataset == "mnist" ||
-                          data.dataset == "cifar10" || data.dataset == "tensors" || data.dataset == "tokens" ||
-                      data.dataset == "text",
-                  "--dataset='", data.dataset, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10, "
-                  "tensors, tokens or text");
+  validate_dataset_name(data.dataset);
   positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
   positive("image_size", data.image_size, "pass e.g. --image_size 32");

@@ -108,6 +108,9 @@ struct TrainConfig {
   std::string effective_lr_schedule() const;
 };
 
+/// UsageError naming the value and the known datasets unless d is one of them.
+void validate_dataset_name(const std::string& d);
+
 /// The one flag table of `ddptrain train`, bound to the fields of c.
 std::vector<Flag> train_flags(TrainConfig& c);
 
