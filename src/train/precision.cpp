@@ -1,7 +1,5 @@
 #include "train/precision.h"
 
-#include <cstdio>
-
 #include "obs/logger.h"
 
 namespace ddptrain {
@@ -30,20 +28,14 @@ Precision with_scaler(Precision p, const std::string& grad_scaler) {
   return p;
 }
 
-std::string ratio(double a, double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2fx", a / b);
-  return buf;
-}
-
 // See Note [Precision chosen by measurement].
 Precision measured_cpu_choice(const CpuKernelRates& r) {
   if (r.conv_fp32 <= 0 || r.matmul_fp32 <= 0 || r.conv_bf16 <= 0 || r.matmul_bf16 <= 0)
     return fp32("fp32 on CPU (--amp_dtype auto: bf16 speed not measured)");
-  const std::string measured = str("bf16 runs at ", ratio(r.conv_bf16, r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
+  const std::string measured = str("bf16 runs at ", fmt("%.2fx", r.conv_bf16 / r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
                                    static_cast<int64_t>(r.conv_bf16 / 1e9), " vs ",
                                    static_cast<int64_t>(r.conv_fp32 / 1e9), " GFLOP/s) and ",
-                                   ratio(r.matmul_bf16, r.matmul_fp32), " for a matmul (",
+                                   fmt("%.2fx", r.matmul_bf16 / r.matmul_fp32), " for a matmul (",
                                    static_cast<int64_t>(r.matmul_bf16 / 1e9), " vs ",
                                    static_cast<int64_t>(r.matmul_fp32 / 1e9), " GFLOP/s) on this CPU");
   const bool faster = r.conv_bf16 >= kBf16MinSpeedup * r.conv_fp32 && r.matmul_bf16 >= kBf16MinSpeedup * r.matmul_fp32;

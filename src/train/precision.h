@@ -16,8 +16,8 @@
 // bf16 on the rank's threads, and bf16 is chosen only when both run at least
 // kBf16MinSpeedup times as fast as fp32 (a margin, so that noise never flips the choice on a
 // CPU where the two are close). The choice is a pure function of those four rates
-// (choose_precision), agreed on by all ranks (bf16 only if every rank measured it faster),
-// and recorded in every checkpoint, so that a resumed run keeps the precision it started
+// (choose_precision), which every rank applies to the rates averaged over all ranks (so all
+// train in the same precision), and recorded in every checkpoint, so that a resumed run keeps the precision it started
 // with instead of measuring again (bitwise resume). On CUDA `auto` is bf16 where the GPU has
 // it (compute capability >= 8.0), fp16 with the loss scaler otherwise.
 #pragma once

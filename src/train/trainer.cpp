@@ -103,6 +103,35 @@ Precision agreed_precision(const TrainConfig& cfg, const DistContext& ctx, CpuKe
   return p;
 }
 
+// What a run measures at start-up, before DDP is built.
+struct StartMeasurements {
+  Precision prec;
+  PeakFlops peak;                // for MFU (obs/mfu.h)
+  int64_t flops_per_sample = 0;  // training FLOPs
+  double backward_s = 0;         // estimated, for --bucket_cap_mb auto
+};
+
+// The kernel probe (the CPU's peak for MFU, and what --amp_dtype auto chooses from; skipped
+// where neither needs it), the precision, the peak and the backward estimate, logged.
+StartMeasurements measure_start(const TrainConfig& cfg, const DistContext& ctx, const Model& model) {
+  const bool amp_auto = cfg.run.use_amp && cfg.optim.amp_dtype == "auto";
+  const bool probe = ctx.device().is_cpu() && (cfg.run.peak_tflops <= 0 || amp_auto);
+  const CpuKernelRates rates =
+      probe ? probe_cpu_kernels(cfg.run.use_amp && cfg.optim.amp_dtype != "fp16") : CpuKernelRates{};
+  StartMeasurements m;
+  m.prec = agreed_precision(cfg, ctx, rates);
+  ctx.log().info("precision: " + m.prec.why);
+  m.flops_per_sample = model.train_flops_per_sample();
+  m.peak = peak_flops(ctx.device(), m.prec.autocast, cfg.run.peak_tflops, rates);
+  ctx.log().info(str("model FLOPs: ", static_cast<double>(m.flops_per_sample) / 1e9,
+                     " GFLOP per training sample; peak for MFU: ", m.peak.source));
+  // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which
+  // only makes --bucket_cap_mb auto more careful about the number of buckets.
+  if (m.peak.flops_per_s > 0)
+    m.backward_s = 2.0 / 3.0 * static_cast<double>(m.flops_per_sample) * cfg.data.batch_size / m.peak.flops_per_s;
+  return m;
+}
+
 // DDP's options from the config; --bucket_cap_mb auto measures the link (a collective: the
 // branch depends only on the config and the world, the same on every rank).
 DdpOptions ddp_options(const TrainConfig& cfg, const DistContext& ctx, const torch::nn::Module& model,
@@ -161,22 +190,11 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   log.info(str("model ", model->describe(), ": ",
                with_commas(static_cast<double>(count_parameters(*model))), " parameters"));
 
-  // The kernel probe: the CPU's peak for MFU and what --amp_dtype auto chooses from.
-  const CpuKernelRates rates =
-      ctx.device().is_cpu() ? probe_cpu_kernels(cfg.run.use_amp && cfg.optim.amp_dtype != "fp16") : CpuKernelRates{};
-  const Precision prec = agreed_precision(cfg, ctx, rates);
-  log.info("precision: " + prec.why);
-  // Model FLOPs and the hardware peak, for MFU (obs/mfu.h).
-  const int64_t flops_per_sample = model->train_flops_per_sample();
-  const PeakFlops peak = peak_flops(ctx.device(), prec.autocast, cfg.run.peak_tflops, rates);
-  log.info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9, " GFLOP per training sample; peak for MFU: ",
-               peak.source));
-  // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which
-  // only makes --bucket_cap_mb auto more careful about the number of buckets.
-  const double backward_s = peak.flops_per_s > 0 ? 2.0 / 3.0 * static_cast<double>(flops_per_sample) *
-                                                       cfg.data.batch_size / peak.flops_per_s
-                                                 : 0.0;
-  DistributedDataParallel ddp(model, ctx, ddp_options(cfg, ctx, *model, backward_s));
+  const StartMeasurements start = measure_start(cfg, ctx, *model);
+  const Precision& prec = start.prec;
+  const PeakFlops& peak = start.peak;
+  const int64_t flops_per_sample = start.flops_per_sample;
+  DistributedDataParallel ddp(model, ctx, ddp_options(cfg, ctx, *model, start.backward_s));
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
   // rank converts the same way. See Note [Channels last].
   const bool channels_last = uses_channels_last(cfg.model);
@@ -475,10 +493,16 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
     std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
                            fmt("%.4f", train_acc), " | ", fmt("%.1f", epoch_s), " s");
+    // Slots per rank of the summary, in MiB.
+    auto per_rank_mib = [&](int offset) {
+      std::vector<double> v;
+      for (int r = 0; r < W; ++r) v.push_back(sums[0][offset + r].item<double>() / (1 << 20));
+      return v;
+    };
+    const std::vector<double> peak_mem_mib = per_rank_mib(3);
     if (mem.peak_bytes >= 0) {
       std::string per_rank;
-      for (int r = 0; r < ctx.world_size(); ++r)
-        per_rank += str(r ? ", " : "", fmt("%.0f", sums[0][3 + r].item<double>() / (1 << 20)));
+      for (int r = 0; r < W; ++r) per_rank += str(r ? ", " : "", fmt("%.0f", peak_mem_mib[static_cast<size_t>(r)]));
       line += str(" | peak mem per rank [", per_rank, "] MiB");
     }
     if (skipped_steps > 0) line += str(" | ", skipped_steps, " steps skipped (inf/NaN)");
@@ -502,12 +526,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
         rec["test_loss"] = result.test_loss;
         rec["test_acc"] = result.test_accuracy;
       }
-      auto per_rank_mib = [&](int offset) {
-        std::vector<double> v;
-        for (int r = 0; r < W; ++r) v.push_back(sums[0][offset + r].item<double>() / (1 << 20));
-        return v;
-      };
-      if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = per_rank_mib(3);
+      if (mem.peak_bytes >= 0) rec["peak_mem_mib_per_rank"] = peak_mem_mib;
       rec["peak_rss_mib_per_rank"] = per_rank_mib(3 + W);
       to_tensorboard("epoch", rec);
       metrics.write("epoch", result.global_step, epoch, std::move(rec));
