@@ -9,14 +9,18 @@
 #     channels_last, against ddptrain channels-last and contiguous: samples/s ratios;
 #   - GPT gpt2-124m, bf16, block 1024, the largest batch of 64, 32, 16, 8 that fits:
 #     tokens/s and MFU.
-# Every stage runs under `timeout`; a failed stage is recorded and the run goes on with the
-# stages that do not depend on it. At the end: a list of what failed (non-zero exit if
+# Every stage runs under `timeout`, clamped to what is left of the whole check's budget
+# (GPU_CHECK_BUDGET_S, default 540 s, minus a reserve for the report), so the evidence comes
+# back inside the device tool's limit even when a stage hangs; a failed stage is recorded and
+# the run goes on with the stages that do not depend on it. A binary carried in .gpudeps/bin
+# (scripts/gpu_deps.sh --binary) is used when it was built against this machine's torch and
+# starts here; otherwise ddptrain is built here with all cores. At the end: a list of what failed (non-zero exit if
 # anything did), OUTDIR/gpu_report.json (also printed) and OUTDIR/gpu_logs.tar.gz with every
 # log; nothing else is left in OUTDIR (the device tool brings back at most 8 files).
 # Usage: scripts/gpu-check.sh OUTDIR
 #   where the machine lacks nlohmann-json, toml++, GoogleTest, Gloo's headers, zlib or the
 #   pinned nccl.h (no apt there), run scripts/gpu_deps.sh here first and carry .gpudeps:
-#   device run: carry [".gpudeps"], command "scripts/gpu-check.sh $OUT"
+#   device run: carry [".gpudeps"], command "scripts/gpu-check.sh $OUT", timeout_s 600
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/gpu-check.sh OUTDIR}
@@ -26,6 +30,8 @@ LOGS=$(mktemp -d)
 PY=${PYTHON:-python3}
 BUILD=${BUILD:-build-gpu}
 STEPS=${GPU_CHECK_STEPS:-60}
+BUDGET=${GPU_CHECK_BUDGET_S:-540}
+RESERVE=45 # the report: a measured matmul peak, the tarball
 T0=$SECONDS
 FAILED=()
 export PY LOGS BUILD
@@ -35,6 +41,13 @@ say() { echo "gpu-check: [$((SECONDS - T0)) s] $*"; }
 stage() {
   local name=$1 limit=$2
   shift 2
+  local left=$((BUDGET - RESERVE - (SECONDS - T0)))
+  if [ $left -lt 5 ]; then
+    say "$name: skipped, the check's ${BUDGET} s budget is spent"
+    FAILED+=("$name (skipped: the ${BUDGET} s budget was spent)")
+    return 1
+  fi
+  [ "$limit" -gt $left ] && limit=$left
   say "$name (limit ${limit} s)"
   if declare -F "$1" > /dev/null; then  # a function of this script: timeout needs a program
     timeout --kill-after=10 "$limit" bash -o pipefail -c "$(declare -f "$1"); $(printf '%q ' "$@")"
@@ -109,18 +122,41 @@ configure_and_build() {
   cmake --build "$BUILD" -j "$(nproc)" --target ddptrain ddptrain_cuda_tests
 }
 
+# The carried binary (scripts/gpu_deps.sh --binary): built against this very torch, and it
+# starts here (its libraries resolve, the CUDA tests list).
+carried() {
+  local want have
+  [ -x .gpudeps/bin/ddptrain ] || { echo "no carried binary in .gpudeps/bin"; return 1; }
+  want=$(cat .gpudeps/bin/torch_version)
+  have=$("$PY" -c 'import torch; print(torch.__version__)')
+  [ "$want" = "$have" ] || { echo "the carried binary was built against torch $want; this machine has $have"; return 1; }
+  .gpudeps/bin/ddptrain --help > /dev/null && .gpudeps/bin/ddptrain_cuda_tests --gtest_list_tests > /dev/null &&
+    echo "using the carried binary (torch $want)"
+}
+
 stage preflight 60 preflight || finish
 stage machine 60 machine || finish
-stage build 900 configure_and_build || finish
-stage cuda_tests 600 "$BUILD/ddptrain_cuda_tests"
+# The carried binary's libraries: torch's and its CUDA runtime, then toml++ from .gpudeps.
+torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+export LD_LIBRARY_PATH="$torch_lib:$torch_lib/../../nvidia/cu13/lib:$PWD/.gpudeps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if stage carried 30 carried; then
+  BIN=.gpudeps/bin
+else
+  unset 'FAILED[-1]' # no usable carried binary: build here instead (carried.log says why)
+  BIN=$BUILD
+  stage build 900 configure_and_build || finish
+fi
+echo "$BIN" > "$LOGS/binary.txt"
+stage cuda_tests 180 "$BIN/ddptrain_cuda_tests"
 
 port=29600
-# train NAME ARGS...: one ddptrain run (world 1, NCCL), its metrics in LOGS/NAME.jsonl.
+# train NAME ARGS...: one ddptrain run (world 1, NCCL), its metrics in LOGS/NAME.jsonl; at
+# most TRAIN_LIMIT_S seconds (a hang costs that, not the whole budget).
 train() {
-  local name=$1
+  local name=$1 limit=${TRAIN_LIMIT_S:-120}
   shift
   port=$((port + 1))
-  stage "$name" 600 "$BUILD/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend nccl \
+  stage "$name" "$limit" "$BIN/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend nccl \
     --eval_every 0 --save_every 0 --checkpoint_dir "/tmp/gpu-check-$name" --metrics_file "$LOGS/$name.jsonl" "$@"
 }
 # python_ddp NAME ARGS...: Python DDP (bench/reference_ddp.py) on the same configuration.
@@ -128,7 +164,7 @@ python_ddp() {
   local name=$1
   shift
   port=$((port + 1))
-  stage "$name" 600 "$PY" -m torch.distributed.run --nproc_per_node 1 --master_port $port bench/reference_ddp.py \
+  stage "$name" 120 "$PY" -m torch.distributed.run --nproc_per_node 1 --master_port $port bench/reference_ddp.py \
     --device cuda --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --steps "$STEPS" --warmup 20 "$@"
 }
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"
@@ -146,7 +182,7 @@ python_ddp python_bf16_channels_last --amp bf16 --channels_last
 say "GPT gpt2-124m bf16, block 1024: the largest batch that fits"
 gpt_done=0
 for b in 64 32 16 8; do
-  if train "gpt_b$b" --model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size $b \
+  if TRAIN_LIMIT_S=180 train "gpt_b$b" --model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size $b \
     --amp_dtype bf16 --optimizer adamw --lr 6e-4 --warmup_steps 10 --max_steps 40 --log_interval 10 \
     --num_workers 4; then
     gpt_done=1

@@ -5,8 +5,16 @@
 # shared library), GoogleTest (static), Gloo's headers (LibTorch's ProcessGroupGloo.hpp
 # includes them), zlib, and the nccl.h of the NCCL release pip's torch pins. .gpudeps is
 # git-ignored; the device tool carries it
-# (carry: [".gpudeps"]). Usage: scripts/gpu_deps.sh  (then see scripts/gpu-check.sh)
+# (carry: [".gpudeps"]). With --binary it also carries ddptrain and its CUDA tests built here
+# against the same pip torch (the default build, CUDA and NCCL compiled in) in .gpudeps/bin,
+# with the torch version they were built against: gpu-check.sh uses them when that torch is
+# the GPU machine's and they start there, and builds there otherwise (minutes of device time
+# saved). Usage: scripts/gpu_deps.sh [--binary]  (then see scripts/gpu-check.sh)
 set -euo pipefail
+case "${1:-}" in
+  "" | --binary) ;;
+  *) echo "gpu_deps: unknown argument '$1' (usage: scripts/gpu_deps.sh [--binary])" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 d=.gpudeps
 arch=lib/x86_64-linux-gnu
@@ -34,6 +42,14 @@ py=$(./scripts/torch2_python.sh)
 nccl_inc=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "include"))')
 cp -r "$nccl_inc"/. "$d/include/"
 echo "gpu_deps: nccl.h $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$d/include/nccl.h" | paste -sd.) from $nccl_inc"
+if [ "${1:-}" = --binary ]; then
+  cmake --build build --target ddptrain ddptrain_cuda_tests > /dev/null ||
+    { echo "gpu_deps: the default build failed (run make build)" >&2; exit 1; }
+  mkdir -p "$d/bin"
+  cp build/ddptrain build/ddptrain_cuda_tests "$d/bin/"
+  "$py" -c 'import torch; print(torch.__version__)' > "$d/bin/torch_version"
+  echo "gpu_deps: ddptrain and ddptrain_cuda_tests built against torch $(cat "$d/bin/torch_version") in $d/bin"
+fi
 # The configs fall back to /usr when they find themselves there; elsewhere they compute the
 # prefix from their own location, which is what we want.
 du -sh "$d" | sed 's/^/gpu_deps: /'

@@ -15,6 +15,9 @@ import time
 
 logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
+binary_txt = os.path.join(logs, "binary.txt")  # which ddptrain ran: the carried one or one built there
+if os.path.exists(binary_txt):
+    rep["binary"] = open(binary_txt).read().strip()
 
 
 def records(name):
