@@ -99,5 +99,20 @@ for path in reversed(gpt):  # the largest batch that produced steps
         rep["gpt2_124m_bf16_block1024"] = dict(s, batch=int(name[5:]))
         rep["missing"] = [m for m in rep["missing"] if not m.startswith("gpt_b")]
         break
+
+
+def torch_warnings():
+    """The distinct warnings LibTorch printed in the runs' logs ([W...] lines), with their count."""
+    seen = {}
+    for path in sorted(glob.glob(os.path.join(logs, "*.log"))):
+        for line in open(path, errors="replace"):
+            m = re.search(r"\[W\d{4} [0-9:.]+ ([^\]]+)\] (.*)", line)
+            if m:
+                key = (m.group(1).split(":")[0] + ": " + m.group(2))[:200]
+                seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
+rep["torch_warnings"] = torch_warnings()
 json.dump(rep, open(report_path, "w"), indent=2)
 print(json.dumps(rep, indent=2))

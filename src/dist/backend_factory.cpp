@@ -60,7 +60,7 @@ std::optional<at::Device> staging_device(const std::string& backend, const at::D
 
 compat::CommHandle make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                 int rank, int world_size, const std::string& master_addr,
-                                std::chrono::milliseconds timeout) {
+                                std::chrono::milliseconds timeout, const at::Device& device) {
   if (backend == "gloo") {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(gloo_device(master_addr));
@@ -71,7 +71,9 @@ compat::CommHandle make_backend(const std::string& backend, const c10::intrusive
   if (backend == "nccl") {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, opts);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, opts);
+    pg->setBoundDeviceId(device);
+    return pg;
   }
 #endif
   DDP_ASSERT(false, "unsupported backend ", backend);

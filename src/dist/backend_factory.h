@@ -30,9 +30,11 @@ std::optional<at::Device> staging_device(const std::string& backend, const at::D
 
 /// Creates the process-group backend for this rank. For Gloo the network interface is
 /// GLOO_SOCKET_IFNAME when set, loopback when master_addr is a loopback address, else the
-/// address the hostname resolves to (PyTorch's rule).
+/// address the hostname resolves to (PyTorch's rule). NCCL is bound to `device` (the rank's
+/// GPU, as Python's init_process_group(device_id=...)): without it NCCL guesses the device of
+/// a barrier from the global rank, wrong on nodes whose ranks do not map to GPUs that way.
 compat::CommHandle make_backend(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
                                 int rank, int world_size, const std::string& master_addr,
-                                std::chrono::milliseconds timeout);
+                                std::chrono::milliseconds timeout, const at::Device& device);
 
 }  // namespace ddptrain

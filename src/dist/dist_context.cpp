@@ -87,7 +87,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // A world of one needs no rendezvous: an in-process store, so no port can collide.
   if (env_.world_size == 1 && !env_.use_agent_store) {
     store_ = c10::make_intrusive<c10d::HashStore>();
-    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_);
+    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_);
     return;
   }
   c10d::TCPStoreOptions so;
@@ -101,7 +101,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // A restarted job reuses the agent's store: key everything by the restart count.
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.restart_count), tcp);
-    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_);
+    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_);
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
@@ -115,11 +115,18 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   }
 }
 
-DistContext::~DistContext() { shutdown(); }
+// After an error a peer may be gone: only release (a graceful backend shutdown could wait on it).
+DistContext::~DistContext() { release(); }
 
 bool DistContext::reduces(at::ScalarType dtype) const { return backend_reduces(backend_name_, dtype); }
 
 void DistContext::shutdown() {
+  // The normal end of a run: NCCL finalizes its communicators (Python's destroy_process_group).
+  if (pg_) compat::shutdown_backend(*pg_);
+  release();
+}
+
+void DistContext::release() {
   // Dropping the last reference joins Gloo's worker threads; store after the group.
   pg_.reset();
   store_.reset();

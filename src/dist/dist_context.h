@@ -81,10 +81,14 @@ class DistContext {
   /// How many collectives so far had a tensor staged to the backend's device.
   int64_t staged_collectives() const { return staged_; }
 
-  /// Explicit teardown (also done by the destructor): drains and destroys the process group.
+  /// The normal end of a run: shuts the backend down gracefully (NCCL finalizes its
+  /// communicators) and destroys the process group. The destructor only releases it: after an
+  /// error a peer may be gone, and a graceful shutdown could wait for it.
   void shutdown();
 
  private:
+  void release();
+
   EnvContract env_;
   at::Device device_{at::kCPU};
   std::string backend_name_ = "none";

@@ -39,6 +39,15 @@ using CommBackend = c10d::ProcessGroup;
 #endif
 using CommHandle = c10::intrusive_ptr<CommBackend>;
 
+/// The normal shutdown of a backend (2.x; NCCL finalizes its communicators). 1.13 has none.
+inline void shutdown_backend(CommBackend& backend) {
+#if TORCH_VERSION_MAJOR >= 2
+  backend.shutdown();
+#else
+  (void)backend;
+#endif
+}
+
 /// The key of a parameter's entry in torch::optim::Optimizer::state().
 inline auto optimizer_state_key(const at::Tensor& param) {
 #if TORCH_VERSION_MAJOR >= 2
