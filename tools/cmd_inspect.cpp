@@ -95,7 +95,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   long long batches = 100, world = 1;
   std::vector<Flag> table = {
       bind_flag("dataset", &d.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors"),
-      bind_flag("data_dir", &d.data_dir, "directory of the dataset files"),
+      bind_flag("data_dir", &d.data_dir, "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
       bind_flag("image_size", &d.image_size, "synthetic image size"),
       bind_flag("batch_size", &d.batch_size, "samples per batch"),
       bind_flag("num_workers", &d.num_workers, "loader threads (0 = in the calling thread)"),

@@ -54,6 +54,10 @@ int cmd_train(const std::vector<std::string>& args) {
 
   install_stop_handlers();
   TrainResult r = train(cfg, ctx, config_json);
+  if (!r.nothing_to_train.empty()) {  // said by train(); no statistics to report
+    ctx.shutdown();
+    return 0;
+  }
   if (r.test_accuracy >= 0 && cfg.model.model == "gpt")
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
   else if (r.test_accuracy >= 0)

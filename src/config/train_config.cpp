@@ -16,7 +16,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
       bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors (DIR/train.pt, DIR/test.pt) | tokens (synthetic, for gpt) | text (bytes of --data_path, for gpt)"),
-      bind_flag("data_dir", &c.data.data_dir, "directory of the dataset files"),
+      bind_flag("data_dir", &c.data.data_dir, "directory of the dataset's files: needed for mnist, cifar10 and tensors; fashion-mnist defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
       bind_flag("data_path", &c.data.data_path, "the text file of --dataset text (90% train, 10% validation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
@@ -93,13 +93,17 @@ void validate_dataset_name(const std::string& d) {
                   "tensors, tokens or text");
 }
 
-void TrainConfig::validate() const {
-  auto positive = [](const char* flag, long long v, const char* fix) {
-    DDP_USAGE_CHECK(v > 0, "--", flag, "=", v, " must be > 0; ", fix);
-  };
-  auto non_negative = [](const char* flag, long long v, const char* fix) {
-    DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
-  };
+namespace {
+
+void positive(const char* flag, long long v, const char* fix) {
+  DDP_USAGE_CHECK(v > 0, "--", flag, "=", v, " must be > 0; ", fix);
+}
+
+void non_negative(const char* flag, long long v, const char* fix) {
+  DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
+}
+
+void validate_data(const DataOptions& data) {
   validate_dataset_name(data.dataset);
   positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
@@ -110,15 +114,18 @@ void TrainConfig::validate() const {
   positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
   DDP_USAGE_CHECK(!data.augment || data.dataset == "cifar10" || data.dataset == "fashion-mnist" || data.dataset == "mnist",
                   "--augment has no recipe for --dataset ", data.dataset, "; use it with cifar10, fashion-mnist or mnist");
+  DDP_USAGE_CHECK(data.dataset != "text" || !data.data_path.empty(),
+                  "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
+}
+
+void validate_model(const ModelOptions& model, const DataOptions& data) {
+  const bool token_data = data.dataset == "tokens" || data.dataset == "text";
   DDP_USAGE_CHECK(model.model == "mini_resnet" || model.model == "gpt", "--model='", model.model,
                   "' is not a known model; use mini_resnet or gpt");
-  const bool token_data = data.dataset == "tokens" || data.dataset == "text";
   DDP_USAGE_CHECK(model.model != "gpt" || token_data, "--model gpt reads tokens, not --dataset ", data.dataset,
                   "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
   DDP_USAGE_CHECK(model.model == "gpt" || !token_data, "--dataset ", data.dataset,
                   " holds token sequences; pass --model gpt (or an image dataset for --model ", model.model, ")");
-  DDP_USAGE_CHECK(data.dataset != "text" || !data.data_path.empty(),
-                  "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
   DDP_USAGE_CHECK(model.gpt_preset == "debug" || model.gpt_preset == "small" || model.gpt_preset == "gpt2-124m",
                   "--gpt_preset='", model.gpt_preset, "' is not a known preset; use debug, small or gpt2-124m");
   non_negative("n_layer", model.n_layer, "pass 0 for the preset's");
@@ -126,20 +133,32 @@ void TrainConfig::validate() const {
   non_negative("n_embd", model.n_embd, "pass 0 for the preset's");
   non_negative("block_size", model.block_size, "pass 0 for the preset's");
   non_negative("vocab_size", model.vocab_size, "pass 0 for the preset's");
+  DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,
+                  " must be in (0, 64]; pass e.g. --width 1.0");
+  DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
+                  " must be in [0, 1); pass 0 for none");
+  DDP_USAGE_CHECK(model.memory_format == "auto" || model.memory_format == "channels_last" ||
+                      model.memory_format == "contiguous",
+                  "--memory_format='", model.memory_format, "' must be auto, channels_last or contiguous");
+  DDP_USAGE_CHECK(model.memory_format != "channels_last" || model.model == "mini_resnet",
+                  "--memory_format channels_last applies to image models; --model ", model.model, " has no 4-d weights");
+  DDP_USAGE_CHECK(model.activation_checkpointing == "none" || model.activation_checkpointing == "blocks",
+                  "--activation_checkpointing='", model.activation_checkpointing, "' must be none or blocks");
+}
+
+void validate_optim(const OptimOptions& optim, const std::string& schedule) {
   DDP_USAGE_CHECK(optim.optimizer == "sgd" || optim.optimizer == "adamw", "--optimizer='", optim.optimizer,
                   "' is not known; use sgd or adamw");
   DDP_USAGE_CHECK(optim.lr_schedule == "auto" || optim.lr_schedule == "epoch_cosine" || optim.lr_schedule == "step_cosine",
                   "--lr_schedule='", optim.lr_schedule, "' must be auto, epoch_cosine or step_cosine");
   non_negative("warmup_steps", optim.warmup_steps, "pass 0 for no warmup");
-  DDP_USAGE_CHECK(optim.warmup_steps == 0 || effective_lr_schedule() == "step_cosine", "--warmup_steps=",
+  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == "step_cosine", "--warmup_steps=",
                   optim.warmup_steps, " needs the per-step schedule; pass --lr_schedule step_cosine");
   DDP_USAGE_CHECK(optim.min_lr_ratio >= 0 && optim.min_lr_ratio <= 1, "--min_lr_ratio=", optim.min_lr_ratio,
                   " must be in [0, 1]; pass e.g. --min_lr_ratio 0.1");
   DDP_USAGE_CHECK(optim.adam_beta1 >= 0 && optim.adam_beta1 < 1 && optim.adam_beta2 >= 0 && optim.adam_beta2 < 1,
                   "--adam_beta1=", optim.adam_beta1, " and --adam_beta2=", optim.adam_beta2,
                   " must be in [0, 1); pass e.g. 0.9 and 0.95");
-  DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,
-                  " must be in (0, 64]; pass e.g. --width 1.0");
   positive("epochs", optim.epochs, "pass e.g. --epochs 10");
   DDP_USAGE_CHECK(optim.lr > 0, "--lr=", optim.lr, " must be > 0; pass e.g. --lr 0.01");
   DDP_USAGE_CHECK(optim.momentum >= 0 && optim.momentum < 1, "--momentum=", optim.momentum,
@@ -156,16 +175,10 @@ void TrainConfig::validate() const {
   DDP_USAGE_CHECK(optim.scaler_init_scale > 0, "--scaler_init_scale=", optim.scaler_init_scale,
                   " must be > 0; pass e.g. --scaler_init_scale 65536");
   positive("scaler_growth_interval", optim.scaler_growth_interval, "pass e.g. --scaler_growth_interval 2000");
-  DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
-                  " must be in [0, 1); pass 0 for none");
-  DDP_USAGE_CHECK(model.memory_format == "auto" || model.memory_format == "channels_last" ||
-                      model.memory_format == "contiguous",
-                  "--memory_format='", model.memory_format, "' must be auto, channels_last or contiguous");
-  DDP_USAGE_CHECK(model.memory_format != "channels_last" || model.model == "mini_resnet",
-                  "--memory_format channels_last applies to image models; --model ", model.model, " has no 4-d weights");
-  DDP_USAGE_CHECK(model.activation_checkpointing == "none" || model.activation_checkpointing == "blocks",
-                  "--activation_checkpointing='", model.activation_checkpointing, "' must be none or blocks");
   non_negative("max_steps", optim.max_steps, "pass 0 for no limit");
+}
+
+void validate_dist(const DistOptions& dist) {
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
                   "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
@@ -175,6 +188,9 @@ void TrainConfig::validate() const {
                   " must be > 0; pass e.g. --first_bucket_mb 1");
   DDP_USAGE_CHECK(dist.ddp_comm_hook == "none" || dist.ddp_comm_hook == "fp16" || dist.ddp_comm_hook == "bf16",
                   "--ddp_comm_hook='", dist.ddp_comm_hook, "' is not a known hook; use none, fp16 or bf16");
+}
+
+void validate_run(const RunOptions& run) {
   non_negative("save_every", run.save_every, "pass 0 to save only at the end");
   non_negative("save_every_steps", run.save_every_steps, "pass 0 to turn it off");
   non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
@@ -194,6 +210,32 @@ void TrainConfig::validate() const {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
                     "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path)");
   }
+}
+
+// Flags the chosen model or optimizer has no use for: an error rather than silently ignored
+// (checked where they differ from their defaults).
+void reject_flags_that_do_not_apply(const TrainConfig& c) {
+  const ModelOptions defaults;
+  const OptimOptions optim_defaults;
+  if (c.model.model == "gpt") {
+    DDP_USAGE_CHECK(c.model.width == defaults.width, "--width=", c.model.width,
+                    " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");
+    DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
+                    "needs no synchronization): drop --sync_bn");
+  }
+  DDP_USAGE_CHECK(c.optim.optimizer != "adamw" || c.optim.momentum == optim_defaults.momentum, "--momentum=",
+                  c.optim.momentum, " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+}
+
+}  // namespace
+
+void TrainConfig::validate() const {
+  validate_data(data);
+  validate_model(model, data);
+  validate_optim(optim, effective_lr_schedule());
+  validate_dist(dist);
+  validate_run(run);
+  reject_flags_that_do_not_apply(*this);
 }
 
 std::string TrainConfig::effective_lr_schedule() const {

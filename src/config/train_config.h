@@ -13,7 +13,7 @@ namespace ddptrain {
 
 struct DataOptions {
   std::string dataset = "synthetic";  // synthetic | fashion-mnist | mnist | cifar10 | tensors | tokens | text
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_dir;             // empty: the dataset's default (fashion-mnist only; see datasets.h)
   std::string data_path;           // the text file of --dataset text
   int num_classes = 10;
   int in_channels = 3;

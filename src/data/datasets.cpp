@@ -26,8 +26,7 @@ Example SyntheticDataset::get(int64_t index) const {
 
 std::string read_maybe_gzipped(const std::string& path) {
   DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "data file '", path,
-                  "' does not exist; pass --data_dir with the dataset files (Debian: apt install "
-                  "dataset-fashion-mnist)");
+                  "' does not exist; pass --data_dir with the dataset's files");
   if (path.size() < 3 || path.substr(path.size() - 3) != ".gz") {
     std::ifstream in(path, std::ios::binary);
     std::ostringstream os;
@@ -55,26 +54,44 @@ uint32_t be32(const std::string& b, size_t off) {
   return (u(0) << 24) | (u(1) << 16) | (u(2) << 8) | u(3);
 }
 
-std::string find_idx_file(const std::string& dir, const std::string& name) {
+std::string find_idx_file(const std::string& dir, const std::string& name, const std::string& dataset) {
   std::string plain = dir + "/" + name;
   if (std::filesystem::is_regular_file(plain + ".gz")) return plain + ".gz";
   if (std::filesystem::is_regular_file(plain)) return plain;
-  throw UsageError(detail::concat("--data_dir='", dir, "' has no ", name, "(.gz); point --data_dir "
-                                  "at the IDX files (Debian: apt install dataset-fashion-mnist)"));
+  throw UsageError(detail::concat("--data_dir='", dir, "' has no ", name, "(.gz); point --data_dir at ", dataset,
+                                  "'s IDX files"));
+}
+
+// Where a dataset's files are: --data_dir, else the dataset's own default. Only Fashion-MNIST
+// has one (Debian's dataset-fashion-mnist package); the others need --data_dir.
+std::string data_dir_for(const DataOptions& o) {
+  if (!o.data_dir.empty()) return o.data_dir;
+  if (o.dataset == "fashion-mnist") {
+    DDP_USAGE_CHECK(std::filesystem::is_directory(kFashionMnistDir), "--dataset fashion-mnist reads ",
+                    kFashionMnistDir, " unless --data_dir is given, and it does not exist: apt install "
+                    "dataset-fashion-mnist, or pass --data_dir DIR with Fashion-MNIST's IDX files");
+    return kFashionMnistDir;
+  }
+  const char* files = o.dataset == "mnist"     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
+                      : o.dataset == "cifar10" ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
+                                               : "train.pt (and test.pt, if there is one)";
+  throw UsageError(detail::concat("--dataset ", o.dataset, " reads ", files, " from --data_dir, which has no default "
+                                  "for it (only Fashion-MNIST has a Debian package): pass --data_dir DIR"));
 }
 
 }  // namespace
 
-IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std)
+IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std,
+                       const std::string& name)
     : mean_(mean), std_(std) {
-  std::string ipath = find_idx_file(dir, prefix + "-images-idx3-ubyte");
+  std::string ipath = find_idx_file(dir, prefix + "-images-idx3-ubyte", name);
   std::string ib = read_maybe_gzipped(ipath);
   DDP_USAGE_CHECK(ib.size() >= 16 && be32(ib, 0) == 2051, "'", ipath,
                   "' is not an IDX image file (magic 2051 expected)");
   int64_t n = be32(ib, 4), h = be32(ib, 8), w = be32(ib, 12);
   DDP_USAGE_CHECK(static_cast<int64_t>(ib.size()) == 16 + n * h * w, "'", ipath, "' is truncated: ",
                   ib.size(), " bytes for ", n, " images of ", h, "x", w);
-  std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte");
+  std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte", name);
   std::string lb = read_maybe_gzipped(lpath);
   DDP_USAGE_CHECK(lb.size() >= 8 && be32(lb, 0) == 2049, "'", lpath,
                   "' is not an IDX label file (magic 2049 expected)");
@@ -179,18 +196,22 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
     DatasetShape shape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes};
     s.train = std::make_unique<SyntheticDataset>(opts.dataset_size, shape);
   } else if (opts.dataset == "fashion-mnist") {
-    s.train = std::make_unique<IdxDataset>(opts.data_dir, "train", 0.2860, 0.3530);
-    s.test = std::make_unique<IdxDataset>(opts.data_dir, "t10k", 0.2860, 0.3530);
+    const std::string dir = data_dir_for(opts);
+    s.train = std::make_unique<IdxDataset>(dir, "train", 0.2860, 0.3530, "Fashion-MNIST");
+    s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
   } else if (opts.dataset == "mnist") {
-    s.train = std::make_unique<IdxDataset>(opts.data_dir, "train", 0.1307, 0.3081);
-    s.test = std::make_unique<IdxDataset>(opts.data_dir, "t10k", 0.1307, 0.3081);
+    const std::string dir = data_dir_for(opts);
+    s.train = std::make_unique<IdxDataset>(dir, "train", 0.1307, 0.3081, "MNIST");
+    s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.1307, 0.3081, "MNIST");
   } else if (opts.dataset == "cifar10") {
-    s.train = std::make_unique<Cifar10Dataset>(opts.data_dir, true);
-    s.test = std::make_unique<Cifar10Dataset>(opts.data_dir, false);
+    const std::string dir = data_dir_for(opts);
+    s.train = std::make_unique<Cifar10Dataset>(dir, true);
+    s.test = std::make_unique<Cifar10Dataset>(dir, false);
   } else if (opts.dataset == "tensors") {
-    s.train = std::make_unique<TensorFileDataset>(opts.data_dir + "/train.pt");
-    if (std::filesystem::is_regular_file(opts.data_dir + "/test.pt"))
-      s.test = std::make_unique<TensorFileDataset>(opts.data_dir + "/test.pt");
+    const std::string dir = data_dir_for(opts);
+    s.train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
+    if (std::filesystem::is_regular_file(dir + "/test.pt"))
+      s.test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
   } else if (opts.dataset == "tokens" || opts.dataset == "text") {
     DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", opts.dataset, " holds token sequences: use it with --model gpt");
     if (opts.dataset == "tokens") {

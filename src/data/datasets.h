@@ -58,7 +58,8 @@ class IdxDataset : public Dataset {
  public:
   /// Reads `<prefix>-images-idx3-ubyte[.gz]` and `<prefix>-labels-idx1-ubyte[.gz]` in dir;
   /// UsageError naming the file when one is missing or malformed.
-  IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std);
+  /// `name` is the dataset's, for messages.
+  IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std, const std::string& name);
   int64_t size() const override { return labels_.size(0); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override;
@@ -116,6 +117,10 @@ struct DataOptions;
 /// Builds the train (and test) split named by the options; token datasets (tokens, text)
 /// cut windows of tokens.block_size (the text dataset's test split is its validation split).
 /// With opts.augment the train split is augmented (data/augment.h) with this seed.
+/// Fashion-MNIST's files as Debian's dataset-fashion-mnist installs them: its --data_dir
+/// default. No other dataset has one.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
 DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {}, uint64_t seed = 0);
 
 /// Reads a whole file, gunzipping when it ends in .gz; UsageError when missing.

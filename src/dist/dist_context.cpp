@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "dist/backend_factory.h"
+#include "dist/device_checking_backend.h"
 #include "util/env.h"
 #include "util/error.h"
 
@@ -72,7 +73,7 @@ EnvContract read_env_contract() {
 }
 
 DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts)
-    : env_(env), timeout_(opts.timeout), log_(env.rank, env.world_size) {
+    : env_(env), timeout_(opts.timeout), log_(env.rank, env.world_size), strict_device_(opts.strict_device) {
   if (torch::cuda::is_available()) {
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
     make_current(device_);
@@ -87,7 +88,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // A world of one needs no rendezvous: an in-process store, so no port can collide.
   if (env_.world_size == 1 && !env_.use_agent_store) {
     store_ = c10::make_intrusive<c10d::HashStore>();
-    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_);
+    pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
   }
   c10d::TCPStoreOptions so;
@@ -101,7 +102,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // A restarted job reuses the agent's store: key everything by the restart count.
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.restart_count), tcp);
-    pg_ = make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_);
+    pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
@@ -148,21 +149,33 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   }
 }
 
+compat::CommHandle DistContext::checked(compat::CommHandle pg) const {
+  if (!strict_device_) return pg;
+  return c10::make_intrusive<DeviceCheckingBackend>(std::move(pg), *strict_device_, timeout_);
+}
+
+std::optional<at::Device> DistContext::stage_for(const at::Tensor& t) const {
+  if (strict_device_) return t.device() == *strict_device_ ? std::nullopt : strict_device_;
+  return staging_device(backend_name_, device_, t.device());
+}
+
 // See Note [Collectives on the backend's device].
-void DistContext::run_staged(std::vector<at::Tensor>& tensors, const char* what,
-                             const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+compat::WorkHandle DistContext::run_staged(std::vector<at::Tensor>& tensors, const char* what,
+                                           const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
   std::vector<at::Tensor> on_backend = tensors;
   bool staged = false;
   for (auto& t : on_backend)
-    if (auto d = staging_device(backend_name_, device_, t.device())) {
+    if (auto d = stage_for(t)) {
       t = t.to(*d);
       staged = true;
     }
-  wait(op(on_backend), what);
-  if (!staged) return;
+  auto work = op(on_backend);
+  wait(work, what);
+  if (!staged) return work;
   ++staged_;
   for (size_t i = 0; i < tensors.size(); ++i)
     if (!on_backend[i].is_same(tensors[i])) tensors[i].copy_(on_backend[i]);
+  return work;
 }
 
 void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
@@ -172,13 +185,16 @@ void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* w
 
 compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
-  for (const auto& t : tensors)
-    DDP_ASSERT(!staging_device(backend_name_, device_, t.device()), "an asynchronous all_reduce got a tensor on ",
-               t.device().str(), ", which ", backend_name_, " does not take: create it on ", device_.str());
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
   o.timeout = timeout_;
-  return pg_->allreduce(tensors, o);
+  auto op = [&](std::vector<at::Tensor>& ts) { return pg_->allreduce(ts, o); };
+  // Note [Strict collective device]: staged, and so synchronous, in that mode only.
+  if (strict_device_) return run_staged(tensors, "all_reduce (asynchronous)", op);
+  for (const auto& t : tensors)
+    DDP_ASSERT(!stage_for(t), "an asynchronous all_reduce got a tensor on ", t.device().str(), ", which ",
+               backend_name_, " does not take: create it on ", device_.str());
+  return op(tensors);
 }
 
 void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const char* what) const {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ EnvContract read_env_contract();
 struct DistOptionsResolved {
   std::string backend = "auto";  // auto | gloo | nccl
   std::chrono::seconds timeout{600};
+  /// Tests and debugging: the backend takes tensors on this device only (Note [Strict
+  /// collective device]); every collective is staged there, the asynchronous ones synchronously.
+  std::optional<at::Device> strict_device = std::nullopt;
 };
 
 class DistContext {
@@ -69,7 +73,8 @@ class DistContext {
   void all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what = "all_reduce") const;
   /// Starts an asynchronous sum; the caller waits on the Work before touching the tensors.
   /// The tensors must already be where the backend takes them (an InternalError otherwise:
-  /// a copy back after an asynchronous wait would be the caller's to forget).
+  /// a copy back after an asynchronous wait would be the caller's to forget). Under a strict
+  /// device they are staged and reduced at once (Note [Strict collective device]).
   compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
   /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
@@ -88,6 +93,11 @@ class DistContext {
 
  private:
   void release();
+  // The process group as this context uses it: wrapped in a DeviceCheckingBackend under a
+  // strict device (Note [Strict collective device]).
+  compat::CommHandle checked(compat::CommHandle pg) const;
+  // Where a collective's tensor must be staged, or nullopt when the backend takes it as it is.
+  std::optional<at::Device> stage_for(const at::Tensor& t) const;
 
   EnvContract env_;
   at::Device device_{at::kCPU};
@@ -96,10 +106,12 @@ class DistContext {
   Logger log_;
   c10::intrusive_ptr<c10d::Store> store_;
   compat::CommHandle pg_;
+  std::optional<at::Device> strict_device_;
   mutable int64_t staged_ = 0;
 
-  /// Runs op on tensors the backend takes: the given ones, or staged copies written back after.
-  void run_staged(std::vector<at::Tensor>& tensors, const char* what,
+  /// Runs op on tensors the backend takes: the given ones, or staged copies written back after
+  /// its (waited) Work, which it returns.
+  compat::WorkHandle run_staged(std::vector<at::Tensor>& tensors, const char* what,
                   const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
 };
 

@@ -156,6 +156,24 @@ DdpOptions ddp_options(const TrainConfig& cfg, const DistContext& ctx, const tor
   return o;
 }
 
+// Why a resumed run has nothing left to train (--max_steps reached, or every epoch done), or
+// "" when it has. The same on every rank: it reads the checkpoint's position only.
+std::string nothing_left_to_train(const TrainConfig& cfg, int64_t global_step, int start_epoch) {
+  if (cfg.optim.max_steps > 0 && global_step >= cfg.optim.max_steps)
+    return str("the checkpoint is at step ", global_step, ", and --max_steps=", cfg.optim.max_steps,
+               " is reached; raise --max_steps to train further");
+  if (start_epoch > cfg.optim.epochs)
+    return str("the checkpoint completed epoch ", start_epoch - 1, ", and --epochs=", cfg.optim.epochs,
+               " is reached; raise --epochs to train further");
+  return "";
+}
+
+std::string hex_fingerprint(uint64_t v) {
+  char fp[32];
+  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(v));
+  return fp;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
@@ -222,6 +240,12 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     result.global_step = meta.global_step;
     log.info(str("resumed from ", cfg.run.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
                  start_epoch, " micro-batch ", start_micro));
+    result.nothing_to_train = nothing_left_to_train(cfg, result.global_step, start_epoch);
+    if (!result.nothing_to_train.empty()) {
+      log.info(str("nothing to train: ", result.nothing_to_train, " (no new checkpoint)"));
+      result.fingerprint = hex_fingerprint(state_fingerprint(*model));
+      return result;
+    }
   }
   const FaultPlan faults = FaultPlan::from_env();
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
@@ -538,12 +562,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     const bool periodic = cfg.run.save_every > 0 && epoch % cfg.run.save_every == 0 && epoch_complete;
     if (periodic || last || due_by_steps()) save(epoch, micro_done, epoch_complete);
   }
-  char fp[32];
-  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(state_fingerprint(*model)));
-  result.fingerprint = fp;
-  log.info_all_ranks(str("parameter fingerprint: ", fp));
-  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(optimizer_fingerprint(optimizer)));
-  log.info_all_ranks(str("optimizer state fingerprint: ", fp));
+  result.fingerprint = hex_fingerprint(state_fingerprint(*model));
+  log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
+  log.info_all_ranks(str("optimizer state fingerprint: ", hex_fingerprint(optimizer_fingerprint(optimizer))));
   result.samples_per_s =
       train_time > 0 ? static_cast<double>(trained_steps * global_batch) / train_time : 0.0;
   return result;

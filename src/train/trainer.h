@@ -19,8 +19,9 @@ struct TrainResult {
   int64_t global_step = 0;
   double samples_per_s = 0;   // global, over the whole run's training steps
   std::string last_checkpoint;
-  std::string fingerprint;
-  int stopped_by_signal = 0;  // the signal that stopped training early, or 0    // hash of all parameters and buffers (see state_fingerprint)
+  std::string fingerprint;       // hash of all parameters and buffers (see state_fingerprint)
+  std::string nothing_to_train;  // why a resumed run had nothing left to train, or ""
+  int stopped_by_signal = 0;     // the signal that stopped training early, or 0
 };
 
 /// Runs the configured training on this rank.

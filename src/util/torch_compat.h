@@ -9,9 +9,12 @@
 //    ..._cpu_dtype), one function taking the device type in 2.x (AutocastGuard).
 //  - Causal attention: scaled_dot_product_attention (fused kernels) exists from 2.0 on; 1.13
 //    gets the plain masked softmax (causal_attention).
+//  - c10::Allocator::allocate is const in 1.13 and not in 2.x, which also wants copy_data
+//    (CpuMemoryAllocator, behind the tests' CPU-backed device).
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <ATen/ATen.h>
@@ -20,6 +23,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -47,6 +51,27 @@ inline void shutdown_backend(CommBackend& backend) {
   (void)backend;
 #endif
 }
+
+/// Host memory that reports itself as on `device` (a test device backed by CPU memory).
+class CpuMemoryAllocator final : public c10::Allocator {
+ public:
+  explicit CpuMemoryAllocator(c10::Device device) : device_(device) {}
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t n) override { return make(n); }
+  void copy_data(void* dst, const void* src, size_t n) const override { std::memcpy(dst, src, n); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return make(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+ private:
+  static void release(void* p) { c10::GetCPUAllocator()->raw_deallocate(p); }
+  c10::DataPtr make(size_t n) const {
+    void* p = c10::GetCPUAllocator()->raw_allocate(n == 0 ? 1 : n);
+    return {p, p, &release, device_};
+  }
+  c10::Device device_;
+};
 
 /// The key of a parameter's entry in torch::optim::Optimizer::state().
 inline auto optimizer_state_key(const at::Tensor& param) {

@@ -15,8 +15,11 @@
 
 namespace ddptrain::testing_dist {
 
-/// Calls fn(ctx) on `world` ranks concurrently; rethrows the first rank's exception.
-inline void run_ranks(int world, const std::function<void(const DistContext&)>& fn, int timeout_s = 60) {
+/// Calls fn(ctx) on `world` ranks concurrently; rethrows the first rank's exception. `opts`
+/// (Gloo by default) gives the contexts' backend, timeout and strict device.
+inline void run_ranks(int world, const std::function<void(const DistContext&)>& fn, int timeout_s = 60,
+                      DistOptionsResolved opts = {"gloo"}) {
+  opts.timeout = std::chrono::seconds(timeout_s);
   const int port = testing_common::free_port();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
@@ -30,7 +33,7 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
         env.local_world_size = world;
         env.master_addr = "127.0.0.1";
         env.master_port = port;
-        DistContext ctx(env, {"gloo", std::chrono::seconds(timeout_s)});
+        DistContext ctx(env, opts);
         fn(ctx);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
