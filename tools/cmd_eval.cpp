@@ -3,6 +3,7 @@
 // config.json; flags given here override them (e.g. --data_dir, --batch_size). Runs as one
 // process or distributed (under launch/torchrun: each test sample on exactly one rank).
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,24 @@
 #include "util/error.h"
 
 namespace ddptrain {
+namespace {
+
+// --checkpoint: a checkpoint, or a folder of them (--checkpoint_dir), meaning its newest.
+std::string resolve_checkpoint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const char* fix = "pass a checkpoint (e.g. ./checkpoints/epoch_0001) or a --checkpoint_dir (its newest is used)";
+  DDP_USAGE_CHECK(fs::exists(dir), "--checkpoint='", dir, "' does not exist; ", fix);
+  DDP_USAGE_CHECK(fs::is_directory(dir), "--checkpoint='", dir, "' is a file; ", fix);
+  if (fs::exists(fs::path(dir) / "manifest.json")) return dir;
+  const Logger log(0, 1);
+  const auto newest = find_latest_checkpoint(dir, log);
+  DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir, "' is not a checkpoint (no manifest.json: not one, or ",
+                  "its save was interrupted) and holds no valid checkpoint; ", fix);
+  log.info(str("--checkpoint ", dir, " holds checkpoints: evaluating the newest, ", *newest));
+  return *newest;
+}
+
+}  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";
@@ -26,7 +45,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::vector<std::string> overrides;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
-      std::printf("%s\n", usage);
+      TrainConfig defaults;
+      const std::string text =
+          str(usage, "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
+                     "with the flags it was trained with; train flags given here override them (e.g. --data_dir "
+                     "on another machine, --batch_size, --num_workers). The train flags:");
+      std::printf("%s", flags_help(train_flags(defaults), text).c_str());
       return 0;
     }
     if (args[i] == "--checkpoint" && i + 1 < args.size()) {
@@ -38,6 +62,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
+  checkpoint = resolve_checkpoint(checkpoint);
   verify_checkpoint(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then the overrides.
   nlohmann::json saved;

@@ -2,6 +2,7 @@
 // verified checkpoint for other tools. pt: the state_dict that Python's
 // torch.load(weights_only=True) reads; safetensors: the Hugging Face format.
 #include <cstdio>
+#include <filesystem>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
@@ -30,6 +31,8 @@ int cmd_export(const std::vector<std::string>& args) {
                   "'); ", usage);
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint is required; ", usage);
   DDP_USAGE_CHECK(!out.empty(), "--out is required; ", usage);
+  DDP_USAGE_CHECK(!std::filesystem::is_directory(out), "--out='", out, "' is a folder; pass a file path (e.g. ", out,
+                  "/model.", format, ")");
   DDP_USAGE_CHECK(format == "pt" || format == "safetensors", "--format='", format, "' must be pt or safetensors");
   verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
   const std::string model_pt = checkpoint + "/model.pt";

@@ -134,11 +134,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace
-
-int cmd_inspect(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "model") return inspect_model(args);
-  if (!args.empty() && args[0] == "loader") return inspect_loader(args);
+int inspect_sampler(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect sampler --dataset_len N --world_size W --rank R --seed S --epoch E\n"
       "                                [--no-shuffle] [--drop_last]";
@@ -176,6 +172,29 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   std::printf("%s\n", line.c_str());
   return 0;
+}
+
+}  // namespace
+
+int cmd_inspect(const std::vector<std::string>& args) {
+  const std::string what = args.empty() ? "" : args[0];
+  if (what == "model") return inspect_model(args);
+  if (what == "loader") return inspect_loader(args);
+  const bool help = what == "--help" || what == "-h";
+  if (what.empty() || help || (what != "sampler" && what[0] != '-')) {  // sampler may also follow its flags
+    const char* overview =
+        "usage: ddptrain inspect sampler|model|loader [flags]\n"
+        "  sampler  a rank's sample indices, as PyTorch's DistributedSampler gives them\n"
+        "  model    the layer table, parameter count and FLOPs per sample\n"
+        "  loader   how many samples per second the loader alone delivers\n"
+        "run `ddptrain inspect <what> --help` for its flags";
+    if (what.empty() || help) {
+      std::printf("%s\n", overview);
+      return what.empty() ? 2 : 0;
+    }
+    throw UsageError("inspect: unknown target '" + what + "'; use sampler, model or loader (ddptrain inspect --help)");
+  }
+  return inspect_sampler(args);
 }
 
 }  // namespace ddptrain

@@ -1,6 +1,9 @@
 // `ddptrain plot RUN.jsonl [MORE.jsonl ...] -o run.svg`: metrics files (--metrics_file) as a
 // self-contained SVG: loss (train per step line, evaluation per epoch), accuracy (train and
-// test per epoch), samples/s and MFU over optimizer steps. Several files are overlaid.
+// test per epoch), samples/s and MFU (%) over optimizer steps. Several files are overlaid,
+// and each run in a file (its records' "run" id: a file that several runs appended to) is its
+// own line.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +16,65 @@
 #include "util/error.h"
 
 namespace ddptrain {
+namespace {
+
+struct Run {
+  std::string id;  // the records' "run" ("" in files written before run ids)
+  std::vector<nlohmann::json> records;
+};
+
+// The records of a metrics file, grouped by run in the order the runs first appear.
+std::vector<Run> read_runs(const std::string& path) {
+  std::ifstream in(path);
+  DDP_USAGE_CHECK(in.good(), "cannot read metrics file '", path, "' (written by train --metrics_file)");
+  std::vector<Run> runs;
+  int line_no = 0;
+  for (std::string text; std::getline(in, text);) {
+    ++line_no;
+    if (text.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(detail::concat(path, ":", line_no, " is not a JSON record (", e.what(), ")"));
+    }
+    const std::string id = j.value("run", "");
+    auto it = std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.id == id; });
+    if (it == runs.end()) it = runs.insert(runs.end(), Run{id, {}});
+    it->records.push_back(std::move(j));
+  }
+  return runs;
+}
+
+// One run's lines in the four panels, labelled `name` and drawn in palette colour c.
+void add_run(std::vector<Panel>& panels, const std::string& name, int c, const Run& run) {
+  Line loss{name + "train", {}, c, false}, eval_loss{name + "test", {}, c, true};
+  Line train_acc{name + "train", {}, c, false}, test_acc{name + "test", {}, c, true};
+  Line sps{name + "samples/s", {}, c, false}, mfu{name + "MFU", {}, c, false};
+  for (const auto& j : run.records) {
+    const double step = j.value("step", 0.0);
+    auto add = [&](Line& l, const char* key, double scale = 1.0) {
+      if (j.contains(key) && j[key].is_number()) l.xy.emplace_back(step, scale * j[key].get<double>());
+    };
+    if (j.value("kind", "") == "step") {
+      add(loss, "loss");
+      add(sps, "samples_per_s");
+      add(mfu, "mfu", 100.0);  // percent, as the step lines print it
+    } else if (j.value("kind", "") == "epoch") {
+      add(eval_loss, "test_loss");
+      add(train_acc, "train_acc");
+      add(test_acc, "test_acc");
+    }
+  }
+  panels[0].lines.push_back(loss);
+  panels[0].lines.push_back(eval_loss);
+  panels[1].lines.push_back(train_acc);
+  panels[1].lines.push_back(test_acc);
+  panels[2].lines.push_back(sps);
+  panels[3].lines.push_back(mfu);
+}
+
+}  // namespace
 
 int cmd_plot(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg";
@@ -32,49 +94,16 @@ int cmd_plot(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!inputs.empty() && !out.empty(), usage);
-  std::vector<Panel> panels = {{"loss", {}}, {"accuracy", {}}, {"samples/s (global)", {}}, {"MFU", {}}};
-  for (size_t run = 0; run < inputs.size(); ++run) {
-    const std::string& path = inputs[run];
-    std::ifstream in(path);
-    DDP_USAGE_CHECK(in.good(), "cannot read metrics file '", path, "' (written by train --metrics_file)");
-    const std::string name = inputs.size() > 1 ? std::filesystem::path(path).stem().string() + " " : "";
-    const int c = static_cast<int>(run);
-    Line loss{name + "train", {}, c, false}, eval_loss{name + "test", {}, c, true};
-    Line train_acc{name + "train", {}, c, false}, test_acc{name + "test", {}, c, true};
-    Line sps{name + "samples/s", {}, c, false}, mfu{name + "MFU", {}, c, false};
-    int line_no = 0;
-    for (std::string text; std::getline(in, text);) {
-      ++line_no;
-      if (text.empty()) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {
-        throw UsageError(detail::concat(path, ":", line_no, " is not a JSON record (", e.what(), ")"));
-      }
-      const double step = j.value("step", 0.0);
-      auto add = [&](Line& l, const char* key) {
-        if (j.contains(key) && j[key].is_number()) l.xy.emplace_back(step, j[key].get<double>());
-      };
-      if (j.value("kind", "") == "step") {
-        add(loss, "loss");
-        add(sps, "samples_per_s");
-        add(mfu, "mfu");
-      } else if (j.value("kind", "") == "epoch") {
-        add(eval_loss, "test_loss");
-        add(train_acc, "train_acc");
-        add(test_acc, "test_acc");
-      }
-    }
-    panels[0].lines.push_back(loss);
-    panels[0].lines.push_back(eval_loss);
-    panels[1].lines.push_back(train_acc);
-    panels[1].lines.push_back(test_acc);
-    panels[2].lines.push_back(sps);
-    panels[3].lines.push_back(mfu);
+  std::vector<Panel> panels = {{"loss", {}}, {"accuracy", {}}, {"samples/s (global)", {}}, {"MFU (%)", {}}};
+  int color = 0, drawn = 0;
+  for (const std::string& path : inputs) {
+    const std::vector<Run> runs = read_runs(path);
+    const std::string stem = inputs.size() > 1 ? std::filesystem::path(path).stem().string() + " " : "";
+    for (size_t k = 0; k < runs.size(); ++k, ++drawn)
+      add_run(panels, runs.size() > 1 ? stem + "run " + std::to_string(k + 1) + " " : stem, color++, runs[k]);
   }
   write_file_atomic(out, render_svg(panels));
-  std::printf("wrote %s (%zu run%s)\n", out.c_str(), inputs.size(), inputs.size() > 1 ? "s" : "");
+  std::printf("wrote %s (%d run%s)\n", out.c_str(), drawn, drawn == 1 ? "" : "s");
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "dist/dist_context.h"
 #include "obs/memory.h"
 #include "tools/commands.h"
+#include "train/resume.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
 
@@ -36,12 +37,8 @@ int cmd_train(const std::vector<std::string>& args) {
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk.
-  if (cfg.run.resume_from == "auto") {
-    auto latest = find_latest_checkpoint(cfg.run.checkpoint_dir, log);
-    log.info(latest ? "--resume_from auto: resuming from " + *latest
-                    : "--resume_from auto: no valid checkpoint in " + cfg.run.checkpoint_dir + ", starting fresh");
-    cfg.run.resume_from = latest.value_or("");
-  }
+  // Only this run's checkpoints: see Note [Run identity].
+  cfg.run.resume_from = choose_resume_checkpoint(cfg, log);
   if (!cfg.run.resume_from.empty()) verify_resumable(cfg.run.resume_from, ctx);
 
   TrainConfig copy = cfg;
@@ -62,7 +59,8 @@ int cmd_train(const std::vector<std::string>& args) {
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
   else if (r.test_accuracy >= 0)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
-  log.info(str("final train loss: ", r.train_loss, " after ", r.global_step, " steps; ",
+  log.info(str("final train loss", r.last_epoch_part.empty() ? "" : " (" + r.last_epoch_part + ")", ": ",
+               r.train_loss, " after ", r.global_step, " steps; ",
                static_cast<long long>(r.samples_per_s), " samples/s (global, training only)"));
   ctx.shutdown();
   return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;

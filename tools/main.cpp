@@ -35,10 +35,12 @@ const char* const kUsage =
     "commands:\n"
     "  train    train a model (single process, or one rank under launch/torchrun/Slurm/MPI)\n"
     "  launch   start N local workers: ddptrain launch --nproc_per_node N train [train flags]\n"
-    "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...\n"
+    "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...: a rank's sample indices\n"
+    "           ddptrain inspect model [--model M ...]: layers, parameters, FLOPs per sample\n"
+    "           ddptrain inspect loader [--dataset D ...]: how fast the loader alone delivers batches\n"
     "  export   ddptrain export --checkpoint DIR --format pt|safetensors --out FILE\n"
     "  plot     ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg\n"
-    "  eval     ddptrain eval --checkpoint DIR [--data_dir D ...]: test loss and accuracy\n"
+    "  eval     ddptrain eval --checkpoint DIR [train flags]: test loss and accuracy\n"
     "run `ddptrain <command> --help` for the flags of a command";
 
 std::string self_exe(const char* argv0) {

@@ -88,9 +88,15 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  write_file_synced(tmp, bytes);
-  fs::rename(tmp, path);
+  const std::string tmp = path + ".tmp";
+  try {
+    write_file_synced(tmp, bytes);
+    fs::rename(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);  // a failed write leaves nothing behind
+    throw;
+  }
   fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
              O_RDONLY | O_DIRECTORY);
 }
@@ -147,6 +153,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                         {"global_step", meta.global_step}, {"world_size", meta.world_size},
                         {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
     if (!meta.precision.empty()) m["precision"] = meta.precision;
+    if (!meta.run.empty()) m["run"] = meta.run;
     if (meta.scaler) m["grad_scaler"] = {{"scale", meta.scaler->scale}, {"growth_tracker", meta.scaler->growth_tracker}};
     files.emplace_back("meta.json", m.dump(2) + "\n");
     files.emplace_back("config.json", config_json);
@@ -233,23 +240,32 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   if (m.contains("grad_scaler"))
     meta.scaler = GradScalerState{m["grad_scaler"].at("scale").get<double>(), m["grad_scaler"].at("growth_tracker").get<int64_t>()};
   meta.precision = m.value("precision", "");
+  if (m.contains("run")) meta.run = m["run"].get<std::map<std::string, std::string>>();
   return meta;
 }
 
-std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
+std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, const Logger& log) {
+  std::vector<CheckpointEntry> valid;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-  std::vector<std::pair<int64_t, std::string>> valid;
+  if (!fs::is_directory(root, ec)) return valid;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
     try {
-      valid.emplace_back(verify_checkpoint(e.path().string()).global_step, e.path().string());
+      valid.push_back({e.path().string(), verify_checkpoint(e.path().string())});
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
     }
   }
+  std::sort(valid.begin(), valid.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
+    return std::tie(a.meta.global_step, a.dir) < std::tie(b.meta.global_step, b.dir);
+  });
+  return valid;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
+  auto valid = list_valid_checkpoints(root, log);
   if (valid.empty()) return std::nullopt;
-  return std::max_element(valid.begin(), valid.end())->second;
+  return valid.back().dir;
 }
 
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) {

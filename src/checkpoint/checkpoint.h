@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,13 @@ struct CheckpointMeta {
   int64_t seed = 0;
   std::optional<GradScalerState> scaler;  // when loss scaling is on
   std::string precision;       // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
+  std::map<std::string, std::string> run;  // the flags that define the run (Note [Run identity]); empty if older
+};
+
+/// A checkpoint directory and its meta.json.
+struct CheckpointEntry {
+  std::string dir;
+  CheckpointMeta meta;
 };
 
 struct SaveOptions {
@@ -63,8 +71,11 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 /// verify_checkpoint, and the checkpoint was written by a job of this world size.
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx);
 
-/// The newest checkpoint in root that verifies (by optimizer step), warning about the
-/// invalid ones it skips; nullopt when there is none.
+/// Every checkpoint in root that verifies, by optimizer step (oldest first), warning about
+/// the invalid ones it skips; empty when root holds none or does not exist.
+std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, const Logger& log);
+
+/// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
 
 /// Restores model, optimizer and this rank's RNG state from a verified checkpoint.

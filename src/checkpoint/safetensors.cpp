@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
+#include "obs/logger.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -26,7 +28,48 @@ const char* dtype_name(at::ScalarType t) {
   }
 }
 
+at::ScalarType dtype_of(const std::string& name, const std::string& origin, const std::string& tensor) {
+  for (at::ScalarType t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort,
+                           at::kChar, at::kByte, at::kBool})
+    if (name == dtype_name(t)) return t;
+  throw Error(str(origin, ": tensor '", tensor, "' has safetensors dtype ", name, ", which ddptrain does not read"));
+}
+
+uint64_t header_length(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  return n;
+}
+
 }  // namespace
+
+bool is_safetensors(const std::string& bytes) {
+  return bytes.size() >= 10 && header_length(bytes) <= bytes.size() - 8 && bytes[8] == '{';
+}
+
+NamedTensors read_safetensors(const std::string& bytes, const std::string& origin) {
+  DDP_CHECK(is_safetensors(bytes), origin, ": not a safetensors file (truncated, or another format)");
+  const uint64_t n = header_length(bytes);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.substr(8, n));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str(origin, ": the safetensors header is not JSON (", e.what(), ")"));
+  }
+  const size_t data = 8 + n;
+  NamedTensors out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto shape = entry.at("shape").get<std::vector<int64_t>>();
+    const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype_of(entry.at("dtype"), origin, name)));
+    DDP_CHECK(offsets.size() == 2 && offsets[1] - offsets[0] == t.nbytes() && data + offsets[1] <= bytes.size(),
+              origin, ": tensor '", name, "' has data offsets that do not match its shape or lie outside the file");
+    std::memcpy(t.data_ptr(), bytes.data() + data + offsets[0], t.nbytes());
+    out.emplace_back(name, t);
+  }
+  return out;
+}
 
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, at::Tensor>> sorted;

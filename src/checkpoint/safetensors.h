@@ -14,4 +14,11 @@ namespace ddptrain {
 /// The bytes of a .safetensors file holding the tensors (CPU copies, contiguous).
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 
+/// Whether bytes look like a safetensors file (a header length that fits, then '{').
+bool is_safetensors(const std::string& bytes);
+
+/// The tensors of a safetensors file, sorted by name (CPU). Error naming origin and what is
+/// wrong (truncated, a dtype we do not read, offsets outside the data).
+NamedTensors read_safetensors(const std::string& bytes, const std::string& origin);
+
 }  // namespace ddptrain

@@ -66,14 +66,14 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
       bind_flag("accum_no_sync", &c.dist.accum_no_sync, "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
-      bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints"),
+      bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints (created when missing)"),
       bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
       bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
-      bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict file saved by Python torch.save or a model.pt"),
+      bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict saved by Python torch.save (a DDP model's \"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
       bind_flag("eval_every", &c.run.eval_every, "evaluate on the test split every N epochs and after the last (0 = never)"),
-      bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0)"),
+      bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0; its folder is created when missing)"),
       bind_flag("tensorboard_dir", &c.run.tensorboard_dir, "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
       bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
       bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
@@ -190,7 +190,27 @@ void validate_dist(const DistOptions& dist) {
                   "--ddp_comm_hook='", dist.ddp_comm_hook, "' is not a known hook; use none, fp16 or bf16");
 }
 
+// An output folder given by `flag`: missing is fine (it is created), a file is not.
+void check_output_dir(const char* flag, const std::string& dir) {
+  DDP_USAGE_CHECK(dir.empty() || !std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--", flag,
+                  "='", dir, "' is a file, not a folder; pass a folder (it is created when missing)");
+}
+
+// An output file given by `flag`: not a folder, and its folder (created when missing) not a file.
+void check_output_file(const char* flag, const std::string& file) {
+  if (file.empty()) return;
+  DDP_USAGE_CHECK(!std::filesystem::is_directory(file), "--", flag, "='", file,
+                  "' is a folder; pass a file path (e.g. ", file, "/metrics.jsonl)");
+  for (auto p = std::filesystem::path(file).parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+    DDP_USAGE_CHECK(!std::filesystem::exists(p) || std::filesystem::is_directory(p), "--", flag, "='", file,
+                    "': '", p.string(), "' is a file, not a folder; pass another path");
+}
+
 void validate_run(const RunOptions& run) {
+  check_output_dir("checkpoint_dir", run.checkpoint_dir);
+  check_output_dir("tensorboard_dir", run.tensorboard_dir);
+  check_output_dir("trace_samples_dir", run.trace_samples_dir);
+  check_output_file("metrics_file", run.metrics_file);
   non_negative("save_every", run.save_every, "pass 0 to save only at the end");
   non_negative("save_every_steps", run.save_every_steps, "pass 0 to turn it off");
   non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
@@ -208,7 +228,7 @@ void validate_run(const RunOptions& run) {
   DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops, " must be >= 0; pass 0 to measure it");
   if (!run.init_from.empty()) {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
-                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path)");
+                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a .safetensors file");
   }
 }
 

@@ -1,5 +1,9 @@
 #include "obs/metrics.h"
 
+#include <unistd.h>
+
+#include <ctime>
+
 #include <filesystem>
 
 #include "util/error.h"
@@ -11,6 +15,12 @@ MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   out_ = std::make_unique<std::ofstream>(path, std::ios::app);
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
+  run_ = std::string(stamp) + "-" + std::to_string(::getpid());
   DDP_CHECK(out_->good(), "cannot open --metrics_file '", path, "' for writing");
 }
 
@@ -19,6 +29,7 @@ void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::j
   record["kind"] = kind;
   record["step"] = step;
   record["epoch"] = epoch;
+  record["run"] = run_;
   record["time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   record["unix_time"] =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -21,11 +21,14 @@ class MetricsWriter {
   /// the same file).
   MetricsWriter(const std::string& path, bool is_main);
   bool active() const { return out_ != nullptr; }
-  /// Adds kind, step, epoch and time_s to the record and writes it as one line.
+  /// Adds kind, step, epoch, time_s, unix_time and run (this writer's run id: its start time
+  /// and process id, so that `ddptrain plot` draws each run appended to a file as its own
+  /// line) to the record and writes it as one line.
   void write(const char* kind, int64_t step, int epoch, nlohmann::json record);
 
  private:
   std::unique_ptr<std::ofstream> out_;
+  std::string run_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 

@@ -52,15 +52,15 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
   if (y1 == y0) y1 = y0 + (y0 == 0 ? 1 : std::fabs(y0) * 0.1);
   auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto Y = [&](double y) { return kTop + ph - (y - y0) / (y1 - y0) * ph; };
-  for (int i = 0; i <= 4; ++i) {  // ticks and grid
-    const double yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+  for (double yv : nice_ticks(y0, y1, 4, false)) {  // ticks at their values, and grid
     s += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(yv)) + "\" y2=\"" + num(Y(yv)) +
          "\" stroke=\"#eee\"/>\n";
     s += "<text x=\"" + num(kLeft - 4) + "\" y=\"" + num(Y(yv) + 4) + "\" text-anchor=\"end\" font-size=\"10\">" +
          num(yv) + "</text>\n";
-    s += "<text x=\"" + num(X(xv)) + "\" y=\"" + num(kTop + ph + 14) + "\" text-anchor=\"middle\" font-size=\"10\">" +
-         num(std::round(xv)) + "</text>\n";
   }
+  for (double xv : nice_ticks(x0, x1, 5, true))
+    s += "<text x=\"" + num(X(xv)) + "\" y=\"" + num(kTop + ph + 14) + "\" text-anchor=\"middle\" font-size=\"10\">" +
+         num(xv) + "</text>\n";
   s += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(kH - 6) +
        "\" text-anchor=\"middle\" font-size=\"11\">optimizer step</text>\n";
   int row = 0;
@@ -87,6 +87,22 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
 }
 
 }  // namespace
+
+std::vector<double> nice_ticks(double lo, double hi, int target, bool integer_axis) {
+  if (!(hi > lo)) return {lo};
+  const double raw = (hi - lo) / std::max(target, 1);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  if (integer_axis) step = std::max(step, 1.0);
+  std::vector<double> ticks;
+  const double first = std::ceil(lo / step - 1e-9) * step;
+  for (int i = 0; first + i * step <= hi + step * 1e-9; ++i) {
+    const double v = first + i * step;
+    ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);  // no "-0"
+  }
+  return ticks;
+}
 
 std::string render_svg(const std::vector<Panel>& panels, int columns) {
   const int rows = static_cast<int>((panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns));

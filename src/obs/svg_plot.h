@@ -21,6 +21,10 @@ struct Panel {
   std::vector<Line> lines;
 };
 
+/// Tick values at "nice" steps (1, 2 or 5 times a power of ten) from lo to hi, about
+/// `target` of them; an integer axis (optimizer steps) never gets a step below 1.
+std::vector<double> nice_ticks(double lo, double hi, int target, bool integer_axis);
+
 /// An SVG document with the panels in a grid of `columns`.
 std::string render_svg(const std::vector<Panel>& panels, int columns = 2);
 

@@ -1,21 +1,38 @@
 #include "train/evaluate.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <torch/nn/functional/loss.h>
 
 #include "data/loader.h"
+#include "obs/logger.h"
+#include "train/stop_signal.h"
 
 namespace ddptrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kProgressEvery_s = 10;  // a progress line at most this often
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
 
 EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_workers, const DistContext& ctx) {
   torch::NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> mine;
   for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
+  const auto per_rank = static_cast<int64_t>(mine.size());
+  ctx.log().info(str("evaluation starts: ", test.size(), " test samples, ", per_rank, " on this rank, batches of ",
+                     batch_size));
   Loader loader(test, {batch_size, num_workers, 2, /*drop_last=*/false});
   loader.start(std::move(mine));
+  const auto t0 = Clock::now();
+  auto last_report = t0;
   double loss_sum = 0, correct = 0, predictions = 0, samples = 0;
+  bool stopped = false;
   while (auto batch = loader.next()) {
     auto logits = model.forward(batch->inputs.to(ctx.device()));
     logits = logits.reshape({-1, logits.size(-1)});  // (B, C) or (B·T, V)
@@ -26,12 +43,28 @@ EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_w
     correct += logits.argmax(1).eq(targets).sum().item<double>();
     predictions += static_cast<double>(targets.numel());
     samples += static_cast<double>(batch->inputs.size(0));
+    // SIGINT/SIGTERM end it here; every rank still meets the one reduction below.
+    if (stop_signal() != 0) {
+      stopped = true;
+      break;
+    }
+    if (std::chrono::duration<double>(Clock::now() - last_report).count() >= kProgressEvery_s) {
+      last_report = Clock::now();
+      ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank, " samples on this rank, ",
+                         fmt("%.0f", seconds_since(t0)), " s"));
+    }
   }
-  std::vector<at::Tensor> sums{torch::tensor({loss_sum, correct, predictions, samples}, torch::kDouble)};
+  loader.stop();
+  std::vector<at::Tensor> sums{
+      torch::tensor({loss_sum, correct, predictions, samples, stopped ? 1.0 : 0.0}, torch::kDouble)};
   ctx.all_reduce_sum(sums, "evaluation all_reduce");
   model.train();
   const double n = std::max(sums[0][2].item<double>(), 1.0);
-  return {sums[0][0].item<double>() / n, sums[0][1].item<double>() / n, static_cast<int64_t>(sums[0][3].item<double>())};
+  EvalResult r{sums[0][0].item<double>() / n, sums[0][1].item<double>() / n,
+               static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0};
+  ctx.log().info(str("evaluation ", r.interrupted ? "interrupted by a signal after " : "took ",
+                     r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", seconds_since(t0)), " s"));
+  return r;
 }
 
 }  // namespace ddptrain

@@ -15,6 +15,8 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
 #include "checkpoint/state_dict_reader.h"
+#include "checkpoint/weights_file.h"
+#include "config/run_identity.h"
 #include "data/augment.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
@@ -200,7 +202,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   std::shared_ptr<Model> model =
       build_model(cfg.model, shape, cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
   if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
-    load_state_dict(*model, unpickle_tensors(read_file(cfg.run.init_from), cfg.run.init_from), cfg.run.init_from);
+    load_state_dict(*model, read_weights_file(cfg.run.init_from, log), cfg.run.init_from);
     log.info(str("initial weights from ", cfg.run.init_from));
   }
   model->to(ctx.device());
@@ -248,8 +250,10 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     }
   }
   const FaultPlan faults = FaultPlan::from_env();
+  const RunIdentity identity = run_identity(cfg);  // Note [Run identity]
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
-    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {}, prec.name()};
+    CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {},
+                        prec.name(), identity};
     if (scaler.enabled()) meta.scaler = scaler.state();
     char name[64];
     if (complete)
@@ -515,8 +519,15 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     sums[0] = sums[0].cpu();
     result.train_loss = sums[0][0].item<double>() / sums[0][2].item<double>();
     const double train_acc = sums[0][1].item<double>() / sums[0][2].item<double>();
-    std::string line = str("epoch ", epoch, " done | train loss ", fmt("%.4f", result.train_loss), " | train acc ",
-                           fmt("%.4f", train_acc), " | ", fmt("%.1f", epoch_s), " s");
+    // What the statistics cover: the whole epoch, or only the micro-batches this run trained
+    // of it (a resume began mid-epoch, or a stop ended it early).
+    const bool partial = first_micro > 0 || micro_done < batches;
+    result.last_epoch_part = partial ? str("micro-batches ", first_micro + 1, "-", micro_done, " of ", batches,
+                                           " of epoch ", epoch)
+                                     : "";
+    std::string line = str("epoch ", epoch, partial ? str(" part (", result.last_epoch_part, ")") : " done",
+                           " | train loss ", fmt("%.4f", result.train_loss), " | train acc ", fmt("%.4f", train_acc),
+                           " | ", fmt("%.1f", epoch_s), " s");
     // Slots per rank of the summary, in MiB.
     auto per_rank_mib = [&](int offset) {
       std::vector<double> v;
@@ -533,20 +544,29 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     // Evaluation every --eval_every epochs and after the last; a stopping job saves instead.
     const bool eval_now = data.test && result.stopped_by_signal == 0 && cfg.run.eval_every > 0 &&
                           (epoch % cfg.run.eval_every == 0 || epoch == cfg.optim.epochs);
+    bool evaluated = false;
     if (eval_now) {
-      EvalResult ev = evaluate(*model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
-      result.test_loss = ev.loss;
-      result.test_accuracy = ev.accuracy;
-      if (shape.is_tokens())
-        line += str(" | val loss ", fmt("%.4f", ev.loss), " | val perplexity ", fmt("%.2f", std::exp(ev.loss)));
-      else
-        line += str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
+      const EvalResult ev = evaluate(*model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
+      evaluated = !ev.interrupted;
+      if (ev.interrupted) {  // a signal: stop as after a step (save, exit 128 + signal)
+        stop = true;
+        result.stopped_by_signal = stop_signal() != 0 ? stop_signal() : 15;
+        line += " | evaluation interrupted";
+      } else {
+        result.test_loss = ev.loss;
+        result.test_accuracy = ev.accuracy;
+        line += shape.is_tokens()
+                    ? str(" | val loss ", fmt("%.4f", ev.loss), " | val perplexity ", fmt("%.2f", std::exp(ev.loss)))
+                    : str(" | test loss ", fmt("%.4f", ev.loss), " | test acc ", fmt("%.4f", ev.accuracy));
+      }
     }
     log.info(line);
     {
       nlohmann::json rec = {{"train_loss", result.train_loss}, {"train_acc", train_acc}, {"epoch_s", epoch_s},
-                            {"skipped_steps", skipped_steps}};
-      if (eval_now) {
+                            {"skipped_steps", skipped_steps}, {"partial", partial},
+                            {"micro_batches_from", first_micro}, {"micro_batches_to", micro_done},
+                            {"micro_batches_per_epoch", batches}};
+      if (evaluated) {
         rec["test_loss"] = result.test_loss;
         rec["test_acc"] = result.test_accuracy;
       }

@@ -15,7 +15,8 @@ namespace ddptrain {
 struct TrainResult {
   double test_accuracy = -1;  // of the last evaluation; -1 when the dataset has no test split
   double test_loss = -1;
-  double train_loss = 0;      // mean over all ranks of the last epoch's micro-batch losses
+  double train_loss = 0;      // mean over all ranks of the last epoch's micro-batch losses (this run's)
+  std::string last_epoch_part;  // "micro-batches 11-16 of 16 of epoch 1" when this run trained part of it
   int64_t global_step = 0;
   double samples_per_s = 0;   // global, over the whole run's training steps
   std::string last_checkpoint;

@@ -190,7 +190,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   ASSERT_EQ(p1.exit_code, 0) << p1.output;
   const std::string svg = read_text(dir + "/run.svg");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
-  for (const char* title : {">loss<", ">accuracy<", ">samples/s (global)<", ">MFU<"})
+  for (const char* title : {">loss<", ">accuracy<", ">samples/s (global)<", ">MFU (%)<"})
     EXPECT_NE(svg.find(title), std::string::npos) << title;
   fs::copy_file(path, dir + "/other.jsonl");
   ProcResult p2 = run({binary(), "plot", path, dir + "/other.jsonl", "-o", dir + "/cmp.svg"}, {}, 60);

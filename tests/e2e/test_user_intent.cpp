@@ -1,11 +1,16 @@
 // End-to-end tests of issue #18, "a run is exactly what the user asked for": each dataset
-// reads its own files, flags the model or optimizer has no use for are refused, and a
-// finished run resumed trains nothing.
+// reads its own files, flags that do not apply are refused, a resume continues this run only
+// and a finished run trains nothing, epoch records say what they cover, evaluation stops on
+// SIGINT, help texts list their own flags, and plots draw each run apart.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -36,8 +41,9 @@ int records_of_kind(const std::string& metrics, const std::string& kind) {
 // Item 1: --data_dir had one default, Fashion-MNIST's folder, for every dataset: --dataset
 // mnist trained on Fashion-MNIST. Now only fashion-mnist has a default; the others name
 // --data_dir and the files they need. Item "silently ignored": flags the model or optimizer
-// does not use are refused by name.
-TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAreRefused) {
+// does not use are refused by name. Item 9: output paths that are the wrong kind of thing.
+TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
+  const std::string readme = source_dir() + "/README.md";  // a file that exists
   const struct {
     std::vector<std::string> args;
     std::string expect;
@@ -50,6 +56,13 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAreRefused) {
       {{"train", "--model", "gpt", "--dataset", "tokens", "--width", "0.5"}, "--width=0.5 applies to mini_resnet"},
       {{"train", "--model", "gpt", "--dataset", "tokens", "--sync_bn"}, "--sync_bn applies to models with BatchNorm"},
       {{"train", "--optimizer", "adamw", "--momentum", "0.5"}, "--momentum=0.5 applies to --optimizer sgd"},
+      // item 9: output paths that cannot be what the flag says name the flag (was: a raw
+      // filesystem error, exit 1)
+      {{"train", "--checkpoint_dir", readme}, "--checkpoint_dir='" + readme + "' is a file, not a folder"},
+      {{"train", "--tensorboard_dir", readme}, "--tensorboard_dir='" + readme + "' is a file, not a folder"},
+      {{"train", "--trace_samples_dir", readme}, "--trace_samples_dir='" + readme + "' is a file, not a folder"},
+      {{"train", "--metrics_file", source_dir()}, "--metrics_file='" + source_dir() + "' is a folder"},
+      {{"train", "--metrics_file", readme + "/m.jsonl"}, "': '" + readme + "' is a file, not a folder"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {binary()};
@@ -92,4 +105,230 @@ TEST(UserIntent, ResumingAFinishedRunTrainsNothingAndSavesNothing) {
   ASSERT_TRUE(entries(ckpt).count("epoch_0002")) << rest.output;
   // ... after which it has nothing left either.
   expect_nothing_trained("epochs", {"--resume_from", "auto"});
+}
+
+namespace {
+
+// The issue's reproduction: O="--threads 1 --width 0.125 --dataset_size 256 --batch_size 16
+// --checkpoint_dir ck" (here through tiny_train, 8x8 images, fp32).
+ProcResult train_in(const std::string& ckpt, std::vector<std::string> extra) {
+  std::vector<std::string> argv = tiny_train(ckpt, std::move(extra));
+  argv.insert(argv.begin(), binary());
+  return run(argv, {}, 300);
+}
+
+std::vector<int64_t> step_records(const std::string& metrics) {
+  std::ifstream in(metrics);
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    if (j.value("kind", "") == "step") steps.push_back(j.at("step").get<int64_t>());
+  }
+  return steps;
+}
+
+}  // namespace
+
+// Item 2: --resume_from auto (and so --max_restarts) continued whichever run left the highest
+// step in the directory, and a new run wrote among another run's checkpoints without a word.
+TEST(UserIntent, AResumeContinuesThisRunOnly) {
+  const std::string ck = fresh_dir("identity");
+  ASSERT_EQ(train_in(ck, {"--max_steps", "12", "--save_every_steps", "4"}).exit_code, 0);
+  const auto before = entries(ck);
+  // Another run: tiny_train's --lr 0.05 and --seed 42 changed.
+  auto another = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--lr", "0.1", "--seed", "7"});
+    return extra;
+  };
+  const struct {
+    std::vector<std::string> extra;
+    std::string expect;
+  } refused[] = {
+      {another({"--max_steps", "3"}), "a new run: --checkpoint_dir holds another run's checkpoints"},
+      {another({"--max_steps", "5", "--resume_from", "auto"}), "--checkpoint_dir holds only another run's"},
+      {another({"--max_steps", "5", "--resume_from", ck + "/step_00000008"}), "--resume_from: the checkpoint"},
+      // item 3: another --batch_size would repeat samples within the epoch: refused
+      {{"--max_steps", "16", "--batch_size", "8", "--resume_from", "auto"}, "--batch_size 8 (the checkpoint's: 16)"},
+  };
+  for (const auto& c : refused) {
+    ProcResult r = train_in(ck, c.extra);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << r.output;
+    if (c.extra[0] == "--lr") {  // every flag that differs is named, with both values
+      EXPECT_NE(r.output.find("--lr 0.1 (the checkpoint's: 0.05"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("--seed 7 (the checkpoint's: 42)"), std::string::npos) << r.output;
+    }
+    EXPECT_EQ(entries(ck), before) << "a refused run changed the directory: " << r.output;
+  }
+  // The other run in its own directory; its step 3 then sits beside the first run's step 12.
+  const std::string other = fresh_dir("identity_other");
+  ASSERT_EQ(train_in(other, another({"--max_steps", "3"})).exit_code, 0);
+  fs::copy(other + "/step_00000003", ck + "/step_00000003", fs::copy_options::recursive);
+  // auto continues the other run from its own step 3, not from the first run's step 12.
+  const std::string metrics = fresh_dir("identity_metrics") + "/m.jsonl";
+  ProcResult r =
+      train_in(ck, another({"--max_steps", "5", "--resume_from", "auto", "--log_interval", "1", "--metrics_file", metrics}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(step_records(metrics), (std::vector<int64_t>{4, 5})) << r.output;
+  EXPECT_TRUE(entries(ck).count("step_00000005")) << r.output;
+}
+
+// Item 9: --init_from read only torch.save pickles: our own export format was blamed on an
+// old torch.save, and a DDP model's state_dict ("module." names) was "a different model".
+TEST(UserIntent, InitFromTakesSafetensorsAndADdpStateDict) {
+  const std::string dir = fresh_dir("init_formats");
+  const std::string py = source_dir() + "/tests/python/interop.py";
+  ASSERT_EQ(run({python(), py, "save_init", dir + "/init.pt", "0.125", "7"}, {}, 120).exit_code, 0);
+  ProcResult wrap = run({python(), "-c",
+                         "import sys, torch\nsd = torch.load(sys.argv[1])\n"
+                         "torch.save({'module.' + k: v for k, v in sd.items()}, sys.argv[2])",
+                         dir + "/init.pt", dir + "/ddp.pt"},
+                        {}, 120);
+  ASSERT_EQ(wrap.exit_code, 0) << wrap.output;
+  // One step at a negligible lr from `weights`: the parameters must still be init.pt's.
+  auto starts_from = [&](const std::string& name, const std::string& weights) {
+    ProcResult r = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
+                        "--batch_size", "16", "--num_workers", "0", "--max_steps", "1", "--lr", "1e-30",
+                        "--no-use_amp", "--checkpoint_dir", dir + "/" + name, "--init_from", weights},
+                       {}, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    ProcResult same = run({python(), py, "same_params", dir + "/init.pt", dir + "/" + name + "/step_00000001/model.pt",
+                           "1e-12"}, {}, 120);
+    EXPECT_EQ(same.exit_code, 0) << name << ": " << same.output;
+  };
+  starts_from("from_ddp", dir + "/ddp.pt");
+  ProcResult e = run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--format", "safetensors",
+                      "--out", dir + "/w.safetensors"}, {}, 60);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  starts_from("from_safetensors", dir + "/w.safetensors");
+  // export --out naming a folder: a usage error, and no temporary file left behind.
+  ProcResult to_dir = run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--out", dir}, {}, 60);
+  EXPECT_EQ(to_dir.exit_code, 2) << to_dir.output;
+  EXPECT_NE(to_dir.output.find("--out='" + dir + "' is a folder"), std::string::npos) << to_dir.output;
+  EXPECT_FALSE(fs::exists(dir + ".tmp")) << to_dir.output;
+}
+
+// Item 9: eval --checkpoint of a missing path and of a --checkpoint_dir both said "an
+// interrupted save?". Now a missing path says so, and a folder of checkpoints means its newest.
+TEST(UserIntent, EvalNamesAMissingCheckpointAndTakesAFolderOfThem) {
+  const std::string ck = fresh_dir("eval_root");
+  ProcResult missing = run({binary(), "eval", "--checkpoint", ck + "/nope"}, {}, 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--checkpoint='" + ck + "/nope' does not exist"), std::string::npos) << missing.output;
+  ProcResult empty = run({binary(), "eval", "--checkpoint", ck}, {}, 60);
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("holds no valid checkpoint"), std::string::npos) << empty.output;
+  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
+                      "--max_steps", "2", "--num_workers", "1", "--eval_every", "0", "--checkpoint_dir", ck},
+                     {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  ProcResult root = run({binary(), "eval", "--checkpoint", ck, "--batch_size", "1000"}, {}, 300);
+  EXPECT_EQ(root.exit_code, 0) << root.output;
+  EXPECT_NE(root.output.find("evaluating the newest, " + ck + "/step_00000002"), std::string::npos) << root.output;
+}
+
+// Item 7: eval --help listed no flags; the help omitted inspect model and loader; an unknown
+// inspect target printed the sampler's help with exit 0; launch -n 200 train --help started
+// 200 workers that each printed the help.
+TEST(UserIntent, EveryHelpListsItsOwnFlagsOnce) {
+  ProcResult eval = run({binary(), "eval", "--help"}, {}, 60);
+  EXPECT_EQ(eval.exit_code, 0) << eval.output;
+  for (const char* flag : {"--data_dir", "--batch_size", "--num_workers"})
+    EXPECT_NE(eval.output.find(flag), std::string::npos) << flag << "\n" << eval.output;
+  ProcResult top = run({binary(), "--help"}, {}, 60);
+  EXPECT_EQ(top.exit_code, 0) << top.output;
+  for (const char* line : {"ddptrain inspect sampler", "ddptrain inspect model", "ddptrain inspect loader"})
+    EXPECT_NE(top.output.find(line), std::string::npos) << line << "\n" << top.output;
+  ProcResult inspect = run({binary(), "inspect", "--help"}, {}, 60);
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  for (const char* line : {"\n  sampler ", "\n  model ", "\n  loader "})
+    EXPECT_NE(inspect.output.find(line), std::string::npos) << line << "\n" << inspect.output;
+  ProcResult unknown = run({binary(), "inspect", "foo", "--help"}, {}, 60);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("inspect: unknown target 'foo'"), std::string::npos) << unknown.output;
+  ProcResult launch = run({binary(), "launch", "--nproc_per_node", "200", "train", "--help"}, {}, 60);
+  EXPECT_EQ(launch.exit_code, 0) << launch.output;
+  size_t helps = 0;
+  for (size_t at = launch.output.find("usage: ddptrain train [options]"); at != std::string::npos;
+       at = launch.output.find("usage: ddptrain train [options]", at + 1))
+    ++helps;
+  EXPECT_EQ(helps, 1u) << launch.output.substr(0, 2000);
+}
+
+// Item 10: a second run appended to the same metrics file was drawn as one zig-zag line
+// with the first; MFU was drawn as a fraction while the log shows percent.
+TEST(UserIntent, PlotDrawsEachRunOfAFileAsItsOwnLine) {
+  const std::string dir = fresh_dir("plot_runs");
+  const std::string metrics = dir + "/m.jsonl";
+  for (const char* name : {"a", "b"})
+    ASSERT_EQ(train_in(dir + "/" + name, {"--max_steps", "4", "--log_interval", "1", "--metrics_file", metrics}).exit_code, 0);
+  std::set<std::string> runs;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) runs.insert(nlohmann::json::parse(line).value("run", ""));
+  EXPECT_EQ(runs.size(), 2u) << "every record names its run, and the two runs differ";
+  EXPECT_EQ(runs.count(""), 0u);
+  ProcResult p = run({binary(), "plot", metrics, "-o", dir + "/p.svg"}, {}, 60);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const std::string svg = read_text(dir + "/p.svg");
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
+  EXPECT_EQ(polylines, 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU)";
+  EXPECT_NE(svg.find(">run 2 train<"), std::string::npos) << "no legend per run";
+  EXPECT_NE(svg.find(">MFU (%)<"), std::string::npos);
+}
+
+// Item 6: after a resume or an early stop, "epoch N done" and the epoch record covered part
+// of the epoch but claimed all of it. Now each epoch record says which micro-batches it
+// covers; the parts of an interrupted epoch cover it once, without overlap.
+TEST(UserIntent, EpochRecordsSayWhichPartTheyCover) {
+  const std::string ck = fresh_dir("epoch_parts");
+  const std::string metrics = fresh_dir("epoch_parts_metrics") + "/m.jsonl";
+  ASSERT_EQ(train_in(ck, {"--max_steps", "3", "--metrics_file", metrics}).exit_code, 0);
+  ASSERT_EQ(train_in(ck, {"--resume_from", "auto", "--metrics_file", metrics}).exit_code, 0);
+  std::vector<nlohmann::json> epochs;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("kind", "") == "epoch") epochs.push_back(j);
+  }
+  ASSERT_EQ(epochs.size(), 3u) << "epoch 1 in two parts, then epoch 2";
+  const int64_t per_epoch = epochs[0].at("micro_batches_per_epoch").get<int64_t>();
+  EXPECT_EQ(per_epoch, 16);  // 256 samples, batch 16, one rank
+  const struct {
+    int epoch;
+    bool partial;
+    int64_t from, to;
+  } want[] = {{1, true, 0, 3}, {1, true, 3, per_epoch}, {2, false, 0, per_epoch}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(epochs[i].at("epoch").get<int>(), want[i].epoch) << epochs[i];
+    EXPECT_EQ(epochs[i].at("partial").get<bool>(), want[i].partial) << epochs[i];
+    EXPECT_EQ(epochs[i].at("micro_batches_from").get<int64_t>(), want[i].from) << epochs[i];
+    EXPECT_EQ(epochs[i].at("micro_batches_to").get<int64_t>(), want[i].to) << epochs[i];
+  }
+}
+
+// Item 5: SIGINT was ignored until evaluation ended, and during the final evaluation the run
+// then exited 0. Now evaluation says it started, stops at the next batch on SIGINT, and the
+// run saves its checkpoint and exits 128 + SIGINT, with no test numbers for the cut-short pass.
+TEST(UserIntent, SigintStopsEvaluation) {
+  const std::string ck = fresh_dir("eval_sigint");
+  const std::string out = ck + "/run.log", metrics = ck + "/m.jsonl";
+  // Batches of 1: the 10,000 test images take far longer than the wait below.
+  pid_t pid = spawn({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "1",
+                     "--max_steps", "2", "--num_workers", "1", "--threads", "1", "--checkpoint_dir", ck,
+                     "--metrics_file", metrics},
+                    out);
+  for (int i = 0; i < 1200 && lines_with(read_text(out), "evaluation starts: ").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(lines_with(read_text(out), "evaluation starts: ").empty()) << read_text(out);
+  ::kill(pid, SIGINT);
+  const int code = wait_for(pid, 60);
+  if (code == -1) ::kill(pid, SIGKILL);
+  EXPECT_EQ(code, 128 + SIGINT) << read_text(out);
+  EXPECT_TRUE(fs::exists(ck + "/step_00000002/manifest.json")) << read_text(out);
+  EXPECT_EQ(records_of_kind(metrics, "epoch"), 1) << read_text(out);
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);)
+    EXPECT_FALSE(nlohmann::json::parse(line).contains("test_acc")) << line;
 }

@@ -1,0 +1,67 @@
+#include "train/resume.h"
+
+#include <algorithm>
+
+#include "checkpoint/checkpoint.h"
+#include "config/run_identity.h"
+#include "config/train_config.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+// Usage error: the checkpoint `c` belongs to another run; `what` says where it was found.
+[[noreturn]] void another_run(const std::string& what, const CheckpointEntry& c, const std::vector<std::string>& diff,
+                              const std::string& fix) {
+  throw UsageError(str(what, " '", c.dir, "' (step ", c.meta.global_step, ") belongs to another run; the flags that "
+                       "differ: ", joined(diff), ". ", fix, " (Note [Run identity]; the flags a resume may change "
+                       "are listed in the README)"));
+}
+
+}  // namespace
+
+std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) {
+  const RunIdentity mine = run_identity(cfg);
+  const std::string& from = cfg.run.resume_from;
+  if (!from.empty() && from != "auto") {
+    CheckpointEntry c{from, verify_checkpoint(from)};
+    const auto diff = identity_differences(mine, c.meta.run);
+    if (!diff.empty())
+      another_run("--resume_from: the checkpoint", c, diff,
+                  "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
+    return from;
+  }
+  const std::string& root = cfg.run.checkpoint_dir;
+  const CheckpointEntry* ours = nullptr;
+  const CheckpointEntry* theirs = nullptr;
+  const auto all = list_valid_checkpoints(root, log);  // oldest step first
+  for (const auto& c : all) (identity_differences(mine, c.meta.run).empty() ? ours : theirs) = &c;
+  const std::string fix = "Continue that run with its flags (and --resume_from auto), or pass another "
+                          "--checkpoint_dir for this one";
+  if (from == "auto") {
+    if (ours) {
+      log.info(str("--resume_from auto: resuming from ", ours->dir, " (this run's newest checkpoint)"));
+      return ours->dir;
+    }
+    if (theirs)
+      another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest", *theirs,
+                  identity_differences(mine, theirs->meta.run), fix);
+    log.info(str("--resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
+    return "";
+  }
+  if (theirs)
+    another_run("a new run: --checkpoint_dir holds another run's checkpoints; the newest", *theirs,
+                identity_differences(mine, theirs->meta.run), fix);
+  if (ours)
+    log.warn(str(root, " holds this run's checkpoints up to step ", ours->meta.global_step, "; starting fresh as "
+                 "asked (--resume_from auto continues instead), and this run's saves replace them"));
+  return "";
+}
+
+}  // namespace ddptrain
