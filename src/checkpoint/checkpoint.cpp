@@ -154,6 +154,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                         {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
     if (!meta.precision.empty()) m["precision"] = meta.precision;
     if (!meta.run.empty()) m["run"] = meta.run;
+    if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
     if (meta.scaler) m["grad_scaler"] = {{"scale", meta.scaler->scale}, {"growth_tracker", meta.scaler->growth_tracker}};
     files.emplace_back("meta.json", m.dump(2) + "\n");
     files.emplace_back("config.json", config_json);
@@ -241,6 +242,7 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
     meta.scaler = GradScalerState{m["grad_scaler"].at("scale").get<double>(), m["grad_scaler"].at("growth_tracker").get<int64_t>()};
   meta.precision = m.value("precision", "");
   if (m.contains("run")) meta.run = m["run"].get<std::map<std::string, std::string>>();
+  meta.batch_size = m.value("batch_size", 0);
   return meta;
 }
 

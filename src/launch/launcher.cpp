@@ -164,6 +164,7 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
         {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
     };
     ::unlink(env.back().second.c_str());
+    env.insert(env.end(), o.worker_env.begin(), o.worker_env.end());
     w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
     w.out = std::make_unique<LinePump>(prefix, 1);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/flag_table.h"
@@ -25,6 +26,9 @@ struct LaunchOptions {
   int master_port = 29500;
   int kill_grace_s = 5;  // after the first failure, SIGTERM then SIGKILL after this long
   int max_restarts = 0;  // restarts of the whole group after a failure
+  /// Added to every worker's environment (e.g. OMP_WAIT_POLICY; see Note [OpenMP threads of
+  /// ranks that share cores]). Not a flag: the launch command decides.
+  std::vector<std::pair<std::string, std::string>> worker_env;
 };
 
 std::vector<Flag> launch_flags(LaunchOptions& o);

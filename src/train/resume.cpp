@@ -26,6 +26,20 @@ std::string joined(const std::vector<std::string>& items) {
 
 }  // namespace
 
+int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
+  if (meta.epoch_complete) return 0;
+  const int64_t old = meta.batch_size > 0 ? meta.batch_size : batch_size;
+  const int64_t samples = meta.batches_done * old;  // per rank, into the epoch
+  const int64_t group = static_cast<int64_t>(batch_size) * grad_accum_steps;
+  if (samples % group != 0)
+    throw UsageError(str("--batch_size=", batch_size, ": the checkpoint stopped ", samples, " samples per rank into epoch ",
+                         meta.epoch, " (", meta.batches_done, " batches of ", old, "), not a whole number of ",
+                         grad_accum_steps > 1 ? "accumulation groups of " : "batches of ", group,
+                         " samples, so training on would repeat or skip samples; resume with a --batch_size "
+                         "that divides ", samples, " (e.g. ", old, "), or from a checkpoint at an epoch's end"));
+  return samples / batch_size;
+}
+
 std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) {
   const RunIdentity mine = run_identity(cfg);
   const std::string& from = cfg.run.resume_from;
@@ -35,6 +49,7 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) 
     if (!diff.empty())
       another_run("--resume_from: the checkpoint", c, diff,
                   "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
+    resume_micro_batch(c.meta, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
     return from;
   }
   const std::string& root = cfg.run.checkpoint_dir;
@@ -47,6 +62,7 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) 
   if (from == "auto") {
     if (ours) {
       log.info(str("--resume_from auto: resuming from ", ours->dir, " (this run's newest checkpoint)"));
+      resume_micro_batch(ours->meta, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
       return ours->dir;
     }
     if (theirs)

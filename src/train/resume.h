@@ -3,11 +3,19 @@
 
 #include <string>
 
+#include "checkpoint/checkpoint.h"
 #include "obs/logger.h"
 
 namespace ddptrain {
 
 struct TrainConfig;
+
+/// The micro-batch of its epoch at which a run resumed from `meta` continues: the checkpoint's
+/// position in samples (per rank) in batches of this run's --batch_size, which may differ
+/// from the checkpoint's, so that every sample of the epoch is trained exactly once.
+/// UsageError naming --batch_size when that position is not a whole number of accumulation
+/// groups of the new batch size.
+int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps);
 
 /// The checkpoint directory this run resumes from, or "" for a fresh start, from --resume_from
 /// (a directory, auto, or none) and the checkpoints in --checkpoint_dir. UsageError naming

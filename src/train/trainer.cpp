@@ -32,6 +32,7 @@
 #include "obs/progress.h"
 #include "obs/tensorboard.h"
 #include "models/build_model.h"
+#include "train/resume.h"
 #include "train/step_report.h"
 #include "train/step_timer.h"
 #include "train/evaluate.h"
@@ -39,8 +40,10 @@
 #include "train/optimizer.h"
 #include "train/precision.h"
 #include "train/stop_signal.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "util/fault.h"
+#include "util/thread_policy.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
@@ -183,10 +186,13 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   const int K = cfg.optim.grad_accum_steps;
 
   // Intra-op threads: share the cores among the local ranks unless told otherwise.
-  int threads = cfg.run.threads;
-  if (threads == 0)
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ctx.local_world_size());
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = threads_per_rank(cfg.run.threads, cores, ctx.local_world_size());
   torch::set_num_threads(threads);
+  if (threads_outnumber_cores(ctx.local_world_size(), threads, cores) && !env::get("OMP_WAIT_POLICY"))
+    log.warn(str(ctx.local_world_size(), " local ranks x ", threads, " intra-op threads > ", cores, " cores, and OpenMP's "
+                 "threads spin: set OMP_WAIT_POLICY=PASSIVE (ddptrain launch does) or lower --threads (Note [OpenMP "
+                 "threads of ranks that share cores])"));
 
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
@@ -238,7 +244,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     CheckpointMeta meta = load_checkpoint(cfg.run.resume_from, ctx, *model, optimizer);
     if (meta.scaler) scaler.load(*meta.scaler);
     start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
-    start_micro = meta.epoch_complete ? 0 : meta.batches_done;
+    start_micro = resume_micro_batch(meta, cfg.data.batch_size, K);  // samples, in this run's batches
     result.global_step = meta.global_step;
     log.info(str("resumed from ", cfg.run.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
                  start_epoch, " micro-batch ", start_micro));
@@ -253,7 +259,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   const RunIdentity identity = run_identity(cfg);  // Note [Run identity]
   auto save = [&](int epoch, int64_t batches_done, bool complete) {
     CheckpointMeta meta{epoch, batches_done, complete, result.global_step, ctx.world_size(), cfg.run.seed, {},
-                        prec.name(), identity};
+                        prec.name(), identity, cfg.data.batch_size};
     if (scaler.enabled()) meta.scaler = scaler.state();
     char name[64];
     if (complete)
