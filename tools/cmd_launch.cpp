@@ -13,7 +13,9 @@ namespace ddptrain {
 
 int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe) {
   LaunchOptions opts;
-  if (args.empty() || (wants_help(args) && std::find(args.begin(), args.end(), "train") == args.end())) {
+  // --help among the launch flags is launch's; after them it belongs to the worker command.
+  const size_t split = launch_flags_end(args);
+  if (args.empty() || wants_help({args.begin(), args.begin() + static_cast<long>(split)})) {
     std::printf("%s", flags_help(launch_flags(opts), kLaunchUsage).c_str());
     return args.empty() ? 2 : 0;
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -25,7 +26,10 @@ namespace ddptrain {
 const char* const kLaunchUsage =
     "usage: ddptrain launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A\n"
     "                       --master_port P] train [train flags]\n"
-    "Starts N workers on this node with the torchrun environment contract.";
+    "       ddptrain launch [launch flags] PROGRAM [ARGS...]\n"
+    "Starts N workers on this node with the torchrun environment contract: ddptrain's own\n"
+    "commands (train, eval), or any program (as torchrun --no-python does), e.g. your own\n"
+    "binary built against ddptrain.";
 
 std::vector<Flag> launch_flags(LaunchOptions& o) {
   return {
@@ -39,11 +43,22 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
   };
 }
 
+size_t launch_flags_end(const std::vector<std::string>& args) {
+  size_t i = 0;
+  while (i < args.size() && args[i].rfind("-", 0) == 0) {
+    const bool inline_value = args[i].find('=') != std::string::npos;
+    const bool help = args[i] == "--help" || args[i] == "-h";
+    i += inline_value || help ? 1 : 2;  // every launch flag takes a value
+  }
+  return std::min(i, args.size());
+}
+
+bool is_ddptrain_command(const std::string& name) { return name == "train" || name == "eval"; }
+
 std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts) {
-  size_t split = 0;
-  while (split < args.size() && args[split] != "train" && args[split] != "eval") ++split;
+  const size_t split = launch_flags_end(args);
   DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
-                  "(or `eval --checkpoint DIR`) after the launch flags");
+                  "(or `eval --checkpoint DIR`, or any PROGRAM [ARGS...]) after the launch flags");
   auto table = launch_flags(*opts);
   auto positional = parse_flags(table, {args.begin(), args.begin() + static_cast<long>(split)});
   DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
@@ -284,7 +299,33 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
 
 }  // namespace
 
+namespace {
+
+// PROGRAM as execv takes it: a path as given, or the first match on PATH; UsageError if none.
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    DDP_USAGE_CHECK(::access(name.c_str(), X_OK) == 0, "launch: '", name, "' is not an executable file");
+    return name;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
+    start = end + 1;
+  }
+  throw UsageError(detail::concat("launch: '", name, "' is neither a ddptrain command (train, eval) nor a program on "
+                                  "PATH; give its path"));
+}
+
+}  // namespace
+
 int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args) {
+  // Our own commands run as this binary; anything else is a program of its own.
+  const bool ours = is_ddptrain_command(worker_args.at(0));
+  const std::string exe = ours ? self_exe : find_program(worker_args[0]);
+  const std::vector<std::string> exe_args = ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -294,9 +335,9 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
   GroupResult r;
   for (int attempt = 0;; ++attempt) {
     // A restarted group resumes from the newest complete checkpoint (the last flag wins).
-    std::vector<std::string> args = worker_args;
-    if (attempt > 0) args.insert(args.end(), {"--resume_from", "auto"});
-    r = run_group(o, self_exe, args, attempt, error_dir);
+    std::vector<std::string> args = exe_args;
+    if (attempt > 0 && worker_args[0] == "train") args.insert(args.end(), {"--resume_from", "auto"});
+    r = run_group(o, exe, args, attempt, error_dir);
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
     std::fprintf(stderr, "launch: restarting the workers (restart %d of %d) after rank %d %s\n", attempt + 1,
                  o.max_restarts, r.first_failed, describe(r.status).c_str());

@@ -1,5 +1,6 @@
 // The launcher: `ddptrain launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A
-// --master_port P] train [train flags]` starts N local workers of this binary with the
+// --master_port P] train [train flags]` (or any PROGRAM [ARGS...], as torchrun --no-python
+// runs it) starts N local workers of this binary with the
 // torchrun environment contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 // MASTER_ADDR, MASTER_PORT), prefixes their output lines with `[rank]`, forwards SIGINT and
 // SIGTERM, and when a worker fails stops the others (SIGTERM, then SIGKILL after a grace
@@ -34,11 +35,21 @@ struct LaunchOptions {
 std::vector<Flag> launch_flags(LaunchOptions& o);
 extern const char* const kLaunchUsage;
 
-/// Splits `launch` args into launcher flags and the worker command (from `train` on);
-/// UsageError when invalid. Returns the worker args (starting with "train").
+/// Where the launch flags end in `launch` args: the first argument that is neither a flag nor
+/// a flag's value (each launch flag takes one); the worker command starts there.
+size_t launch_flags_end(const std::vector<std::string>& args);
+
+/// Whether the worker command is one of ddptrain's own (run as this binary) rather than a
+/// program of its own.
+bool is_ddptrain_command(const std::string& name);
+
+/// Splits `launch` args into launcher flags and the worker command (a ddptrain command such
+/// as `train`, or any PROGRAM); UsageError when invalid. Returns the worker args.
 std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts);
 
-/// Runs the workers (exec of `self_exe worker_args...`) to completion; returns the exit code.
+/// Runs the workers to completion: `self_exe worker_args...` for ddptrain's commands, else the
+/// program worker_args[0] (a path, or found on PATH) with the rest; returns the exit code.
+/// Restarts add `--resume_from auto` to `train` only.
 int run_launcher(const LaunchOptions& opts, const std::string& self_exe,
                  const std::vector<std::string>& worker_args);
 

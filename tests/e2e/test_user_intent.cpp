@@ -347,8 +347,13 @@ TEST(UserIntent, LaunchMakesOpenMpWaitPassivelyOnlyWhenThreadsOutnumberCores) {
     pid_t launcher = spawn(launch(2, free_port(), tiny_train(ck, extra)), ck + "/launch.log");
     const std::vector<pid_t> workers = wait_for_children(launcher, 2);
     ASSERT_EQ(workers.size(), 2u);
-    for (pid_t w : workers)
+    for (pid_t w : workers) {
+      // /proc shows a worker's own environment once it has exec'd (RANK set), not the fork's.
+      for (int i = 0; i < 200 && environ_of(w, "RANK").empty(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ASSERT_NE(environ_of(w, "RANK"), "") << read_text(ck + "/launch.log");
       EXPECT_EQ(environ_of(w, "OMP_WAIT_POLICY"), oversubscribed ? "PASSIVE" : "") << read_text(ck + "/launch.log");
+    }
     ::kill(launcher, SIGKILL);
     wait_for(launcher, 30);
     for (pid_t w : workers) ::kill(w, SIGKILL);
