@@ -48,6 +48,7 @@ ours() {
   local world=$1 width=$2 batch=$3
   shift 3
   rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*  # each run fresh: another run's checkpoints would stop it (Note [Run identity])
   local t0
   t0=$(now)
   "$BIN" launch --nproc_per_node "$world" --master_port 29544 train --dataset synthetic --image_size 32 \
@@ -80,6 +81,7 @@ two_nodes() {
   shift 2
   local node pids=() rc=0
   rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*  # each run fresh: another run's checkpoints would stop it (Note [Run identity])
   for node in 1 0; do
     ip netns exec "${NETNS[$node]}" env GLOO_SOCKET_IFNAME=ddpbv$node "$BIN" launch --nnodes 2 --node_rank $node \
       --nproc_per_node 1 --master_addr 10.214.0.1 --master_port 29546 train --dataset synthetic --image_size 32 \
@@ -237,6 +239,7 @@ printf '%-16s %-12s %-10s %-8s %s\n' precision tokens/s ms/step MFU "trained in"
 for mode in "fp32 --no-use_amp" "bf16 --amp_dtype=bf16" "auto(default) --amp_dtype=auto"; do
   set -- $mode
   rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*  # each run fresh: another run's checkpoints would stop it (Note [Run identity])
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --model gpt --gpt_preset debug --dataset text \
     --data_path /usr/share/common-licenses/GPL-3 --batch_size 8 --optimizer adamw --lr 3e-3 --epochs 1 \
     --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 --eval_every 0 \
@@ -252,6 +255,7 @@ accuracy() {
   shift
   local t0=$SECONDS
   rm -f "$TMP/acc.jsonl"
+  rm -rf "$TMP"/ckpt*  # each run fresh: another run's checkpoints would stop it (Note [Run identity])
   "$BIN" launch --nproc_per_node 2 --master_port 29544 train --dataset fashion-mnist --width 0.25 --lr 0.05 \
     --batch_size 64 --num_workers 1 --log_interval 1000 --save_every 0 --checkpoint_dir "$TMP/ckpt" \
     --metrics_file "$TMP/acc.jsonl" "$@" > "$TMP/acc.log" 2>&1 || fail "$TMP/acc.log"
