@@ -28,6 +28,15 @@ void make_current(const at::Device& d) {
 #endif
 }
 
+// Starts the sum of tensors (already where the backend takes them) across ranks.
+compat::WorkHandle start_sum(compat::CommBackend& pg, std::vector<at::Tensor>& tensors,
+                             std::chrono::milliseconds timeout) {
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  o.timeout = timeout;
+  return pg.allreduce(tensors, o);
+}
+
 // The first variable of the list that is set, read as an integer in [min, max].
 std::optional<long long> first_int(std::initializer_list<const char*> names, long long min,
                                    long long max) {
@@ -180,15 +189,12 @@ compat::WorkHandle DistContext::run_staged(std::vector<at::Tensor>& tensors, con
 
 void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
   if (!pg_) return;
-  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return all_reduce_sum_async(ts); });
+  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
 }
 
 compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
-  c10d::AllreduceOptions o;
-  o.reduceOp = c10d::ReduceOp::SUM;
-  o.timeout = timeout_;
-  auto op = [&](std::vector<at::Tensor>& ts) { return pg_->allreduce(ts, o); };
+  auto op = [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); };
   // Note [Strict collective device]: staged, and so synchronous, in that mode only.
   if (strict_device_) return run_staged(tensors, "all_reduce (asynchronous)", op);
   for (const auto& t : tensors)

@@ -1,21 +1,18 @@
 #include "train/evaluate.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include <torch/nn/functional/loss.h>
 
 #include "data/loader.h"
 #include "obs/logger.h"
 #include "train/stop_signal.h"
+#include "util/clock.h"
 
 namespace ddptrain {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kProgressEvery_s = 10;  // a progress line at most this often
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -48,7 +45,7 @@ EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_w
       stopped = true;
       break;
     }
-    if (std::chrono::duration<double>(Clock::now() - last_report).count() >= kProgressEvery_s) {
+    if (seconds_since(last_report) >= kProgressEvery_s) {
       last_report = Clock::now();
       ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank, " samples on this rank, ",
                          fmt("%.0f", seconds_since(t0)), " s"));

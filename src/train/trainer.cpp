@@ -42,18 +42,13 @@
 #include "train/stop_signal.h"
 #include "util/env.h"
 #include "util/error.h"
+#include "util/clock.h"
 #include "util/fault.h"
 #include "util/thread_policy.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // zero_grad(set_to_none=True), as the reference: frees the gradients instead of zeroing
 // them (LibTorch 1.13's Optimizer::zero_grad has no set_to_none).
