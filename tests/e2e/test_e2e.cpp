@@ -196,9 +196,8 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   ProcResult p2 = run({binary(), "plot", path, dir + "/other.jsonl", "-o", dir + "/cmp.svg"}, {}, 60);
   ASSERT_EQ(p2.exit_code, 0) << p2.output;
   const std::string cmp = read_text(dir + "/cmp.svg");
-  size_t polylines = 0;
-  for (size_t at = cmp.find("<polyline"); at != std::string::npos; at = cmp.find("<polyline", at + 1)) ++polylines;
-  EXPECT_EQ(polylines, 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU); synthetic data has no test split";
+  EXPECT_EQ(count_of(cmp, "<polyline"), 2u * 4u)
+      << "2 runs x (train loss, train accuracy, samples/s, MFU); synthetic data has no test split";
   EXPECT_NE(cmp.find("other train"), std::string::npos) << "no legend per run";
   ProcResult xml = run({python(), "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('XML OK')",
                         dir + "/cmp.svg"}, {}, 60);

@@ -32,11 +32,8 @@ std::map<std::string, std::vector<double>> golden_losses() {
 
 std::vector<double> step_losses_of(const std::string& metrics) {
   std::vector<double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
+  for (const auto& j : read_jsonl(metrics))
     if (j.value("kind", "") == "step") out.push_back(j.at("loss").get<double>());
-  }
   return out;
 }
 

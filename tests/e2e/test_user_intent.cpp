@@ -32,10 +32,8 @@ std::set<std::string> entries(const std::string& dir) {
 }
 
 int records_of_kind(const std::string& metrics, const std::string& kind) {
-  std::ifstream in(metrics);
   int n = 0;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && nlohmann::json::parse(line).value("kind", "") == kind) ++n;
+  for (const auto& j : read_jsonl(metrics)) n += j.value("kind", "") == kind;
   return n;
 }
 
@@ -121,13 +119,9 @@ ProcResult train_in(const std::string& ckpt, std::vector<std::string> extra) {
 }
 
 std::vector<int64_t> step_records(const std::string& metrics) {
-  std::ifstream in(metrics);
   std::vector<int64_t> steps;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line);
+  for (const auto& j : read_jsonl(metrics))
     if (j.value("kind", "") == "step") steps.push_back(j.at("step").get<int64_t>());
-  }
   return steps;
 }
 
@@ -250,11 +244,7 @@ TEST(UserIntent, EveryHelpListsItsOwnFlagsOnce) {
   EXPECT_NE(unknown.output.find("inspect: unknown target 'foo'"), std::string::npos) << unknown.output;
   ProcResult launch = run({binary(), "launch", "--nproc_per_node", "200", "train", "--help"}, {}, 60);
   EXPECT_EQ(launch.exit_code, 0) << launch.output;
-  size_t helps = 0;
-  for (size_t at = launch.output.find("usage: ddptrain train [options]"); at != std::string::npos;
-       at = launch.output.find("usage: ddptrain train [options]", at + 1))
-    ++helps;
-  EXPECT_EQ(helps, 1u) << launch.output.substr(0, 2000);
+  EXPECT_EQ(count_of(launch.output, "usage: ddptrain train [options]"), 1u) << launch.output.substr(0, 2000);
 }
 
 // Item 10: a second run appended to the same metrics file was drawn as one zig-zag line
@@ -265,16 +255,13 @@ TEST(UserIntent, PlotDrawsEachRunOfAFileAsItsOwnLine) {
   for (const char* name : {"a", "b"})
     ASSERT_EQ(train_in(dir + "/" + name, {"--max_steps", "4", "--log_interval", "1", "--metrics_file", metrics}).exit_code, 0);
   std::set<std::string> runs;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) runs.insert(nlohmann::json::parse(line).value("run", ""));
+  for (const auto& j : read_jsonl(metrics)) runs.insert(j.value("run", ""));
   EXPECT_EQ(runs.size(), 2u) << "every record names its run, and the two runs differ";
   EXPECT_EQ(runs.count(""), 0u);
   ProcResult p = run({binary(), "plot", metrics, "-o", dir + "/p.svg"}, {}, 60);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   const std::string svg = read_text(dir + "/p.svg");
-  size_t polylines = 0;
-  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
-  EXPECT_EQ(polylines, 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU)";
+  EXPECT_EQ(count_of(svg, "<polyline"), 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU)";
   EXPECT_NE(svg.find(">run 2 train<"), std::string::npos) << "no legend per run";
   EXPECT_NE(svg.find(">MFU (%)<"), std::string::npos);
 }
@@ -288,11 +275,8 @@ TEST(UserIntent, EpochRecordsSayWhichPartTheyCover) {
   ASSERT_EQ(train_in(ck, {"--max_steps", "3", "--metrics_file", metrics}).exit_code, 0);
   ASSERT_EQ(train_in(ck, {"--resume_from", "auto", "--metrics_file", metrics}).exit_code, 0);
   std::vector<nlohmann::json> epochs;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
+  for (const auto& j : read_jsonl(metrics))
     if (j.value("kind", "") == "epoch") epochs.push_back(j);
-  }
   ASSERT_EQ(epochs.size(), 3u) << "epoch 1 in two parts, then epoch 2";
   const int64_t per_epoch = epochs[0].at("micro_batches_per_epoch").get<int64_t>();
   EXPECT_EQ(per_epoch, 16);  // 256 samples, batch 16, one rank
@@ -329,9 +313,7 @@ TEST(UserIntent, SigintStopsEvaluation) {
   EXPECT_EQ(code, 128 + SIGINT) << read_text(out);
   EXPECT_TRUE(fs::exists(ck + "/step_00000002/manifest.json")) << read_text(out);
   EXPECT_EQ(records_of_kind(metrics, "epoch"), 1) << read_text(out);
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);)
-    EXPECT_FALSE(nlohmann::json::parse(line).contains("test_acc")) << line;
+  for (const auto& j : read_jsonl(metrics)) EXPECT_FALSE(j.contains("test_acc")) << j;
 }
 
 // Item 5, thread policy: with the local ranks' threads outnumbering the cores, OpenMP's
