@@ -11,9 +11,13 @@ using namespace ddptrain::e2e;
 
 TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   const int port = free_port();
+  // Rank 1 fails only once rank 0 has printed: the launcher stops the other workers at the
+  // first failure, and a rank 0 not yet started on a loaded machine would print nothing.
+  const std::string marker = fresh_dir("launch_program") + "/rank0_printed";
   const std::string script =
       "echo \"contract $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $1\"; "
-      "if [ \"$RANK\" = 1 ]; then exit 3; fi";
+      "if [ \"$RANK\" = 0 ]; then touch " + marker + "; fi; "
+      "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + marker + " ] && break; sleep 0.05; done; exit 3; fi";
   ProcResult r = run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(port), "sh", "-c",
                       script, "sh", "--help"},
                      {}, 60);
