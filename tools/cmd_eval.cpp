@@ -91,7 +91,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   const std::string model_pt = checkpoint + "/model.pt";
   load_state_dict(*model, unpickle_tensors(read_file(model_pt), model_pt), model_pt);
   model->to(ctx.device());
-  const EvalResult r = evaluate(*model, *data.test, cfg.data.batch_size, cfg.data.num_workers, ctx);
+  const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx);
   ctx.log().info(str("eval ", checkpoint, " on ", cfg.data.dataset, " test split: ", r.samples,
                      " samples | test loss ", r.loss, " | test acc ", r.accuracy));
   return 0;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -12,9 +13,26 @@
 #include "tools/commands.h"
 #include "train/resume.h"
 #include "train/stop_signal.h"
-#include "train/trainer.h"
+#include "train/train_from_config.h"
+#include "util/env.h"
+#include "util/thread_policy.h"
 
 namespace ddptrain {
+namespace {
+
+// Intra-op threads (process-wide, so the program's): share the cores among the local ranks
+// unless told otherwise.
+void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = threads_per_rank(cfg.run.threads, cores, ctx.local_world_size());
+  torch::set_num_threads(threads);
+  if (threads_outnumber_cores(ctx.local_world_size(), threads, cores) && !env::get("OMP_WAIT_POLICY"))
+    ctx.log().warn(str(ctx.local_world_size(), " local ranks x ", threads, " intra-op threads > ", cores,
+                       " cores, and OpenMP's threads spin: set OMP_WAIT_POLICY=PASSIVE (ddptrain launch does) or "
+                       "lower --threads (Note [OpenMP threads of ranks that share cores])"));
+}
+
+}  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
@@ -50,14 +68,15 @@ int cmd_train(const std::vector<std::string>& args) {
   }
 
   install_stop_handlers();
+  set_intra_op_threads(cfg, ctx);
   TrainResult r = train(cfg, ctx, config_json);
   if (!r.nothing_to_train.empty()) {  // said by train(); no statistics to report
     ctx.shutdown();
     return 0;
   }
-  if (r.test_accuracy >= 0 && cfg.model.model == "gpt")
+  if (r.evaluated && cfg.model.model == "gpt")
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
-  else if (r.test_accuracy >= 0)
+  else if (r.evaluated)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
   log.info(str("final train loss", r.last_epoch_part.empty() ? "" : " (" + r.last_epoch_part + ")", ": ",
                r.train_loss, " after ", r.global_step, " steps; ",

@@ -36,7 +36,8 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   virtual Example get(int64_t index) const = 0;
-  virtual DatasetShape shape() const = 0;
+  /// What the data is (built-in models are sized from it); a user's dataset may keep the default.
+  virtual DatasetShape shape() const { return {}; }
   /// Called between epochs (no loader thread runs then): datasets whose samples depend on
   /// the epoch (augmentation) take it here.
   virtual void set_epoch(int64_t /*epoch*/) {}

@@ -6,7 +6,6 @@
 
 #include "data/loader.h"
 #include "obs/logger.h"
-#include "train/stop_signal.h"
 #include "util/clock.h"
 
 namespace ddptrain {
@@ -16,32 +15,31 @@ constexpr double kProgressEvery_s = 10;  // a progress line at most this often
 
 }  // namespace
 
-EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_workers, const DistContext& ctx) {
+EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test, const EvalOptions& opts,
+                    const DistContext& ctx) {
   torch::NoGradGuard no_grad;
-  model.eval();
+  model.module->eval();
   std::vector<int64_t> mine;
   for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
   const auto per_rank = static_cast<int64_t>(mine.size());
   ctx.log().info(str("evaluation starts: ", test.size(), " test samples, ", per_rank, " on this rank, batches of ",
-                     batch_size));
-  Loader loader(test, {batch_size, num_workers, 2, /*drop_last=*/false});
+                     opts.batch_size));
+  Loader loader(test, {opts.batch_size, opts.num_workers, 2, /*drop_last=*/false});
   loader.start(std::move(mine));
   const auto t0 = Clock::now();
   auto last_report = t0;
   double loss_sum = 0, correct = 0, predictions = 0, samples = 0;
   bool stopped = false;
   while (auto batch = loader.next()) {
-    auto logits = model.forward(batch->inputs.to(ctx.device()));
-    logits = logits.reshape({-1, logits.size(-1)});  // (B, C) or (B·T, V)
-    auto targets = batch->targets.to(ctx.device()).reshape({-1});
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(targets).sum().item<double>();
-    predictions += static_cast<double>(targets.numel());
+    const at::Tensor output = model.forward(batch->inputs.to(ctx.device()));
+    const at::Tensor targets = batch->targets.to(ctx.device());
+    const auto n = static_cast<double>(targets.numel());
+    loss_sum += objective.loss(output, targets).item<double>() * n;
+    if (objective.correct) correct += objective.correct(output, targets).item<double>();
+    predictions += n;
     samples += static_cast<double>(batch->inputs.size(0));
-    // SIGINT/SIGTERM end it here; every rank still meets the one reduction below.
-    if (stop_signal() != 0) {
+    // A stop request ends it here; every rank still meets the one reduction below.
+    if (opts.stop_requested && opts.stop_requested() != 0) {
       stopped = true;
       break;
     }
@@ -55,13 +53,18 @@ EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_w
   std::vector<at::Tensor> sums{
       torch::tensor({loss_sum, correct, predictions, samples, stopped ? 1.0 : 0.0}, torch::kDouble)};
   ctx.all_reduce_sum(sums, "evaluation all_reduce");
-  model.train();
+  model.module->train();
   const double n = std::max(sums[0][2].item<double>(), 1.0);
-  EvalResult r{sums[0][0].item<double>() / n, sums[0][1].item<double>() / n,
+  EvalResult r{sums[0][0].item<double>() / n, objective.correct ? sums[0][1].item<double>() / n : -1.0,
                static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0};
   ctx.log().info(str("evaluation ", r.interrupted ? "interrupted by a signal after " : "took ",
                      r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", seconds_since(t0)), " s"));
   return r;
+}
+
+EvalResult evaluate(const std::shared_ptr<Model>& model, const Dataset& test, const EvalOptions& opts,
+                    const DistContext& ctx) {
+  return evaluate(trainable(model), Objective::classification(), test, opts, ctx);
 }
 
 }  // namespace ddptrain

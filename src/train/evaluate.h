@@ -4,23 +4,36 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "models/model.h"
+#include "train/trainable.h"
 
 namespace ddptrain {
 
 struct EvalResult {
-  double loss = 0, accuracy = 0;
+  double loss = 0;
+  double accuracy = -1;      // -1 when the objective has no `correct`
   int64_t samples = 0;       // over all ranks: the size of the test split, unless interrupted
-  bool interrupted = false;  // a rank got SIGINT/SIGTERM (stop_signal) and stopped early
+  bool interrupted = false;  // a rank was asked to stop (stop_requested) and stopped early
 };
 
-/// Top-1 accuracy and mean cross-entropy of the model (put back in train mode afterwards);
-/// for token data both are per predicted token (perplexity = exp(loss)). Logs its start,
-/// progress every 10 s and its duration; a SIGINT/SIGTERM stops it at the next batch (the
-/// result then says interrupted, and covers what was evaluated).
-EvalResult evaluate(Model& model, const Dataset& test, int batch_size, int num_workers, const DistContext& ctx);
+struct EvalOptions {
+  int batch_size = 64;
+  int num_workers = 2;
+  std::function<int()> stop_requested;  // nonzero: stop at the next batch (every rank still reduces once)
+};
+
+/// The objective's mean loss and accuracy over every prediction of the test split (per
+/// predicted token for token data: perplexity = exp(loss)); the module is put back in train
+/// mode afterwards. Logs its start, progress every 10 s and its duration. A collective.
+EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test, const EvalOptions& opts,
+                    const DistContext& ctx);
+
+/// A built-in model with the classification objective.
+EvalResult evaluate(const std::shared_ptr<Model>& model, const Dataset& test, const EvalOptions& opts,
+                    const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -1,31 +1,95 @@
-// The trainer: the step loop of one rank. Reads top to bottom: build model (same seed on
-// every rank), wrap in DDP, build data, resume if asked, then per epoch: train, evaluate,
-// log, checkpoint, step the LR schedule. Every rank runs the same collectives in the same
-// order (the loss reductions at log steps, DDP, evaluation, checkpoint barriers).
+// The Trainer: trains any module (train/trainable.h) with DistributedDataParallel on every
+// rank of a DistContext, with everything `ddptrain train` has: accumulation under no_sync,
+// autocast and the loss scaler, clipping, learning-rate schedules, evaluation, atomic
+// checkpoints and exact resume, the agreed stop, step lines, metrics JSONL, TensorBoard, the
+// progress bar, MFU. `ddptrain train` is one client (train/train_from_config.h).
+//
+// The loop reads top to bottom: fit() resumes (if asked), then per epoch trains its
+// micro-batches (train/train_step.h: forward and loss, backward, the optimizer step), lets
+// the ranks vote on stopping after each step (Note [Agreed stop]), summarises the epoch over
+// the ranks, evaluates, and hands every event to the callbacks (train/callbacks.h: the
+// reporter, the checkpoint policy, the traces, and the user's own, in that order).
+// Every rank constructs the Trainer and calls fit() with the same options: both run the same
+// collectives in the same order on every rank (DESIGN.md invariant 1).
+// The Trainer sets nothing process-wide: threads, seeds, signal handlers and fault injection
+// are the program's (TrainerOptions::stop_requested and ::faults carry the last two in).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "config/train_config.h"
+#include <torch/optim/optimizer.h>
+
+#include "data/datasets.h"
+#include "ddp/ddp.h"
 #include "dist/dist_context.h"
+#include "train/callbacks.h"
+#include "train/grad_scaler.h"
+#include "train/start_measurements.h"
+#include "train/step_timer.h"
+#include "train/train_state.h"
+#include "train/trainable.h"
+#include "train/trainer_options.h"
 
 namespace ddptrain {
 
 struct TrainResult {
-  double test_accuracy = -1;  // of the last evaluation; -1 when the dataset has no test split
+  double test_accuracy = -1;  // of the last evaluation; -1 without one (or without Objective::correct)
   double test_loss = -1;
+  bool evaluated = false;     // an evaluation completed
   double train_loss = 0;      // mean over all ranks of the last epoch's micro-batch losses (this run's)
   std::string last_epoch_part;  // "micro-batches 11-16 of 16 of epoch 1" when this run trained part of it
   int64_t global_step = 0;
   double samples_per_s = 0;   // global, over the whole run's training steps
   std::string last_checkpoint;
-  std::string fingerprint;       // hash of all parameters and buffers (see state_fingerprint)
+  std::string fingerprint;       // hash of all parameters and buffers (train/fingerprint.h)
   std::string nothing_to_train;  // why a resumed run had nothing left to train, or ""
   int stopped_by_signal = 0;     // the signal that stopped training early, or 0
 };
 
-/// Runs the configured training on this rank.
-TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
+class Trainer {
+ public:
+  /// Measures what the options leave to measurement (precision, bucket size: collectives)
+  /// and wraps the module in DDP (a broadcast from rank 0). `optimizer` is over the module's
+  /// parameters; its learning rate is the base of the schedule.
+  Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts = {},
+          Objective objective = Objective::classification());
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Called after the built-in callbacks, in the order added.
+  void add_callback(std::shared_ptr<Callback> callback);
+  /// Trains on `train` (evaluating on `test` when given) until the last epoch, max_steps or an
+  /// agreed stop; resumes first when opts.resume_from names a checkpoint.
+  TrainResult fit(Dataset& train, const Dataset* test = nullptr);
+
+  const Precision& precision() const { return start_.precision; }
+  DistributedDataParallel& ddp() { return *ddp_; }
+
+ private:
+  struct Run;
+  bool resume(Run& run, TrainResult& result);
+  bool train_epoch(Run& run);
+  bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
+  bool finish_epoch(Run& run, bool stopping, TrainResult& result);
+  void phase(Run& run, StepTimer::Phase p);
+  std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
+
+  const DistContext& ctx_;
+  Trainable model_;
+  torch::optim::Optimizer& optimizer_;
+  TrainerOptions opts_;
+  Objective objective_;
+  double base_lr_ = 0;
+  StartMeasurements start_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  GradScaler scaler_;
+  TrainState state_;
+  StepTimer timer_;
+  std::vector<std::shared_ptr<Callback>> user_callbacks_;
+};
 
 }  // namespace ddptrain

@@ -100,7 +100,7 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
   };
   ProcResult r = job(dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(lines_with(r.output, "data tensors: 96 samples, 6 steps per epoch").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "data: 96 samples, 6 steps per epoch").empty()) << r.output;
   EXPECT_FALSE(lines_with(r.output, "test acc").empty()) << "test.pt was not evaluated: " << r.output;
   fs::create_directories(dir + "/bad");
   fs::copy_file(dir + "/bad.pt", dir + "/bad/train.pt");

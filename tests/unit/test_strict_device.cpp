@@ -14,7 +14,7 @@
 #include "dist/device_checking_backend.h"
 #include "dist_harness.h"
 #include "test_device.h"
-#include "train/trainer.h"
+#include "train/train_from_config.h"
 #include "util/error.h"
 
 using namespace ddptrain;

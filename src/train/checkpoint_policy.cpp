@@ -1,0 +1,44 @@
+#include "train/checkpoint_policy.h"
+
+#include <cstdio>
+
+#include "checkpoint/checkpoint.h"
+
+namespace ddptrain {
+
+CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name)
+    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)) {}
+
+bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
+  return opts_.save_every_steps > 0 && s.global_step % opts_.save_every_steps == 0;
+}
+
+void CheckpointPolicy::on_step_end(const TrainState& s, const StepEvent& e) {
+  if (due_by_steps(s) && s.micro_done < e.epoch.batches && !e.stopping) save(s, false);
+}
+
+void CheckpointPolicy::on_epoch_end(const TrainState& s, const EpochEvent& e) {
+  const bool complete = s.micro_done == e.position.batches;
+  const bool last = (e.stopping && (s.stopped_by_signal == 0 || opts_.checkpoint_on_signal)) || s.epoch == opts_.epochs;
+  const bool periodic = opts_.save_every > 0 && s.epoch % opts_.save_every == 0 && complete;
+  if (periodic || last || due_by_steps(s)) save(s, complete);
+}
+
+void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
+  if (opts_.checkpoint_dir.empty()) return;  // the options asked for none
+  CheckpointMeta meta{s.epoch, s.micro_done, epoch_complete, s.global_step, ctx_.world_size(),
+                      static_cast<int64_t>(opts_.seed), {}, precision_, opts_.run_identity, opts_.batch_size};
+  if (s.scaler.enabled()) meta.scaler = s.scaler.state();
+  char name[64];
+  if (epoch_complete)
+    std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);
+  else
+    std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
+  const int64_t step = s.global_step;
+  SaveOptions so{opts_.keep_checkpoints, [this, step](const char* stage) { opts_.faults.in_save(step, stage); }};
+  last_ = save_checkpoint(ctx_, opts_.checkpoint_dir, name, s.module, s.optimizer, meta, opts_.config_json,
+                          std::move(so));
+  ctx_.log().info(str("checkpoint saved: ", last_));
+}
+
+}  // namespace ddptrain

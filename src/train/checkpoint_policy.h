@@ -1,0 +1,35 @@
+// CheckpointPolicy: when the Trainer saves, as a callback. Mid-epoch every save_every_steps
+// optimizer steps (not at an epoch's end, which saves once below, nor at a stop); at an
+// epoch's end every save_every epochs, when save_every_steps falls there, after the last
+// epoch, and at a stop (a stop request saves only with checkpoint_on_signal). Saving is a
+// collective (the RNG-state gather and the closing barrier): every rank decides the same.
+#pragma once
+
+#include <string>
+
+#include "dist/dist_context.h"
+#include "train/callbacks.h"
+#include "train/trainer_options.h"
+
+namespace ddptrain {
+
+class CheckpointPolicy : public Callback {
+ public:
+  CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name);
+
+  void on_step_end(const TrainState& s, const StepEvent& e) override;
+  void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
+  /// The newest checkpoint this run saved, or "".
+  const std::string& last_checkpoint() const { return last_; }
+
+ private:
+  bool due_by_steps(const TrainState& s) const;
+  void save(const TrainState& s, bool epoch_complete);
+
+  const DistContext& ctx_;
+  const TrainerOptions& opts_;
+  std::string precision_;
+  std::string last_;
+};
+
+}  // namespace ddptrain

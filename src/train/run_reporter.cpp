@@ -1,0 +1,147 @@
+#include "train/run_reporter.h"
+
+#include <cmath>
+
+#include "obs/memory.h"
+#include "train/step_report.h"
+
+namespace ddptrain {
+
+std::string epoch_part(int epoch, int64_t first_micro, int64_t micro_done, int64_t batches) {
+  return str("micro-batches ", first_micro + 1, "-", micro_done, " of ", batches, " of epoch ", epoch);
+}
+
+RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, DistributedDataParallel& ddp,
+                         StepTimer& timer, RunFacts facts, const TrainState& state)
+    : ctx_(ctx),
+      opts_(opts),
+      ddp_(ddp),
+      timer_(timer),
+      facts_(std::move(facts)),
+      metrics_(opts.metrics_file, ctx.is_main()),
+      progress_(ctx.is_main()),
+      tensorboard_(opts.tensorboard_dir, ctx.is_main()),
+      interval_loss_(at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx.device()))) {
+  const Precision& p = facts_.precision;
+  metrics_.write("run", state.global_step, state.epoch,
+                 {{"precision", p.name()}, {"precision_why", p.why}, {"world_size", ctx.world_size()},
+                  {"backend", ctx.backend_name()}, {"threads_per_rank", facts_.threads_per_rank},
+                  {"buckets", ddp.num_buckets()},
+                  {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
+                  {"peak_flops_per_s", facts_.peak.flops_per_s}, {"peak_source", facts_.peak.source}});
+}
+
+void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
+  interval_loss_.zero_();
+  interval_micro_ = 0;
+  interval_steps_ = 0;
+  interval_t0_ = Clock::now();
+}
+
+void RunReporter::on_micro_batch(const TrainState&, const MicroBatchEvent& e) {
+  interval_loss_.add_(e.loss);
+  ++interval_micro_;
+}
+
+void RunReporter::on_step_end(const TrainState& s, const StepEvent& e) {
+  ++interval_steps_;
+  if (progress_.active()) update_progress(s, e);  // a terminal only: the bar reads the loss every step
+  if (e.step_in_epoch % opts_.log_interval == 0 || e.step_in_epoch == e.epoch.steps_per_epoch || e.stopping)
+    report_interval(s, e);
+}
+
+void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
+  const EpochPosition& p = e.epoch;
+  const double elapsed = seconds_since(p.started);
+  const int64_t done_here = e.step_in_epoch - p.first_micro / opts_.grad_accum_steps;
+  const double samples_per_s =
+      static_cast<double>(s.micro_done - p.first_micro) * opts_.batch_size * ctx_.world_size() / elapsed;
+  const double eta =
+      done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
+                    : 0.0;
+  progress_.update(s.epoch, e.step_in_epoch, p.steps_per_epoch, e.loss.item<double>(), samples_per_s, eta);
+}
+
+// The step line: the interval's loss averaged over the ranks (a collective every rank makes
+// at this step), its rates, phases, communication and memory.
+void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
+  const auto opts = at::TensorOptions().dtype(at::kDouble).device(ctx_.device());
+  std::vector<at::Tensor> l{at::cat({interval_loss_, at::full({1}, static_cast<double>(interval_micro_), opts)})};
+  ctx_.all_reduce_sum(l, "step-line loss all_reduce");
+  l[0] = l[0].cpu();
+  StepReport r;
+  r.epoch = s.epoch;
+  r.step_in_epoch = e.step_in_epoch;
+  r.steps_per_epoch = e.epoch.steps_per_epoch;
+  r.steps = static_cast<double>(std::max<int64_t>(interval_steps_, 1));
+  r.seconds = seconds_since(interval_t0_);
+  r.loss = l[0][0].item<double>() / l[0][1].item<double>();
+  r.lr = s.optimizer.param_groups()[0].options().get_lr();
+  r.samples_per_s = static_cast<double>(interval_micro_) * opts_.batch_size * ctx_.world_size() / r.seconds;
+  r.tokens_per_sample = facts_.tokens_per_sample;
+  r.mfu = mfu(static_cast<double>(facts_.flops_per_sample), r.samples_per_s, facts_.peak.flops_per_s,
+              ctx_.world_size());
+  r.has_peak = facts_.peak.flops_per_s > 0;
+  r.comm = ddp_.take_stats();
+  r.mem = memory_stats(ctx_.device());
+  r.phases = timer_.take();
+  if (s.scaler.enabled()) r.loss_scale = s.scaler.current_scale();
+  if (opts_.clip_grad_norm > 0) r.grad_norm = s.last_grad_norm;
+  if (!progress_.active()) ctx_.log().info(format_step_line(r));  // on a terminal the progress bar stands in
+  nlohmann::json rec = step_record(r);
+  to_tensorboard("train", rec, s.global_step);
+  metrics_.write("step", s.global_step, s.epoch, std::move(rec));
+  interval_loss_.zero_();
+  interval_micro_ = 0;
+  interval_steps_ = 0;
+  interval_t0_ = Clock::now();
+}
+
+std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) const {
+  const EpochPosition& p = e.position;
+  std::string line = str("epoch ", s.epoch,
+                         e.partial ? str(" part (", epoch_part(s.epoch, p.first_micro, s.micro_done, p.batches), ")")
+                                   : std::string(" done"),
+                         " | train loss ", fmt("%.4f", e.train_loss));
+  if (e.train_acc >= 0) line += str(" | train acc ", fmt("%.4f", e.train_acc));
+  line += str(" | ", fmt("%.1f", e.seconds), " s");
+  if (!e.peak_mem_mib.empty()) {
+    std::string per_rank;
+    for (size_t r = 0; r < e.peak_mem_mib.size(); ++r) per_rank += str(r ? ", " : "", fmt("%.0f", e.peak_mem_mib[r]));
+    line += str(" | peak mem per rank [", per_rank, "] MiB");
+  }
+  if (s.skipped_steps > 0) line += str(" | ", s.skipped_steps, " steps skipped (inf/NaN)");
+  if (e.eval_interrupted) line += " | evaluation interrupted";
+  if (!e.eval) return line;
+  if (facts_.tokens_per_sample > 0)
+    return line + str(" | val loss ", fmt("%.4f", e.eval->loss), " | val perplexity ", fmt("%.2f", std::exp(e.eval->loss)));
+  line += str(" | test loss ", fmt("%.4f", e.eval->loss));
+  if (e.eval->accuracy >= 0) line += str(" | test acc ", fmt("%.4f", e.eval->accuracy));
+  return line;
+}
+
+void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
+  ctx_.log().info(epoch_line(s, e));
+  const EpochPosition& p = e.position;
+  nlohmann::json rec = {{"train_loss", e.train_loss}, {"epoch_s", e.seconds}, {"skipped_steps", s.skipped_steps},
+                        {"partial", e.partial}, {"micro_batches_from", p.first_micro},
+                        {"micro_batches_to", s.micro_done}, {"micro_batches_per_epoch", p.batches}};
+  if (e.train_acc >= 0) rec["train_acc"] = e.train_acc;
+  if (e.eval) {
+    rec["test_loss"] = e.eval->loss;
+    if (e.eval->accuracy >= 0) rec["test_acc"] = e.eval->accuracy;
+  }
+  if (!e.peak_mem_mib.empty()) rec["peak_mem_mib_per_rank"] = e.peak_mem_mib;
+  rec["peak_rss_mib_per_rank"] = e.peak_rss_mib;
+  to_tensorboard("epoch", rec, s.global_step);
+  metrics_.write("epoch", s.global_step, s.epoch, std::move(rec));
+}
+
+// The numbers of a metrics record that TensorBoard plots, under "<group>/<name>" tags.
+void RunReporter::to_tensorboard(const char* group, const nlohmann::json& rec, int64_t step) {
+  if (!tensorboard_.active()) return;
+  for (const auto& [k, v] : rec.items())
+    if (v.is_number()) tensorboard_.scalar(str(group, "/", k), v.get<double>(), step);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,65 @@
+// RunReporter: what a run tells while it trains, as a callback: the "run" record at the start,
+// a step line every log_interval optimizer steps (the loss averaged over the ranks: an
+// all-reduce every rank makes at the same steps), or the progress bar on a terminal; the
+// epoch line; the same numbers as metrics JSON lines and TensorBoard scalars (rank 0 writes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ddp/ddp.h"
+#include "dist/dist_context.h"
+#include "obs/metrics.h"
+#include "obs/mfu.h"
+#include "obs/progress.h"
+#include "obs/tensorboard.h"
+#include "train/callbacks.h"
+#include "train/precision.h"
+#include "train/step_timer.h"
+#include "train/trainer_options.h"
+
+namespace ddptrain {
+
+/// What the reporter is told once, at the start.
+struct RunFacts {
+  Precision precision;
+  PeakFlops peak;
+  int64_t flops_per_sample = 0;
+  int64_t tokens_per_sample = 0;  // token data: tokens per sample (tokens/s and "val" lines); 0 for images
+  int threads_per_rank = 1;
+};
+
+class RunReporter : public Callback {
+ public:
+  RunReporter(const DistContext& ctx, const TrainerOptions& opts, DistributedDataParallel& ddp, StepTimer& timer,
+              RunFacts facts, const TrainState& state);
+
+  void on_epoch_begin(const TrainState&, const EpochPosition&) override;
+  void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override;
+  void on_step_end(const TrainState& s, const StepEvent& e) override;
+  void on_epoch_trained(const TrainState&) override { progress_.finish(); }
+  void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
+
+ private:
+  void update_progress(const TrainState& s, const StepEvent& e);
+  void report_interval(const TrainState& s, const StepEvent& e);
+  std::string epoch_line(const TrainState& s, const EpochEvent& e) const;
+  void to_tensorboard(const char* group, const nlohmann::json& rec, int64_t step);
+
+  const DistContext& ctx_;
+  const TrainerOptions& opts_;
+  DistributedDataParallel& ddp_;
+  StepTimer& timer_;
+  RunFacts facts_;
+  MetricsWriter metrics_;
+  ProgressBar progress_;
+  TensorBoardWriter tensorboard_;
+  at::Tensor interval_loss_;  // sum of the micro-batch losses since the last step line (device)
+  int64_t interval_micro_ = 0, interval_steps_ = 0;
+  Clock::time_point interval_t0_;
+};
+
+/// "micro-batches 11-16 of 16 of epoch 1": the part of an epoch a run trained.
+std::string epoch_part(int epoch, int64_t first_micro, int64_t micro_done, int64_t batches);
+
+}  // namespace ddptrain

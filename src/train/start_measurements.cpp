@@ -1,0 +1,74 @@
+#include "train/start_measurements.h"
+
+#include "ddp/bucket_size.h"
+#include "obs/kernel_probe.h"
+#include "obs/logger.h"
+
+namespace ddptrain {
+namespace {
+
+// Every rank must train in the same precision, so the choice is made from the rates averaged
+// over all ranks (each rank computes the same choice from the same sums). Whether to average
+// depends only on the options, the device type and the checkpoint resumed: every rank joins
+// the all-reduce, or none does.
+Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKernelRates rates) {
+  const bool measured = ctx.device().is_cpu() && req.use_amp && req.amp_dtype == "auto" && req.resumed.empty();
+  if (measured && ctx.communicates()) {
+    std::vector<at::Tensor> sums{at::tensor({rates.conv_fp32, rates.matmul_fp32, rates.conv_bf16, rates.matmul_bf16},
+                                            at::kDouble)};
+    ctx.all_reduce_sum(sums, "kernel-probe all_reduce (--amp_dtype auto)");
+    const at::Tensor mean = sums[0] / ctx.world_size();
+    rates = {mean[0].item<double>(), mean[1].item<double>(), mean[2].item<double>(), mean[3].item<double>()};
+  }
+  Precision p = choose_precision(req, ctx.device(), cuda_has_bf16(ctx.device()), rates);
+  if (measured && ctx.world_size() > 1) p.why += str(" (rates averaged over ", ctx.world_size(), " ranks)");
+  return p;
+}
+
+}  // namespace
+
+StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
+                                const std::string& resumed_precision) {
+  PrecisionRequest req = o.precision;
+  req.resumed = resumed_precision;
+  const bool amp_auto = req.use_amp && req.amp_dtype == "auto";
+  const bool wants_peak = flops_per_sample > 0 && o.peak_tflops <= 0;
+  const bool probe = ctx.device().is_cpu() && (wants_peak || amp_auto);
+  const CpuKernelRates rates = probe ? probe_cpu_kernels(req.use_amp && req.amp_dtype != "fp16") : CpuKernelRates{};
+  StartMeasurements m;
+  m.precision = agreed_precision(req, ctx, rates);
+  ctx.log().info("precision: " + m.precision.why);
+  if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate
+  m.peak = peak_flops(ctx.device(), m.precision.autocast, o.peak_tflops, rates);
+  ctx.log().info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9,
+                     " GFLOP per training sample; peak for MFU: ", m.peak.source));
+  // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which
+  // only makes the bucket size choice more careful about the number of buckets.
+  if (m.peak.flops_per_s > 0)
+    m.backward_s = 2.0 / 3.0 * static_cast<double>(flops_per_sample) * o.batch_size / m.peak.flops_per_s;
+  return m;
+}
+
+DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
+                       double backward_s) {
+  DdpOptions d;
+  if (o.bucket_cap_mb) {
+    d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.bucket_cap_mb * (1 << 20));
+  } else if (ctx.communicates() && ctx.world_size() > 1) {
+    int64_t grad_bytes = 0;
+    for (const auto& p : module.parameters())
+      if (p.requires_grad()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    const BucketCapChoice c = agreed_bucket_cap(ctx, grad_bytes, backward_s);
+    ctx.log().info(c.why);
+    d.reducer.bucket_cap_bytes = c.cap_bytes;
+  }
+  d.reducer.first_bucket_bytes = static_cast<size_t>(o.first_bucket_mb * (1 << 20));
+  d.reducer.gradient_as_bucket_view = o.gradient_as_bucket_view;
+  d.reducer.find_unused_parameters = o.find_unused_parameters;
+  d.reducer.comm_hook = o.comm_hook;
+  d.reducer.overlap = o.ddp_overlap;
+  d.broadcast_buffers = o.broadcast_buffers;
+  return d;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,32 @@
+// What a run measures before training, and what it decides from it: the precision (Note
+// [Precision chosen by measurement]), the peak FLOP rate for MFU, and DDP's bucket size
+// (Note [Bucket size from the link]). Collectives where the choice must agree: every rank
+// calls these in the same order.
+#pragma once
+
+#include <cstdint>
+
+#include "ddp/ddp.h"
+#include "obs/mfu.h"
+#include "train/precision.h"
+#include "train/trainer_options.h"
+
+namespace ddptrain {
+
+struct StartMeasurements {
+  Precision precision;
+  PeakFlops peak;             // for MFU
+  double backward_s = 0;      // estimated, for the bucket size; 0 when unknown
+};
+
+/// The kernel probe (skipped where neither MFU nor --amp_dtype auto needs it), the agreed
+/// precision, the peak and the backward estimate, logged. `resumed_precision`: the one a
+/// resumed checkpoint recorded ("" for a fresh start).
+StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
+                                const std::string& resumed_precision);
+
+/// DDP's options; without a bucket size, measures the link (a collective when world > 1).
+DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
+                       double backward_s);
+
+}  // namespace ddptrain

@@ -1,0 +1,36 @@
+// Note [Agreed stop]
+// A stop request (SIGTERM/SIGINT through the program's handler, TrainerOptions::stop_requested)
+// reaches ranks at different moments, yet every rank must stop after the same optimizer step,
+// or the ones still training wait forever in a collective. So the ranks vote: each step starts
+// an asynchronous sum of the local requests and the next step reads it; every rank then sees
+// the same sum and stops after the same step, and the exchange costs no waiting. A world of
+// one reads its own request. The pending vote is drained at each epoch's end, so that it never
+// stays outstanding across other collectives.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "dist/dist_context.h"
+
+namespace ddptrain {
+
+class StopVote {
+ public:
+  StopVote(const DistContext& ctx, std::function<int()> stop_requested);
+  /// Called once per optimizer step on every rank: true when the vote started at the previous
+  /// step found a request on any rank.
+  bool agreed();
+  /// Waits for the pending vote, if any (at an epoch's end).
+  void drain();
+  /// The local request's signal, or 0.
+  int local_signal() const { return requested_ ? requested_() : 0; }
+
+ private:
+  const DistContext& ctx_;
+  std::function<int()> requested_;
+  std::vector<at::Tensor> votes_;
+  compat::WorkHandle pending_;
+};
+
+}  // namespace ddptrain

@@ -1,0 +1,38 @@
+// Two traces of a run, as callbacks: the data order (trace_samples_dir: "epoch E micro M: i i
+// ..." per micro-batch, one file per rank, for debugging and the exact-resume tests) and the
+// profiler (enable_profiling: a Chrome trace of the step phases of some steps, in
+// checkpoint_dir; obs/chrome_trace.h).
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "dist/dist_context.h"
+#include "obs/chrome_trace.h"
+#include "train/callbacks.h"
+
+namespace ddptrain {
+
+class SampleTrace : public Callback {
+ public:
+  SampleTrace(const std::string& dir, int rank);
+  void on_micro_batch(const TrainState& s, const MicroBatchEvent& e) override;
+
+ private:
+  std::ofstream out_;
+};
+
+class Profiler : public Callback {
+ public:
+  Profiler(const std::string& checkpoint_dir, const DistContext& ctx);
+  void on_phase(const TrainState& s, const PhaseEvent& e) override;
+  void on_step_end(const TrainState& s, const StepEvent& e) override;
+
+ private:
+  const DistContext& ctx_;
+  std::string path_;
+  ChromeTrace trace_;
+};
+
+}  // namespace ddptrain

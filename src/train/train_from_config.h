@@ -1,0 +1,23 @@
+// `ddptrain train`'s use of the Trainer: the built-in datasets and models from the flags,
+// TrainerOptions from the same flags, then Trainer::fit. Also what the program owns around
+// it: the model's initialisation seed (the same on every rank, then seed + rank for what the
+// model draws while training, e.g. dropout), --init_from, fault injection from the
+// environment and the stop request from the signal handlers (train/stop_signal.h).
+#pragma once
+
+#include <string>
+
+#include "config/train_config.h"
+#include "dist/dist_context.h"
+#include "train/trainer.h"
+#include "train/trainer_options.h"
+
+namespace ddptrain {
+
+/// The Trainer's options from the flags; `config_json` is saved with every checkpoint.
+TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config_json);
+
+/// Runs the configured training on this rank.
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
+
+}  // namespace ddptrain

@@ -1,0 +1,28 @@
+// TrainState: what a checkpoint saves (the module, the optimizer, the loss scaler, the
+// position in the data and the optimizer step count) and where the loop stands. The Trainer
+// owns it; callbacks read it.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "train/grad_scaler.h"
+
+namespace ddptrain {
+
+struct TrainState {
+  torch::nn::Module& module;
+  torch::optim::Optimizer& optimizer;
+  GradScaler& scaler;
+  int64_t global_step = 0;     // optimizer steps taken, over all runs of a resumed job
+  int epoch = 1;               // the epoch being trained (1-based)
+  int64_t micro_done = 0;      // micro-batches of that epoch trained
+  int64_t run_steps = 0;       // optimizer steps taken by this run
+  int64_t skipped_steps = 0;   // of this run, on inf/NaN gradients
+  double last_grad_norm = 0;   // of the last step, when clipping is on
+  int stopped_by_signal = 0;   // the agreed stop's signal, or 0
+};
+
+}  // namespace ddptrain

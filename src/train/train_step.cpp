@@ -1,0 +1,57 @@
+#include "train/train_step.h"
+
+#include <optional>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+Objective Objective::classification() {
+  Objective o;
+  // Classes (B, C) or next tokens (B, T, V): the mean over every prediction.
+  o.loss = [](const at::Tensor& logits, const at::Tensor& targets) {
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  };
+  o.correct = [](const at::Tensor& logits, const at::Tensor& targets) { return logits.argmax(-1).eq(targets).sum(); };
+  return o;
+}
+
+ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model, const Objective& objective,
+                           const Precision& precision, c10::Device device, const at::Tensor& inputs,
+                           const at::Tensor& targets) {
+  ddp.sync_buffers();
+  compat::AutocastGuard autocast(device.type(), precision.dtype, precision.autocast);
+  ForwardResult r;
+  r.output = model.forward(inputs);
+  r.loss = objective.loss(r.output, targets);
+  return r;
+}
+
+void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor& loss, int64_t group_size, bool reduce) {
+  std::optional<DistributedDataParallel::NoSyncGuard> local;
+  if (!reduce) local.emplace(ddp);
+  scaler.scale(loss / static_cast<double>(group_size)).backward();
+}
+
+bool optimizer_step(TrainState& state, double clip_grad_norm) {
+  state.scaler.unscale(state.optimizer);
+  if (clip_grad_norm > 0)
+    state.last_grad_norm = torch::nn::utils::clip_grad_norm_(state.module.parameters(), clip_grad_norm);
+  const bool stepped = state.scaler.step(state.optimizer);
+  state.scaler.update();
+  if (!stepped) ++state.skipped_steps;
+  zero_grad_set_to_none(state.optimizer);
+  ++state.global_step;
+  ++state.run_steps;
+  return stepped;
+}
+
+void zero_grad_set_to_none(torch::optim::Optimizer& opt) {
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,54 @@
+// What the Trainer trains and what it minimises: any torch::nn::Module with a forward of one
+// tensor, and a loss of the module's output and the batch's targets.
+//  - trainable(module): a module of the user's (a shared_ptr, or a ModuleHolder such as
+//    torch::nn::Sequential); flops_per_sample, when given, turns on MFU.
+//  - Objective::classification(): cross-entropy over the last dimension (classes (B, C) or
+//    next tokens (B, T, V)) and top-1 accuracy: the default. Any other loss is one function;
+//    without a `correct` function no accuracy is reported.
+// Both loss and correct reduce over every prediction of the batch: the loss is a mean, and
+// the Trainer weighs it by targets.numel() when it sums over batches and ranks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace ddptrain {
+
+struct Trainable {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  int64_t flops_per_sample = 0;  // training FLOPs of one sample (forward and backward); 0 = no MFU
+  std::string description;       // for the log
+};
+
+/// A user's module: its forward(x) is what the Trainer calls.
+template <typename M>
+Trainable trainable(std::shared_ptr<M> module, int64_t flops_per_sample = 0, std::string description = "") {
+  Trainable t;
+  t.forward = [m = module.get()](const at::Tensor& x) { return m->forward(x); };
+  t.module = std::move(module);
+  t.flops_per_sample = flops_per_sample;
+  t.description = description.empty() ? t.module->name() : std::move(description);
+  return t;
+}
+
+template <typename Impl>
+Trainable trainable(torch::nn::ModuleHolder<Impl> holder, int64_t flops_per_sample = 0, std::string description = "") {
+  return trainable(holder.ptr(), flops_per_sample, std::move(description));
+}
+
+struct Objective {
+  /// The batch's mean loss (a scalar), of the module's output and the targets.
+  std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> loss;
+  /// The number of correct predictions (a scalar tensor), or empty: no accuracy.
+  std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> correct;
+
+  static Objective classification();
+};
+
+}  // namespace ddptrain
