@@ -1,0 +1,170 @@
+// The Trainer as a library user calls it: a module, a dataset and a loss of the user's own,
+// ranks as threads of this process over real Gloo (#13: world 2 equals world 1 with the
+// doubled batch; a user's loss; callbacks; checkpoints and exact resume in process).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include <unistd.h>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include "dist_harness.h"
+#include "train/trainer.h"
+
+using namespace ddptrain;
+
+namespace {
+
+// Not MiniResNet, no BatchNorm: two linear layers.
+struct UserNet : torch::nn::Module {
+  UserNet() {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    b = register_module("b", torch::nn::Linear(16, 4));
+  }
+  at::Tensor forward(const at::Tensor& x) { return b(torch::tanh(a(x))); }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+
+// A dataset of the user's: only size() and get(). Sample i is a pure function of i.
+class UserData : public Dataset {
+ public:
+  UserData(int64_t n, bool regression) : n_(n), regression_(regression) {}
+  int64_t size() const override { return n_; }
+  Example get(int64_t i) const override {
+    const at::Tensor x = at::sin(at::arange(8, at::kFloat) * static_cast<double>(i + 1) * 0.37);
+    if (regression_) return {x, at::stack({x.sum(), x.slice(0, 0, 4).prod(), x.max(), x.min()})};
+    return {x, at::tensor(i % 4, at::kLong).reshape({})};
+  }
+
+ private:
+  int64_t n_;
+  bool regression_;
+};
+
+// The default generator is process-wide: ranks-as-threads must not draw from it at once.
+std::shared_ptr<UserNet> make_net() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(5);
+  return std::make_shared<UserNet>();
+}
+
+TrainerOptions quiet_fp32(int batch_size, int epochs) {
+  TrainerOptions o;
+  o.batch_size = batch_size;
+  o.epochs = epochs;
+  o.num_workers = 0;
+  o.precision.use_amp = false;
+  o.checkpoint_dir = "";  // no checkpoints
+  o.eval_every = 0;
+  o.log_interval = 1000;
+  o.bucket_cap_mb = 25;
+  return o;
+}
+
+Objective mse() {
+  Objective o;
+  o.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::mse_loss(out, y); };
+  return o;  // no `correct`: no accuracy
+}
+
+// A callback of the user's: the loss of every micro-batch and the steps it saw.
+struct Recorder : Callback {
+  void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override { losses.push_back(e.loss.item<double>()); }
+  void on_step_end(const TrainState& s, const StepEvent&) override { steps.push_back(s.global_step); }
+  std::vector<double> losses;
+  std::vector<int64_t> steps;
+};
+
+struct Trained {
+  std::vector<at::Tensor> params;  // rank 0's
+  TrainResult result;
+  std::vector<int64_t> steps;      // rank 0's callback
+};
+
+Trained train_user_net(int world, TrainerOptions opts, Objective objective = Objective::classification(),
+                       bool regression = false) {
+  Trained out;
+  std::mutex mu;
+  testing_dist::run_world(world, [&](const DistContext& ctx) {
+    auto net = make_net();
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    UserData train(96, regression), test(40, regression);
+    Trainer trainer(ctx, trainable(net), sgd, opts, objective);
+    auto recorder = std::make_shared<Recorder>();
+    trainer.add_callback(recorder);
+    const TrainResult r = trainer.fit(train, &test);
+    std::lock_guard<std::mutex> lock(mu);
+    if (ctx.rank() != 0) return;
+    for (const auto& p : net->parameters()) out.params.push_back(p.detach().clone());
+    out.result = r;
+    out.steps = recorder->steps;
+  });
+  return out;
+}
+
+double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  return d;
+}
+
+std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("ddptrain_trainer_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+}  // namespace
+
+TEST(Trainer, UserModuleAtWorldTwoEqualsWorldOneWithTheDoubledBatch) {
+  for (int accum : {1, 2}) {
+    TrainerOptions one = quiet_fp32(16 / accum, 2), two = quiet_fp32(8 / accum, 2);
+    one.grad_accum_steps = two.grad_accum_steps = accum;
+    const Trained w1 = train_user_net(1, one), w2 = train_user_net(2, two);
+    ASSERT_EQ(w1.params.size(), 4u);
+    EXPECT_EQ(w1.result.global_step, 12);  // 96 samples / 16 per step, 2 epochs
+    EXPECT_EQ(w2.result.global_step, 12);
+    const Trained start = train_user_net(1, quiet_fp32(16, 0));  // no epoch: the initial weights
+    EXPECT_GT(max_diff(w1.params, start.params), 1e-3) << "training changed nothing";
+    EXPECT_LE(max_diff(w1.params, w2.params), 1e-6) << "grad_accum_steps " << accum;
+  }
+}
+
+TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {
+  TrainerOptions o = quiet_fp32(8, 2);
+  o.eval_every = 1;
+  const Trained r = train_user_net(2, o, mse(), /*regression=*/true);
+  EXPECT_EQ(r.steps.size(), 12u);
+  EXPECT_EQ(r.steps.front(), 1);
+  EXPECT_EQ(r.steps.back(), 12);
+  EXPECT_TRUE(r.result.evaluated);
+  EXPECT_EQ(r.result.test_accuracy, -1.0) << "an objective without `correct` reports no accuracy";
+  EXPECT_GT(r.result.test_loss, 0.0);
+  EXPECT_LT(r.result.train_loss, 10.0);
+}
+
+TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
+  const std::string dir = temp_dir("resume");
+  TrainerOptions o = quiet_fp32(8, 2);
+  o.lr_schedule = LrSchedule::kEpochCosine;
+  o.checkpoint_dir = dir + "/whole";
+  const Trained whole = train_user_net(2, o, mse(), true);
+  o.checkpoint_dir = dir + "/parts";
+  o.max_steps = 4;  // stops mid-epoch 1 (6 steps per epoch): a mid-epoch checkpoint
+  const Trained first = train_user_net(2, o, mse(), true);
+  ASSERT_FALSE(first.result.last_checkpoint.empty());
+  EXPECT_EQ(first.result.global_step, 4);
+  o.max_steps = 0;
+  o.resume_from = first.result.last_checkpoint;
+  const Trained resumed = train_user_net(2, o, mse(), true);
+  EXPECT_EQ(resumed.steps.front(), 5) << "the resumed run continues the step count";
+  EXPECT_EQ(resumed.result.global_step, 12);
+  EXPECT_EQ(resumed.result.fingerprint, whole.result.fingerprint);
+  EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0);
+  std::filesystem::remove_all(dir);
+}
