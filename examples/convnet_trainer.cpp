@@ -1,0 +1,53 @@
+// (a) Your own convnet on Fashion-MNIST, trained by ddptrain's Trainer: DDP, checkpoints and
+// resume, evaluation, the agreed stop on Ctrl-C, metrics. On 2 processes:
+//   ddptrain launch --nproc_per_node 2 ./convnet_trainer [DATA_DIR [MAX_STEPS]]
+#include <cstdio>
+
+#include <ddptrain/ddptrain.h>
+#include <torch/torch.h>
+
+struct ConvNet : torch::nn::Module {
+  ConvNet() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)));
+    fc = register_module("fc", torch::nn::Linear(32 * 7 * 7, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(conv1(x)), 2);
+    h = torch::max_pool2d(torch::relu(conv2(h)), 2);
+    return fc(h.flatten(1));
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+int main(int argc, char** argv) try {
+  const std::string data = argc > 1 ? argv[1] : ddptrain::kFashionMnistDir;
+  ddptrain::install_stop_handlers();  // SIGINT/SIGTERM: every rank stops after the same step
+  torch::manual_seed(0);              // the same initial weights on every rank
+  auto ctx = ddptrain::join();
+  auto net = std::make_shared<ConvNet>();
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  ddptrain::IdxDataset train(data, "train", 0.2860, 0.3530, "Fashion-MNIST");
+  ddptrain::IdxDataset test(data, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
+
+  ddptrain::TrainerOptions opts;
+  opts.epochs = 2;
+  opts.batch_size = 64;  // per rank
+  opts.max_steps = argc > 2 ? std::stoll(argv[2]) : 0;
+  opts.lr_schedule = ddptrain::LrSchedule::kEpochCosine;
+  opts.checkpoint_dir = "convnet_checkpoints";
+  opts.metrics_file = "convnet_metrics.jsonl";
+  opts.stop_requested = ddptrain::stop_signal;
+  if (auto last = ddptrain::find_latest_checkpoint(opts.checkpoint_dir, ctx->log())) opts.resume_from = *last;
+
+  ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
+  const ddptrain::TrainResult r = trainer.fit(train, &test);
+  if (ctx->is_main())
+    std::printf("test accuracy %.4f after %lld steps\n", r.test_accuracy, static_cast<long long>(r.global_step));
+  ctx->shutdown();
+  return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "convnet_trainer: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,52 @@
+// ddptrain: data-parallel training of your own LibTorch modules, across processes and nodes.
+// The one header a program includes; everything is in namespace ddptrain.
+//
+//   auto ctx = ddptrain::join();                       // the job this process belongs to
+//   auto net = std::make_shared<MyNet>();              // any torch::nn::Module with forward(x)
+//   torch::optim::SGD sgd(net->parameters(), 0.05);
+//   ddptrain::TrainerOptions opts;                     // every field has a default
+//   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
+//   trainer.fit(my_train_set, &my_test_set);           // any ddptrain::Dataset: size() and get(i)
+//
+// What each part gives (see the header named for the details):
+//  - join(), DistContext (dist/dist_context.h): rank, world, device and the process group,
+//    from torchrun's environment (also Slurm and Open MPI; a world of one when nothing is
+//    set), with a timeout and a backend (auto: NCCL on a GPU, Gloo on CPU).
+//  - DistributedDataParallel (ddp/ddp.h): any module; bucketed all-reduce overlapped with
+//    backward, no_sync() for accumulation, buffer sync, compression hooks.
+//  - DistributedSampler (data/distributed_sampler.h): PyTorch's order, index for index;
+//    Loader (data/loader.h): batches of any Dataset built by worker threads, in order.
+//  - save_checkpoint / load_checkpoint / find_latest_checkpoint (checkpoint/checkpoint.h):
+//    atomic, verified checkpoints of a module, an optimizer and the training position.
+//  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
+//    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
+//    of `ddptrain train` for your module, dataset and loss.
+// The library sets nothing process-wide: intra-op threads, seeds and signal handlers are the
+// program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use).
+#pragma once
+
+#include <memory>
+
+#include "checkpoint/checkpoint.h"
+#include "data/datasets.h"
+#include "data/distributed_sampler.h"
+#include "data/loader.h"
+#include "ddp/ddp.h"
+#include "dist/dist_context.h"
+#include "train/callbacks.h"
+#include "train/stop_signal.h"
+#include "train/trainable.h"
+#include "train/trainer.h"
+#include "train/trainer_options.h"
+
+namespace ddptrain {
+
+/// Joins the job this process belongs to, from the environment (torchrun's RANK, WORLD_SIZE,
+/// MASTER_ADDR, ...; Slurm; Open MPI), or a world of one when nothing is set. Blocks until
+/// every rank has joined, or throws after opts.timeout. UsageError naming the variable when
+/// the environment is invalid.
+inline std::unique_ptr<DistContext> join(const DistOptionsResolved& opts = {}) {
+  return std::make_unique<DistContext>(read_env_contract(), opts);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,63 @@
+# The installed package as a user meets it (#13): cmake --install to a scratch prefix, build
+# examples/ out of tree against that prefix alone (find_package(ddptrain) finds LibTorch
+# itself), then run the examples at world 2 under the installed `ddptrain launch`: (a) trains
+# and evaluates, then a second run resumes from its checkpoint; (b) and (c) train.
+# Run: cmake -DSOURCE_DIR=<repo> -DBUILD_DIR=<ddptrain build> -DWORK=<dir> -P this
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/run")
+function(run_step what)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${WORK}/run" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 600)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(last_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK}/prefix")
+run_step("configure examples/ against the installed package" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples"
+         -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${WORK}/prefix" -DCMAKE_BUILD_TYPE=Release)
+run_step("build examples/" "${CMAKE_COMMAND}" --build "${WORK}/build")
+set(launch "${WORK}/prefix/bin/ddptrain" launch --nproc_per_node 2)
+set(data /usr/share/datasets/fashion-mnist)
+
+# (a): 20 steps, then on to 30 from its checkpoint.
+run_step("example (a) at world 2" ${launch} "${WORK}/build/convnet_trainer" ${data} 20)
+run_step("example (a) resumed" ${launch} "${WORK}/build/convnet_trainer" ${data} 30)
+file(STRINGS "${WORK}/run/convnet_metrics.jsonl" records)
+set(run_steps "")
+set(evaluated 0)
+foreach(line IN LISTS records)
+  string(JSON kind GET "${line}" kind)
+  string(JSON step GET "${line}" step)
+  if(kind STREQUAL "run")
+    list(APPEND run_steps ${step})
+  elseif(kind STREQUAL "epoch")
+    string(JSON acc ERROR_VARIABLE no_acc GET "${line}" test_acc)
+    if(NOT no_acc AND acc GREATER 0.3)
+      math(EXPR evaluated "${evaluated} + 1")
+    endif()
+  endif()
+endforeach()
+if(NOT run_steps STREQUAL "0;20")
+  message(FATAL_ERROR "example (a): the runs started at steps '${run_steps}', not 0 then 20 (a resume):\n${records}")
+endif()
+if(NOT evaluated EQUAL 2)
+  message(FATAL_ERROR "example (a): ${evaluated} of 2 epoch records have a test accuracy above 0.3:\n${records}")
+endif()
+if(NOT EXISTS "${WORK}/run/convnet_checkpoints/step_00000030/manifest.json")
+  message(FATAL_ERROR "example (a): no checkpoint at step 30")
+endif()
+
+# (b) and (c).
+run_step("example (b) at world 2" ${launch} "${WORK}/build/ddp_loop" ${data} 50)
+if(NOT last_output MATCHES "trained 50 steps on 2 ranks")
+  message(FATAL_ERROR "example (b) did not train 50 steps on 2 ranks:\n${last_output}")
+endif()
+run_step("example (c) at world 2" ${launch} "${WORK}/build/regression")
+if(NOT last_output MATCHES "test mse ([0-9.]+)")
+  message(FATAL_ERROR "example (c) printed no test loss:\n${last_output}")
+endif()
+if(NOT CMAKE_MATCH_1 LESS 0.5)
+  message(FATAL_ERROR "example (c): test mse ${CMAKE_MATCH_1} is not below 0.5: it did not learn")
+endif()
+message(STATUS "examples: installed, built out of tree, (a) trained and resumed, (b) and (c) trained at world 2")
