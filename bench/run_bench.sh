@@ -14,7 +14,10 @@
 #     data-wait share of the step with 1 loader thread;
 #  7. GPT (debug preset, byte-level text) tokens/s and MFU, fp32, bf16 and auto, world 2;
 #  8. accuracy on Fashion-MNIST, world 2: one epoch (as make run) and, with
-#     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 15 min).
+#     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 15 min);
+#  9. the library: examples/ddp_loop.cpp against the gradient averaging of pytorch/examples'
+#     dist-mnist.cpp (bench/dist_mnist_style.cpp), samples/s and whether its gradients are
+#     the mean over the ranks.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -271,3 +274,23 @@ if [ "${BENCH_ACCURACY:-}" = full ]; then
 else
   echo "(BENCH_ACCURACY=full adds the recommended 15-epoch run with --augment)"
 fi
+
+echo
+echo "== 9. the library: examples/ddp_loop.cpp (DDP + DistributedSampler) vs dist-mnist.cpp's averaging =="
+echo "   (pytorch/examples' approach, bench/dist_mnist_style.cpp; same MLP, data, loader and batch 64/rank;"
+echo "    world 2, 500 steps, $ROUNDS interleaved rounds)"
+FASHION=/usr/share/datasets/fashion-mnist
+lib_sps() {  # lib_sps PROGRAM [args] -> samples/s
+  "$BIN" launch --nproc_per_node 2 --master_port 29544 "$@" > "$TMP/lib.log" 2>&1 || fail "$TMP/lib.log"
+  grep -o '[0-9]* samples/s' "$TMP/lib.log" | tail -1 | cut -d' ' -f1
+}
+ddp_runs=() mnist_runs=()
+for _ in $(seq "$ROUNDS"); do
+  ddp_runs+=("$(lib_sps "$ROOT/$BUILD/bench_ddp_loop" "$FASHION" 500)")
+  mnist_runs+=("$(lib_sps "$ROOT/$BUILD/bench_dist_mnist_style" "$FASHION" 500)")
+done
+printf '%-34s %s samples/s (runs: %s)\n' "ddp_loop (ddptrain DDP)" "$(median "${ddp_runs[@]}")" "${ddp_runs[*]}"
+printf '%-34s %s samples/s (runs: %s)\n' "dist-mnist style" "$(median "${mnist_runs[@]}")" "${mnist_runs[*]}"
+"$BIN" launch --nproc_per_node 2 --master_port 29544 "$ROOT/$BUILD/bench_dist_mnist_style" "$FASHION" 300 --check \
+  > "$TMP/lib.log" 2>&1 || fail "$TMP/lib.log"
+echo "dist-mnist style: $(grep -o 'gradients equal.*' "$TMP/lib.log")"

@@ -3,6 +3,7 @@
 // buckets while backward runs (not parameter by parameter after it), averaged over the
 // ranks, weights broadcast from rank 0 at the start, and each rank on its own shard.
 //   ddptrain launch --nproc_per_node 2 ./ddp_loop [DATA_DIR [MAX_STEPS]]
+#include <chrono>
 #include <cstdio>
 
 #include <ddptrain/ddptrain.h>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) try {
   ddptrain::DistributedSampler sampler({train.size(), ctx->world_size(), ctx->rank(), /*shuffle=*/true, /*seed=*/0});
   ddptrain::Loader loader(train, {/*batch_size=*/64, /*num_workers=*/2});
   long long step = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= 2 && step != max_steps; ++epoch) {
     sampler.set_epoch(epoch);  // a new shuffle each epoch, the same on every rank
     loader.start(sampler.indices());
@@ -42,7 +44,10 @@ int main(int argc, char** argv) try {
     }
     loader.stop();
   }
-  if (ctx->is_main()) std::printf("trained %lld steps on %d ranks\n", step, ctx->world_size());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (ctx->is_main())
+    std::printf("trained %lld steps on %d ranks, %.0f samples/s\n", step, ctx->world_size(),
+                static_cast<double>(step) * 64 * ctx->world_size() / s);
   ctx->shutdown();
   return 0;
 } catch (const std::exception& e) {

@@ -17,8 +17,40 @@ run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK}
 run_step("configure examples/ against the installed package" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples"
          -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${WORK}/prefix" -DCMAKE_BUILD_TYPE=Release)
 run_step("build examples/" "${CMAKE_COMMAND}" --build "${WORK}/build")
+
+# The README's snippet ("Your own model in C++") is what it says: at most 40 lines that build
+# against the package.
+file(READ "${SOURCE_DIR}/README.md" readme)
+string(FIND "${readme}" "## Your own model in C++" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "README.md has no section \"Your own model in C++\"")
+endif()
+string(SUBSTRING "${readme}" ${at} -1 section)
+string(REGEX MATCH "```cpp\n([^`]*)```" block "${section}")
+set(snippet "${CMAKE_MATCH_1}")
+string(REGEX MATCHALL "\n" newlines "${snippet}")
+list(LENGTH newlines snippet_lines)
+if(snippet_lines GREATER 40 OR snippet_lines LESS 10)
+  message(FATAL_ERROR "the README's snippet has ${snippet_lines} lines (10 to 40 expected)")
+endif()
+file(WRITE "${WORK}/snippet/main.cpp" "${snippet}")
+file(WRITE "${WORK}/snippet/CMakeLists.txt" "cmake_minimum_required(VERSION 3.18)
+project(snippet LANGUAGES CXX)
+find_package(ddptrain REQUIRED)
+add_executable(snippet main.cpp)
+target_link_libraries(snippet PRIVATE ddptrain::ddptrain)
+")
+run_step("configure the README's snippet" "${CMAKE_COMMAND}" -S "${WORK}/snippet" -B "${WORK}/snippet/build" -G Ninja
+         "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+run_step("build the README's snippet" "${CMAKE_COMMAND}" --build "${WORK}/snippet/build")
 set(launch "${WORK}/prefix/bin/ddptrain" launch --nproc_per_node 2)
 set(data /usr/share/datasets/fashion-mnist)
+
+# The snippet trains (world 1, its checkpoint directory in the run directory).
+run_step("the README's snippet" "${WORK}/snippet/build/snippet")
+if(NOT last_output MATCHES "test accuracy 0\\.[4-9]")
+  message(FATAL_ERROR "the README's snippet did not reach a test accuracy of 0.4:\n${last_output}")
+endif()
 
 # (a): 20 steps, then on to 30 from its checkpoint.
 run_step("example (a) at world 2" ${launch} "${WORK}/build/convnet_trainer" ${data} 20)
