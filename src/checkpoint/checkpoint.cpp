@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -122,9 +123,68 @@ void clean_checkpoint_leftovers(const std::string& root, const Logger& log) {
   }
 }
 
+CheckpointPart module_part(std::string name, torch::nn::Module& module) {
+  return {std::move(name), [&module] { return pickle_tensors(state_dict(module)); },
+          [&module](const std::string& bytes, const std::string& origin) {
+            load_state_dict(module, unpickle_tensors(bytes, origin), origin);
+          }};
+}
+
+CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimizer) {
+  return {std::move(name),
+          [&optimizer] {
+            std::string bytes;
+            torch::serialize::OutputArchive archive;
+            optimizer.save(archive);
+            archive.save_to([&](const void* d, size_t n) {
+              bytes.append(static_cast<const char*>(d), n);
+              return n;
+            });
+            return bytes;
+          },
+          [&optimizer](const std::string& bytes, const std::string&) {
+            torch::serialize::InputArchive archive;
+            archive.load_from(bytes.data(), bytes.size());
+            optimizer.load(archive);
+          }};
+}
+
+CheckpointPart tensors_part(std::string name, NamedTensors& tensors) {
+  return {std::move(name), [&tensors] { return pickle_tensors(tensors); },
+          [&tensors](const std::string& bytes, const std::string& origin) { tensors = unpickle_tensors(bytes, origin); }};
+}
+
+std::vector<CheckpointPart> training_parts(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  return {module_part("model", model), optimizer_part("optimizer", optimizer)};
+}
+
+namespace {
+
+// Part names are file names next to the checkpoint's own files: a lower-case word, unique.
+void check_part_names(const std::vector<CheckpointPart>& parts) {
+  std::set<std::string> seen;
+  for (const auto& p : parts) {
+    const bool word = !p.name.empty() && std::all_of(p.name.begin(), p.name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    DDP_CHECK(word && p.name != "rng_states", "checkpoint part name '", p.name,
+              "': use lower-case letters, digits and '_' (and not 'rng_states')");
+    DDP_CHECK(seen.insert(p.name).second, "checkpoint part '", p.name, "' is given twice");
+  }
+}
+
+}  // namespace
+
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
-                            const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts) {
+                            torch::nn::Module& model, torch::optim::Optimizer& optimizer, const CheckpointMeta& meta,
+                            const std::string& config_json, SaveOptions opts) {
+  return save_checkpoint(ctx, root, name, training_parts(model, optimizer), meta, config_json, std::move(opts));
+}
+
+std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
+                            const std::vector<CheckpointPart>& parts, const CheckpointMeta& meta,
+                            const std::string& config_json, SaveOptions opts) {
+  check_part_names(parts);
   const std::string final_dir = (fs::path(root) / name).string();
   const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
   const auto stage = [&](const char* s) {
@@ -136,17 +196,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     fs::remove_all(tmp_dir);
     fs::create_directories(tmp_dir);
     std::vector<std::pair<std::string, std::string>> files;
-    files.emplace_back("model.pt", pickle_tensors(state_dict(model)));
-    {
-      std::string opt_bytes;
-      torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      archive.save_to([&](const void* d, size_t n) {
-        opt_bytes.append(static_cast<const char*>(d), n);
-        return n;
-      });
-      files.emplace_back("optimizer.pt", std::move(opt_bytes));
-    }
+    for (const auto& part : parts) files.emplace_back(part.name + ".pt", part.save());
     files.emplace_back("rng_states.bin", tensor_bytes(rng));
     nlohmann::json m = {{"format", kFormat},          {"epoch", meta.epoch},
                         {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
@@ -155,7 +205,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     if (!meta.precision.empty()) m["precision"] = meta.precision;
     if (!meta.run.empty()) m["run"] = meta.run;
     if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
-    if (meta.scaler) m["grad_scaler"] = {{"scale", meta.scaler->scale}, {"growth_tracker", meta.scaler->growth_tracker}};
+    if (meta.extra.is_object())
+      for (const auto& [key, value] : meta.extra.items())
+        if (!m.contains(key)) m[key] = value;
     files.emplace_back("meta.json", m.dump(2) + "\n");
     files.emplace_back("config.json", config_json);
     nlohmann::json manifest = {{"format", kFormat}, {"files", nlohmann::json::object()}};
@@ -238,8 +290,10 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   meta.global_step = m.at("global_step").get<int64_t>();
   meta.world_size = m.at("world_size").get<int>();
   meta.seed = m.at("seed").get<int64_t>();
-  if (m.contains("grad_scaler"))
-    meta.scaler = GradScalerState{m["grad_scaler"].at("scale").get<double>(), m["grad_scaler"].at("growth_tracker").get<int64_t>()};
+  static const std::set<std::string> kOwn = {"format", "epoch", "batches_done", "epoch_complete", "global_step",
+                                             "world_size", "seed", "rng_state_bytes", "precision", "run", "batch_size"};
+  for (const auto& [key, value] : m.items())
+    if (!kOwn.count(key)) meta.extra[key] = value;
   meta.precision = m.value("precision", "");
   if (m.contains("run")) meta.run = m["run"].get<std::map<std::string, std::string>>();
   meta.batch_size = m.value("batch_size", 0);
@@ -280,12 +334,18 @@ CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) 
 
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer) {
+  return load_checkpoint(dir, ctx, training_parts(model, optimizer));
+}
+
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, const std::vector<CheckpointPart>& parts) {
+  check_part_names(parts);
   CheckpointMeta meta = verify_resumable(dir, ctx);
-  load_state_dict(model, unpickle_tensors(read_file(dir + "/model.pt"), dir + "/model.pt"), dir + "/model.pt");
-  std::string opt_bytes = read_file(dir + "/optimizer.pt");
-  torch::serialize::InputArchive archive;
-  archive.load_from(opt_bytes.data(), opt_bytes.size());
-  optimizer.load(archive);
+  for (const auto& part : parts) {
+    const std::string path = dir + "/" + part.name + ".pt";
+    DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "' has no part '", part.name, "' (", part.name,
+              ".pt): it was saved with other parts; load it with the parts it was saved with");
+    part.load(read_file(path), path);
+  }
   const std::string rng = read_file(dir + "/rng_states.bin");
   at::Tensor mine = at::detail::getDefaultCPUGenerator().get_state();
   const size_t n = static_cast<size_t>(mine.numel());

@@ -1,7 +1,9 @@
 // Checkpoints: the full training state on disk, written by rank 0 only, atomically, and
-// verified before anything is loaded.
-// Layout: <checkpoint_dir>/<name>/{model.pt, optimizer.pt, rng_states.bin, meta.json,
-// config.json, manifest.json}.
+// verified before anything is loaded. The state is a list of named parts (CheckpointPart):
+// a module's state_dict, an optimizer, named tensors of the user's; each is one file
+// `<name>.pt`. The trainer's are "model" and "optimizer" (training_parts).
+// Layout: <checkpoint_dir>/<name>/{model.pt, optimizer.pt, <other parts>.pt, rng_states.bin,
+// meta.json, config.json, manifest.json}.
 //  - model.pt: the state_dict, loadable by Python `torch.load(p, weights_only=True)`
 //    (see Note [weights_only pickles]);
 //  - optimizer.pt: LibTorch's optimizer archive (momentum buffers);
@@ -25,8 +27,10 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/python_pickle.h"
 #include "dist/dist_context.h"
-#include "train/grad_scaler.h"
 
 namespace ddptrain {
 
@@ -37,7 +41,9 @@ struct CheckpointMeta {
   int64_t global_step = 0;     // optimizer steps taken
   int world_size = 1;
   int64_t seed = 0;
-  std::optional<GradScalerState> scaler;  // when loss scaling is on
+  /// Small state of the trainer's, saved as top-level keys of meta.json (e.g. the loss
+  /// scaler's "grad_scaler"); on reading, every key meta.json has besides the fields here.
+  nlohmann::json extra = nlohmann::json::object();
   std::string precision;       // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
   std::map<std::string, std::string> run;  // the flags that define the run (Note [Run identity]); empty if older
   int batch_size = 0;          // per rank, of batches_done (0 in older checkpoints: this run's)
@@ -56,11 +62,34 @@ struct SaveOptions {
   std::function<void(const char* stage)> on_stage;
 };
 
-/// Writes `root/name` (every rank calls it: it gathers RNG states and ends with a barrier).
-/// Returns the checkpoint's path.
+/// One named part of a checkpoint: the file `<name>.pt`. `save` gives its bytes (rank 0
+/// calls it); `load` restores from them (every rank calls it), naming `origin` in errors.
+struct CheckpointPart {
+  std::string name;  // [a-z0-9_]+, unique in a checkpoint
+  std::function<std::string()> save;
+  std::function<void(const std::string& bytes, const std::string& origin)> load;
+};
+
+/// A module's state_dict (parameters and buffers by name), loadable by Python's
+/// torch.load(weights_only=True); loading checks every name and shape.
+CheckpointPart module_part(std::string name, torch::nn::Module& module);
+/// An optimizer's state (LibTorch's archive: per-parameter state and parameter groups).
+CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimizer);
+/// Named tensors of the user's (e.g. an EMA of the weights, a data cursor), by reference:
+/// saved from the map, loaded into it (replacing its contents).
+CheckpointPart tensors_part(std::string name, NamedTensors& tensors);
+/// What the trainer saves: {"model", "optimizer"}.
+std::vector<CheckpointPart> training_parts(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+/// Writes `root/name` with every part (every rank calls it: it gathers RNG states and ends
+/// with a barrier). Returns the checkpoint's path.
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
-                            const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts = {});
+                            const std::vector<CheckpointPart>& parts, const CheckpointMeta& meta,
+                            const std::string& config_json, SaveOptions opts = {});
+/// The trainer's parts (training_parts).
+std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
+                            torch::nn::Module& model, torch::optim::Optimizer& optimizer, const CheckpointMeta& meta,
+                            const std::string& config_json, SaveOptions opts = {});
 
 /// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
 /// reason when the checkpoint is incomplete, truncated or corrupted.
@@ -79,8 +108,10 @@ std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, con
 /// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
 
-/// Restores model, optimizer and this rank's RNG state from a verified checkpoint.
-/// Error when it was written by another world size or model.
+/// Restores every part and this rank's RNG state from a verified checkpoint. Error when it
+/// was written by another world size or model, or lacks one of the parts.
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, const std::vector<CheckpointPart>& parts);
+/// The trainer's parts (training_parts).
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer);
 

@@ -6,8 +6,9 @@
 
 namespace ddptrain {
 
-CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name)
-    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)) {}
+CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name,
+                                   const std::vector<CheckpointPart>& parts)
+    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)), parts_(parts) {}
 
 bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
   return opts_.save_every_steps > 0 && s.global_step % opts_.save_every_steps == 0;
@@ -28,7 +29,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   if (opts_.checkpoint_dir.empty()) return;  // the options asked for none
   CheckpointMeta meta{s.epoch, s.micro_done, epoch_complete, s.global_step, ctx_.world_size(),
                       static_cast<int64_t>(opts_.seed), {}, precision_, opts_.run_identity, opts_.batch_size};
-  if (s.scaler.enabled()) meta.scaler = s.scaler.state();
+  if (s.scaler.enabled()) meta.extra["grad_scaler"] = to_json(s.scaler.state());
   char name[64];
   if (epoch_complete)
     std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);
@@ -36,8 +37,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
     std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
   const int64_t step = s.global_step;
   SaveOptions so{opts_.keep_checkpoints, [this, step](const char* stage) { opts_.faults.in_save(step, stage); }};
-  last_ = save_checkpoint(ctx_, opts_.checkpoint_dir, name, s.module, s.optimizer, meta, opts_.config_json,
-                          std::move(so));
+  last_ = save_checkpoint(ctx_, opts_.checkpoint_dir, name, parts_, meta, opts_.config_json, std::move(so));
   ctx_.log().info(str("checkpoint saved: ", last_));
 }
 

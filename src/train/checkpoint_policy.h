@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "checkpoint/checkpoint.h"
 #include "dist/dist_context.h"
 #include "train/callbacks.h"
 #include "train/trainer_options.h"
@@ -15,7 +16,9 @@ namespace ddptrain {
 
 class CheckpointPolicy : public Callback {
  public:
-  CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name);
+  /// Saves `parts` (the Trainer's), the position and the loss scale.
+  CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name,
+                   const std::vector<CheckpointPart>& parts);
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
@@ -29,6 +32,7 @@ class CheckpointPolicy : public Callback {
   const DistContext& ctx_;
   const TrainerOptions& opts_;
   std::string precision_;
+  const std::vector<CheckpointPart>& parts_;
   std::string last_;
 };
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <torch/optim/optimizer.h>
 
 namespace ddptrain {
@@ -28,6 +29,10 @@ struct GradScalerState {
   double scale = 65536.0;
   int64_t growth_tracker = 0;  // finite steps in a row since the last change
 };
+
+/// As saved in a checkpoint's meta.json ("grad_scaler": {"scale", "growth_tracker"}).
+nlohmann::json to_json(const GradScalerState& s);
+GradScalerState grad_scaler_state_from_json(const nlohmann::json& j);
 
 class GradScaler {
  public:

@@ -101,7 +101,8 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
       ddp_(std::make_unique<DistributedDataParallel>(model_.module, ctx,
                                                      ddp_options(opts_, ctx, *model_.module, start_.backward_s))),
       scaler_({start_.precision.grad_scaler, opts_.scaler_init_scale, 2.0, 0.5, opts_.scaler_growth_interval}),
-      state_{*model_.module, optimizer_, scaler_} {
+      state_{*model_.module, optimizer_, scaler_},
+      parts_(training_parts(*model_.module, optimizer_)) {
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
   // rank converts the same way. See Note [Channels last].
   if (opts_.channels_last) to_channels_last(*model_.module);
@@ -113,6 +114,8 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
 Trainer::~Trainer() = default;
 
 void Trainer::add_callback(std::shared_ptr<Callback> callback) { user_callbacks_.push_back(std::move(callback)); }
+
+void Trainer::add_checkpoint_part(CheckpointPart part) { parts_.push_back(std::move(part)); }
 
 TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   const Logger& log = ctx_.log();
@@ -159,7 +162,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
   if (!opts_.trace_samples_dir.empty()) c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank()));
   if (opts_.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint_dir, ctx_));
-  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name());
+  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_);
   c.push_back(run.checkpoints);
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   return c;
@@ -169,8 +172,8 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
 // when the checkpoint leaves nothing to train (the result says why).
 bool Trainer::resume(Run& run, TrainResult& result) {
   if (opts_.resume_from.empty()) return true;
-  const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, *model_.module, optimizer_);
-  if (meta.scaler) scaler_.load(*meta.scaler);
+  const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, parts_);
+  if (meta.extra.contains("grad_scaler")) scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   run.start_micro = resume_micro_batch(meta, opts_.batch_size, opts_.grad_accum_steps);  // in this run's batches
   state_.global_step = result.global_step = meta.global_step;

@@ -22,6 +22,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include "checkpoint/checkpoint.h"
 #include "data/datasets.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
@@ -62,6 +63,9 @@ class Trainer {
 
   /// Called after the built-in callbacks, in the order added.
   void add_callback(std::shared_ptr<Callback> callback);
+  /// One more part in every checkpoint the Trainer saves and resumes from (besides "model"
+  /// and "optimizer"; checkpoint/checkpoint.h), e.g. an EMA module or tensors of yours.
+  void add_checkpoint_part(CheckpointPart part);
   /// Trains on `train` (evaluating on `test` when given) until the last epoch, max_steps or an
   /// agreed stop; resumes first when opts.resume_from names a checkpoint.
   TrainResult fit(Dataset& train, const Dataset* test = nullptr);
@@ -90,6 +94,7 @@ class Trainer {
   TrainState state_;
   StepTimer timer_;
   std::vector<std::shared_ptr<Callback>> user_callbacks_;
+  std::vector<CheckpointPart> parts_;  // what a checkpoint saves and a resume loads
 };
 
 }  // namespace ddptrain

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
 #include "models/mini_resnet.h"
+#include "train/grad_scaler.h"
 #include "util/error.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -39,7 +40,8 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
   std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a,
-                                    {3, 17, true, 42, 1, 7, GradScalerState{1024.0, 7}, "bf16"}, "{}\n");
+                                    {3, 17, true, 42, 1, 7, {{"grad_scaler", to_json(GradScalerState{1024.0, 7})}}, "bf16", {}, 0},
+                                    "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
   EXPECT_EQ(read_checkpoint_meta(dir).precision, "bf16");  // what a resume with --amp_dtype auto keeps
   for (const auto& e : fs::directory_iterator(root))
@@ -55,9 +57,9 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   EXPECT_TRUE(meta.epoch_complete);
   EXPECT_EQ(meta.global_step, 42);
   EXPECT_EQ(meta.seed, 7);
-  ASSERT_TRUE(meta.scaler.has_value());
-  EXPECT_EQ(meta.scaler->scale, 1024.0);
-  EXPECT_EQ(meta.scaler->growth_tracker, 7);
+  ASSERT_TRUE(meta.extra.contains("grad_scaler")) << meta.extra.dump();
+  EXPECT_EQ(grad_scaler_state_from_json(meta.extra["grad_scaler"]).scale, 1024.0);
+  EXPECT_EQ(grad_scaler_state_from_json(meta.extra["grad_scaler"]).growth_tracker, 7);
   EXPECT_TRUE(at::detail::getDefaultCPUGenerator().get_state().equal(rng_before)) << "RNG state not restored";
   auto sa = state_dict(*a), sb = state_dict(*b);
   ASSERT_EQ(sa.size(), sb.size());
@@ -139,7 +141,7 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   fs::remove(d3 + "/manifest.json");
   expect_error(d3, "manifest.json is missing");
   // The newest valid checkpoint wins; damaged ones are skipped.
-  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, ""}, "{}\n", {0, {}});
+  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, "", {}, 0}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
 }
 
@@ -149,7 +151,7 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   for (int s = 1; s <= 5; ++s)
-    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}, ""}, "{}\n", {2, {}});
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}, "", {}, 0}, "{}\n", {2, {}});
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
@@ -168,4 +170,50 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   EXPECT_FALSE(fs::exists(root + "/.tmp-step_5"));
   EXPECT_FALSE(fs::exists(root + "/.old-step_4"));
   EXPECT_TRUE(fs::exists(root + "/step_4/manifest.json"));
+}
+
+// Parts of the user's: a second module and named tensors round-trip; a part the checkpoint
+// lacks and a name that is no file name are clear errors.
+TEST(Checkpoint, NamedPartsRoundTripAndAMissingPartIsNamed) {
+  std::string root = fresh_dir("ckpt_parts");
+  torch::manual_seed(3);
+  MiniResNet a(MiniResNetOptions{3, 10, 0.125}), teacher(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
+  NamedTensors extras{{"ema_decay", torch::tensor({0.999})}, {"cursor", torch::arange(5)}};
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
+  std::vector<CheckpointPart> parts = training_parts(*a, opt);
+  parts.push_back(module_part("teacher", *teacher));
+  parts.push_back(tensors_part("extras", extras));
+  const std::string dir = save_checkpoint(solo, root, "p", parts, {}, "{}\n");
+  EXPECT_TRUE(fs::exists(dir + "/teacher.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/extras.pt"));
+
+  torch::manual_seed(4);
+  MiniResNet b(MiniResNetOptions{3, 10, 0.125}), teacher_b(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1));
+  NamedTensors loaded;
+  std::vector<CheckpointPart> parts_b = training_parts(*b, opt_b);
+  parts_b.push_back(module_part("teacher", *teacher_b));
+  parts_b.push_back(tensors_part("extras", loaded));
+  load_checkpoint(dir, solo, parts_b);
+  ASSERT_EQ(loaded.size(), 2u);
+  EXPECT_EQ(loaded[1].first, "cursor");
+  EXPECT_TRUE(loaded[1].second.equal(torch::arange(5)));
+  auto st = state_dict(*teacher), sb = state_dict(*teacher_b);
+  for (size_t i = 0; i < st.size(); ++i) EXPECT_TRUE(st[i].second.equal(sb[i].second)) << st[i].first;
+
+  NamedTensors none;
+  parts_b.push_back(tensors_part("never_saved", none));
+  try {
+    load_checkpoint(dir, solo, parts_b);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("has no part 'never_saved'"), std::string::npos) << e.what();
+  }
+  try {
+    save_checkpoint(solo, root, "q", {tensors_part("Bad-Name", none)}, {}, "{}\n");
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'Bad-Name'"), std::string::npos) << e.what();
+  }
 }

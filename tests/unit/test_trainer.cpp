@@ -72,6 +72,12 @@ Objective mse() {
   return o;  // no `correct`: no accuracy
 }
 
+// A callback of the user's that keeps state of its own in the checkpoints: a step counter.
+struct Counter : Callback {
+  void on_step_end(const TrainState&, const StepEvent&) override { counted[0].second += 1; }
+  NamedTensors counted{{"steps", torch::zeros({1}, torch::kLong)}};
+};
+
 // A callback of the user's: the loss of every micro-batch and the steps it saw.
 struct Recorder : Callback {
   void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override { losses.push_back(e.loss.item<double>()); }
@@ -84,6 +90,7 @@ struct Trained {
   std::vector<at::Tensor> params;  // rank 0's
   TrainResult result;
   std::vector<int64_t> steps;      // rank 0's callback
+  int64_t counted = 0;             // rank 0's Counter, saved in the checkpoints as part "counter"
 };
 
 Trained train_user_net(int world, TrainerOptions opts, Objective objective = Objective::classification(),
@@ -97,12 +104,16 @@ Trained train_user_net(int world, TrainerOptions opts, Objective objective = Obj
     Trainer trainer(ctx, trainable(net), sgd, opts, objective);
     auto recorder = std::make_shared<Recorder>();
     trainer.add_callback(recorder);
+    auto counter = std::make_shared<Counter>();
+    trainer.add_callback(counter);
+    trainer.add_checkpoint_part(tensors_part("counter", counter->counted));
     const TrainResult r = trainer.fit(train, &test);
     std::lock_guard<std::mutex> lock(mu);
     if (ctx.rank() != 0) return;
     for (const auto& p : net->parameters()) out.params.push_back(p.detach().clone());
     out.result = r;
     out.steps = recorder->steps;
+    out.counted = counter->counted[0].second.item<int64_t>();
   });
   return out;
 }
@@ -165,6 +176,8 @@ TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
   EXPECT_EQ(resumed.steps.front(), 5) << "the resumed run continues the step count";
   EXPECT_EQ(resumed.result.global_step, 12);
   EXPECT_EQ(resumed.result.fingerprint, whole.result.fingerprint);
+  EXPECT_EQ(whole.counted, 12);
+  EXPECT_EQ(resumed.counted, 12) << "the user's part came back with the checkpoint (4) and counted on";
   EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0);
   std::filesystem::remove_all(dir);
 }
