@@ -159,9 +159,10 @@ struct GroupResult {
   std::string message;    // the failed worker's error, from its error file
 };
 
-// Runs one attempt of the local worker group to its end.
-GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args,
-                      int restart_count, const std::string& error_dir) {
+// Starts the local workers of one attempt, each with the torchrun contract in its environment.
+std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& self_exe,
+                                  const std::vector<std::string>& worker_args, int restart_count,
+                                  const std::string& error_dir) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
@@ -185,103 +186,101 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
     w.out = std::make_unique<LinePump>(prefix, 1);
     w.err = std::make_unique<LinePump>(prefix, 2);
   }
+  return workers;
+}
 
+// Waits up to 100 ms for output, then moves what arrived through each worker's line pumps
+// (closing a pipe at its end).
+void pump_output(std::vector<Worker>& workers) {
+  std::vector<pollfd> fds;
+  for (auto& w : workers) {
+    if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0});
+    if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0});
+  }
+  if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+  else ::usleep(50 * 1000);
+  for (auto& w : workers) {
+    for (auto [fd, pump] : {std::pair{&w.out_fd, w.out.get()}, std::pair{&w.err_fd, w.err.get()}}) {
+      if (*fd < 0) continue;
+      pollfd p{*fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      char buf[8192];
+      ssize_t n = ::read(*fd, buf, sizeof(buf));
+      if (n > 0) {
+        pump->feed(buf, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        pump->flush();
+        ::close(*fd);
+        *fd = -1;
+      }
+    }
+  }
+}
+
+// Where one attempt's teardown stands.
+struct Teardown {
   int first_failed = -1;
   std::vector<int> failure_order;  // ranks that failed, in the order reaped
-  int forwarded = 0;
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point term_sent{};
+  int forwarded = 0;               // a signal received and forwarded
+  std::chrono::steady_clock::time_point term_sent{};
   bool killed = false;
-  auto signal_all = [&](int sig) {
-    for (auto& w : workers)
-      if (!w.exited) ::kill(w.pid, sig);
-  };
+};
 
-  for (;;) {
-    // Pump output.
-    std::vector<pollfd> fds;
-    for (auto& w : workers) {
-      if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0});
-      if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0});
-    }
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
-    else ::usleep(50 * 1000);
-    for (auto& w : workers) {
-      for (auto [fd, pump] : {std::pair{&w.out_fd, w.out.get()}, std::pair{&w.err_fd, w.err.get()}}) {
-        if (*fd < 0) continue;
-        pollfd p{*fd, POLLIN, 0};
-        if (::poll(&p, 1, 0) <= 0) continue;
-        char buf[8192];
-        ssize_t n = ::read(*fd, buf, sizeof(buf));
-        if (n > 0) {
-          pump->feed(buf, static_cast<size_t>(n));
-        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-          pump->flush();
-          ::close(*fd);
-          *fd = -1;
-        }
-      }
-    }
-    // Reap.
-    for (auto& w : workers) {
-      if (w.exited) continue;
-      int st = 0;
-      if (::waitpid(w.pid, &st, WNOHANG) == w.pid) {
-        w.exited = true;
-        w.status = st;
-        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        // Workers ended by our own teardown are not failures of their own.
-        if (!ok && forwarded == 0 && (first_failed < 0 || !WIFSIGNALED(st))) failure_order.push_back(w.rank);
-        if (!ok && first_failed < 0 && forwarded == 0) {
-          first_failed = w.rank;
-          std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
-                       describe(st).c_str());
-          signal_all(SIGTERM);
-          term_sent = Clock::now();
-        }
-      }
-    }
-    // Forward SIGINT/SIGTERM once.
-    if (int sig = g_signal.exchange(0); sig != 0) {
-      std::fprintf(stderr, "launch: got %s, forwarding to the workers\n", strsignal(sig));
-      forwarded = sig;
-      signal_all(sig);
-      term_sent = Clock::now();
-    }
-    // Escalate after the grace period.
-    if (term_sent != Clock::time_point{} && !killed &&
-        Clock::now() - term_sent > std::chrono::seconds(o.kill_grace_s)) {
-      for (auto& w : workers)
-        if (!w.exited)
-          std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
-                       w.rank, w.pid, o.kill_grace_s);
-      signal_all(SIGKILL);
-      killed = true;
-    }
-    bool all_exited = true, all_closed = true;
-    for (auto& w : workers) {
-      all_exited &= w.exited;
-      all_closed &= w.out_fd < 0 && w.err_fd < 0;
-    }
-    // Output pipes may be held open by a worker's own children: do not wait on them forever.
-    if (all_exited && (all_closed || killed)) break;
-    if (all_exited && term_sent == Clock::time_point{}) term_sent = Clock::now();
-  }
+void signal_all(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers)
+    if (!w.exited) ::kill(w.pid, sig);
+}
+
+// Reaps exited workers; the first failure stops the others (SIGTERM).
+void reap(std::vector<Worker>& workers, Teardown& t) {
   for (auto& w : workers) {
-    w.out->flush();
-    w.err->flush();
-    if (w.out_fd >= 0) ::close(w.out_fd);
-    if (w.err_fd >= 0) ::close(w.err_fd);
+    if (w.exited) continue;
+    int st = 0;
+    if (::waitpid(w.pid, &st, WNOHANG) != w.pid) continue;
+    w.exited = true;
+    w.status = st;
+    const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    // Workers ended by our own teardown are not failures of their own.
+    if (!ok && t.forwarded == 0 && (t.first_failed < 0 || !WIFSIGNALED(st))) t.failure_order.push_back(w.rank);
+    if (!ok && t.first_failed < 0 && t.forwarded == 0) {
+      t.first_failed = w.rank;
+      std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
+                   describe(st).c_str());
+      signal_all(workers, SIGTERM);
+      t.term_sent = std::chrono::steady_clock::now();
+    }
   }
-  // The root cause: the first failure (in the order reaped) that is not merely a broken
-  // collective caused by another rank's death; else the first failure.
+}
+
+// A received SIGINT/SIGTERM goes to the workers once; after the grace period, SIGKILL.
+void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, int kill_grace_s) {
+  if (int sig = g_signal.exchange(0); sig != 0) {
+    std::fprintf(stderr, "launch: got %s, forwarding to the workers\n", strsignal(sig));
+    t.forwarded = sig;
+    signal_all(workers, sig);
+    t.term_sent = std::chrono::steady_clock::now();
+  }
+  if (t.term_sent != std::chrono::steady_clock::time_point{} && !t.killed &&
+      std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(kill_grace_s)) {
+    for (auto& w : workers)
+      if (!w.exited)
+        std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
+                     w.rank, w.pid, kill_grace_s);
+    signal_all(workers, SIGKILL);
+    t.killed = true;
+  }
+}
+
+// The root cause: the first failure (in the order reaped) that is not merely a broken
+// collective caused by another rank's death; else the first failure.
+GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, const std::string& error_dir) {
   GroupResult r;
-  r.forwarded = forwarded;
-  if (first_failed < 0) return r;
+  r.forwarded = t.forwarded;
+  if (t.first_failed < 0) return r;
   const Worker* root = nullptr;
   ErrorRecord root_err;
   for (int pass = 0; pass < 2 && root == nullptr; ++pass) {
-    for (int rank : failure_order) {
+    for (int rank : t.failure_order) {
       const Worker& w = *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
       ErrorRecord e = read_error_file(error_dir + "/error_rank" + std::to_string(rank) + ".json");
       if (pass == 0 && e.secondary) continue;
@@ -295,6 +294,33 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
   r.status = root->status;
   r.message = root_err.message;
   return r;
+}
+
+// Runs one attempt of the local worker group to its end.
+GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args,
+                      int restart_count, const std::string& error_dir) {
+  std::vector<Worker> workers = spawn_workers(o, self_exe, worker_args, restart_count, error_dir);
+  Teardown t;
+  for (;;) {
+    pump_output(workers);
+    reap(workers, t);
+    forward_and_escalate(workers, t, o.kill_grace_s);
+    bool all_exited = true, all_closed = true;
+    for (auto& w : workers) {
+      all_exited &= w.exited;
+      all_closed &= w.out_fd < 0 && w.err_fd < 0;
+    }
+    // Output pipes may be held open by a worker's own children: do not wait on them forever.
+    if (all_exited && (all_closed || t.killed)) break;
+    if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{}) t.term_sent = std::chrono::steady_clock::now();
+  }
+  for (auto& w : workers) {
+    w.out->flush();
+    w.err->flush();
+    if (w.out_fd >= 0) ::close(w.out_fd);
+    if (w.err_fd >= 0) ::close(w.err_fd);
+  }
+  return root_cause(workers, t, error_dir);
 }
 
 }  // namespace
