@@ -43,8 +43,8 @@ int inspect_model(const std::vector<std::string>& args) {
   long long image = 32, channels = 3, classes = 10;
   ModelOptions mo;
   std::vector<Flag> table = {
-      bind_flag("model", &mo.model, "mini_resnet | gpt"),
-      bind_flag("gpt_preset", &mo.gpt_preset, "debug | small | gpt2-124m"),
+      bind_choice("model", &mo.model, model_choices(), "the model to describe"),
+      bind_choice("gpt_preset", &mo.gpt_preset, gpt_preset_choices(), "the gpt sizes"),
       bind_flag("n_layer", &mo.n_layer, "gpt blocks (0 = the preset's)"),
       bind_flag("n_head", &mo.n_head, "gpt heads (0 = the preset's)"),
       bind_flag("n_embd", &mo.n_embd, "gpt width (0 = the preset's)"),
@@ -61,8 +61,7 @@ int inspect_model(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
-  DDP_USAGE_CHECK(mo.model == "mini_resnet" || mo.model == "gpt", "--model='", mo.model, "' must be mini_resnet or gpt");
-  if (mo.model == "gpt") return inspect_gpt(mo);
+  if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");
@@ -94,7 +93,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   DataOptions d;
   long long batches = 100, world = 1;
   std::vector<Flag> table = {
-      bind_flag("dataset", &d.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors"),
+      bind_choice("dataset", &d.dataset, dataset_choices(), "an image dataset (not tokens or text)"),
       bind_flag("data_dir", &d.data_dir, "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
       bind_flag("image_size", &d.image_size, "synthetic image size"),
       bind_flag("batch_size", &d.batch_size, "samples per batch"),
@@ -110,8 +109,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
-  validate_dataset_name(d.dataset);
-  DDP_USAGE_CHECK(d.dataset != "tokens" && d.dataset != "text", "inspect loader reads image datasets");
+  DDP_USAGE_CHECK(!is_token_dataset(d.dataset), "inspect loader reads image datasets, not --dataset ", word(d.dataset));
   DDP_USAGE_CHECK(d.batch_size > 0 && d.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
   DataSplits data = make_datasets(d, {}, 42);
@@ -129,7 +127,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   for (int64_t b = 0; b < n; ++b) DDP_CHECK(loader.next().has_value(), "the loader ended early");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
-  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", d.dataset.c_str(),
+  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", word(d.dataset),
               d.num_workers, d.batch_size, static_cast<long long>(n), s, static_cast<double>(n * d.batch_size) / s);
   return 0;
 }

@@ -74,7 +74,7 @@ int cmd_train(const std::vector<std::string>& args) {
     ctx.shutdown();
     return 0;
   }
-  if (r.evaluated && cfg.model.model == "gpt")
+  if (r.evaluated && cfg.model.model == ModelKind::kGpt)
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
   else if (r.evaluated)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));

@@ -12,6 +12,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/choices.h"
+#include "util/error.h"
+
 namespace ddptrain {
 
 enum class FlagType { kBool, kInt, kDouble, kString, kDoubleOrAuto };
@@ -32,6 +35,19 @@ Flag bind_flag(const std::string& name, double* field, const std::string& help);
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help);
 /// A number or the word auto (stored as nullopt: the program chooses, and says how).
 Flag bind_flag(const std::string& name, std::optional<double>* field, const std::string& help);
+
+/// A flag that is one of the words of `choices` (Note [Choices are enums]): --help shows
+/// "word | word: help", any other word is a UsageError naming the words.
+template <typename E>
+Flag bind_choice(const std::string& name, E* field, const Choices<E>& choices, const std::string& help) {
+  return {name, FlagType::kString, choices.list() + ": " + help,
+          [=, &choices](const std::string& v) {
+            const std::optional<E> e = choices.parse(v);
+            if (!e) throw UsageError(detail::concat("--", name, "='", v, "' is not one of ", choices.list(", ")));
+            *field = *e;
+          },
+          [=, &choices] { return std::string(choices.word(*field)); }};
+}
 
 /// Parses argv-style args against the table. Accepts `--name value`, `--name=value`, and for
 /// booleans `--name` / `--no-name`. Returns the positional arguments (none are expected by

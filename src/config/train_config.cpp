@@ -15,7 +15,7 @@ const char* const kTrainUsage =
 std::vector<Flag> train_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
-      bind_flag("dataset", &c.data.dataset, "synthetic | fashion-mnist | mnist | cifar10 | tensors (DIR/train.pt, DIR/test.pt) | tokens (synthetic, for gpt) | text (bytes of --data_path, for gpt)"),
+      bind_choice("dataset", &c.data.dataset, dataset_choices(), "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic) and text (bytes of --data_path) are for gpt"),
       bind_flag("data_dir", &c.data.data_dir, "directory of the dataset's files: needed for mnist, cifar10 and tensors; fashion-mnist defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
       bind_flag("data_path", &c.data.data_path, "the text file of --dataset text (90% train, 10% validation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
@@ -26,21 +26,21 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
       bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
       bind_flag("augment", &c.data.augment, "augment training images: random crop with padding 4 and horizontal flip (cifar10), random crop with padding 2 (fashion-mnist, mnist)"),
-      bind_flag("model", &c.model.model, "mini_resnet (images) | gpt (tokens: --dataset tokens or text)"),
+      bind_choice("model", &c.model.model, model_choices(), "mini_resnet for images, gpt for tokens (--dataset tokens or text)"),
       bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
-      bind_flag("gpt_preset", &c.model.gpt_preset, "debug | small | gpt2-124m: the gpt sizes; the flags below override them"),
+      bind_choice("gpt_preset", &c.model.gpt_preset, gpt_preset_choices(), "the gpt sizes; the flags below override them"),
       bind_flag("n_layer", &c.model.n_layer, "gpt transformer blocks (0 = the preset's)"),
       bind_flag("n_head", &c.model.n_head, "gpt attention heads (0 = the preset's)"),
       bind_flag("n_embd", &c.model.n_embd, "gpt width (0 = the preset's)"),
       bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size, "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
       bind_flag("dropout", &c.model.dropout, "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
-      bind_flag("memory_format", &c.model.memory_format, "auto | channels_last | contiguous: the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN and cuDNN)"),
-      bind_flag("activation_checkpointing", &c.model.activation_checkpointing, "none | blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
+      bind_choice("memory_format", &c.model.memory_format, memory_format_choices(), "the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN and cuDNN)"),
+      bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(), "blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
-      bind_flag("optimizer", &c.optim.optimizer, "sgd | adamw"),
+      bind_choice("optimizer", &c.optim.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
       bind_flag("lr", &c.optim.lr, "peak learning rate"),
-      bind_flag("lr_schedule", &c.optim.lr_schedule, "auto | epoch_cosine (per epoch, the reference) | step_cosine (per step, after --warmup_steps); auto: sgd epoch_cosine, adamw step_cosine"),
+      bind_choice("lr_schedule", &c.optim.lr_schedule, schedule_choices(), "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps; auto: sgd epoch_cosine, adamw step_cosine"),
       bind_flag("warmup_steps", &c.optim.warmup_steps, "step_cosine: optimizer steps of linear warmup"),
       bind_flag("min_lr_ratio", &c.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
       bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
@@ -50,8 +50,8 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
       bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
       bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
-      bind_flag("amp_dtype", &c.optim.amp_dtype, "auto | fp16 | bf16: the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
-      bind_flag("grad_scaler", &c.optim.grad_scaler, "auto | on | off: dynamic loss scaling (auto: with fp16 autocast)"),
+      bind_choice("amp_dtype", &c.optim.amp_dtype, amp_dtype_choices(), "the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
+      bind_choice("grad_scaler", &c.optim.grad_scaler, scaler_mode_choices(), "dynamic loss scaling (auto: with fp16 autocast)"),
       bind_flag("scaler_init_scale", &c.optim.scaler_init_scale, "initial loss scale"),
       bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
@@ -62,7 +62,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("find_unused_parameters", &c.dist.find_unused_parameters, "allow parameters without a gradient in a step"),
       bind_flag("broadcast_buffers", &c.dist.broadcast_buffers, "broadcast rank 0's buffers before each forward"),
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
-      bind_flag("ddp_comm_hook", &c.dist.ddp_comm_hook, "none | fp16 | bf16: compress gradients for the all-reduce"),
+      bind_choice("ddp_comm_hook", &c.dist.ddp_comm_hook, comm_hook_choices(), "compress gradients for the all-reduce"),
       bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
       bind_flag("accum_no_sync", &c.dist.accum_no_sync, "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
@@ -86,13 +86,6 @@ std::vector<Flag> train_flags(TrainConfig& c) {
   };
 }
 
-void validate_dataset_name(const std::string& d) {
-  DDP_USAGE_CHECK(d == "synthetic" || d == "fashion-mnist" || d == "mnist" || d == "cifar10" || d == "tensors" ||
-                      d == "tokens" || d == "text",
-                  "--dataset='", d, "' is not a known dataset; use synthetic, fashion-mnist, mnist, cifar10, "
-                  "tensors, tokens or text");
-}
-
 namespace {
 
 void positive(const char* flag, long long v, const char* fix) {
@@ -104,7 +97,6 @@ void non_negative(const char* flag, long long v, const char* fix) {
 }
 
 void validate_data(const DataOptions& data) {
-  validate_dataset_name(data.dataset);
   positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
   positive("image_size", data.image_size, "pass e.g. --image_size 32");
@@ -112,22 +104,20 @@ void validate_data(const DataOptions& data) {
   positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
   non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
   positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
-  DDP_USAGE_CHECK(!data.augment || data.dataset == "cifar10" || data.dataset == "fashion-mnist" || data.dataset == "mnist",
-                  "--augment has no recipe for --dataset ", data.dataset, "; use it with cifar10, fashion-mnist or mnist");
-  DDP_USAGE_CHECK(data.dataset != "text" || !data.data_path.empty(),
+  DDP_USAGE_CHECK(!data.augment || data.dataset == DatasetKind::kCifar10 || data.dataset == DatasetKind::kFashionMnist ||
+                      data.dataset == DatasetKind::kMnist,
+                  "--augment has no recipe for --dataset ", word(data.dataset), "; use it with cifar10, fashion-mnist or mnist");
+  DDP_USAGE_CHECK(data.dataset != DatasetKind::kText || !data.data_path.empty(),
                   "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
 }
 
 void validate_model(const ModelOptions& model, const DataOptions& data) {
-  const bool token_data = data.dataset == "tokens" || data.dataset == "text";
-  DDP_USAGE_CHECK(model.model == "mini_resnet" || model.model == "gpt", "--model='", model.model,
-                  "' is not a known model; use mini_resnet or gpt");
-  DDP_USAGE_CHECK(model.model != "gpt" || token_data, "--model gpt reads tokens, not --dataset ", data.dataset,
+  const bool token_data = is_token_dataset(data.dataset);
+  const bool gpt = model.model == ModelKind::kGpt;
+  DDP_USAGE_CHECK(!gpt || token_data, "--model gpt reads tokens, not --dataset ", word(data.dataset),
                   "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
-  DDP_USAGE_CHECK(model.model == "gpt" || !token_data, "--dataset ", data.dataset,
-                  " holds token sequences; pass --model gpt (or an image dataset for --model ", model.model, ")");
-  DDP_USAGE_CHECK(model.gpt_preset == "debug" || model.gpt_preset == "small" || model.gpt_preset == "gpt2-124m",
-                  "--gpt_preset='", model.gpt_preset, "' is not a known preset; use debug, small or gpt2-124m");
+  DDP_USAGE_CHECK(gpt || !token_data, "--dataset ", word(data.dataset),
+                  " holds token sequences; pass --model gpt (or an image dataset for --model ", word(model.model), ")");
   non_negative("n_layer", model.n_layer, "pass 0 for the preset's");
   non_negative("n_head", model.n_head, "pass 0 for the preset's");
   non_negative("n_embd", model.n_embd, "pass 0 for the preset's");
@@ -137,22 +127,14 @@ void validate_model(const ModelOptions& model, const DataOptions& data) {
                   " must be in (0, 64]; pass e.g. --width 1.0");
   DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
                   " must be in [0, 1); pass 0 for none");
-  DDP_USAGE_CHECK(model.memory_format == "auto" || model.memory_format == "channels_last" ||
-                      model.memory_format == "contiguous",
-                  "--memory_format='", model.memory_format, "' must be auto, channels_last or contiguous");
-  DDP_USAGE_CHECK(model.memory_format != "channels_last" || model.model == "mini_resnet",
-                  "--memory_format channels_last applies to image models; --model ", model.model, " has no 4-d weights");
-  DDP_USAGE_CHECK(model.activation_checkpointing == "none" || model.activation_checkpointing == "blocks",
-                  "--activation_checkpointing='", model.activation_checkpointing, "' must be none or blocks");
+  DDP_USAGE_CHECK(model.memory_format != MemoryFormat::kChannelsLast || model.model == ModelKind::kMiniResnet,
+                  "--memory_format channels_last applies to image models; --model ", word(model.model),
+                  " has no 4-d weights");
 }
 
-void validate_optim(const OptimOptions& optim, const std::string& schedule) {
-  DDP_USAGE_CHECK(optim.optimizer == "sgd" || optim.optimizer == "adamw", "--optimizer='", optim.optimizer,
-                  "' is not known; use sgd or adamw");
-  DDP_USAGE_CHECK(optim.lr_schedule == "auto" || optim.lr_schedule == "epoch_cosine" || optim.lr_schedule == "step_cosine",
-                  "--lr_schedule='", optim.lr_schedule, "' must be auto, epoch_cosine or step_cosine");
+void validate_optim(const OptimOptions& optim, ScheduleChoice schedule) {
   non_negative("warmup_steps", optim.warmup_steps, "pass 0 for no warmup");
-  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == "step_cosine", "--warmup_steps=",
+  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == ScheduleChoice::kStepCosine, "--warmup_steps=",
                   optim.warmup_steps, " needs the per-step schedule; pass --lr_schedule step_cosine");
   DDP_USAGE_CHECK(optim.min_lr_ratio >= 0 && optim.min_lr_ratio <= 1, "--min_lr_ratio=", optim.min_lr_ratio,
                   " must be in [0, 1]; pass e.g. --min_lr_ratio 0.1");
@@ -168,10 +150,6 @@ void validate_optim(const OptimOptions& optim, const std::string& schedule) {
   positive("grad_accum_steps", optim.grad_accum_steps, "pass 1 for no accumulation");
   DDP_USAGE_CHECK(optim.clip_grad_norm >= 0, "--clip_grad_norm=", optim.clip_grad_norm,
                   " must be >= 0; pass 0 to turn clipping off or e.g. --clip_grad_norm 1.0");
-  DDP_USAGE_CHECK(optim.amp_dtype == "auto" || optim.amp_dtype == "fp16" || optim.amp_dtype == "bf16",
-                  "--amp_dtype='", optim.amp_dtype, "' is not a known type; use auto, fp16 or bf16");
-  DDP_USAGE_CHECK(optim.grad_scaler == "auto" || optim.grad_scaler == "on" || optim.grad_scaler == "off",
-                  "--grad_scaler='", optim.grad_scaler, "' must be auto, on or off");
   DDP_USAGE_CHECK(optim.scaler_init_scale > 0, "--scaler_init_scale=", optim.scaler_init_scale,
                   " must be > 0; pass e.g. --scaler_init_scale 65536");
   positive("scaler_growth_interval", optim.scaler_growth_interval, "pass e.g. --scaler_growth_interval 2000");
@@ -186,8 +164,6 @@ void validate_dist(const DistOptions& dist) {
                   " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
   DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
                   " must be > 0; pass e.g. --first_bucket_mb 1");
-  DDP_USAGE_CHECK(dist.ddp_comm_hook == "none" || dist.ddp_comm_hook == "fp16" || dist.ddp_comm_hook == "bf16",
-                  "--ddp_comm_hook='", dist.ddp_comm_hook, "' is not a known hook; use none, fp16 or bf16");
 }
 
 // An output folder given by `flag`: missing is fine (it is created), a file is not.
@@ -237,13 +213,13 @@ void validate_run(const RunOptions& run) {
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const ModelOptions defaults;
   const OptimOptions optim_defaults;
-  if (c.model.model == "gpt") {
+  if (c.model.model == ModelKind::kGpt) {
     DDP_USAGE_CHECK(c.model.width == defaults.width, "--width=", c.model.width,
                     " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");
     DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
                     "needs no synchronization): drop --sync_bn");
   }
-  DDP_USAGE_CHECK(c.optim.optimizer != "adamw" || c.optim.momentum == optim_defaults.momentum, "--momentum=",
+  DDP_USAGE_CHECK(c.optim.optimizer != OptimizerKind::kAdamw || c.optim.momentum == optim_defaults.momentum, "--momentum=",
                   c.optim.momentum, " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
 }
 
@@ -258,9 +234,9 @@ void TrainConfig::validate() const {
   reject_flags_that_do_not_apply(*this);
 }
 
-std::string TrainConfig::effective_lr_schedule() const {
-  if (optim.lr_schedule != "auto") return optim.lr_schedule;
-  return optim.optimizer == "adamw" ? "step_cosine" : "epoch_cosine";
+ScheduleChoice TrainConfig::effective_lr_schedule() const {
+  if (optim.lr_schedule != ScheduleChoice::kAuto) return optim.lr_schedule;
+  return optim.optimizer == OptimizerKind::kAdamw ? ScheduleChoice::kStepCosine : ScheduleChoice::kEpochCosine;
 }
 
 TrainConfig resolve_train_config(const std::vector<std::string>& args) {

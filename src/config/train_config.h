@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.h"
 #include "config/flag_table.h"
 
 namespace ddptrain {
 
 struct DataOptions {
-  std::string dataset = "synthetic";  // synthetic | fashion-mnist | mnist | cifar10 | tensors | tokens | text
+  DatasetKind dataset = DatasetKind::kSynthetic;
   std::string data_dir;             // empty: the dataset's default (fashion-mnist only; see datasets.h)
   std::string data_path;           // the text file of --dataset text
   int num_classes = 10;
@@ -26,24 +27,24 @@ struct DataOptions {
 };
 
 struct ModelOptions {
-  std::string model = "mini_resnet";  // mini_resnet | gpt
+  ModelKind model = ModelKind::kMiniResnet;
   double width = 1.0;  // channel multiplier (mini_resnet)
-  std::string gpt_preset = "small";  // debug | small | gpt2-124m; the sizes below override it
+  GptPreset gpt_preset = GptPreset::kSmall;  // the sizes below override it
   int n_layer = 0;                   // 0: the preset's
   int n_head = 0;
   int n_embd = 0;
   int block_size = 0;
   int vocab_size = 0;
   double dropout = 0.0;  // inside each residual block (0: the reference model)
-  std::string activation_checkpointing = "none";  // none | blocks: recompute blocks in backward
-  std::string memory_format = "auto";  // auto (channels_last for mini_resnet) | channels_last | contiguous
+  Recompute activation_checkpointing = Recompute::kNone;  // blocks: recompute blocks in backward
+  MemoryFormat memory_format = MemoryFormat::kAuto;  // auto: channels_last for mini_resnet
 };
 
 struct OptimOptions {
   int epochs = 10;
   double lr = 0.01;
-  std::string optimizer = "sgd";       // sgd | adamw
-  std::string lr_schedule = "auto";    // auto (sgd: epoch_cosine, adamw: step_cosine) | epoch_cosine | step_cosine
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  ScheduleChoice lr_schedule = ScheduleChoice::kAuto;  // auto: sgd epoch_cosine, adamw step_cosine
   long long warmup_steps = 0;          // step_cosine: linear warmup over this many optimizer steps
   double min_lr_ratio = 0.1;           // step_cosine: the final learning rate as a fraction of --lr
   double momentum = 0.9;
@@ -53,8 +54,8 @@ struct OptimOptions {
   int grad_accum_steps = 1;
   long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
   double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off
-  std::string amp_dtype = "auto";     // auto | fp16 | bf16 (autocast type with --use_amp; train/precision.h)
-  std::string grad_scaler = "auto";   // auto (with fp16 autocast) | on | off
+  AmpDtype amp_dtype = AmpDtype::kAuto;       // autocast type with --use_amp (train/precision.h)
+  ScalerMode grad_scaler = ScalerMode::kAuto;  // auto: with fp16 autocast
   double scaler_init_scale = 65536.0;
   long long scaler_growth_interval = 2000;
 };
@@ -68,7 +69,7 @@ struct DistOptions {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   bool sync_bn = false;  // BatchNorm statistics over the global batch
-  std::string ddp_comm_hook = "none";  // none | fp16 | bf16
+  CommHook ddp_comm_hook = CommHook::kNone;
   bool ddp_overlap = true;             // all-reduce during backward (false: after it)
   bool accum_no_sync = true;           // accumulation: reduce once per step (false: per micro-batch)
 };
@@ -105,11 +106,9 @@ struct TrainConfig {
   /// Throws UsageError naming the flag, the value and the fix for the first bad value.
   void validate() const;
   /// --lr_schedule with auto resolved: step_cosine for adamw, epoch_cosine for sgd.
-  std::string effective_lr_schedule() const;
+  ScheduleChoice effective_lr_schedule() const;
 };
 
-/// UsageError naming the value and the known datasets unless d is one of them.
-void validate_dataset_name(const std::string& d);
 
 /// The one flag table of `ddptrain train`, bound to the fields of c.
 std::vector<Flag> train_flags(TrainConfig& c);

@@ -4,15 +4,15 @@
 
 namespace ddptrain {
 
-AugmentOptions augment_for(const std::string& dataset, uint64_t seed) {
-  if (dataset == "cifar10") return {4, true, seed};
-  if (dataset == "fashion-mnist" || dataset == "mnist") return {2, false, seed};
-  throw UsageError("--augment has no recipe for --dataset " + dataset +
+AugmentOptions augment_for(DatasetKind dataset, uint64_t seed) {
+  if (dataset == DatasetKind::kCifar10) return {4, true, seed};
+  if (dataset == DatasetKind::kFashionMnist || dataset == DatasetKind::kMnist) return {2, false, seed};
+  throw UsageError("--augment has no recipe for --dataset " + std::string(word(dataset)) +
                    "; it is defined for cifar10 (crop with padding 4, horizontal flip), fashion-mnist and mnist "
                    "(crop with padding 2)");
 }
 
-std::string augment_summary(const std::string& dataset) {
+std::string augment_summary(DatasetKind dataset) {
   const AugmentOptions o = augment_for(dataset, 0);
   return "random crop with padding " + std::to_string(o.pad) + (o.hflip ? " and horizontal flip" : "") +
          ", a function of (seed, epoch, sample index)";

@@ -9,6 +9,8 @@
 // resumed run sees exactly the augmentations of the uninterrupted one.
 #pragma once
 
+#include "config/choices.h"
+
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -24,9 +26,9 @@ struct AugmentOptions {
 };
 
 /// The recipe for a dataset; UsageError for a dataset without one.
-AugmentOptions augment_for(const std::string& dataset, uint64_t seed);
+AugmentOptions augment_for(DatasetKind dataset, uint64_t seed);
 /// The recipe in words, for the log: "random crop with padding 4 and horizontal flip, ...".
-std::string augment_summary(const std::string& dataset);
+std::string augment_summary(DatasetKind dataset);
 
 struct AugmentChoice {
   int dy = 0, dx = 0;  // the crop's top-left corner in the padded image

@@ -66,16 +66,16 @@ std::string find_idx_file(const std::string& dir, const std::string& name, const
 // has one (Debian's dataset-fashion-mnist package); the others need --data_dir.
 std::string data_dir_for(const DataOptions& o) {
   if (!o.data_dir.empty()) return o.data_dir;
-  if (o.dataset == "fashion-mnist") {
+  if (o.dataset == DatasetKind::kFashionMnist) {
     DDP_USAGE_CHECK(std::filesystem::is_directory(kFashionMnistDir), "--dataset fashion-mnist reads ",
                     kFashionMnistDir, " unless --data_dir is given, and it does not exist: apt install "
                     "dataset-fashion-mnist, or pass --data_dir DIR with Fashion-MNIST's IDX files");
     return kFashionMnistDir;
   }
-  const char* files = o.dataset == "mnist"     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
-                      : o.dataset == "cifar10" ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
-                                               : "train.pt (and test.pt, if there is one)";
-  throw UsageError(detail::concat("--dataset ", o.dataset, " reads ", files, " from --data_dir, which has no default "
+  const char* files = o.dataset == DatasetKind::kMnist     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
+                      : o.dataset == DatasetKind::kCifar10 ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
+                                                           : "train.pt (and test.pt, if there is one)";
+  throw UsageError(detail::concat("--dataset ", word(o.dataset), " reads ", files, " from --data_dir, which has no default "
                                   "for it (only Fashion-MNIST has a Debian package): pass --data_dir DIR"));
 }
 
@@ -192,36 +192,39 @@ Example TensorFileDataset::get(int64_t index) const {
 
 DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed) {
   DataSplits s;
-  if (opts.dataset == "synthetic") {
-    DatasetShape shape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes};
-    s.train = std::make_unique<SyntheticDataset>(opts.dataset_size, shape);
-  } else if (opts.dataset == "fashion-mnist") {
-    const std::string dir = data_dir_for(opts);
-    s.train = std::make_unique<IdxDataset>(dir, "train", 0.2860, 0.3530, "Fashion-MNIST");
-    s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
-  } else if (opts.dataset == "mnist") {
-    const std::string dir = data_dir_for(opts);
-    s.train = std::make_unique<IdxDataset>(dir, "train", 0.1307, 0.3081, "MNIST");
-    s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.1307, 0.3081, "MNIST");
-  } else if (opts.dataset == "cifar10") {
-    const std::string dir = data_dir_for(opts);
-    s.train = std::make_unique<Cifar10Dataset>(dir, true);
-    s.test = std::make_unique<Cifar10Dataset>(dir, false);
-  } else if (opts.dataset == "tensors") {
-    const std::string dir = data_dir_for(opts);
-    s.train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
-    if (std::filesystem::is_regular_file(dir + "/test.pt"))
-      s.test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
-  } else if (opts.dataset == "tokens" || opts.dataset == "text") {
-    DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", opts.dataset, " holds token sequences: use it with --model gpt");
-    if (opts.dataset == "tokens") {
-      s.train = std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
-    } else {
-      s.train = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true);
-      s.test = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false);
-    }
-  } else {
-    DDP_ASSERT(false, "unvalidated dataset ", opts.dataset);
+  switch (opts.dataset) {
+    case DatasetKind::kSynthetic:
+      s.train = std::make_unique<SyntheticDataset>(
+          opts.dataset_size, DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
+      break;
+    case DatasetKind::kFashionMnist:
+      s.train = std::make_unique<IdxDataset>(data_dir_for(opts), "train", 0.2860, 0.3530, "Fashion-MNIST");
+      s.test = std::make_unique<IdxDataset>(data_dir_for(opts), "t10k", 0.2860, 0.3530, "Fashion-MNIST");
+      break;
+    case DatasetKind::kMnist:
+      s.train = std::make_unique<IdxDataset>(data_dir_for(opts), "train", 0.1307, 0.3081, "MNIST");
+      s.test = std::make_unique<IdxDataset>(data_dir_for(opts), "t10k", 0.1307, 0.3081, "MNIST");
+      break;
+    case DatasetKind::kCifar10:
+      s.train = std::make_unique<Cifar10Dataset>(data_dir_for(opts), true);
+      s.test = std::make_unique<Cifar10Dataset>(data_dir_for(opts), false);
+      break;
+    case DatasetKind::kTensors:
+      s.train = std::make_unique<TensorFileDataset>(data_dir_for(opts) + "/train.pt");
+      if (std::filesystem::is_regular_file(data_dir_for(opts) + "/test.pt"))
+        s.test = std::make_unique<TensorFileDataset>(data_dir_for(opts) + "/test.pt");
+      break;
+    case DatasetKind::kTokens:
+    case DatasetKind::kText:
+      DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", word(opts.dataset),
+                      " holds token sequences: use it with --model gpt");
+      if (opts.dataset == DatasetKind::kTokens) {
+        s.train = std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
+      } else {
+        s.train = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true);
+        s.test = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false);
+      }
+      break;
   }
   if (opts.augment) s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;

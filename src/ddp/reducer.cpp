@@ -28,13 +28,6 @@ at::ScalarType wire_dtype(CommHook h) {
 
 }  // namespace
 
-CommHook parse_comm_hook(const std::string& name) {
-  if (name == "none") return CommHook::kNone;
-  if (name == "fp16") return CommHook::kFp16;
-  if (name == "bf16") return CommHook::kBf16;
-  throw UsageError("--ddp_comm_hook='" + name + "' is not a known hook; use none, fp16 or bf16");
-}
-
 Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, const DistContext& ctx,
                  ReducerOptions opts)
     : params_(std::move(params)), names_(std::move(names)), ctx_(ctx), opts_(opts) {

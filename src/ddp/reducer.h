@@ -21,15 +21,11 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 
+#include "config/choices.h"
 #include "dist/dist_context.h"
 #include "obs/wait_clock.h"
 
 namespace ddptrain {
-
-enum class CommHook { kNone, kFp16, kBf16 };
-
-/// Parses --ddp_comm_hook (none|fp16|bf16); UsageError otherwise.
-CommHook parse_comm_hook(const std::string& name);
 
 struct ReducerOptions {
   size_t bucket_cap_bytes = 25u << 20;

@@ -14,19 +14,19 @@ GptConfig gpt_config(const ModelOptions& o) {
   if (o.block_size > 0) c.block_size = o.block_size;
   if (o.vocab_size > 0) c.vocab_size = o.vocab_size;
   c.dropout = o.dropout;
-  c.recompute_blocks = o.activation_checkpointing == "blocks";
+  c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   return c;
 }
 
 TokenSpec token_spec(const ModelOptions& o) {
-  if (o.model != "gpt") return {};
+  if (o.model != ModelKind::kGpt) return {};
   const GptConfig c = gpt_config(o);
   return {static_cast<int>(c.block_size), static_cast<int>(c.vocab_size)};
 }
 
 bool uses_channels_last(const ModelOptions& o) {
-  if (o.memory_format == "auto") return o.model == "mini_resnet";
-  return o.memory_format == "channels_last";
+  if (o.memory_format == MemoryFormat::kAuto) return o.model == ModelKind::kMiniResnet;
+  return o.memory_format == MemoryFormat::kChannelsLast;
 }
 
 void to_channels_last(torch::nn::Module& m) {
@@ -38,7 +38,7 @@ void to_channels_last(torch::nn::Module& m) {
 }
 
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
-  if (o.model == "gpt") {
+  if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
     DDP_USAGE_CHECK(data.num_classes <= c.vocab_size, "the data has ", data.num_classes,
                     " token values but the model's vocabulary is ", c.vocab_size, "; pass --vocab_size ",
@@ -48,7 +48,7 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
   MiniResNetOptions mo{data.channels, data.num_classes, o.width};
   mo.norm = std::move(norm);
   mo.dropout = o.dropout;
-  mo.recompute_blocks = o.activation_checkpointing == "blocks";
+  mo.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   mo.image_height = data.height;
   mo.image_width = data.width;
   return MiniResNet(mo).ptr();

@@ -11,20 +11,20 @@
 
 namespace ddptrain {
 
-const char* const kGptPresets = "debug, small, gpt2-124m";
 
-GptConfig gpt_preset(const std::string& name) {
+GptConfig gpt_preset(GptPreset preset) {
   GptConfig c;
-  if (name == "debug") return c;  // the defaults
-  if (name == "small") {
-    c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.block_size = 256, c.vocab_size = 256;
-    return c;
+  switch (preset) {
+    case GptPreset::kDebug:
+      break;  // the defaults
+    case GptPreset::kSmall:
+      c.n_layer = 6, c.n_head = 6, c.n_embd = 384, c.block_size = 256, c.vocab_size = 256;
+      break;
+    case GptPreset::kGpt2_124m:
+      c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.block_size = 1024, c.vocab_size = 50257;
+      break;
   }
-  if (name == "gpt2-124m") {
-    c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.block_size = 1024, c.vocab_size = 50257;
-    return c;
-  }
-  throw UsageError(str("--gpt_preset='", name, "' is not a known preset; use one of ", kGptPresets));
+  return c;
 }
 
 namespace {

@@ -11,6 +11,8 @@
 // layer's).
 #pragma once
 
+#include "config/choices.h"
+
 #include <string>
 #include <vector>
 
@@ -36,10 +38,8 @@ struct GptConfig {
 
 /// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,
 /// vocab 256: byte-level text on a CPU), gpt2-124m (12 x 768, 12 heads, block 1024, vocab
-/// 50257). UsageError for another name.
-GptConfig gpt_preset(const std::string& name);
-/// The names gpt_preset accepts, for messages.
-extern const char* const kGptPresets;
+/// 50257).
+GptConfig gpt_preset(GptPreset preset);
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
   explicit CausalSelfAttentionImpl(const GptConfig& c);

@@ -10,7 +10,7 @@
 namespace ddptrain {
 
 std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, const std::vector<at::Tensor>& params) {
-  if (o.optimizer == "adamw") {
+  if (o.optimizer == OptimizerKind::kAdamw) {
     std::vector<at::Tensor> decay, no_decay;
     for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     auto opts = torch::optim::AdamWOptions(o.lr).betas({o.adam_beta1, o.adam_beta2});

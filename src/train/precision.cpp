@@ -22,8 +22,9 @@ Precision autocast(at::ScalarType dtype, std::string why) {
 }
 
 // The loss scaler: on exactly with fp16 autocast (auto), or as forced.
-Precision with_scaler(Precision p, const std::string& grad_scaler) {
-  p.grad_scaler = grad_scaler == "on" || (grad_scaler == "auto" && p.autocast && p.dtype == at::kHalf);
+Precision with_scaler(Precision p, ScalerMode grad_scaler) {
+  p.grad_scaler = grad_scaler == ScalerMode::kOn ||
+                  (grad_scaler == ScalerMode::kAuto && p.autocast && p.dtype == at::kHalf);
   p.why += p.grad_scaler ? "; dynamic loss scaling on" : "";
   return p;
 }
@@ -51,7 +52,7 @@ std::string Precision::name() const {
   return dtype == at::kBFloat16 ? "bf16" : "fp16";
 }
 
-Precision precision_named(const std::string& name, const std::string& grad_scaler, const std::string& why) {
+Precision precision_named(const std::string& name, ScalerMode grad_scaler, const std::string& why) {
   Precision p = name == "bf16" ? autocast(at::kBFloat16, "bf16" + std::string(kMixed))
                 : name == "fp16" ? autocast(at::kHalf, "fp16" + std::string(kMixed))
                                  : fp32("fp32");
@@ -63,19 +64,19 @@ Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool
   Precision p;
   if (!req.use_amp) {
     p = fp32("fp32 (--no-use_amp)");
-  } else if (req.amp_dtype == "auto" && !req.resumed.empty()) {
+  } else if (req.amp_dtype == AmpDtype::kAuto && !req.resumed.empty()) {
     return precision_named(req.resumed, req.grad_scaler,
                            ", as chosen when the resumed run started (--amp_dtype auto measures only at a fresh start)");
   } else if (device.is_cuda()) {
-    const bool bf16 = req.amp_dtype == "bf16" || (req.amp_dtype == "auto" && cuda_bf16);
+    const bool bf16 = req.amp_dtype == AmpDtype::kBf16 || (req.amp_dtype == AmpDtype::kAuto && cuda_bf16);
     p = autocast(bf16 ? at::kBFloat16 : at::kHalf,
                  str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
-                     req.amp_dtype == "auto" ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
+                     req.amp_dtype == AmpDtype::kAuto ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
                                                           : " (--amp_dtype auto: the GPU has no bf16)")
                                              : ""));
-  } else if (req.amp_dtype == "bf16") {
+  } else if (req.amp_dtype == AmpDtype::kBf16) {
     p = autocast(at::kBFloat16, str("bf16", kMixed, " on CPU (--amp_dtype bf16)"));
-  } else if (req.amp_dtype == "fp16") {
+  } else if (req.amp_dtype == AmpDtype::kFp16) {
     p = fp32("fp32: fp16 autocast has no CPU kernels; pass --amp_dtype bf16 or auto for CPU autocast");
   } else {
     p = measured_cpu_choice(cpu);

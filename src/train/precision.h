@@ -27,6 +27,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "config/choices.h"
 #include "obs/kernel_probe.h"
 
 namespace ddptrain {
@@ -36,9 +37,9 @@ constexpr double kBf16MinSpeedup = 1.2;
 
 struct PrecisionRequest {
   bool use_amp = true;
-  std::string amp_dtype = "auto";    // auto | fp16 | bf16
-  std::string grad_scaler = "auto";  // auto | on | off
-  std::string resumed;               // the precision recorded by the checkpoint resumed, if any
+  AmpDtype amp_dtype = AmpDtype::kAuto;
+  ScalerMode grad_scaler = ScalerMode::kAuto;
+  std::string resumed;  // the precision recorded by the checkpoint resumed, if any
 };
 
 struct Precision {
@@ -56,6 +57,6 @@ struct Precision {
 Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16, const CpuKernelRates& cpu);
 
 /// The precision named by Precision::name() (a resumed checkpoint's), with the scaler rule.
-Precision precision_named(const std::string& name, const std::string& grad_scaler, const std::string& why);
+Precision precision_named(const std::string& name, ScalerMode grad_scaler, const std::string& why);
 
 }  // namespace ddptrain

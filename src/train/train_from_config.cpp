@@ -23,7 +23,8 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.prefetch_factor = cfg.data.prefetch_factor;
   o.seed = static_cast<uint64_t>(cfg.run.seed);
   o.channels_last = uses_channels_last(cfg.model);
-  o.lr_schedule = cfg.effective_lr_schedule() == "step_cosine" ? LrSchedule::kStepCosine : LrSchedule::kEpochCosine;
+  o.lr_schedule =
+      cfg.effective_lr_schedule() == ScheduleChoice::kStepCosine ? LrSchedule::kStepCosine : LrSchedule::kEpochCosine;
   o.warmup_steps = cfg.optim.warmup_steps;
   o.min_lr_ratio = cfg.optim.min_lr_ratio;
   o.clip_grad_norm = cfg.optim.clip_grad_norm;
@@ -35,7 +36,7 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.gradient_as_bucket_view = cfg.dist.gradient_as_bucket_view;
   o.find_unused_parameters = cfg.dist.find_unused_parameters;
   o.broadcast_buffers = cfg.dist.broadcast_buffers;
-  o.comm_hook = parse_comm_hook(cfg.dist.ddp_comm_hook);
+  o.comm_hook = cfg.dist.ddp_comm_hook;
   o.ddp_overlap = cfg.dist.ddp_overlap;
   o.checkpoint_dir = cfg.run.checkpoint_dir;
   o.save_every = cfg.run.save_every;
@@ -62,7 +63,7 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
   DataSplits data = make_datasets(cfg.data, token_spec(cfg.model), static_cast<uint64_t>(cfg.run.seed));
-  log.info(str("dataset ", cfg.data.dataset, ": ", data.train->size(), " training samples",
+  log.info(str("dataset ", word(cfg.data.dataset), ": ", data.train->size(), " training samples",
                data.test ? str(", ", data.test->size(), " test samples") : std::string()));
   if (cfg.data.augment) log.info("augmentation: " + augment_summary(cfg.data.dataset));  // Note [Augmentation is a pure function]
 
@@ -77,9 +78,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   }
   model->to(ctx.device());
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed + ctx.rank()));
-  if (cfg.model.activation_checkpointing == "blocks")
+  if (cfg.model.activation_checkpointing == Recompute::kBlocks)
     log.info("activation checkpointing: each block is recomputed in backward");
-  log.info(str("optimizer ", cfg.optim.optimizer));
+  log.info(str("optimizer ", word(cfg.optim.optimizer)));
   const std::unique_ptr<torch::optim::Optimizer> optimizer = build_optimizer(cfg.optim, model->parameters());
   Trainer trainer(ctx, trainable(model, model->train_flops_per_sample(), model->describe()), *optimizer,
                   trainer_options(cfg, config_json));

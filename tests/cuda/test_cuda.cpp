@@ -88,7 +88,7 @@ TEST_F(Cuda, AutocastFp16AndBf16) {
 // change them by orders of magnitude more); and the peak of allocated memory is lower.
 TEST_F(Cuda, RecomputeBitwiseEqualAndLowerPeakMemory) {
   auto grads = [](bool recompute, int64_t* peak) {
-    GptConfig c = gpt_preset("debug");
+    GptConfig c = gpt_preset(GptPreset::kDebug);
     c.n_layer = 6;
     c.dropout = 0.1;
     c.recompute_blocks = recompute;
@@ -118,7 +118,7 @@ TEST_F(Cuda, RecomputeBitwiseEqualAndLowerPeakMemory) {
 // GPT on CUDA (scaled_dot_product_attention's fused kernels) agrees with the CPU.
 TEST_F(Cuda, GptMatchesTheCpu) {
   torch::manual_seed(7);
-  Gpt m(gpt_preset("debug"));
+  Gpt m(gpt_preset(GptPreset::kDebug));
   m->eval();
   torch::NoGradGuard no_grad;
   auto tokens = torch::randint(0, 256, {4, 64}, at::kLong);

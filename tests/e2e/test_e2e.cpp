@@ -49,7 +49,7 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"launch", "--nproc_per_node", "2"}, {}, "launch needs the worker command"},
       {{"frobnicate"}, {}, "unknown command 'frobnicate'"},
       {{"inspect", "sampler", "--rank", "4", "--world_size", "2"}, {}, "--rank=4 must be in [0, 2)"},
-      {{"inspect", "loader", "--dataset", "imagenet"}, {}, "--dataset='imagenet' is not a known dataset"},
+      {{"inspect", "loader", "--dataset", "imagenet"}, {}, "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {binary()};

@@ -43,7 +43,7 @@ TEST(Config, DefaultsMatchReference) {
   EXPECT_DOUBLE_EQ(c.optim.weight_decay, 1e-4);
   EXPECT_EQ(c.dist.backend, "auto");
   EXPECT_TRUE(c.run.use_amp);
-  EXPECT_EQ(c.optim.amp_dtype, "auto");
+  EXPECT_EQ(c.optim.amp_dtype, AmpDtype::kAuto);
   EXPECT_EQ(c.optim.grad_accum_steps, 1);
   EXPECT_EQ(c.run.checkpoint_dir, "./checkpoints");
   EXPECT_EQ(c.run.save_every, 1);
@@ -51,9 +51,9 @@ TEST(Config, DefaultsMatchReference) {
   EXPECT_EQ(c.run.log_interval, 10);
   EXPECT_FALSE(c.run.enable_profiling);
   EXPECT_EQ(c.run.seed, 42);
-  EXPECT_EQ(c.data.dataset, "synthetic");
+  EXPECT_EQ(c.data.dataset, DatasetKind::kSynthetic);
   EXPECT_EQ(c.data.data_dir, "");  // the dataset's own default (fashion-mnist only): datasets.h
-  EXPECT_EQ(c.model.model, "mini_resnet");
+  EXPECT_EQ(c.model.model, ModelKind::kMiniResnet);
   EXPECT_DOUBLE_EQ(c.model.width, 1.0);
   EXPECT_EQ(c.optim.max_steps, 0);
   EXPECT_EQ(c.dist.dist_timeout_s, 600);
@@ -68,7 +68,7 @@ TEST(Config, FlagsParseAllForms) {
   EXPECT_FALSE(c.run.use_amp);
   EXPECT_TRUE(c.run.enable_profiling);
   EXPECT_DOUBLE_EQ(c.model.width, 0.25);
-  EXPECT_EQ(c.data.dataset, "fashion-mnist");
+  EXPECT_EQ(c.data.dataset, DatasetKind::kFashionMnist);
 }
 
 TEST(Config, TomlThenFlagsOverride) {
@@ -97,13 +97,13 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--use_amp=maybe"}, "--use_amp='maybe' is not a boolean"},
       {{"--epochs"}, "--epochs needs a value"},
       {{"--backend", "mpi"}, "--backend='mpi' is not a known backend"},
-      {{"--dataset", "imagenet"}, "--dataset='imagenet' is not a known dataset"},
+      {{"--dataset", "imagenet"}, "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
       {{"--prefetch_factor", "0"}, "--prefetch_factor=0 must be > 0"},
       {{"--augment"}, "--augment has no recipe for --dataset synthetic"},
       {{"--min_lr_ratio", "2"}, "--min_lr_ratio=2 must be in [0, 1]"},
       {{"--eval_every", "-1"}, "--eval_every=-1 must be >= 0"},
-      {{"--amp_dtype", "fp8"}, "--amp_dtype='fp8' is not a known type"},
-      {{"--activation_checkpointing", "all"}, "--activation_checkpointing='all' must be none or blocks"},
+      {{"--amp_dtype", "fp8"}, "--amp_dtype='fp8' is not one of auto, fp16, bf16"},
+      {{"--activation_checkpointing", "all"}, "--activation_checkpointing='all' is not one of none, blocks"},
       {{"--clip_grad_norm", "-1"}, "--clip_grad_norm=-1 must be >= 0"},
       {{"--config", "/nonexistent.toml"}, "--config='/nonexistent.toml' does not exist"},
       {{"--resume_from", "/nonexistent_ckpt"}, "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},

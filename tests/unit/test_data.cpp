@@ -40,7 +40,7 @@ TEST(Data, SyntheticEqualsPython) {
 
 TEST(Data, FashionMnistReads) {
   DataOptions o;
-  o.dataset = "fashion-mnist";
+  o.dataset = DatasetKind::kFashionMnist;
   DataSplits s = make_datasets(o);  // installed by scripts/install_deps.sh
   EXPECT_EQ(s.train->size(), 60000);
   ASSERT_TRUE(s.test);
@@ -66,7 +66,7 @@ TEST(Data, MissingAndDamagedFilesNameTheFile) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   DataOptions o;
-  o.dataset = "fashion-mnist";
+  o.dataset = DatasetKind::kFashionMnist;
   o.data_dir = dir;
   try {
     make_datasets(o);
@@ -166,7 +166,7 @@ TEST(Data, Cifar10BinaryFilesReadAndChecked) {
   for (int k = 1; k <= 5; ++k) std::ofstream(dir + "/data_batch_" + std::to_string(k) + ".bin", std::ios::binary) << cifar_records(4);
   std::ofstream(dir + "/test_batch.bin", std::ios::binary) << cifar_records(3);
   DataOptions o;
-  o.dataset = "cifar10";
+  o.dataset = DatasetKind::kCifar10;
   o.data_dir = dir;
   DataSplits s = make_datasets(o);
   ASSERT_EQ(s.train->size(), 20);
@@ -201,7 +201,7 @@ TEST(Data, MnistUsesItsOwnNormalisation) {
   std::ofstream(dir + "/train-labels-idx1-ubyte", std::ios::binary) << lab;
   std::ofstream(dir + "/t10k-labels-idx1-ubyte", std::ios::binary) << lab;
   DataOptions o;
-  o.dataset = "mnist";
+  o.dataset = DatasetKind::kMnist;
   o.data_dir = dir;
   DataSplits s = make_datasets(o);
   ASSERT_EQ(s.train->size(), 2);
@@ -263,5 +263,5 @@ TEST(Data, AugmentationSameForAnyWorkerCountAndAcrossAResume) {
   EXPECT_TRUE(up.slice(1, 0, 3).equal(img.slice(1, 1, 4)));
   EXPECT_EQ(up[0][3].abs().sum().item<float>(), 0.0f);  // the padding
   EXPECT_TRUE(augment_image(img, 2, {2, 2, true}).equal(img.flip({2})));
-  EXPECT_THROW(augment_for("synthetic", 1), UsageError);
+  EXPECT_THROW(augment_for(DatasetKind::kSynthetic, 1), UsageError);
 }

@@ -68,18 +68,18 @@ TEST(Precision, ExplicitRequestsWinOverTheMeasurement) {
   EXPECT_EQ(choose_precision(off, kCuda, true, {}).name(), "fp32");
 
   PrecisionRequest bf16;
-  bf16.amp_dtype = "bf16";
+  bf16.amp_dtype = AmpDtype::kBf16;
   EXPECT_EQ(choose_precision(bf16, kCpu, false, rates(0.1, 0.1)).name(), "bf16");  // forced, even where slow
 
   PrecisionRequest fp16;
-  fp16.amp_dtype = "fp16";
+  fp16.amp_dtype = AmpDtype::kFp16;
   const Precision cpu_fp16 = choose_precision(fp16, kCpu, false, rates(5, 5));
   EXPECT_EQ(cpu_fp16.name(), "fp32");  // no fp16 CPU kernels
   EXPECT_TRUE(contains(cpu_fp16.why, "no CPU kernels")) << cpu_fp16.why;
 
   PrecisionRequest forced_scaler;
   forced_scaler.use_amp = false;
-  forced_scaler.grad_scaler = "on";
+  forced_scaler.grad_scaler = ScalerMode::kOn;
   EXPECT_TRUE(choose_precision(forced_scaler, kCpu, false, {}).grad_scaler);
 }
 
@@ -92,10 +92,10 @@ TEST(Precision, CudaAutoIsBf16WhereTheGpuHasItElseFp16WithTheScaler) {
   EXPECT_TRUE(volta.grad_scaler);
   EXPECT_TRUE(contains(volta.why, "no bf16")) << volta.why;
   PrecisionRequest fp16;
-  fp16.amp_dtype = "fp16";
+  fp16.amp_dtype = AmpDtype::kFp16;
   EXPECT_EQ(choose_precision(fp16, kCuda, true, {}).name(), "fp16");
   PrecisionRequest no_scaler = fp16;
-  no_scaler.grad_scaler = "off";
+  no_scaler.grad_scaler = ScalerMode::kOff;
   EXPECT_FALSE(choose_precision(no_scaler, kCuda, true, {}).grad_scaler);
 }
 
@@ -111,7 +111,7 @@ TEST(Precision, AResumedRunKeepsThePrecisionItStartedWith) {
   resumed.resumed = "fp16";
   EXPECT_TRUE(choose_precision(resumed, kCuda, true, {}).grad_scaler);
   // An explicit request still wins over what the checkpoint recorded.
-  resumed.amp_dtype = "bf16";
+  resumed.amp_dtype = AmpDtype::kBf16;
   resumed.resumed = "fp32";
   EXPECT_EQ(choose_precision(resumed, kCpu, false, {}).name(), "bf16");
 }
