@@ -3,9 +3,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <string>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -50,6 +53,13 @@ inline void run_world(int world, const std::function<void(const DistContext&)>& 
   if (world > 1) return run_ranks(world, fn);
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(30)});
   fn(solo);
+}
+
+/// An empty scratch directory for one test of this process: <tmp>/ddptrain_<name>_<pid>.
+inline std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("ddptrain_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d.string();
 }
 
 /// per_step[r][s]: rank r's flattened state after step s. Every rank must equal rank 0 bitwise.

@@ -27,11 +27,6 @@ DistOptionsResolved strict() {
   return o;
 }
 
-std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("ddptrain_strict_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  return d.string();
-}
 
 }  // namespace
 
@@ -92,7 +87,7 @@ TEST(StrictDevice, DistContextStagesEveryCollectiveThere) {
 // The whole loop: training with SyncBN and the stop vote, evaluation each epoch, checkpoints
 // (with the RNG-state gather), then a resume from the last one, all through the strict device.
 TEST(StrictDevice, TrainingEvaluationCheckpointsAndResumeStageEveryCollective) {
-  const std::string dir = temp_dir("loop");
+  const std::string dir = testing_dist::temp_dir("strict_loop");
   std::vector<std::string> args = {"--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "16",
                                    "--num_workers", "0", "--threads", "1", "--no-use_amp", "--sync_bn",
                                    "--eval_every", "1", "--log_interval", "2", "--checkpoint_dir", dir};

@@ -124,11 +124,6 @@ double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>&
   return d;
 }
 
-std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("ddptrain_trainer_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  return d.string();
-}
 
 }  // namespace
 
@@ -160,7 +155,7 @@ TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {
 }
 
 TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
-  const std::string dir = temp_dir("resume");
+  const std::string dir = testing_dist::temp_dir("trainer_resume");
   TrainerOptions o = quiet_fp32(8, 2);
   o.lr_schedule = LrSchedule::kEpochCosine;
   o.checkpoint_dir = dir + "/whole";
