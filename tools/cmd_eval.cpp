@@ -28,7 +28,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   const char* fix = "pass a checkpoint (e.g. ./checkpoints/epoch_0001) or a --checkpoint_dir (its newest is used)";
   DDP_USAGE_CHECK(fs::exists(dir), "--checkpoint='", dir, "' does not exist; ", fix);
   DDP_USAGE_CHECK(fs::is_directory(dir), "--checkpoint='", dir, "' is a file; ", fix);
-  if (fs::exists(fs::path(dir) / "manifest.json")) return dir;
+  if (is_checkpoint_dir(dir)) return dir;
   const Logger log(0, 1);
   const auto newest = find_latest_checkpoint(dir, log);
   DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir, "' is not a checkpoint (no manifest.json: not one, or ",

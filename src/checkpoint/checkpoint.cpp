@@ -281,6 +281,8 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   return read_checkpoint_meta(dir);
 }
 
+bool is_checkpoint_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kManifest); }
+
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   auto m = nlohmann::json::parse(read_file(dir + "/meta.json"));
   CheckpointMeta meta;

@@ -95,6 +95,10 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
 /// reason when the checkpoint is incomplete, truncated or corrupted.
 CheckpointMeta verify_checkpoint(const std::string& dir);
 
+/// Whether dir looks like one checkpoint (it has a manifest; not verified), rather than a
+/// folder of them.
+bool is_checkpoint_dir(const std::string& dir);
+
 /// The meta.json of a checkpoint already verified (no checksums read).
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 

@@ -35,6 +35,33 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
   return "";
 }
 
+// A library user's options get the checks the CLI's flags get: a clear error naming the field.
+const TrainerOptions& checked(const TrainerOptions& o) {
+  const auto at_least = [](const char* field, double v, double min) {
+    DDP_USAGE_CHECK(v >= min, "TrainerOptions::", field, "=", v, " must be >= ", min);
+  };
+  at_least("epochs", o.epochs, 0);
+  at_least("max_steps", static_cast<double>(o.max_steps), 0);
+  at_least("batch_size", o.batch_size, 1);
+  at_least("grad_accum_steps", o.grad_accum_steps, 1);
+  at_least("num_workers", o.num_workers, 0);
+  at_least("prefetch_factor", o.prefetch_factor, 1);
+  at_least("warmup_steps", static_cast<double>(o.warmup_steps), 0);
+  at_least("clip_grad_norm", o.clip_grad_norm, 0);
+  at_least("save_every", o.save_every, 0);
+  at_least("save_every_steps", static_cast<double>(o.save_every_steps), 0);
+  at_least("keep_checkpoints", o.keep_checkpoints, 0);
+  at_least("log_interval", o.log_interval, 1);
+  at_least("eval_every", o.eval_every, 0);
+  DDP_USAGE_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "TrainerOptions::min_lr_ratio=", o.min_lr_ratio,
+                  " must be in [0, 1]");
+  DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0, "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
+  DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb, " must be > 0");
+  DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
+                  "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
+  return o;
+}
+
 std::string resumed_precision(const TrainerOptions& o) {
   return o.resume_from.empty() ? "" : read_checkpoint_meta(o.resume_from).precision;
 }
@@ -92,7 +119,7 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
     : ctx_(ctx),
       model_(std::move(model)),
       optimizer_(optimizer),
-      opts_(std::move(opts)),
+      opts_(checked(opts)),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
       start_((ctx.log().info(str("model ", model_.description, ": ",
@@ -119,7 +146,8 @@ void Trainer::add_checkpoint_part(CheckpointPart part) { parts_.push_back(std::m
 
 TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   const Logger& log = ctx_.log();
-  DDP_USAGE_CHECK(opts_.log_interval > 0, "log_interval=", opts_.log_interval, ": must be positive");
+  DDP_USAGE_CHECK(model_.module && model_.forward && objective_.loss,
+                  "Trainer: the module, its forward and the objective's loss must be given");
   Run run(*this, train, test);
   TrainResult result;
   if (!resume(run, result)) return result;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <mutex>
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "dist_harness.h"
 #include "train/trainer.h"
+#include "util/error.h"
 
 using namespace ddptrain;
 
@@ -175,4 +177,23 @@ TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
   EXPECT_EQ(resumed.counted, 12) << "the user's part came back with the checkpoint (4) and counted on";
   EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0);
   std::filesystem::remove_all(dir);
+}
+
+// A library user's bad options are clear errors naming the field, before any collective.
+TEST(Trainer, BadOptionsNameTheField) {
+  for (auto [set, field] : std::vector<std::pair<std::function<void(TrainerOptions&)>, std::string>>{
+           {[](TrainerOptions& o) { o.batch_size = 0; }, "TrainerOptions::batch_size=0"},
+           {[](TrainerOptions& o) { o.grad_accum_steps = 0; }, "TrainerOptions::grad_accum_steps=0"},
+           {[](TrainerOptions& o) { o.log_interval = 0; }, "TrainerOptions::log_interval=0"},
+           {[](TrainerOptions& o) { o.min_lr_ratio = 2; }, "TrainerOptions::min_lr_ratio=2"},
+           {[](TrainerOptions& o) { o.enable_profiling = true; }, "set checkpoint_dir"}}) {
+    TrainerOptions o = quiet_fp32(8, 1);
+    set(o);
+    try {
+      train_user_net(1, o);
+      ADD_FAILURE() << "no error for " << field;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
 }
