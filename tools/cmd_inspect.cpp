@@ -62,6 +62,8 @@ int inspect_model(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
+  DDP_USAGE_CHECK(mo.model == ModelKind::kMiniResnet, "inspect model describes the built-in models (mini_resnet, "
+                  "gpt); a scripted module is described by its Python source");
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");

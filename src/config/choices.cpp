@@ -11,7 +11,8 @@ const Choices<DatasetKind>& dataset_choices() {
 }
 
 const Choices<ModelKind>& model_choices() {
-  static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet}, {"gpt", ModelKind::kGpt}};
+  static const Choices<ModelKind> c{
+      {"mini_resnet", ModelKind::kMiniResnet}, {"gpt", ModelKind::kGpt}, {"torchscript", ModelKind::kTorchscript}};
   return c;
 }
 

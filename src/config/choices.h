@@ -48,7 +48,7 @@ class Choices {
 };
 
 enum class DatasetKind { kSynthetic, kFashionMnist, kMnist, kCifar10, kTensors, kTokens, kText };
-enum class ModelKind { kMiniResnet, kGpt };
+enum class ModelKind { kMiniResnet, kGpt, kTorchscript };
 enum class GptPreset { kDebug, kSmall, kGpt2_124m };
 enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
 enum class Recompute { kNone, kBlocks };

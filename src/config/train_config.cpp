@@ -26,7 +26,9 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
       bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
       bind_flag("augment", &c.data.augment, "augment training images: random crop with padding 4 and horizontal flip (cifar10), random crop with padding 2 (fashion-mnist, mnist)"),
-      bind_choice("model", &c.model.model, model_choices(), "mini_resnet for images, gpt for tokens (--dataset tokens or text)"),
+      bind_choice("model", &c.model.model, model_choices(), "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module scripted in Python (--model_path)"),
+      bind_flag("model_path", &c.model.model_path, "torchscript: the file of torch.jit.script(model).save(path); trained from its weights"),
+      bind_flag("flops_per_sample", &c.model.flops_per_sample, "torchscript: training FLOPs per sample (forward + backward), for MFU (0 = no MFU)"),
       bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
       bind_choice("gpt_preset", &c.model.gpt_preset, gpt_preset_choices(), "the gpt sizes; the flags below override them"),
       bind_flag("n_layer", &c.model.n_layer, "gpt transformer blocks (0 = the preset's)"),
@@ -111,9 +113,21 @@ void validate_data(const DataOptions& data) {
                   "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
 }
 
+void validate_script_model(const ModelOptions& model, bool token_data) {
+  DDP_USAGE_CHECK(!model.model_path.empty(), "--model torchscript needs --model_path FILE (a module saved with "
+                  "torch.jit.script(model).save(FILE))");
+  DDP_USAGE_CHECK(!token_data || (model.block_size > 0 && model.vocab_size > 0), "--model torchscript on token data "
+                  "needs the module's context length and vocabulary: pass --block_size and --vocab_size");
+  DDP_USAGE_CHECK(model.activation_checkpointing == Recompute::kNone, "--activation_checkpointing blocks cannot "
+                  "recompute a scripted module's blocks (its code is the module's); drop it");
+  non_negative("flops_per_sample", model.flops_per_sample, "pass 0 for no MFU");
+}
+
 void validate_model(const ModelOptions& model, const DataOptions& data) {
   const bool token_data = is_token_dataset(data.dataset);
   const bool gpt = model.model == ModelKind::kGpt;
+  if (model.model == ModelKind::kTorchscript) return validate_script_model(model, token_data);
+  DDP_USAGE_CHECK(model.model_path.empty(), "--model_path applies to --model torchscript");
   DDP_USAGE_CHECK(!gpt || token_data, "--model gpt reads tokens, not --dataset ", word(data.dataset),
                   "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
   DDP_USAGE_CHECK(gpt || !token_data, "--dataset ", word(data.dataset),
@@ -213,6 +227,14 @@ void validate_run(const RunOptions& run) {
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const ModelOptions defaults;
   const OptimOptions optim_defaults;
+  if (c.model.model == ModelKind::kTorchscript) {
+    DDP_USAGE_CHECK(c.model.width == defaults.width && c.model.dropout == defaults.dropout, "--width and --dropout "
+                    "apply to the built-in models; a scripted module is as its file defines it");
+    DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn cannot replace a scripted module's BatchNorm (its code is the "
+                    "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
+  }
+  DDP_USAGE_CHECK(c.model.flops_per_sample == 0 || c.model.model == ModelKind::kTorchscript,
+                  "--flops_per_sample applies to --model torchscript (the built-in models count their own)");
   if (c.model.model == ModelKind::kGpt) {
     DDP_USAGE_CHECK(c.model.width == defaults.width, "--width=", c.model.width,
                     " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");

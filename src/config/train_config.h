@@ -36,6 +36,8 @@ struct ModelOptions {
   int block_size = 0;
   int vocab_size = 0;
   double dropout = 0.0;  // inside each residual block (0: the reference model)
+  std::string model_path;  // torchscript: the scripted module's file
+  long long flops_per_sample = 0;  // torchscript: training FLOPs per sample, for MFU (0: no MFU)
   Recompute activation_checkpointing = Recompute::kNone;  // blocks: recompute blocks in backward
   MemoryFormat memory_format = MemoryFormat::kAuto;  // auto: channels_last for mini_resnet
 };

@@ -2,6 +2,7 @@
 
 #include "config/train_config.h"
 #include "models/gpt.h"
+#include "models/script_model.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -19,6 +20,7 @@ GptConfig gpt_config(const ModelOptions& o) {
 }
 
 TokenSpec token_spec(const ModelOptions& o) {
+  if (o.model == ModelKind::kTorchscript) return {o.block_size, o.vocab_size};
   if (o.model != ModelKind::kGpt) return {};
   const GptConfig c = gpt_config(o);
   return {static_cast<int>(c.block_size), static_cast<int>(c.vocab_size)};
@@ -38,6 +40,7 @@ void to_channels_last(torch::nn::Module& m) {
 }
 
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
+  if (o.model == ModelKind::kTorchscript) return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
   if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
     DDP_USAGE_CHECK(data.num_classes <= c.vocab_size, "the data has ", data.num_classes,

@@ -1,0 +1,63 @@
+#include "models/script_model.h"
+
+#include <filesystem>
+
+#include <torch/version.h>
+
+#include "obs/logger.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+// A node of the mirror tree: holds a scripted submodule's own parameters and buffers.
+struct MirrorNode : torch::nn::Module {};
+
+void mirror(torch::nn::Module& into, const torch::jit::Module& from) {
+  for (const auto& p : from.named_parameters(/*recurse=*/false))
+    into.register_parameter(p.name, p.value, p.value.requires_grad());
+  for (const auto& b : from.named_buffers(/*recurse=*/false)) into.register_buffer(b.name, b.value);
+  for (const auto& child : from.named_children()) {
+    auto node = std::make_shared<MirrorNode>();
+    mirror(*node, child.value);
+    into.register_module(child.name, node);
+  }
+}
+
+torch::jit::Module load_script(const std::string& path) {
+  const std::string fix = "save it in Python with torch.jit.script(model).save(path) and pass that file";
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "--model_path='", path, "' is not a file; ", fix);
+  try {
+    return torch::jit::load(path, torch::kCPU);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    throw UsageError(str("--model_path='", path, "' is not a TorchScript archive this LibTorch (", TORCH_VERSION,
+                         ") can read: ", what, "; ", fix, " (with a torch no newer than ", TORCH_VERSION, ")"));
+  }
+}
+
+}  // namespace
+
+ScriptModel::ScriptModel(const std::string& path, int64_t flops_per_sample)
+    : module_(load_script(path)), path_(path), flops_per_sample_(flops_per_sample) {
+  mirror(*this, module_);
+  DDP_USAGE_CHECK(!parameters().empty(), "--model_path='", path, "' holds a module without parameters: nothing to train");
+  module_.train(is_training());
+}
+
+at::Tensor ScriptModel::forward(const at::Tensor& x) {
+  const c10::IValue out = module_.forward({x});
+  DDP_USAGE_CHECK(out.isTensor(), "--model_path='", path_, "': its forward returns ", out.tagKind(),
+                  ", not one tensor of logits");
+  return out.toTensor();
+}
+
+std::string ScriptModel::describe() const { return str("torchscript ", path_); }
+
+void ScriptModel::train(bool on) {
+  Model::train(on);
+  module_.train(on);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,33 @@
+// ScriptModel: a TorchScript module saved by Python (torch.jit.script(model).save(path)),
+// trained as a Model (#14). Its parameters and buffers are mirrored into a tree of plain
+// torch::nn::Modules with the module's own names (conv.weight, blocks.0.norm.bias, ...): the
+// same tensors, so DDP, the optimizer, checkpoints and to(device) see what the scripted code
+// computes with, and model.pt has the keys of the Python module's state_dict. Its forward is
+// the scripted forward; train()/eval() set the scripted module's mode too.
+#pragma once
+
+#include <string>
+
+#include <torch/script.h>
+
+#include "models/model.h"
+
+namespace ddptrain {
+
+class ScriptModel : public Model {
+ public:
+  /// Loads `path`; UsageError naming the file and the fix when it is missing, not a
+  /// TorchScript archive (or one this LibTorch cannot read), or has no parameters.
+  ScriptModel(const std::string& path, int64_t flops_per_sample);
+  at::Tensor forward(const at::Tensor& x) override;
+  int64_t train_flops_per_sample() const override { return flops_per_sample_; }
+  std::string describe() const override;
+  void train(bool on = true) override;
+
+ private:
+  torch::jit::Module module_;
+  std::string path_;
+  int64_t flops_per_sample_;
+};
+
+}  // namespace ddptrain
