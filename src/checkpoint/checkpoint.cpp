@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <filesystem>
 #include <fstream>
@@ -143,6 +144,11 @@ CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimiz
             return bytes;
           },
           [&optimizer](const std::string& bytes, const std::string&) {
+            // LibTorch reads an archive with its TorchScript loader, which is not documented
+            // as thread-safe: ranks that are threads of one process (the in-process tests)
+            // read one at a time. Processes are unaffected.
+            static std::mutex archive_reading;
+            std::lock_guard<std::mutex> lock(archive_reading);
             torch::serialize::InputArchive archive;
             archive.load_from(bytes.data(), bytes.size());
             optimizer.load(archive);
@@ -349,13 +355,13 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, c
     part.load(read_file(path), path);
   }
   const std::string rng = read_file(dir + "/rng_states.bin");
-  at::Tensor mine = at::detail::getDefaultCPUGenerator().get_state();
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());  // the generator is the process's: read and set it under its lock
+  at::Tensor mine = gen.get_state();
   const size_t n = static_cast<size_t>(mine.numel());
   DDP_CHECK(rng.size() == n * static_cast<size_t>(ctx.world_size()), "checkpoint '", dir,
             "': rng_states.bin does not hold ", ctx.world_size(), " generator states");
   std::memcpy(mine.data_ptr(), rng.data() + n * static_cast<size_t>(ctx.rank()), n);
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(mine);
   return meta;
 }

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <filesystem>
 #include <string>
 #include <functional>
@@ -26,6 +28,15 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
   const int port = testing_common::free_port();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
+  // LibTorch 2.x keeps one c10d flight recorder per process, and the first record of a process
+  // group inserts into its map unlocked: two ranks of one process enqueueing their first
+  // collective at once can corrupt it (seen: SIGSEGV in FlightRecorder::recordWithResetEnabled
+  // under ProcessGroupGloo::enqueue). Ranks here are threads of one process, so each enqueues a
+  // first all-reduce in rank order before running fn (processes, as in production, are
+  // unaffected). The strict device stages asynchronous collectives synchronously: not there.
+  std::mutex first_mu;
+  std::condition_variable first_cv;
+  int next_to_enqueue = 0;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
@@ -37,6 +48,16 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
         env.master_addr = "127.0.0.1";
         env.master_port = port;
         DistContext ctx(env, opts);
+        if (!opts.strict_device) {
+          std::vector<at::Tensor> t{at::zeros({1})};
+          std::unique_lock<std::mutex> lock(first_mu);
+          first_cv.wait(lock, [&] { return next_to_enqueue == r; });
+          auto work = ctx.all_reduce_sum_async(t);
+          ++next_to_enqueue;
+          first_cv.notify_all();
+          lock.unlock();
+          ctx.wait(work, "first all_reduce of the test's ranks");
+        }
         fn(ctx);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
