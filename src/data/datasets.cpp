@@ -192,27 +192,31 @@ Example TensorFileDataset::get(int64_t index) const {
 
 DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed) {
   DataSplits s;
+  // Only the datasets read from files have a folder (resolved once: it checks the disk).
+  const bool from_files = opts.dataset == DatasetKind::kFashionMnist || opts.dataset == DatasetKind::kMnist ||
+                          opts.dataset == DatasetKind::kCifar10 || opts.dataset == DatasetKind::kTensors;
+  const std::string dir = from_files ? data_dir_for(opts) : "";
   switch (opts.dataset) {
     case DatasetKind::kSynthetic:
       s.train = std::make_unique<SyntheticDataset>(
           opts.dataset_size, DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
       break;
     case DatasetKind::kFashionMnist:
-      s.train = std::make_unique<IdxDataset>(data_dir_for(opts), "train", 0.2860, 0.3530, "Fashion-MNIST");
-      s.test = std::make_unique<IdxDataset>(data_dir_for(opts), "t10k", 0.2860, 0.3530, "Fashion-MNIST");
+      s.train = std::make_unique<IdxDataset>(dir, "train", 0.2860, 0.3530, "Fashion-MNIST");
+      s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
       break;
     case DatasetKind::kMnist:
-      s.train = std::make_unique<IdxDataset>(data_dir_for(opts), "train", 0.1307, 0.3081, "MNIST");
-      s.test = std::make_unique<IdxDataset>(data_dir_for(opts), "t10k", 0.1307, 0.3081, "MNIST");
+      s.train = std::make_unique<IdxDataset>(dir, "train", 0.1307, 0.3081, "MNIST");
+      s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.1307, 0.3081, "MNIST");
       break;
     case DatasetKind::kCifar10:
-      s.train = std::make_unique<Cifar10Dataset>(data_dir_for(opts), true);
-      s.test = std::make_unique<Cifar10Dataset>(data_dir_for(opts), false);
+      s.train = std::make_unique<Cifar10Dataset>(dir, true);
+      s.test = std::make_unique<Cifar10Dataset>(dir, false);
       break;
     case DatasetKind::kTensors:
-      s.train = std::make_unique<TensorFileDataset>(data_dir_for(opts) + "/train.pt");
-      if (std::filesystem::is_regular_file(data_dir_for(opts) + "/test.pt"))
-        s.test = std::make_unique<TensorFileDataset>(data_dir_for(opts) + "/test.pt");
+      s.train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
+      if (std::filesystem::is_regular_file(dir + "/test.pt"))
+        s.test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
       break;
     case DatasetKind::kTokens:
     case DatasetKind::kText:
