@@ -17,6 +17,7 @@
 #include "obs/logger.h"
 #include "tools/commands.h"
 #include "train/evaluate.h"
+#include "train/objective_check.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -91,9 +92,10 @@ int cmd_eval(const std::vector<std::string>& args) {
   const std::string model_pt = checkpoint + "/model.pt";
   load_state_dict(*model, unpickle_tensors(read_file(model_pt), model_pt), model_pt);
   model->to(ctx.device());
-  const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx);
+  const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx,
+                                objective_for(cfg.optim.loss));
   ctx.log().info(str("eval ", checkpoint, " on ", cfg.data.dataset, " test split: ", r.samples,
-                     " samples | test loss ", r.loss, " | test acc ", r.accuracy));
+                     " samples | test loss ", r.loss, r.accuracy >= 0 ? str(" | test acc ", r.accuracy) : ""));
   return 0;
 }
 

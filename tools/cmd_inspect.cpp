@@ -1,6 +1,7 @@
 // `ddptrain inspect sampler ...`: prints a rank's indices, space separated, on one line, so
 // users can debug their data order (identical to PyTorch's DistributedSampler).
-// `ddptrain inspect model ...`: the layer table, parameter count and FLOPs per sample.
+// `ddptrain inspect model ...`: the layer table, parameter count and FLOPs per sample; of a
+// scripted module (--model torchscript): its tensors, and its output for one sample.
 #include <chrono>
 #include <cstdio>
 
@@ -10,6 +11,7 @@
 #include "config/train_config.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
+#include "models/script_model.h"
 #include "tools/commands.h"
 #include "util/error.h"
 
@@ -34,11 +36,35 @@ int inspect_gpt(const ModelOptions& mo) {
   return 0;
 }
 
+// A scripted module: each parameter and buffer (as model.pt will name them), the count, and
+// the output shape for one (C, H, W) image, or (T) tokens when --block_size is given.
+int inspect_script(const ModelOptions& mo, long long image, long long channels) {
+  ScriptModel model(mo.model_path, 0);
+  std::printf("%s\n%-40s %-9s %-20s %12s\n", model.describe().c_str(), "tensor", "kind", "shape", "numel");
+  auto row = [](const std::string& name, const char* kind, const at::Tensor& t) {
+    std::string shape;
+    for (int64_t i = 0; i < t.dim(); ++i) shape += (i ? "x" : "") + std::to_string(t.size(i));
+    std::printf("%-40s %-9s %-20s %12lld\n", name.c_str(), kind, shape.empty() ? "scalar" : shape.c_str(),
+                static_cast<long long>(t.numel()));
+  };
+  for (const auto& p : model.named_parameters()) row(p.key(), "parameter", p.value());
+  for (const auto& b : model.named_buffers()) row(b.key(), "buffer", b.value());
+  std::printf("parameters: %lld\n", static_cast<long long>(count_parameters(model)));
+  torch::NoGradGuard no_grad;
+  model.eval();
+  const at::Tensor x = mo.block_size > 0 ? at::zeros({1, mo.block_size}, at::kLong) : at::randn({1, channels, image, image});
+  const at::Tensor out = model.forward(x);
+  std::printf("output for an input of shape %s: %s\n", str(x.sizes()).c_str(), str(out.sizes()).c_str());
+  return 0;
+}
+
 int inspect_model(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
       "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C --block_size T "
-      "--vocab_size V]";
+      "--vocab_size V]\n"
+      "       ddptrain inspect model --model torchscript --model_path FILE [--image_size S --in_channels C | "
+      "--block_size T]";
   double width = 1.0;
   long long image = 32, channels = 3, classes = 10;
   ModelOptions mo;
@@ -50,6 +76,7 @@ int inspect_model(const std::vector<std::string>& args) {
       bind_flag("n_embd", &mo.n_embd, "gpt width (0 = the preset's)"),
       bind_flag("block_size", &mo.block_size, "gpt context length (0 = the preset's)"),
       bind_flag("vocab_size", &mo.vocab_size, "gpt vocabulary (0 = the preset's)"),
+      bind_flag("model_path", &mo.model_path, "torchscript: the scripted module's file"),
       bind_flag("width", &width, "channel multiplier"),
       bind_flag("image_size", &image, "input height and width"),
       bind_flag("in_channels", &channels, "input channels"),
@@ -62,8 +89,10 @@ int inspect_model(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
-  DDP_USAGE_CHECK(mo.model == ModelKind::kMiniResnet, "inspect model describes the built-in models (mini_resnet, "
-                  "gpt); a scripted module is described by its Python source");
+  if (mo.model == ModelKind::kTorchscript) {
+    DDP_USAGE_CHECK(!mo.model_path.empty(), "inspect model --model torchscript needs --model_path FILE");
+    return inspect_script(mo, image, channels);
+  }
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");

@@ -74,8 +74,10 @@ int cmd_train(const std::vector<std::string>& args) {
     ctx.shutdown();
     return 0;
   }
-  if (r.evaluated && cfg.model.model == ModelKind::kGpt)
+  if (r.evaluated && is_token_dataset(cfg.data.dataset))
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
+  else if (r.evaluated && r.test_accuracy < 0)  // an objective without accuracy (--loss mse)
+    log.info(str("final test loss: ", r.test_loss));
   else if (r.evaluated)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
   log.info(str("final train loss", r.last_epoch_part.empty() ? "" : " (" + r.last_epoch_part + ")", ": ",

@@ -61,4 +61,9 @@ const Choices<CommHook>& comm_hook_choices() {
   return c;
 }
 
+const Choices<LossKind>& loss_choices() {
+  static const Choices<LossKind> c{{"cross_entropy", LossKind::kCrossEntropy}, {"mse", LossKind::kMse}};
+  return c;
+}
+
 }  // namespace ddptrain

@@ -57,6 +57,7 @@ enum class ScheduleChoice { kAuto, kEpochCosine, kStepCosine };
 enum class AmpDtype { kAuto, kFp16, kBf16 };
 enum class ScalerMode { kAuto, kOn, kOff };
 enum class CommHook { kNone, kFp16, kBf16 };
+enum class LossKind { kCrossEntropy, kMse };
 
 const Choices<DatasetKind>& dataset_choices();
 const Choices<ModelKind>& model_choices();
@@ -68,6 +69,7 @@ const Choices<ScheduleChoice>& schedule_choices();
 const Choices<AmpDtype>& amp_dtype_choices();
 const Choices<ScalerMode>& scaler_mode_choices();
 const Choices<CommHook>& comm_hook_choices();
+const Choices<LossKind>& loss_choices();
 
 /// The word of a value, from its table: word(DatasetKind::kText) is "text".
 inline const char* word(DatasetKind v) { return dataset_choices().word(v); }
@@ -80,6 +82,7 @@ inline const char* word(ScheduleChoice v) { return schedule_choices().word(v); }
 inline const char* word(AmpDtype v) { return amp_dtype_choices().word(v); }
 inline const char* word(ScalerMode v) { return scaler_mode_choices().word(v); }
 inline const char* word(CommHook v) { return comm_hook_choices().word(v); }
+inline const char* word(LossKind v) { return loss_choices().word(v); }
 
 /// A choice streams as its word, so messages built with str() or concat() show "adamw".
 template <typename E, typename = decltype(word(std::declval<E>()))>

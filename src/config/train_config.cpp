@@ -41,6 +41,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(), "blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
       bind_choice("optimizer", &c.optim.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
+      bind_choice("loss", &c.optim.loss, loss_choices(), "cross_entropy of class (or next-token) logits; mse of outputs and float targets (--dataset tensors with float labels)"),
       bind_flag("lr", &c.optim.lr, "peak learning rate"),
       bind_choice("lr_schedule", &c.optim.lr_schedule, schedule_choices(), "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps; auto: sgd epoch_cosine, adamw step_cosine"),
       bind_flag("warmup_steps", &c.optim.warmup_steps, "step_cosine: optimizer steps of linear warmup"),
@@ -233,6 +234,9 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
     DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn cannot replace a scripted module's BatchNorm (its code is the "
                     "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
   }
+  DDP_USAGE_CHECK(c.optim.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors, "--loss mse needs float "
+                  "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
+                  "path)); --dataset ", word(c.data.dataset), " has class labels: use --loss cross_entropy");
   DDP_USAGE_CHECK(c.model.flops_per_sample == 0 || c.model.model == ModelKind::kTorchscript,
                   "--flops_per_sample applies to --model torchscript (the built-in models count their own)");
   if (c.model.model == ModelKind::kGpt) {

@@ -53,6 +53,7 @@ struct OptimOptions {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double weight_decay = 1e-4;          // adamw: on matrices only (not biases, LayerNorm)
+  LossKind loss = LossKind::kCrossEntropy;  // mse: float targets (--dataset tensors)
   int grad_accum_steps = 1;
   long long max_steps = 0;  // stop after this many optimizer steps; 0 = no limit
   double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off

@@ -174,9 +174,19 @@ TensorFileDataset::TensorFileDataset(const std::string& path) {
   DDP_USAGE_CHECK(images_.dim() == 4, "'", path, "': images has shape ", images_.sizes(), "; expected (N, C, H, W)");
   DDP_USAGE_CHECK(images_.scalar_type() == at::kByte || images_.scalar_type() == at::kFloat, "'", path,
                   "': images must be uint8 or float32, not ", images_.scalar_type());
-  DDP_USAGE_CHECK(labels_.dim() == 1 && labels_.scalar_type() == at::kLong && labels_.size(0) == images_.size(0), "'",
-                  path, "': labels must be int64 of shape (", images_.size(0), "), not ", labels_.scalar_type(), " ",
-                  labels_.sizes());
+  DDP_USAGE_CHECK(labels_.dim() >= 1 && labels_.size(0) == images_.size(0), "'", path, "': labels has shape ",
+                  labels_.sizes(), "; expected (", images_.size(0), ") class indices or (", images_.size(0),
+                  ", ...) float targets: one per image");
+  if (labels_.is_floating_point()) {  // regression targets (--loss mse)
+    labels_ = labels_.to(at::kFloat);
+    const int64_t per_sample = labels_.numel() / std::max<int64_t>(1, labels_.size(0));
+    shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)), static_cast<int>(images_.size(3)),
+              static_cast<int>(per_sample)};
+    return;
+  }
+  DDP_USAGE_CHECK(labels_.dim() == 1 && labels_.scalar_type() == at::kLong, "'", path,
+                  "': labels must be int64 class indices of shape (", images_.size(0), ") or float targets, not ",
+                  labels_.scalar_type(), " ", labels_.sizes());
   DDP_USAGE_CHECK(labels_.numel() > 0 && labels_.min().item<int64_t>() >= 0, "'", path,
                   "': labels must be class indices >= 0");
   shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)), static_cast<int>(images_.size(3)),
@@ -186,7 +196,8 @@ TensorFileDataset::TensorFileDataset(const std::string& path) {
 Example TensorFileDataset::get(int64_t index) const {
   Example e;
   e.input = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
-  e.target = at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
+  e.target = labels_.is_floating_point() ? labels_[index].clone()
+                                         : at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
   return e;
 }
 

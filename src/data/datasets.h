@@ -88,8 +88,10 @@ class Cifar10Dataset : public Dataset {
 
 /// Users' own data: `<dir>/train.pt` and (optionally) `<dir>/test.pt`, each written by
 /// torch.save({"images": x, "labels": y}, path) with x of shape (N, C, H, W), uint8 (scaled
-/// by 1/255) or float32 (used as is), and y int64 class indices in [0, classes). Read by our
-/// restricted reader (nothing in the file is executed).
+/// by 1/255) or float32 (used as is), and y int64 class indices in [0, classes) of shape (N),
+/// or float targets (for --loss mse) of shape (N, ...), float64 read as float32; shape()'s
+/// num_classes is then the size of one target (1 for (N)). Read by our restricted reader
+/// (nothing in the file is executed).
 class TensorFileDataset : public Dataset {
  public:
   explicit TensorFileDataset(const std::string& path);

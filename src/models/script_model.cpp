@@ -1,6 +1,7 @@
 #include "models/script_model.h"
 
 #include <filesystem>
+#include <regex>
 
 #include <torch/version.h>
 
@@ -24,16 +25,29 @@ void mirror(torch::nn::Module& into, const torch::jit::Module& from) {
   }
 }
 
+// LibTorch's message for a file whose format is newer than it reads: "... with version N,
+// but the maximum supported version for reading is M ...".
+std::string newer_file_message(const std::string& path, const std::string& what) {
+  std::smatch m;
+  if (!std::regex_search(what, m, std::regex("with version (\\d+), but the maximum supported version for reading is (\\d+)")))
+    return "";
+  return str("--model_path='", path, "' was saved by a newer torch than this build's LibTorch ", TORCH_VERSION,
+             " (its format version is ", m[1].str(), "; this LibTorch reads up to ", m[2].str(), "): script and "
+             "save the model with torch ", TORCH_VERSION, " (or older), or build ddptrain against a newer LibTorch");
+}
+
 torch::jit::Module load_script(const std::string& path) {
   const std::string fix = "save it in Python with torch.jit.script(model).save(path) and pass that file";
   DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "--model_path='", path, "' is not a file; ", fix);
   try {
     return torch::jit::load(path, torch::kCPU);
   } catch (const std::exception& e) {
+    const std::string newer = newer_file_message(path, e.what());
+    if (!newer.empty()) throw UsageError(newer);
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
     throw UsageError(str("--model_path='", path, "' is not a TorchScript archive this LibTorch (", TORCH_VERSION,
-                         ") can read: ", what, "; ", fix, " (with a torch no newer than ", TORCH_VERSION, ")"));
+                         ") can read: ", what, "; ", fix));
   }
 }
 

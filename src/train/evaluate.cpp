@@ -63,8 +63,8 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
 }
 
 EvalResult evaluate(const std::shared_ptr<Model>& model, const Dataset& test, const EvalOptions& opts,
-                    const DistContext& ctx) {
-  return evaluate(trainable(model), Objective::classification(), test, opts, ctx);
+                    const DistContext& ctx, const Objective& objective) {
+  return evaluate(trainable(model), objective, test, opts, ctx);
 }
 
 }  // namespace ddptrain

@@ -32,8 +32,8 @@ struct EvalOptions {
 EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test, const EvalOptions& opts,
                     const DistContext& ctx);
 
-/// A built-in model with the classification objective.
+/// A built-in model (or a scripted one), with the classification objective unless given.
 EvalResult evaluate(const std::shared_ptr<Model>& model, const Dataset& test, const EvalOptions& opts,
-                    const DistContext& ctx);
+                    const DistContext& ctx, const Objective& objective = Objective::classification());
 
 }  // namespace ddptrain

@@ -7,6 +7,7 @@
 #include "data/datasets.h"
 #include "ddp/sync_batchnorm.h"
 #include "models/build_model.h"
+#include "train/objective_check.h"
 #include "train/optimizer.h"
 #include "train/stop_signal.h"
 
@@ -58,6 +59,20 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   return o;
 }
 
+// Before the first collective (Note in train/objective_check.h): a module ddptrain did not
+// build, or a loss other than cross-entropy, is run once on two samples.
+FitCheck fit_check(const TrainConfig& cfg, const DistContext& ctx) {
+  FitCheck c;
+  c.loss = cfg.optim.loss;
+  const bool scripted = cfg.model.model == ModelKind::kTorchscript;
+  c.run_forward = scripted || cfg.optim.loss != LossKind::kCrossEntropy;
+  c.channels_last = uses_channels_last(cfg.model);
+  c.device = ctx.device();
+  c.model_name = scripted ? str("--model_path='", cfg.model.model_path, "'") : str("--model ", cfg.model.model);
+  c.data_name = str("--dataset ", cfg.data.dataset);
+  return c;
+}
+
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
@@ -82,8 +97,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
     log.info("activation checkpointing: each block is recomputed in backward");
   log.info(str("optimizer ", word(cfg.optim.optimizer)));
   const std::unique_ptr<torch::optim::Optimizer> optimizer = build_optimizer(cfg.optim, model->parameters());
-  Trainer trainer(ctx, trainable(model, model->train_flops_per_sample(), model->describe()), *optimizer,
-                  trainer_options(cfg, config_json));
+  Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
+  check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
+  Trainer trainer(ctx, std::move(net), *optimizer, trainer_options(cfg, config_json), objective_for(cfg.optim.loss));
   return trainer.fit(*data.train, data.test.get());
 }
 

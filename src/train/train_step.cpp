@@ -19,6 +19,16 @@ Objective Objective::classification() {
   return o;
 }
 
+Objective Objective::mean_squared_error() {
+  Objective o;
+  o.loss = [](const at::Tensor& output, const at::Tensor& targets) {
+    TORCH_CHECK(output.sizes() == targets.sizes(), "mse: the output's shape ", output.sizes(),
+                " is not the targets' ", targets.sizes());
+    return torch::nn::functional::mse_loss(output, targets);
+  };
+  return o;
+}
+
 ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model, const Objective& objective,
                            const Precision& precision, c10::Device device, const at::Tensor& inputs,
                            const at::Tensor& targets) {

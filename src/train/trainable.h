@@ -4,7 +4,8 @@
 //    torch::nn::Sequential); flops_per_sample, when given, turns on MFU.
 //  - Objective::classification(): cross-entropy over the last dimension (classes (B, C) or
 //    next tokens (B, T, V)) and top-1 accuracy: the default. Any other loss is one function;
-//    without a `correct` function no accuracy is reported.
+//    without a `correct` function no accuracy is reported. Objective::mean_squared_error() is
+//    the one for regression (float targets).
 // Both loss and correct reduce over every prediction of the batch: the loss is a mean, and
 // the Trainer weighs it by targets.numel() when it sums over batches and ranks.
 #pragma once
@@ -49,6 +50,8 @@ struct Objective {
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> correct;
 
   static Objective classification();
+  /// The mean squared error of outputs and float targets of the same shape; no accuracy.
+  static Objective mean_squared_error();
 };
 
 }  // namespace ddptrain

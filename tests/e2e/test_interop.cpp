@@ -91,7 +91,7 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
                        "    x = torch.randint(0, 256, (n, 1, 12, 12), dtype=torch.uint8, generator=g)\n"
                        "    y = torch.randint(0, 4, (n,), generator=g)\n"
                        "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + split + '.pt')\n"
-                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4)}, sys.argv[1] + '/bad.pt')\n",
+                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4, dtype=torch.int32)}, sys.argv[1] + '/bad.pt')\n",
                        dir}, {}, 120);
   ASSERT_EQ(py.exit_code, 0) << py.output;
   auto job = [&](const std::string& data_dir) {

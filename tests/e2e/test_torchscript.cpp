@@ -1,6 +1,8 @@
-// A module scripted in Python, trained by `ddptrain train --model torchscript` (#14, first
-// part): world 2 trains it from the file's weights, model.pt loads back into the Python
-// module, and bad inputs are clear usage errors.
+// Modules scripted in Python (by the build's own torch), trained by `ddptrain train --model
+// torchscript` (#14): world 2 trains one from the file's weights as Python DDP trains the same
+// file; BatchNorm and dropout keep ranks equal and resume bitwise; a transformer learns text;
+// --loss mse; eval, export and inspect; model.pt loads back into the Python module; bad inputs
+// are clear usage errors, on every rank.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +29,23 @@ std::vector<std::string> script_train(const std::string& dir, const std::string&
 std::vector<std::string> with_binary(std::vector<std::string> args) {
   args.insert(args.begin(), binary());
   return args;
+}
+
+std::string script_py() { return source_dir() + "/tests/python/script_model.py"; }
+
+// dir/KIND.pt: tests/python/script_model.py's module KIND, scripted and saved (seed 0).
+std::string save_script(const std::string& dir, const std::string& kind) {
+  const std::string path = dir + "/" + kind + ".pt";
+  ProcResult saved = run({python(), script_py(), "save", path, kind}, {}, 120);
+  EXPECT_EQ(saved.exit_code, 0) << saved.output;
+  return path;
+}
+
+std::vector<double> step_losses(const std::string& metrics) {
+  std::vector<double> out;
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.at("kind") == "step") out.push_back(rec.at("loss").get<double>());
+  return out;
 }
 
 }  // namespace
@@ -65,7 +84,14 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
   {
     std::ofstream(dir + "/not_an_archive.pt") << "hello";
   }
+  const std::string two = save_script(dir, "two_inputs"), none = save_script(dir, "no_params");
+  const std::string net = save_script(dir, "net"), newer = dir + "/newer.pt";
+  ASSERT_EQ(run({python(), script_py(), "newer", net, newer}, {}, 120).exit_code, 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {script_train(dir, two), "its forward failed on a batch of (2, 3, 8, 8) Float inputs from --dataset synthetic"},
+      {script_train(dir, none), "holds a module without parameters: nothing to train"},
+      {script_train(dir, newer), "was saved by a newer torch than this build's LibTorch"},
+      {script_train(dir, net, {"--loss", "mse"}), "--loss mse needs float targets"},
       {script_train(dir, dir + "/missing.pt"), "is not a file"},
       {script_train(dir, dir + "/not_an_archive.pt"), "is not a TorchScript archive this LibTorch"},
       {{"train", "--model", "torchscript"}, "--model torchscript needs --model_path FILE"},
@@ -79,4 +105,134 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   }
+}
+
+// The same scripted file trained 3 steps at world 2 by Python DDP (torchrun, PyTorch's sampler,
+// SGD with momentum and weight decay, cross-entropy) and by ddptrain: the same weights.
+TEST(TorchScript, TrainsTheSameFileAsPythonDdpDoes) {
+  const std::string dir = fresh_dir("torchscript_parity");
+  const std::string net = save_script(dir, "net");
+  ProcResult ours = run(launch(2, free_port(), script_train(dir, net, {"--threads", "1"})), {}, 180);
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  const std::vector<std::string> python_ddp = {
+      python(), source_dir() + "/tests/python/torchrun_wrapper.py", "--nproc_per_node", "2", "--master_addr",
+      "127.0.0.1", "--master_port", std::to_string(free_port()), source_dir() + "/tests/python/script_ddp.py", net,
+      dir + "/python.pt", "--steps", "3", "--batch_size", "8", "--image_size", "8", "--dataset_size", "64"};
+  ProcResult theirs = run(python_ddp, {{"OMP_NUM_THREADS", "1"}}, 300);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  const std::string trained = dir + "/ck/step_00000003/model.pt";
+  ProcResult close = run({python(), script_py(), "close", dir + "/python.pt", trained, "1e-5"}, {}, 120);
+  EXPECT_EQ(close.exit_code, 0) << close.output;
+  std::printf("ddptrain vs Python DDP after 3 steps: %s\n", close.output.c_str());
+  // Not trivially equal: both moved away from the file's weights.
+  ProcResult moved = run({python(), script_py(), "same", net, trained}, {}, 120);
+  EXPECT_EQ(moved.exit_code, 1) << "training left the weights unchanged: " << moved.output;
+}
+
+// BatchNorm (running statistics broadcast from rank 0) and dropout (each rank's generator, in
+// the checkpoint): the ranks end equal, and a run SIGKILLed mid-epoch and resumed ends bitwise
+// equal to the uninterrupted one.
+TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
+  const std::string dir = fresh_dir("torchscript_bn");
+  const std::string bn = save_script(dir, "bn");
+  const int port = free_port();
+  auto job = [&](const std::string& sub, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--epochs", "2", "--max_steps", "0", "--save_every_steps", "3", "--threads", "1"});
+    return launch(2, port, script_train(dir + "/" + sub, bn, extra));
+  };
+  ProcResult full = run(job("full"), {}, 180);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ASSERT_EQ(step_losses(dir + "/full/m.jsonl").size(), 8u);  // 2 epochs x 4 steps
+  ProcResult killed = run(job("cut"), {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 180);
+  ASSERT_NE(killed.exit_code, 0) << killed.output;
+  ProcResult resumed = run(job("cut", {"--resume_from", "auto"}), {}, 180);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "cut/ck/step_00000006").empty()) << "not resumed mid-epoch 2: " << resumed.output;
+  const auto a = fingerprints(full.output), b = fingerprints(resumed.output);
+  ASSERT_EQ(a.size(), 2u) << full.output;
+  ASSERT_EQ(b.size(), 2u) << resumed.output;
+  EXPECT_EQ(a.at(0), a.at(1)) << "the replicas diverged";
+  EXPECT_EQ(b.at(0), b.at(1)) << "the resumed replicas diverged";
+  EXPECT_EQ(a.at(0), b.at(0)) << "resumed after SIGKILL differs from the uninterrupted run";
+  EXPECT_EQ(read_text(dir + "/full/ck/epoch_0002/model.pt"), read_text(dir + "/cut/ck/epoch_0002/model.pt"));
+  ProcResult back = run({python(), script_py(), "load_weights", dir + "/full/ck/epoch_0002/model.pt", "bn"}, {}, 120);
+  EXPECT_NE(back.output.find("LOADED 8 tensors"), std::string::npos) << back.output;  // running stats too
+}
+
+// A scripted causal transformer on --dataset text: (B, T) tokens in, (B, T, vocab) logits out.
+TEST(TorchScript, ATransformerLanguageModelLearnsText) {
+  const std::string dir = fresh_dir("torchscript_lm");
+  const std::string lm = save_script(dir, "lm");
+  {
+    std::ofstream text(dir + "/text.txt");
+    for (int i = 0; i < 200; ++i) text << "the quick brown fox jumps over the lazy dog " << i % 7 << ".\n";
+  }
+  std::vector<std::string> args = {"train", "--model", "torchscript", "--model_path", lm, "--dataset", "text",
+                                   "--data_path", dir + "/text.txt", "--block_size", "32", "--vocab_size", "256",
+                                   "--batch_size", "8", "--max_steps", "40", "--optimizer", "adamw", "--lr", "3e-3",
+                                   "--no-use_amp", "--num_workers", "0", "--threads", "1", "--log_interval", "1",
+                                   "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
+  ProcResult r = run(launch(2, free_port(), args), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto losses = step_losses(dir + "/m.jsonl");
+  ASSERT_EQ(losses.size(), 40u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += losses[static_cast<size_t>(i)] / 5, last += losses[losses.size() - 1 - i] / 5;
+  std::printf("scripted LM on text: mean loss of steps 1-5 %.3f, of steps 36-40 %.3f\n", first, last);
+  EXPECT_LT(last, first - 1.0) << "the language model did not learn";
+  EXPECT_FALSE(lines_with(r.output, "final validation loss").empty()) << r.output;
+  ProcResult back = run({python(), script_py(), "load_weights", dir + "/ck/step_00000040/model.pt", "lm"}, {}, 120);
+  EXPECT_NE(back.output.find("LOADED 30 tensors"), std::string::npos) << back.output;
+}
+
+// --loss mse on float targets; eval, export and inspect of a scripted model.
+TEST(TorchScript, RegressionWithMseThenEvalExportAndInspect) {
+  const std::string dir = fresh_dir("torchscript_mse");
+  const std::string reg = save_script(dir, "regressor");
+  ProcResult data = run({python(), script_py(), "regression_data", dir + "/data"}, {}, 120);
+  ASSERT_EQ(data.exit_code, 0) << data.output;
+  auto args = script_train(dir, reg, {"--dataset", "tensors", "--data_dir", dir + "/data", "--loss", "mse",
+                                      "--max_steps", "0", "--epochs", "2", "--eval_every", "1", "--lr", "0.05"});
+  ProcResult r = run(launch(2, free_port(), args), {}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> test_losses;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+    if (rec.at("kind") == "epoch") {
+      ASSERT_TRUE(rec.contains("test_loss")) << rec.dump();
+      test_losses.push_back(rec.at("test_loss").get<double>());
+      EXPECT_FALSE(rec.contains("test_acc")) << "mse has no accuracy: " << rec.dump();
+    }
+  ASSERT_EQ(test_losses.size(), 2u);
+  EXPECT_LT(test_losses[1], test_losses[0]);
+  const std::string ck = dir + "/ck/epoch_0002";
+  ProcResult ev = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  EXPECT_NE(ev.output.find("32 samples | test loss"), std::string::npos) << ev.output;
+  EXPECT_EQ(ev.output.find("test acc"), std::string::npos) << ev.output;
+  ProcResult ex = run({binary(), "export", "--checkpoint", ck, "--format", "safetensors", "--out", dir + "/w.safetensors"},
+                      {}, 60);
+  ASSERT_EQ(ex.exit_code, 0) << ex.output;
+  ProcResult check = run({python(), source_dir() + "/tests/python/interop.py", "check_export", ck + "/model.pt",
+                          dir + "/w.safetensors"}, {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
+  EXPECT_NE(check.output.find("EXPORT OK 4 tensors"), std::string::npos) << check.output;
+  ProcResult back = run({python(), script_py(), "load_weights", ck + "/model.pt", "regressor"}, {}, 120);
+  EXPECT_NE(back.output.find("LOADED 4 tensors"), std::string::npos) << back.output;
+  ProcResult in = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", reg, "--image_size", "8"},
+                      {}, 60);
+  ASSERT_EQ(in.exit_code, 0) << in.output;
+  EXPECT_NE(in.output.find("parameters: 122"), std::string::npos) << in.output;
+  EXPECT_NE(in.output.find("output for an input of shape [1, 3, 8, 8]: [1, 2]"), std::string::npos) << in.output;
+}
+
+// A module that does not fit the data fails before training, with exit 2 on every rank.
+TEST(TorchScript, AModuleThatDoesNotFitTheDataIsAUsageErrorOnEveryRank) {
+  const std::string dir = fresh_dir("torchscript_fit");
+  const std::string few = save_script(dir, "few_classes");
+  ProcResult r = run(launch(2, free_port(), script_train(dir, few)), {}, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const std::string rank : {"[0] error: [rank 0/2]", "[1] error: [rank 1/2]"})
+    EXPECT_EQ(lines_with(r.output, rank + " --model_path").size(), 1u) << rank << "\n" << r.output;
+  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, >= 10)"), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(lines_with(r.output, "DDP: world").empty()) << "not stopped before DDP began: " << r.output;
 }

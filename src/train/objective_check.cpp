@@ -1,0 +1,77 @@
+#include "train/objective_check.h"
+
+#include <torch/nn/functional/loss.h>
+
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + ")";
+}
+
+// The shape the loss needs of the model's output for these targets.
+std::string wanted_output(const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
+  if (loss == LossKind::kMse) return shape_of(targets) + ", the targets' shape";
+  std::string s = shape_of(targets);
+  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + ">= " + std::to_string(shape.num_classes) + ")";
+  return s + (shape.is_tokens() ? ": (B, T, vocab) logits" : ": (B, classes) logits");
+}
+
+bool output_fits(const at::Tensor& out, const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
+  if (loss == LossKind::kMse) return out.sizes() == targets.sizes();
+  return out.dim() == targets.dim() + 1 && out.sizes().slice(0, targets.dim()) == targets.sizes() &&
+         out.size(-1) >= shape.num_classes;
+}
+
+at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const FitCheck& c) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.module->is_training();
+  model.module->eval();  // no running statistics updated, no dropout drawn from the RNG
+  try {
+    at::Tensor out = model.forward(inputs);
+    model.module->train(was_training);
+    return out;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw UsageError(str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
+                         inputs.scalar_type(), " inputs from ", c.data_name, ": ", what.substr(0, what.find('\n')),
+                         "; the module's forward must take one tensor: (B, C, H, W) images or (B, T) int64 tokens"));
+  }
+}
+
+}  // namespace
+
+Objective objective_for(LossKind loss) {
+  return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification();
+}
+
+void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
+  DDP_USAGE_CHECK(data.size() > 0, c.data_name, " holds no samples");
+  std::vector<at::Tensor> inputs, targets;
+  for (int64_t i = 0; i < std::min<int64_t>(2, data.size()); ++i) {
+    Example e = data.get(i);
+    inputs.push_back(e.input);
+    targets.push_back(e.target);
+  }
+  const at::Tensor y = at::stack(targets);
+  const bool float_targets = y.is_floating_point();
+  DDP_USAGE_CHECK(c.loss != LossKind::kMse || float_targets, "--loss mse needs float targets; ", c.data_name,
+                  " has ", y.scalar_type(), " labels: use --loss cross_entropy, or save float labels");
+  DDP_USAGE_CHECK(c.loss != LossKind::kCrossEntropy || !float_targets, c.data_name, " has float targets ",
+                  shape_of(y), ": pass --loss mse, or save int64 class indices for cross-entropy");
+  if (!c.run_forward) return;
+  at::Tensor x = at::stack(inputs).to(c.device);
+  if (c.channels_last && x.dim() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor out = forward_once(model, x, c);
+  DDP_USAGE_CHECK(output_fits(out, y, c.loss, data.shape()), c.model_name, ": on a batch of ", shape_of(x),
+                  " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; --loss ", c.loss,
+                  " needs ", wanted_output(y, c.loss, data.shape()), ". Change the module's output (or the data)");
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,31 @@
+// What `--loss` means, and the check before training that the data and the model fit it:
+// class indices for cross-entropy and float targets for mse; for a module ddptrain did not
+// build (a scripted one) one forward of a two-sample batch whose output must have the shape
+// the loss needs. Every rank checks the same samples with the same weights, so a misfit is
+// the same UsageError (exit 2) on every rank, before the first collective: no hang.
+#pragma once
+
+#include <string>
+
+#include "config/choices.h"
+#include "data/datasets.h"
+#include "train/trainable.h"
+
+namespace ddptrain {
+
+/// cross_entropy: Objective::classification(); mse: Objective::mean_squared_error().
+Objective objective_for(LossKind loss);
+
+struct FitCheck {
+  LossKind loss = LossKind::kCrossEntropy;
+  bool run_forward = false;  // also check the model's output (in eval mode, without gradients)
+  bool channels_last = false;
+  c10::Device device = c10::kCPU;
+  std::string model_name;  // for messages: "--model_path='net.pt'"
+  std::string data_name;   // for messages: "--dataset synthetic"
+};
+
+/// UsageError naming the model, the data, the shapes and the fix when they do not fit.
+void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& check);
+
+}  // namespace ddptrain
