@@ -17,7 +17,9 @@
 #     BENCH_ACCURACY=full, the recommended run (15 epochs with --augment, about 15 min);
 #  9. the library: examples/ddp_loop.cpp against the gradient averaging of pytorch/examples'
 #     dist-mnist.cpp (bench/dist_mnist_style.cpp), samples/s and whether its gradients are
-#     the mean over the ranks.
+#     the mean over the ranks;
+# 10. a model scripted in Python (--model torchscript): the reference MiniResNet scripted,
+#     against the built-in one (both NCHW), and the same file under Python DDP.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -294,3 +296,27 @@ printf '%-34s %s samples/s (runs: %s)\n' "dist-mnist style" "$(median "${mnist_r
 "$BIN" launch --nproc_per_node 2 --master_port 29544 "$ROOT/$BUILD/bench_dist_mnist_style" "$FASHION" 300 --check \
   > "$TMP/lib.log" 2>&1 || fail "$TMP/lib.log"
 echo "dist-mnist style: $(grep -o 'gradients equal.*' "$TMP/lib.log")"
+
+echo
+echo "== 10. a model scripted in Python: MiniResNet width 0.25 scripted (--model torchscript) =="
+echo "   (world 2, batch 64/rank, 1 thread and 1 loader worker per rank, fp32, NCHW; $ROUNDS interleaved rounds)"
+"$PY" "$ROOT/tests/python/script_model.py" save_mini_resnet "$TMP/mini_resnet.pt" 0.25
+script_python_sps() {
+  "$PY" "$ROOT/tests/python/torchrun_wrapper.py" --nproc_per_node 2 --master_port 29545 \
+    "$ROOT/tests/python/script_ddp.py" "$TMP/mini_resnet.pt" "$TMP/python.pt" --steps "$STEPS" \
+    --warmup "$INTERVAL" --batch_size 64 --image_size 32 --dataset_size 50000 --threads 1 --num_workers 1 \
+    > "$TMP/ref.log" 2>&1 || fail "$TMP/ref.log"
+  grep -oE 'python samples/s: [0-9.]+' "$TMP/ref.log" | awk '{print $3}'
+}
+builtin_runs=() script_runs=() script_py_runs=()
+for _ in $(seq "$ROUNDS"); do
+  builtin_runs+=("$(ours 2 0.25 64 --no-use_amp --memory_format contiguous | cut -d' ' -f1)")
+  script_runs+=("$(ours 2 1.0 64 --no-use_amp --model torchscript --model_path "$TMP/mini_resnet.pt" | cut -d' ' -f1)")
+  script_py_runs+=("$(script_python_sps)")
+done
+b=$(median "${builtin_runs[@]}") s=$(median "${script_runs[@]}") p=$(median "${script_py_runs[@]}")
+printf '%-40s %8s samples/s (runs: %s)\n' "ddptrain, built-in MiniResNet (NCHW)" "$b" "${builtin_runs[*]}"
+printf '%-40s %8s samples/s (runs: %s) = %sx built-in\n' "ddptrain, scripted MiniResNet" "$s" "${script_runs[*]}" \
+  "$(ratio "$s" "$b")"
+printf '%-40s %8s samples/s (runs: %s); ddptrain = %sx\n' "Python DDP, the same scripted file" "$p" \
+  "${script_py_runs[*]}" "$(ratio "$s" "$p")"

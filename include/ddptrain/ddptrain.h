@@ -21,6 +21,9 @@
 //  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
 //    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
 //    of `ddptrain train` for your module, dataset and loss.
+//  - ScriptModel (models/script_model.h): a TorchScript module (scripted in Python, loaded
+//    with torch::jit::load) as a module the Trainer and DDP train: trainable(make_shared<
+//    ScriptModel>(torch::jit::load("net.pt"), "net.pt")).
 // The library sets nothing process-wide: intra-op threads, seeds and signal handlers are the
 // program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use).
 #pragma once
@@ -33,6 +36,7 @@
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
+#include "models/script_model.h"
 #include "train/callbacks.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"

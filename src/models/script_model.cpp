@@ -54,20 +54,23 @@ torch::jit::Module load_script(const std::string& path) {
 }  // namespace
 
 ScriptModel::ScriptModel(const std::string& path, int64_t flops_per_sample)
-    : module_(load_script(path)), path_(path), flops_per_sample_(flops_per_sample) {
+    : ScriptModel(load_script(path), path, flops_per_sample) {}
+
+ScriptModel::ScriptModel(torch::jit::Module module, std::string name, int64_t flops_per_sample)
+    : module_(std::move(module)), name_(std::move(name)), flops_per_sample_(flops_per_sample) {
   mirror(*this, module_);
-  DDP_USAGE_CHECK(!parameters().empty(), "--model_path='", path, "' holds a module without parameters: nothing to train");
+  DDP_USAGE_CHECK(!parameters().empty(), "'", name_, "' holds a module without parameters: nothing to train");
   module_.train(is_training());
 }
 
 at::Tensor ScriptModel::forward(const at::Tensor& x) {
   const c10::IValue out = module_.forward({x});
-  DDP_USAGE_CHECK(out.isTensor(), "--model_path='", path_, "': its forward returns ", out.tagKind(),
+  DDP_USAGE_CHECK(out.isTensor(), "'", name_, "': its forward returns ", out.tagKind(),
                   ", not one tensor of logits");
   return out.toTensor();
 }
 
-std::string ScriptModel::describe() const { return str("torchscript ", path_); }
+std::string ScriptModel::describe() const { return str("torchscript ", name_); }
 
 void ScriptModel::train(bool on) {
   Model::train(on);

@@ -4,6 +4,9 @@
 // same tensors, so DDP, the optimizer, checkpoints and to(device) see what the scripted code
 // computes with, and model.pt has the keys of the Python module's state_dict. Its forward is
 // the scripted forward; train()/eval() set the scripted module's mode too.
+// A library user passes a module loaded (or built) in C++ the same way:
+//   auto net = std::make_shared<ddptrain::ScriptModel>(torch::jit::load("net.pt"), "net.pt");
+//   ddptrain::Trainer trainer(ctx, ddptrain::trainable(net), sgd, opts);
 #pragma once
 
 #include <string>
@@ -18,7 +21,10 @@ class ScriptModel : public Model {
  public:
   /// Loads `path`; UsageError naming the file and the fix when it is missing, not a
   /// TorchScript archive (or one this LibTorch cannot read), or has no parameters.
-  ScriptModel(const std::string& path, int64_t flops_per_sample);
+  ScriptModel(const std::string& path, int64_t flops_per_sample = 0);
+  /// A module already loaded; `name` is how messages and the log call it. UsageError when it
+  /// has no parameters.
+  ScriptModel(torch::jit::Module module, std::string name, int64_t flops_per_sample = 0);
   at::Tensor forward(const at::Tensor& x) override;
   int64_t train_flops_per_sample() const override { return flops_per_sample_; }
   std::string describe() const override;
@@ -26,7 +32,7 @@ class ScriptModel : public Model {
 
  private:
   torch::jit::Module module_;
-  std::string path_;
+  std::string name_;  // its file, or the library user's name for it
   int64_t flops_per_sample_;
 };
 

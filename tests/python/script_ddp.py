@@ -4,7 +4,7 @@ Under torchrun (Gloo): the reference pipeline's synthetic data, PyTorch's Distri
 (shuffle, seed, epochs numbered from 1: set_epoch(1) first), SGD with momentum and weight decay at a constant learning rate (ddptrain's
 epoch cosine during its first epoch), cross-entropy; rank 0 saves the trained state_dict.
   torchrun --nproc_per_node 2 script_ddp.py SCRIPT_PT OUT_PT --steps 3 --batch_size 8 --image_size 8
-With --samples_per_s: also prints `python samples/s: N` (global, steps after the first 2).
+Prints `python samples/s: N` (global, over the steps after the first --warmup) when there are any.
 """
 import argparse
 import os
@@ -33,6 +33,7 @@ def main():
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--num_workers", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo")
@@ -51,13 +52,13 @@ def main():
             loss.backward()
             opt.step()
             step += 1
-            if step == 2:
+            if step == a.warmup:
                 t0 = time.perf_counter()
             if step == a.steps:
                 break
         epoch += 1
-    if t0 is not None and a.steps > 2:
-        rate = (a.steps - 2) * a.batch_size * world / (time.perf_counter() - t0)
+    if t0 is not None and a.steps > a.warmup:
+        rate = (a.steps - a.warmup) * a.batch_size * world / (time.perf_counter() - t0)
         if rank == 0:
             print(f"python samples/s: {rate:.1f}", flush=True)
     if rank == 0:

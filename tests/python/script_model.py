@@ -9,6 +9,7 @@ Any python with torch 1.13 or 2.x (the build's: each file is made by the torch i
       no_params      a forward without parameters
       two_inputs     forward(x, y)
       few_classes    (B, 3, H, W) -> (B, 4) logits
+  script_model.py save_mini_resnet PATH WIDTH   the reference MiniResNet (tests/python/reference.py), scripted
   script_model.py newer PATH OUT           PATH with its archive's version records set to 99 (a file
                                            as a newer torch would write it)
   script_model.py load_weights MODEL_PT [KIND]  load ddptrain's model.pt into KIND (strict); prints LOADED
@@ -160,6 +161,11 @@ def main() -> None:
     if what == "save":
         torch.manual_seed(0)
         torch.jit.script(KINDS[sys.argv[3] if len(sys.argv) > 3 else "net"]()).save(path)
+    elif what == "save_mini_resnet":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from reference import MiniResNet
+        torch.manual_seed(0)
+        torch.jit.script(MiniResNet(3, 10, float(sys.argv[3]))).save(path)
     elif what == "newer":
         newer(path, sys.argv[3])
     elif what == "load_weights":

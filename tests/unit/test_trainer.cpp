@@ -14,6 +14,7 @@
 #include <torch/optim/sgd.h>
 
 #include "dist_harness.h"
+#include "models/script_model.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -68,11 +69,28 @@ TrainerOptions quiet_fp32(int batch_size, int epochs) {
   return o;
 }
 
-Objective mse() {
-  Objective o;
-  o.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::mse_loss(out, y); };
-  return o;  // no `correct`: no accuracy
+Objective mse() { return Objective::mean_squared_error(); }  // no `correct`: no accuracy
+
+// UserNet as a TorchScript module built here (what torch.jit.script saves from Python), with
+// the native module's weights: a library user's loaded script module (#14).
+torch::jit::Module scripted(const UserNet& net) {
+  auto linear = [](const torch::nn::Linear& l, const std::string& type) {
+    torch::jit::Module m(type);
+    m.register_parameter("weight", l->weight.detach().clone().requires_grad_(true), /*is_buffer=*/false);
+    m.register_parameter("bias", l->bias.detach().clone().requires_grad_(true), /*is_buffer=*/false);
+    m.define("def forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n");
+    return m;
+  };
+  torch::jit::Module m("UserNet");
+  m.register_module("a", linear(net.a, "LinearA"));
+  m.register_module("b", linear(net.b, "LinearB"));
+  m.define("def forward(self, x):\n    return self.b.forward(torch.tanh(self.a.forward(x)))\n");
+  return m;
 }
+
+// How a test hands the user's module to the Trainer: as is, or scripted.
+using AsTrainable = std::function<Trainable(const std::shared_ptr<UserNet>&)>;
+Trainable native(const std::shared_ptr<UserNet>& net) { return trainable(net); }
 
 // A callback of the user's that keeps state of its own in the checkpoints: a step counter.
 struct Counter : Callback {
@@ -96,14 +114,15 @@ struct Trained {
 };
 
 Trained train_user_net(int world, TrainerOptions opts, Objective objective = Objective::classification(),
-                       bool regression = false) {
+                       bool regression = false, const AsTrainable& as = native) {
   Trained out;
   std::mutex mu;
   testing_dist::run_world(world, [&](const DistContext& ctx) {
-    auto net = make_net();
+    Trainable model = as(make_net());
+    const std::shared_ptr<torch::nn::Module> net = model.module;
     torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     UserData train(96, regression), test(40, regression);
-    Trainer trainer(ctx, trainable(net), sgd, opts, objective);
+    Trainer trainer(ctx, std::move(model), sgd, opts, objective);
     auto recorder = std::make_shared<Recorder>();
     trainer.add_callback(recorder);
     auto counter = std::make_shared<Counter>();
@@ -176,6 +195,34 @@ TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
   EXPECT_EQ(whole.counted, 12);
   EXPECT_EQ(resumed.counted, 12) << "the user's part came back with the checkpoint (4) and counted on";
   EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+// A TorchScript module loaded in C++ trains through ScriptModel as the native module does,
+// from memory and from its saved file.
+TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
+  const std::string dir = testing_dist::temp_dir("trainer_script");
+  std::filesystem::create_directories(dir);
+  std::mutex mu;  // the ranks are threads: the file is written once
+  auto from_memory = [&](const std::shared_ptr<UserNet>& net) {
+    auto model = std::make_shared<ScriptModel>(scripted(*net), "user_net");
+    std::lock_guard<std::mutex> lock(mu);
+    if (!std::filesystem::exists(dir + "/user_net.pt")) scripted(*net).save(dir + "/user_net.pt");
+    return trainable(model);
+  };
+  auto from_file = [&](const std::shared_ptr<UserNet>&) {
+    return trainable(std::make_shared<ScriptModel>(dir + "/user_net.pt"));
+  };
+  TrainerOptions o = quiet_fp32(8, 2);
+  const Trained ours = train_user_net(2, o, mse(), true), script = train_user_net(2, o, mse(), true, from_memory);
+  ASSERT_EQ(script.params.size(), 4u);
+  EXPECT_EQ(script.result.global_step, 12);
+  EXPECT_LE(max_diff(ours.params, script.params), 1e-6);
+  std::printf("scripted vs native after 12 steps at world 2: max |diff| %g\n", max_diff(ours.params, script.params));
+  const Trained loaded = train_user_net(2, o, mse(), true, from_file);
+  EXPECT_EQ(max_diff(loaded.params, script.params), 0.0) << "the saved file trains as the module in memory";
+  const Trained start = train_user_net(1, quiet_fp32(8, 0), mse(), true, from_file);
+  EXPECT_GT(max_diff(start.params, script.params), 1e-3) << "training changed nothing";
   std::filesystem::remove_all(dir);
 }
 
