@@ -77,6 +77,26 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
   ASSERT_EQ(tiny.exit_code, 0) << tiny.output;
   ProcResult same = run({python(), py, "same", dir + "/net.pt", dir + "/tiny/ck/step_00000001/model.pt"}, {}, 120);
   EXPECT_EQ(same.exit_code, 0) << same.output;
+  // Without --flops_per_sample no MFU; with it (and bf16 autocast) MFU is reported.
+  for (const auto& rec : records)
+    if (rec.at("kind") == "step") EXPECT_EQ(rec.at("mfu").get<double>(), 0.0) << rec.dump();
+  ProcResult amp = run(with_binary(script_train(dir + "/amp", dir + "/net.pt",
+                                                {"--use_amp", "--amp_dtype", "bf16", "--flops_per_sample", "2000000",
+                                                 "--peak_tflops", "0.1", "--max_steps", "2"})), {}, 120);
+  ASSERT_EQ(amp.exit_code, 0) << amp.output;
+  int amp_steps = 0, runs = 0;
+  for (const auto& rec : read_jsonl(dir + "/amp/m.jsonl")) {
+    if (rec.contains("precision")) {
+      ++runs;
+      EXPECT_NE(rec.at("precision").get<std::string>().find("bf16"), std::string::npos) << rec.dump();
+    }
+    if (rec.at("kind") != "step") continue;
+    ++amp_steps;
+    EXPECT_GT(rec.at("mfu").get<double>(), 0.0) << rec.dump();
+    EXPECT_TRUE(std::isfinite(rec.at("loss").get<double>())) << rec.dump();
+  }
+  EXPECT_EQ(amp_steps, 2);
+  EXPECT_EQ(runs, 1) << "no run record names the precision";
 }
 
 TEST(TorchScript, BadInputsAreUsageErrors) {
