@@ -193,6 +193,8 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   check_part_names(parts);
   const std::string final_dir = (fs::path(root) / name).string();
   const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
+  for (const auto& part : parts)
+    if (part.before_save) part.before_save();
   const auto stage = [&](const char* s) {
     if (opts.on_stage) opts.on_stage(s);
   };
@@ -258,6 +260,8 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
         if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
     }
   }
+  for (const auto& part : parts)
+    if (part.after_save) part.after_save();
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }

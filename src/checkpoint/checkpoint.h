@@ -66,8 +66,11 @@ struct SaveOptions {
 /// calls it); `load` restores from them (every rank calls it), naming `origin` in errors.
 struct CheckpointPart {
   std::string name;  // [a-z0-9_]+, unique in a checkpoint
-  std::function<std::string()> save;
-  std::function<void(const std::string& bytes, const std::string& origin)> load;
+  std::function<std::string()> save;  // rank 0 only
+  std::function<void(const std::string& bytes, const std::string& origin)> load;  // every rank
+  /// Optional, every rank, in part order: before rank 0 saves (collectives allowed: a sharded
+  /// part gathers itself, Note [ZeRO stage 1]) and after the checkpoint is written.
+  std::function<void()> before_save, after_save;
 };
 
 /// A module's state_dict (parameters and buffers by name), loadable by Python's

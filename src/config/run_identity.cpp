@@ -17,7 +17,7 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         // the machine and speed, not what is trained
         "num_workers", "prefetch_factor", "threads", "cpu_heap_keep_mb", "backend", "dist_timeout_s",
         "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view", "find_unused_parameters", "ddp_overlap",
-        "accum_no_sync", "memory_format", "activation_checkpointing", "use_amp", "amp_dtype",
+        "accum_no_sync", "memory_format", "activation_checkpointing", "use_amp", "amp_dtype", "zero_stage",
         // the resume position is in samples (train/resume.h)
         "batch_size"};
     std::sort(f.begin(), f.end());

@@ -75,6 +75,7 @@ struct DistOptions {
   CommHook ddp_comm_hook = CommHook::kNone;
   bool ddp_overlap = true;             // all-reduce during backward (false: after it)
   bool accum_no_sync = true;           // accumulation: reduce once per step (false: per micro-batch)
+  int zero_stage = 0;                  // 1: optimizer state sharded over the ranks (Note [ZeRO stage 1])
 };
 
 struct RunOptions {

@@ -49,6 +49,12 @@ class DistributedDataParallel {
   /// Communication counters since the last call.
   ReducerStats take_stats();
   size_t num_buckets() const { return reducer_ ? reducer_->buckets().size() : 0; }
+  /// The parameters DDP reduces (those that require grad, in the module's order) and its
+  /// buckets of them (indices into that list; none without a process group).
+  const std::vector<at::Tensor>& parameters() const { return params_; }
+  std::vector<std::vector<size_t>> buckets() const { return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{}; }
+  /// Bytes of the gradient buckets DDP keeps between steps.
+  int64_t bucket_bytes() const { return reducer_ ? reducer_->bucket_bytes() : 0; }
   size_t bucket_cap_bytes() const { return opts_.reducer.bucket_cap_bytes; }
 
  private:

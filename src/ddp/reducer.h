@@ -58,6 +58,11 @@ class Reducer {
   bool sync() const { return sync_; }
   ReducerStats take_stats();
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+  int64_t bucket_bytes() const {
+    int64_t n = 0;
+    for (const auto& f : flat_) n += static_cast<int64_t>(f.nbytes());
+    return n;
+  }
 
  private:
   void on_grad_ready(size_t param);

@@ -43,6 +43,18 @@ compat::WorkHandle DeviceCheckingBackend::broadcast(std::vector<at::Tensor>& ten
   return on_cpu(tensors, "broadcast", [&](std::vector<at::Tensor>& t) { return inner_->broadcast(t, opts); });
 }
 
+compat::WorkHandle DeviceCheckingBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  DDP_ASSERT(inputs.size() == 1 && outputs.size() == 1, "allgather: one input and one output list");
+  std::vector<at::Tensor> all{inputs[0]};
+  all.insert(all.end(), outputs[0].begin(), outputs[0].end());
+  return on_cpu(all, "allgather", [&](std::vector<at::Tensor>& t) {
+    std::vector<at::Tensor> in{t[0]};
+    std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(t.begin() + 1, t.end())};
+    return inner_->allgather(out, in, opts);
+  });
+}
+
 compat::WorkHandle DeviceCheckingBackend::barrier(const c10d::BarrierOptions& opts) { return inner_->barrier(opts); }
 
 }  // namespace ddptrain

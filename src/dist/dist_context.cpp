@@ -211,6 +211,24 @@ void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const ch
   run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return pg_->broadcast(ts, o); });
 }
 
+void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what) const {
+  DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
+  if (!pg_) {
+    per_rank[0].copy_(mine);
+    return;
+  }
+  // One list, staged together: mine first, then the outputs.
+  std::vector<at::Tensor> all{mine};
+  all.insert(all.end(), per_rank.begin(), per_rank.end());
+  run_staged(all, what, [&](std::vector<at::Tensor>& ts) {  // staged copies are written back into per_rank
+    std::vector<at::Tensor> in{ts[0]};
+    std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    return pg_->allgather(out, in, o);
+  });
+}
+
 void DistContext::barrier(const char* what) const {
   if (!pg_) return;
   c10d::BarrierOptions o;

@@ -78,6 +78,10 @@ class DistContext {
   compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
   /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
+  /// Every rank's `mine` (same shape and dtype on every rank) into per_rank[r] (synchronous;
+  /// staged as all_reduce_sum). per_rank holds world_size() tensors shaped like `mine`. Without
+  /// a process group per_rank[0] is a copy of mine.
+  void all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what = "all_gather") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.

@@ -54,14 +54,15 @@ void GradScaler::unscale(torch::optim::Optimizer& optimizer) {
   found_inf_.fill_(non_finite ? 1.0 : 0.0);
 }
 
-bool GradScaler::step(torch::optim::Optimizer& optimizer) {
+bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<void()>& step_fn) {
+  const auto do_step = [&] { step_fn ? step_fn() : static_cast<void>(optimizer.step()); };
   if (!opts_.enabled) {
-    optimizer.step();
+    do_step();
     return true;
   }
   unscale(optimizer);
   const bool finite = found_inf_.item<float>() == 0.0f;
-  if (finite) optimizer.step();
+  if (finite) do_step();
   return finite;
 }
 

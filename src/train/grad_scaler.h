@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -44,9 +45,9 @@ class GradScaler {
   /// Divides the optimizer's gradients by the scale (once per step; later calls do nothing)
   /// and records whether any of them is inf or NaN. Call it before clipping.
   void unscale(torch::optim::Optimizer& optimizer);
-  /// optimizer.step() unless a gradient was inf/NaN (unscaling first if needed); returns
-  /// whether it stepped.
-  bool step(torch::optim::Optimizer& optimizer);
+  /// optimizer.step() (or step_fn, e.g. a sharded optimizer's step) unless a gradient was
+  /// inf/NaN (unscaling first if needed); returns whether it stepped.
+  bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step_fn = {});
   /// The scale for the next step: backoff after a skipped step, growth after growth_interval
   /// finite ones.
   void update();

@@ -2,10 +2,32 @@
 
 #include <cmath>
 
+#include "ddp/zero_optimizer.h"
 #include "obs/memory.h"
+#include "train/optimizer.h"
 #include "train/step_report.h"
 
 namespace ddptrain {
+namespace {
+
+double mib_of(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// What this rank holds of the training state (Note [ZeRO stage 1]).
+void state_memory(const TrainState& s, const DistributedDataParallel& ddp, StepReport& r) {
+  int64_t params = 0, optim = 0;
+  for (const auto& p : s.module.parameters()) params += static_cast<int64_t>(p.nbytes());
+  if (s.sharded) {
+    optim = s.sharded->state_bytes();
+  } else {
+    for (const auto& t : optimizer_state_tensors(s.optimizer))
+      if (t.defined()) optim += static_cast<int64_t>(t.nbytes());
+  }
+  r.param_mib = mib_of(params);
+  r.grad_mib = mib_of(ddp.bucket_bytes() + s.grad_bytes);
+  r.optim_mib = mib_of(optim);
+}
+
+}  // namespace
 
 std::string epoch_part(int epoch, int64_t first_micro, int64_t micro_done, int64_t batches) {
   return str("micro-batches ", first_micro + 1, "-", micro_done, " of ", batches, " of epoch ", epoch);
@@ -87,6 +109,7 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.phases = timer_.take();
   if (s.scaler.enabled()) r.loss_scale = s.scaler.current_scale();
   if (opts_.clip_grad_norm > 0) r.grad_norm = s.last_grad_norm;
+  state_memory(s, ddp_, r);
   if (!progress_.active()) ctx_.log().info(format_step_line(r));  // on a terminal the progress bar stands in
   nlohmann::json rec = step_record(r);
   to_tensorboard("train", rec, s.global_step);

@@ -31,6 +31,9 @@ struct StepReport {
   std::array<double, StepTimer::kNumPhases> phases{};  // seconds, totals over the interval
   double loss_scale = 0;       // > 0: the GradScaler is on
   double grad_norm = -1;       // >= 0: clipping is on
+  // What this rank holds of the training state (Note [ZeRO stage 1]): the parameters, the
+  // gradients (DDP's buckets and the parameters' gradients at the step), the optimizer state.
+  double param_mib = 0, grad_mib = 0, optim_mib = 0;
 };
 
 /// "epoch 1 step 10/468 | loss 0.7736 | lr 5.000e-02 | 1,046 samples/s | ... ms/step ...".

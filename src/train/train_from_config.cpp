@@ -39,6 +39,7 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.broadcast_buffers = cfg.dist.broadcast_buffers;
   o.comm_hook = cfg.dist.ddp_comm_hook;
   o.ddp_overlap = cfg.dist.ddp_overlap;
+  o.zero_stage = cfg.dist.zero_stage;
   o.checkpoint_dir = cfg.run.checkpoint_dir;
   o.save_every = cfg.run.save_every;
   o.save_every_steps = cfg.run.save_every_steps;

@@ -12,16 +12,20 @@
 
 namespace ddptrain {
 
+class ShardedOptimizer;
+
 struct TrainState {
   torch::nn::Module& module;
   torch::optim::Optimizer& optimizer;
   GradScaler& scaler;
+  ShardedOptimizer* sharded = nullptr;  // --zero_stage 1: steps instead of optimizer (Note [ZeRO stage 1])
   int64_t global_step = 0;     // optimizer steps taken, over all runs of a resumed job
   int epoch = 1;               // the epoch being trained (1-based)
   int64_t micro_done = 0;      // micro-batches of that epoch trained
   int64_t run_steps = 0;       // optimizer steps taken by this run
   int64_t skipped_steps = 0;   // of this run, on inf/NaN gradients
   double last_grad_norm = 0;   // of the last step, when clipping is on
+  int64_t grad_bytes = 0;      // of the parameters' gradients at the last optimizer step
   int stopped_by_signal = 0;   // the agreed stop's signal, or 0
 };
 

@@ -5,6 +5,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 
+#include "ddp/zero_optimizer.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
@@ -50,7 +51,11 @@ bool optimizer_step(TrainState& state, double clip_grad_norm) {
   state.scaler.unscale(state.optimizer);
   if (clip_grad_norm > 0)
     state.last_grad_norm = torch::nn::utils::clip_grad_norm_(state.module.parameters(), clip_grad_norm);
-  const bool stepped = state.scaler.step(state.optimizer);
+  state.grad_bytes = 0;
+  for (const auto& p : state.module.parameters())
+    if (p.grad().defined()) state.grad_bytes += static_cast<int64_t>(p.grad().nbytes());
+  const bool stepped = state.sharded ? state.scaler.step(state.optimizer, [&] { state.sharded->step(); })
+                                     : state.scaler.step(state.optimizer);
   state.scaler.update();
   if (!stepped) ++state.skipped_steps;
   zero_grad_set_to_none(state.optimizer);

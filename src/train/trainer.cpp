@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
+#include "ddp/zero_optimizer.h"
 #include "models/build_model.h"
 #include "obs/memory.h"
 #include "train/checkpoint_policy.h"
@@ -57,6 +58,8 @@ const TrainerOptions& checked(const TrainerOptions& o) {
                   " must be in [0, 1]");
   DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0, "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
   DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb, " must be > 0");
+  DDP_USAGE_CHECK(o.zero_stage == 0 || o.zero_stage == 1, "TrainerOptions::zero_stage=", o.zero_stage,
+                  " must be 0 or 1 (stages 2 and 3 are not built yet)");
   DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
                   "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
   return o;
@@ -136,6 +139,39 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
   ctx.log().info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ", ctx.device().str(),
                      ", ", ddp_->num_buckets(), " gradient buckets, ", at::get_num_threads(),
                      " intra-op threads per rank", opts_.channels_last ? ", channels-last layout" : ""));
+  if (opts_.zero_stage >= 1) shard_optimizer();
+}
+
+// Note [ZeRO stage 1]: after the layout change (the shards are views of the parameters'
+// memory). The checkpoint part "optimizer" keeps stage 0's format: gathered before a save,
+// sliced after a load.
+void Trainer::shard_optimizer() {
+  if (!ctx_.communicates()) {
+    ctx_.log().info("zero_stage 1 at world 1: nothing to shard, the optimizer steps as at stage 0");
+    return;
+  }
+  sharded_ = std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_);
+  state_.sharded = sharded_.get();
+  for (CheckpointPart& part : parts_) {
+    if (part.name != "optimizer") continue;
+    ShardedOptimizer* s = sharded_.get();
+    part.before_save = [s] { s->gather_full_state(); };
+    part.after_save = [s] { s->release_full_state(); };
+    part.load = [s, load = part.load](const std::string& bytes, const std::string& origin) {
+      load(bytes, origin);
+      s->scatter_full_state();
+    };
+  }
+  ctx_.log().info(str("ZeRO stage 1: each rank holds the optimizer state of 1/", ctx_.world_size(),
+                      " of the parameters' elements"));
+}
+
+// The optimizer's state (gathered from the shards under zero_stage 1: a collective).
+std::string Trainer::optimizer_fingerprint_hex() {
+  if (sharded_) sharded_->gather_full_state();
+  const std::string hex = hex_fingerprint(optimizer_fingerprint(optimizer_));
+  if (sharded_) sharded_->release_full_state();
+  return hex;
 }
 
 Trainer::~Trainer() = default;
@@ -176,7 +212,8 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   result.stopped_by_signal = state_.stopped_by_signal;
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
-  log.info_all_ranks(str("optimizer state fingerprint: ", hex_fingerprint(optimizer_fingerprint(optimizer_))));
+  result.optimizer_fingerprint = optimizer_fingerprint_hex();
+  log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
   const double global_batch = static_cast<double>(opts_.batch_size) * K * ctx_.world_size();
   result.samples_per_s = run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
   return result;

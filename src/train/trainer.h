@@ -46,6 +46,7 @@ struct TrainResult {
   double samples_per_s = 0;   // global, over the whole run's training steps
   std::string last_checkpoint;
   std::string fingerprint;       // hash of all parameters and buffers (train/fingerprint.h)
+  std::string optimizer_fingerprint;  // hash of the optimizer's state (gathered under zero_stage 1)
   std::string nothing_to_train;  // why a resumed run had nothing left to train, or ""
   int stopped_by_signal = 0;     // the signal that stopped training early, or 0
 };
@@ -80,6 +81,8 @@ class Trainer {
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);
   void phase(Run& run, StepTimer::Phase p);
+  void shard_optimizer();
+  std::string optimizer_fingerprint_hex();
   std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
 
   const DistContext& ctx_;
@@ -90,6 +93,7 @@ class Trainer {
   double base_lr_ = 0;
   StartMeasurements start_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage 1 (Note [ZeRO stage 1])
   GradScaler scaler_;
   TrainState state_;
   StepTimer timer_;

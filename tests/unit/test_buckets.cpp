@@ -3,6 +3,7 @@
 
 #include "ddp/bucket_assignment.h"
 #include "ddp/bucket_size.h"
+#include "ddp/shard_layout.h"
 
 using namespace ddptrain;
 
@@ -88,4 +89,34 @@ TEST(BucketSize, WhenCommunicationOutlastsBackwardFewerBucketsWin) {
   EXPECT_LE(unknown.cap_bytes, static_cast<size_t>(25 * kMiB));
   // The same inputs give the same cap on every rank.
   EXPECT_EQ(choose_bucket_cap({5e-3, 8e-9}, g, 1.0).cap_bytes, c.cap_bytes);
+}
+
+// Note [ZeRO stage 1]: every element of every parameter is in exactly one rank's shard, shards
+// are equal (padding at the end), and pieces sit where the bucket's order puts them.
+TEST(ShardLayout, EveryElementOnceInEqualContiguousShards) {
+  const std::vector<int64_t> numels = {7, 1, 12, 5, 3};
+  const std::vector<std::vector<size_t>> buckets = {{4, 3}, {2, 1, 0}};
+  for (int world : {1, 2, 3, 4, 8, 40}) {
+    const auto layout = ddptrain::shard_buckets(numels, buckets, world);
+    ASSERT_EQ(layout.size(), 2u);
+    std::vector<std::vector<int>> seen(numels.size());
+    for (size_t i = 0; i < numels.size(); ++i) seen[i].assign(static_cast<size_t>(numels[i]), 0);
+    for (size_t b = 0; b < layout.size(); ++b) {
+      int64_t total = 0;
+      for (size_t p : buckets[b]) total += numels[p];
+      EXPECT_EQ(layout[b].shard_numel, (total + world - 1) / world) << "world " << world;
+      ASSERT_EQ(layout[b].by_rank.size(), static_cast<size_t>(world));
+      int64_t bucket_pos = 0;  // pieces in rank order then piece order walk the bucket from its start
+      for (int r = 0; r < world; ++r)
+        for (const auto& piece : layout[b].by_rank[static_cast<size_t>(r)]) {
+          EXPECT_EQ(r * layout[b].shard_numel + piece.shard_offset, bucket_pos) << "world " << world;
+          EXPECT_LE(piece.shard_offset + piece.length, layout[b].shard_numel);
+          for (int64_t e = 0; e < piece.length; ++e) ++seen[piece.param][static_cast<size_t>(piece.param_offset + e)];
+          bucket_pos += piece.length;
+        }
+      EXPECT_EQ(bucket_pos, total);
+    }
+    for (size_t i = 0; i < numels.size(); ++i)
+      for (int count : seen[i]) EXPECT_EQ(count, 1) << "param " << i << " world " << world;
+  }
 }

@@ -11,6 +11,7 @@
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include "dist_harness.h"
@@ -113,16 +114,26 @@ struct Trained {
   int64_t counted = 0;             // rank 0's Counter, saved in the checkpoints as part "counter"
 };
 
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& net, bool adamw) {
+  if (!adamw) return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  std::vector<at::Tensor> decay, no_decay;  // two groups, as ddptrain's CLI builds AdamW
+  for (const auto& p : net.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
+}
+
 Trained train_user_net(int world, TrainerOptions opts, Objective objective = Objective::classification(),
-                       bool regression = false, const AsTrainable& as = native) {
+                       bool regression = false, const AsTrainable& as = native, bool adamw = false) {
   Trained out;
   std::mutex mu;
   testing_dist::run_world(world, [&](const DistContext& ctx) {
     Trainable model = as(make_net());
     const std::shared_ptr<torch::nn::Module> net = model.module;
-    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    const auto optimizer = make_optimizer(*net, adamw);
     UserData train(96, regression), test(40, regression);
-    Trainer trainer(ctx, std::move(model), sgd, opts, objective);
+    Trainer trainer(ctx, std::move(model), *optimizer, opts, objective);
     auto recorder = std::make_shared<Recorder>();
     trainer.add_callback(recorder);
     auto counter = std::make_shared<Counter>();
@@ -224,6 +235,53 @@ TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
   const Trained start = train_user_net(1, quiet_fp32(8, 0), mse(), true, from_file);
   EXPECT_GT(max_diff(start.params, script.params), 1e-3) << "training changed nothing";
   std::filesystem::remove_all(dir);
+}
+
+// Note [ZeRO stage 1]: sharding the optimizer's state trains as DDP does, with SGD and AdamW
+// (two groups: decay and none), at world 2 and 4.
+TEST(Trainer, ZeroStageOneTrainsAsStageZero) {
+  for (bool adamw : {false, true})
+    for (int world : {2, 4}) {
+      TrainerOptions o = quiet_fp32(8, 2);
+      const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
+      o.zero_stage = 1;
+      const Trained one = train_user_net(world, o, mse(), true, native, adamw);
+      const double diff = max_diff(zero.params, one.params);
+      std::printf("%s world %d: stage 1 vs stage 0 max |weight diff| %g, optimizer state %s\n", adamw ? "adamw" : "sgd",
+                  world, diff, zero.result.optimizer_fingerprint == one.result.optimizer_fingerprint ? "bitwise equal"
+                                                                                                   : "differs");
+      EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world;
+      EXPECT_EQ(one.result.global_step, zero.result.global_step);
+      EXPECT_NE(one.result.optimizer_fingerprint, train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
+          << "the gathered state is empty";
+    }
+}
+
+// A stage-1 checkpoint taken mid-epoch resumes at stage 1 and at stage 0, each bitwise equal
+// to the uninterrupted stage-1 run (the checkpoint holds the gathered, stage-0 format state).
+TEST(Trainer, ZeroStageOneCheckpointResumesAtEitherStage) {
+  const std::string dir = testing_dist::temp_dir("trainer_zero");
+  for (bool adamw : {false, true}) {
+    TrainerOptions o = quiet_fp32(8, 2);
+    o.lr_schedule = LrSchedule::kEpochCosine;
+    o.zero_stage = 1;
+    o.checkpoint_dir = dir + "/whole";
+    const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
+    o.checkpoint_dir = dir + "/parts";
+    o.max_steps = 4;
+    const Trained first = train_user_net(2, o, mse(), true, native, adamw);
+    ASSERT_FALSE(first.result.last_checkpoint.empty());
+    o.max_steps = 0;
+    o.resume_from = first.result.last_checkpoint;
+    for (int stage : {1, 0}) {
+      o.zero_stage = stage;
+      const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
+      EXPECT_EQ(resumed.result.global_step, 12);
+      EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0) << "resumed at stage " << stage << (adamw ? " adamw" : " sgd");
+      EXPECT_EQ(resumed.result.optimizer_fingerprint, whole.result.optimizer_fingerprint) << "stage " << stage;
+    }
+    std::filesystem::remove_all(dir);
+  }
 }
 
 // A library user's bad options are clear errors naming the field, before any collective.

@@ -1,0 +1,81 @@
+// Note [ZeRO stage 1]
+// --zero_stage 1 shards the optimizer's state over the ranks (#15; PyTorch's
+// ZeroRedundancyOptimizer, DeepSpeed's stage 1): each rank keeps the state of 1/W of the
+// parameters' elements. DDP's Reducer still all-reduces every gradient bucket, so clipping,
+// the loss scaler's inf check and accumulation see the full averaged gradients exactly as at
+// stage 0, and every rank skips the same steps. Only the step is split: the user's optimizer
+// (the "full" one) keeps its parameter groups and options, which the schedule sets, but never
+// steps and holds no state; an inner optimizer of the same kind holds this rank's shard of
+// every bucket (ddp/shard_layout.h) as 1-D views into the parameters' memory and steps them
+// with the matching slices of the gradients; then one all-gather per bucket gives every rank
+// the others' updated shards. SGD and AdamW are elementwise, so a shard's update is the full
+// update restricted to it: stage 1 trains as stage 0.
+// Checkpoints keep stage 0's format: before a save every rank gathers the full state into the
+// full optimizer (a collective), rank 0 writes it as at stage 0, then it is dropped; a load
+// fills the full optimizer as at stage 0 and each rank keeps its slices. So a checkpoint of
+// either stage resumes at either stage. Not built yet: saving shards without gathering them
+// (needed when the full optimizer state does not fit one rank's memory).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include "ddp/shard_layout.h"
+#include "dist/dist_context.h"
+
+namespace ddptrain {
+
+class ShardedOptimizer {
+ public:
+  /// full: the user's optimizer over (some of) params, with no state yet (SGD, Adam or AdamW;
+  /// UsageError otherwise). params and buckets: DDP's, after any layout change of the
+  /// parameters (the views follow their memory).
+  ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at::Tensor> params,
+                   const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx);
+  ~ShardedOptimizer();
+  ShardedOptimizer(const ShardedOptimizer&) = delete;
+  ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
+
+  /// This rank's shard steps with the gradients in params' grad(), under full's current
+  /// options; then every rank's updated shard reaches every rank. A collective.
+  void step();
+  /// The full optimizer's state from every rank's shard (a collective; every rank holds it
+  /// until release_full_state()).
+  void gather_full_state();
+  void release_full_state();
+  /// After the full optimizer's state was loaded: this rank keeps its slices of it, and the
+  /// full state is dropped.
+  void scatter_full_state();
+  /// Bytes of optimizer state this rank holds.
+  int64_t state_bytes() const;
+
+ private:
+  struct Own {  // a piece of this rank's shard, and its view into the parameter
+    size_t bucket;
+    ShardPiece piece;
+    at::Tensor view;
+  };
+  // One all-gather per bucket of every rank's shard (mine: this rank's, per bucket); put()
+  // receives each piece's values (this rank's own too when include_mine).
+  void all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
+                         const std::function<void(const ShardPiece&, const at::Tensor&)>& put);
+  // Whether parameters of full's group g have a state entry once stepped.
+  bool group_has_state(size_t g) const;
+
+  torch::optim::Optimizer& full_;
+  std::vector<at::Tensor> params_;
+  const DistContext& ctx_;
+  std::vector<BucketShards> layout_;
+  std::vector<Own> own_;
+  std::vector<int> inner_group_;  // full's group -> inner's group (-1: this rank owns none of it)
+  std::unique_ptr<torch::optim::Optimizer> inner_;  // null when this rank owns no element
+  std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index in params_
+  bool stepped_ = false;  // the state exists (a step was taken, or a checkpoint's state loaded)
+};
+
+}  // namespace ddptrain

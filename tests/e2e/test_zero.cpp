@@ -1,0 +1,83 @@
+// --zero_stage 1 from the command line (Note [ZeRO stage 1], #15): each rank holds half the
+// optimizer state at world 2 and training is stage 0's; a run SIGKILLed mid-epoch resumes
+// bitwise, at stage 1 or at stage 0; stages not built yet are a usage error.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+
+namespace {
+
+std::vector<std::string> zero_train(const std::string& dir, int stage, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = tiny_train(dir + "/ck", {"--optimizer", "adamw", "--lr", "0.003", "--zero_stage",
+                                                         std::to_string(stage), "--metrics_file", dir + "/m.jsonl"});
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// The last step record's value of `key`.
+double last_step(const std::string& metrics, const std::string& key) {
+  double v = -1;
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.at("kind") == "step") v = rec.at(key).get<double>();
+  return v;
+}
+
+std::string optimizer_fingerprint(const std::string& out) {
+  const auto l = lines_with(out, "optimizer state fingerprint: ");
+  return l.empty() ? "none" : l.front().substr(l.front().rfind(' ') + 1);
+}
+
+}  // namespace
+
+TEST(Zero, StageOneHoldsHalfTheOptimizerStateAndTrainsAsStageZero) {
+  const std::string a = fresh_dir("zero_stage0"), b = fresh_dir("zero_stage1");
+  ProcResult zero = run(launch(2, free_port(), zero_train(a, 0, {"--max_steps", "8"})), {}, 300);
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  ProcResult one = run(launch(2, free_port(), zero_train(b, 1, {"--max_steps", "8"})), {}, 300);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_EQ(fingerprints(zero.output).at(0), fingerprints(one.output).at(0)) << "stage 1 trained differently";
+  EXPECT_EQ(fingerprints(one.output).at(0), fingerprints(one.output).at(1));
+  EXPECT_EQ(optimizer_fingerprint(zero.output), optimizer_fingerprint(one.output)) << one.output;
+  const double optim0 = last_step(a + "/m.jsonl", "optim_mib"), optim1 = last_step(b + "/m.jsonl", "optim_mib");
+  std::printf("world 2, AdamW: optimizer state per rank %.4f MiB at stage 0, %.4f MiB at stage 1\n", optim0, optim1);
+  EXPECT_GT(optim0, 0.0);
+  EXPECT_LE(optim1, 0.51 * optim0);
+  EXPECT_GE(optim1, 0.49 * optim0);
+  EXPECT_EQ(last_step(a + "/m.jsonl", "param_mib"), last_step(b + "/m.jsonl", "param_mib"));
+  EXPECT_GT(last_step(b + "/m.jsonl", "grad_mib"), 0.0);
+}
+
+TEST(Zero, StageOneKilledMidEpochResumesBitwiseAtEitherStage) {
+  const std::string whole = fresh_dir("zero_whole"), cut = fresh_dir("zero_cut");
+  const std::vector<std::string> every5 = {"--dataset_size", "512", "--save_every_steps", "5"};
+  ProcResult full = run(launch(2, free_port(), zero_train(whole, 1, every5)), {}, 300);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ProcResult killed = run(launch(2, free_port(), zero_train(cut, 1, every5)),
+                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(killed.exit_code, 0) << killed.output;
+  for (int stage : {1, 0}) {
+    const std::string dir = fresh_dir("zero_resumed" + std::to_string(stage));
+    ProcResult copy = run({"cp", "-r", cut + "/ck", dir + "/ck"}, {}, 60);
+    ASSERT_EQ(copy.exit_code, 0) << copy.output;
+    std::vector<std::string> args = zero_train(dir, stage, every5);
+    args.insert(args.end(), {"--resume_from", "auto"});
+    ProcResult resumed = run(launch(2, free_port(), args), {}, 300);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_FALSE(lines_with(resumed.output, "step_00000010").empty()) << resumed.output;
+    EXPECT_EQ(fingerprints(resumed.output).at(0), fingerprints(full.output).at(0)) << "resumed at stage " << stage;
+    EXPECT_EQ(optimizer_fingerprint(resumed.output), optimizer_fingerprint(full.output)) << "stage " << stage;
+  }
+}
+
+TEST(Zero, StagesNotBuiltYetAreUsageErrors) {
+  for (const std::string stage : {"2", "3", "-1"}) {
+    ProcResult r = run({binary(), "train", "--zero_stage", stage, "--max_steps", "1"}, {}, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--zero_stage=" + stage + " is not available"), std::string::npos) << r.output;
+  }
+}
