@@ -23,9 +23,9 @@ std::string format_step_line(const StepReport& r) {
   if (r.loss_scale > 0) extra += str(" | loss scale ", r.loss_scale);
   if (r.grad_norm >= 0) extra += str(" | grad norm ", fmt("%.3f", r.grad_norm));
   if (r.has_peak) extra += str(" | MFU ", fmt("%.1f", 100 * r.mfu), "%");
+  if (r.mem.peak_bytes >= 0) extra += str(" | peak mem ", fmt("%.0f", mib(static_cast<double>(r.mem.peak_bytes))), " MiB");
   extra += str(" | state MiB: params ", fmt("%.1f", r.param_mib), " grads ", fmt("%.1f", r.grad_mib), " optim ",
                fmt("%.1f", r.optim_mib));
-  if (r.mem.peak_bytes >= 0) extra += str(" | peak mem ", fmt("%.0f", mib(static_cast<double>(r.mem.peak_bytes))), " MiB");
   return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | loss ", fmt("%.4f", r.loss),
              " | lr ", fmt("%.3e", r.lr), " | ", with_commas(r.samples_per_s), " samples/s | ",
              r.tokens_per_sample > 0 ? with_commas(r.samples_per_s * static_cast<double>(r.tokens_per_sample)) + " tokens/s | "

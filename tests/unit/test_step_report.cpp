@@ -43,7 +43,11 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   r.loss_scale = 65536;
   r.grad_norm = 1.25;
   r.mem.peak_bytes = 3 << 20;
+  r.param_mib = 1.25;
+  r.grad_mib = 2.5;
+  r.optim_mib = 0.75;
   const std::string gpt = format_step_line(r);
+  EXPECT_NE(gpt.find("| peak mem 3 MiB | state MiB: params 1.2 grads 2.5 optim 0.8 |"), std::string::npos) << gpt;
   EXPECT_NE(gpt.find("1,234 samples/s | 79,002 tokens/s | 150 ms/step"), std::string::npos) << gpt;
   EXPECT_NE(gpt.find(" | loss scale 65536 | grad norm 1.250 | MFU 31.5% | peak mem 3 MiB |"), std::string::npos) << gpt;
   rec = step_record(r);
@@ -51,6 +55,9 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   EXPECT_DOUBLE_EQ(rec["loss_scale"].get<double>(), 65536.0);
   EXPECT_DOUBLE_EQ(rec["grad_norm"].get<double>(), 1.25);
   EXPECT_DOUBLE_EQ(rec["peak_mem_mib"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(rec["param_mib"].get<double>(), 1.25);
+  EXPECT_DOUBLE_EQ(rec["grad_mib"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(rec["optim_mib"].get<double>(), 0.75);
   EXPECT_EQ(with_commas(1234567.4), "1,234,567");
   EXPECT_EQ(with_commas(999), "999");
 }
