@@ -53,7 +53,9 @@ class DistributedDataParallel {
   /// buckets of them (indices into that list; none without a process group).
   const std::vector<at::Tensor>& parameters() const { return params_; }
   std::vector<std::vector<size_t>> buckets() const { return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{}; }
-  /// Bytes of the gradient buckets DDP keeps between steps.
+  /// zero_stage 2: this rank's shard of bucket b's averaged gradient (ddp/reducer.h).
+  const at::Tensor& shard_gradient(size_t b) const { return reducer_->shard_gradient(b); }
+  /// Bytes of the gradient buffers DDP holds now.
   int64_t bucket_bytes() const { return reducer_ ? reducer_->bucket_bytes() : 0; }
   size_t bucket_cap_bytes() const { return opts_.reducer.bucket_cap_bytes; }
 

@@ -40,6 +40,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   buckets_ = assign_buckets(bp, opts_.bucket_cap_bytes, opts_.first_bucket_bytes);
   bucket_of_.resize(params_.size());
   offset_of_.resize(params_.size());
+  const int64_t world = ctx_.world_size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     int64_t n = 0;
     for (size_t i : buckets_[b]) {
@@ -47,8 +48,15 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       offset_of_[i] = n;
       n += params_[i].numel();
     }
-    flat_.push_back(at::zeros({n}, params_[buckets_[b][0]].options()));
+    // Under shard_gradients padded to equal shards, as ddp/shard_layout.h cuts them.
+    const int64_t padded = opts_.shard_gradients ? (n + world - 1) / world * world : n;
+    flat_numel_.push_back(padded);
+    flat_.push_back(at::zeros({padded}, params_[buckets_[b][0]].options()));
+    if (opts_.shard_gradients) shard_.push_back(at::zeros({padded / world}, params_[buckets_[b][0]].options()));
   }
+  if (opts_.shard_gradients && !ctx_.reduce_scatters())
+    ctx_.log().info(str("zero_stage 2: backend ", ctx_.backend_name(), " of this LibTorch has no reduce_scatter: each ",
+                        "bucket is all-reduced and this rank keeps its shard (same numbers, more traffic)"));
   wire_ = flat_;
   works_.resize(buckets_.size());
   ready_.assign(params_.size(), 0);
@@ -77,8 +85,30 @@ ReducerStats Reducer::take_stats() {
   return s;
 }
 
+// A parameter's place in its bucket, in the parameter's own layout (as c10d's bucket views): a
+// channels-last parameter's gradient stays channels-last, and a bucket holds its parameters in
+// their memory order, the order ZeRO's shards cut (ddp/shard_layout.h).
 at::Tensor Reducer::slot(size_t i) const {
-  return flat_[bucket_of_[i]].narrow(0, offset_of_[i], params_[i].numel()).view_as(params_[i]);
+  const at::Tensor& p = params_[i];
+  const at::Tensor& f = flat_[bucket_of_[i]];
+  if (p.is_non_overlapping_and_dense()) return f.as_strided(p.sizes(), p.strides(), f.storage_offset() + offset_of_[i]);
+  return f.narrow(0, offset_of_[i], p.numel()).view_as(p);
+}
+
+at::Tensor& Reducer::ensure_flat(size_t b) {
+  if (!flat_[b].defined()) {  // freed after the last step under shard_gradients
+    flat_[b] = at::zeros({flat_numel_[b]}, shard_[b].options());
+    wire_[b] = flat_[b];
+  }
+  return flat_[b];
+}
+
+int64_t Reducer::bucket_bytes() const {
+  int64_t n = 0;
+  for (const auto& f : flat_)
+    if (f.defined()) n += static_cast<int64_t>(f.nbytes());
+  for (const auto& s : shard_) n += static_cast<int64_t>(s.nbytes());
+  return n;
 }
 
 void Reducer::reset_iteration() {
@@ -99,6 +129,7 @@ void Reducer::on_grad_ready(size_t i) {
             "a parameter may take part in the graph several times, but backward must run once per step");
   ready_[i] = 1;
   at::Tensor& grad = params_[i].mutable_grad();
+  ensure_flat(bucket_of_[i]);
   at::Tensor view = slot(i);
   torch::NoGradGuard no_grad;
   if (opts_.gradient_as_bucket_view) {
@@ -111,6 +142,7 @@ void Reducer::on_grad_ready(size_t i) {
   } else {
     if (grad.defined()) view.copy_(grad);
     else view.zero_();
+    if (opts_.shard_gradients) grad.reset();  // in its bucket now; the full gradient is not kept
   }
   if (--pending_[bucket_of_[i]] == 0 && opts_.overlap) launch_ready_buckets();
 }
@@ -121,6 +153,12 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::launch(size_t b) {
   torch::NoGradGuard no_grad;
+  if (opts_.shard_gradients && ctx_.reduce_scatters()) {
+    works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b]);
+    ++stats_.allreduces;
+    stats_.bytes += static_cast<int64_t>(flat_[b].nbytes());
+    return;
+  }
   if (opts_.comm_hook != CommHook::kNone) {
     // As PyTorch's fp16/bf16 compress hooks: divide first (no overflow in 16 bits), then
     // reduce the compressed copy.
@@ -136,7 +174,25 @@ void Reducer::launch(size_t b) {
   stats_.bytes += static_cast<int64_t>(wire_[b].nbytes());
 }
 
+// Bucket b's reduced sum becomes the mean: in place, or (shard_gradients) this rank's shard,
+// after which the full bucket is released until the next backward.
+void Reducer::finish_bucket(size_t b, double inv_world) {
+  if (opts_.shard_gradients) {
+    const int64_t n = shard_[b].numel();
+    if (!ctx_.reduce_scatters()) shard_[b].copy_(flat_[b].narrow(0, ctx_.rank() * n, n));
+    shard_[b].mul_(inv_world);
+    flat_[b] = at::Tensor();
+    wire_[b] = at::Tensor();
+    return;
+  }
+  if (opts_.comm_hook != CommHook::kNone)
+    flat_[b].copy_(wire_[b]);
+  else
+    flat_[b].mul_(inv_world);
+}
+
 void Reducer::finalize() {
+  for (size_t b = 0; b < buckets_.size(); ++b) ensure_flat(b);
   // Parameters that got no gradient in this backward.
   std::string missing;
   size_t n_missing = 0;
@@ -167,13 +223,11 @@ void Reducer::finalize() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     ctx_.wait(works_[b], "gradient all_reduce");  // only now may the bucket be touched
     works_[b].reset();
-    if (opts_.comm_hook != CommHook::kNone)
-      flat_[b].copy_(wire_[b]);
-    else
-      flat_[b].mul_(inv_world);
+    finish_bucket(b, inv_world);
   }
   wait_clock_->stop();
   ++stats_.syncs;
+  if (opts_.shard_gradients) return reset_iteration();  // the gradients are the shards
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor& grad = params_[i].mutable_grad();
     at::Tensor view = slot(i);

@@ -34,6 +34,7 @@ struct ReducerOptions {
   bool find_unused_parameters = false;   // params without a gradient count as zero
   CommHook comm_hook = CommHook::kNone;  // compress buckets to 16 bits for the all-reduce
   bool overlap = true;                   // false: launch every bucket only after backward
+  bool shard_gradients = false;          // ZeRO stage 2: keep only this rank's shard (Note [ZeRO stage 2])
 };
 
 /// Communication counters since the last take_stats().
@@ -58,11 +59,11 @@ class Reducer {
   bool sync() const { return sync_; }
   ReducerStats take_stats();
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
-  int64_t bucket_bytes() const {
-    int64_t n = 0;
-    for (const auto& f : flat_) n += static_cast<int64_t>(f.nbytes());
-    return n;
-  }
+  /// Bytes of gradient buffers held now (buckets; under shard_gradients their shards).
+  int64_t bucket_bytes() const;
+  /// shard_gradients: this rank's shard of bucket b's averaged gradient (ddp/shard_layout.h),
+  /// valid from the end of a synchronised backward until the next one.
+  const at::Tensor& shard_gradient(size_t b) const { return shard_[b]; }
 
  private:
   void on_grad_ready(size_t param);
@@ -71,6 +72,8 @@ class Reducer {
   void finalize();
   void reset_iteration();
   at::Tensor slot(size_t param) const;
+  at::Tensor& ensure_flat(size_t bucket);
+  void finish_bucket(size_t bucket, double inv_world);
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -82,6 +85,8 @@ class Reducer {
   std::vector<int64_t> offset_of_;  // param -> offset in its bucket's flat buffer
   std::vector<at::Tensor> flat_;    // one per bucket
   std::vector<at::Tensor> wire_;    // what is all-reduced: flat_ or its 16-bit copy
+  std::vector<int64_t> flat_numel_;  // per bucket (padded to a multiple of the world under shard_gradients)
+  std::vector<at::Tensor> shard_;    // shard_gradients: this rank's averaged shard per bucket
 
   // See Note [AccumulateGrad hooks].
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;

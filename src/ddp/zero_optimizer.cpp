@@ -133,17 +133,46 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
+void ShardedOptimizer::attach_gradients() {
+  torch::NoGradGuard no_grad;
+  for (auto& o : own_) {
+    if (shard_of_) {
+      o.view.mutable_grad() = shard_of_(o.bucket).narrow(0, o.piece.shard_offset, o.piece.length);
+      continue;
+    }
+    const at::Tensor& p = params_[o.piece.param];
+    o.view.mutable_grad() =
+        p.grad().defined() ? flat_as(p.grad(), p).narrow(0, o.piece.param_offset, o.piece.length) : at::Tensor();
+  }
+}
+
+std::vector<at::Tensor> ShardedOptimizer::attached_gradients() const {
+  std::vector<at::Tensor> out;
+  for (const auto& o : own_)
+    if (o.view.grad().defined()) out.push_back(o.view.grad());
+  return out;
+}
+
+double ShardedOptimizer::clip_grad_norm(double max_norm) {
+  torch::NoGradGuard no_grad;
+  at::Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device()));
+  for (const auto& g : attached_gradients()) sq += g.to(at::kDouble).pow(2).sum();
+  std::vector<at::Tensor> total{sq};
+  ctx_.all_reduce_sum(total, "ZeRO stage 2: the gradient's global norm from the shards");
+  const double norm = std::sqrt(total[0].item<double>());
+  const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
+  if (coef < 1)
+    for (auto& g : attached_gradients()) g.mul_(coef);
+  return norm;
+}
+
 void ShardedOptimizer::step() {
   torch::NoGradGuard no_grad;
   if (inner_) {
     for (size_t g = 0; g < inner_group_.size(); ++g)  // the schedule set full's learning rate
       if (inner_group_[g] >= 0)
         inner_->param_groups()[static_cast<size_t>(inner_group_[g])].set_options(full_.param_groups()[g].options().clone());
-    for (auto& o : own_) {
-      const at::Tensor& p = params_[o.piece.param];
-      o.view.mutable_grad() = p.grad().defined() ? flat_as(p.grad(), p).narrow(0, o.piece.param_offset, o.piece.length)
-                                                 : at::Tensor();
-    }
+    if (!shard_of_) attach_gradients();  // stage 2: attached (and unscaled, clipped) before
     inner_->step();
     for (auto& o : own_) o.view.mutable_grad().reset();
   }

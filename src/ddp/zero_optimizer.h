@@ -15,6 +15,17 @@
 // fills the full optimizer as at stage 0 and each rank keeps its slices. So a checkpoint of
 // either stage resumes at either stage. Not built yet: saving shards without gathering them
 // (needed when the full optimizer state does not fit one rank's memory).
+//
+// Note [ZeRO stage 2]
+// --zero_stage 2 shards the averaged gradients too: each bucket is padded to equal shards and
+// reduce-scattered instead of all-reduced (Gloo of LibTorch 1.13 has no reduce_scatter: there
+// the bucket is all-reduced and the rank keeps its shard), a parameter's full gradient is
+// released as soon as it is copied into its bucket, and the full bucket as soon as its shard
+// is out: between steps a rank holds 1/W of the gradients. The optimizer's views take their
+// gradients from the shards (use_shard_gradients). What needed the whole gradient works on the
+// shards: the loss scaler unscales them and the inf/NaN flag is summed over the ranks
+// (GradScaler::agree), and clipping takes the global norm from the shards' sums of squares.
+// Buckets hold their parameters in memory order (Reducer::slot), the order shards cut.
 #pragma once
 
 #include <functional>
@@ -41,9 +52,20 @@ class ShardedOptimizer {
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
-  /// This rank's shard steps with the gradients in params' grad(), under full's current
+  /// This rank's shard steps with its gradients (attach_gradients), under full's current
   /// options; then every rank's updated shard reaches every rank. A collective.
   void step();
+  /// Stage 2: the gradients are the shards this function returns per bucket (Note [ZeRO stage 2]).
+  void use_shard_gradients(std::function<at::Tensor(size_t bucket)> shard_of) { shard_of_ = std::move(shard_of); }
+  bool shards_gradients() const { return static_cast<bool>(shard_of_); }
+  /// The shard's views get their gradients: slices of params' grad(), or of the shards.
+  void attach_gradients();
+  /// The gradients attached (the same tensors the step reads: unscaling or clipping them in
+  /// place changes what is stepped).
+  std::vector<at::Tensor> attached_gradients() const;
+  /// Stage 2: scales the shards so the global norm of the whole gradient is at most max_norm;
+  /// returns that norm (before clipping). A collective.
+  double clip_grad_norm(double max_norm);
   /// The full optimizer's state from every rank's shard (a collective; every rank holds it
   /// until release_full_state()).
   void gather_full_state();
@@ -51,6 +73,7 @@ class ShardedOptimizer {
   /// After the full optimizer's state was loaded: this rank keeps its slices of it, and the
   /// full state is dropped.
   void scatter_full_state();
+  const DistContext& context() const { return ctx_; }
   /// Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;
 
@@ -75,7 +98,8 @@ class ShardedOptimizer {
   std::vector<int> inner_group_;  // full's group -> inner's group (-1: this rank owns none of it)
   std::unique_ptr<torch::optim::Optimizer> inner_;  // null when this rank owns no element
   std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index in params_
-  bool stepped_ = false;  // the state exists (a step was taken, or a checkpoint's state loaded)
+  bool stepped_ = false;
+  std::function<at::Tensor(size_t)> shard_of_;  // stage 2  // the state exists (a step was taken, or a checkpoint's state loaded)
 };
 
 }  // namespace ddptrain

@@ -30,6 +30,13 @@ bool backend_reduces(const std::string& backend, at::ScalarType dtype) {
   return true;
 }
 
+bool backend_reduce_scatters(const std::string& backend) {
+#if TORCH_VERSION_MAJOR < 2
+  if (backend == "gloo") return false;
+#endif
+  return !backend.empty();
+}
+
 namespace {
 
 bool is_loopback(const std::string& addr) {

@@ -18,6 +18,8 @@ std::string resolve_backend(const std::string& requested, const at::Device& devi
 /// Whether the backend can all-reduce tensors of this dtype (Gloo in LibTorch 1.13 has no
 /// bfloat16 reduction; NCCL and later Gloo have).
 bool backend_reduces(const std::string& backend, at::ScalarType dtype);
+/// Whether the backend has reduce_scatter (Gloo in LibTorch 1.13 has none).
+bool backend_reduce_scatters(const std::string& backend);
 
 /// Note [Collectives on the backend's device]
 /// NCCL takes only CUDA tensors on the rank's own device ("Tensors must be CUDA and dense");

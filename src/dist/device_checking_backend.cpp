@@ -55,6 +55,19 @@ compat::WorkHandle DeviceCheckingBackend::allgather(std::vector<std::vector<at::
   });
 }
 
+compat::WorkHandle DeviceCheckingBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ReduceScatterOptions& opts) {
+  DDP_ASSERT(outputs.size() == 1 && inputs.size() == 1, "reduce_scatter: one output and one input list");
+  std::vector<at::Tensor> all{outputs[0]};
+  all.insert(all.end(), inputs[0].begin(), inputs[0].end());
+  return on_cpu(all, "reduce_scatter", [&](std::vector<at::Tensor>& t) {
+    std::vector<at::Tensor> out{t[0]};
+    std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(t.begin() + 1, t.end())};
+    return inner_->reduce_scatter(out, in, opts);
+  });
+}
+
 compat::WorkHandle DeviceCheckingBackend::barrier(const c10d::BarrierOptions& opts) { return inner_->barrier(opts); }
 
 }  // namespace ddptrain

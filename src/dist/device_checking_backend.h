@@ -35,6 +35,8 @@ class DeviceCheckingBackend final : public compat::CommBackend {
   compat::WorkHandle broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   compat::WorkHandle allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                const c10d::AllgatherOptions& opts) override;
+  compat::WorkHandle reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                    const c10d::ReduceScatterOptions& opts) override;
   compat::WorkHandle barrier(const c10d::BarrierOptions& opts) override;
 
   /// How many tensors were checked and handed on so far.

@@ -130,6 +130,8 @@ DistContext::~DistContext() { release(); }
 
 bool DistContext::reduces(at::ScalarType dtype) const { return backend_reduces(backend_name_, dtype); }
 
+bool DistContext::reduce_scatters() const { return pg_ && backend_reduce_scatters(backend_name_); }
+
 void DistContext::shutdown() {
   // The normal end of a run: NCCL finalizes its communicators (Python's destroy_process_group).
   if (pg_) compat::shutdown_backend(*pg_);
@@ -201,6 +203,25 @@ compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& te
     DDP_ASSERT(!stage_for(t), "an asynchronous all_reduce got a tensor on ", t.device().str(), ", which ",
                backend_name_, " does not take: create it on ", device_.str());
   return op(tensors);
+}
+
+compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output) const {
+  DDP_ASSERT(reduce_scatters(), "reduce_scatter_sum_async on ", backend_name_, ", which has no reduce_scatter");
+  DDP_ASSERT(input.numel() == output.numel() * world_size(), "reduce_scatter: the input is world_size outputs");
+  auto op = [&](std::vector<at::Tensor>& ts) {  // ts: the output, then the input
+    std::vector<at::Tensor> out{ts[0]};
+    std::vector<std::vector<at::Tensor>> in{ts[1].chunk(world_size())};
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout_;
+    return pg_->reduce_scatter(out, in, o);
+  };
+  std::vector<at::Tensor> ts{output, input};
+  if (strict_device_) return run_staged(ts, "reduce_scatter (asynchronous)", op);  // Note [Strict collective device]
+  for (const auto& t : ts)
+    DDP_ASSERT(!stage_for(t), "an asynchronous reduce_scatter got a tensor on ", t.device().str(), ", which ",
+               backend_name_, " does not take: create it on ", device_.str());
+  return op(ts);
 }
 
 void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const char* what) const {

@@ -76,6 +76,12 @@ class DistContext {
   /// a copy back after an asynchronous wait would be the caller's to forget). Under a strict
   /// device they are staged and reduced at once (Note [Strict collective device]).
   compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
+  /// Whether reduce_scatter_sum_async works on this backend (Gloo of LibTorch 1.13 has none).
+  bool reduce_scatters() const;
+  /// Starts an asynchronous sum of every rank's `input` (world_size() equal chunks) whose
+  /// chunk r lands in rank r's `output`. Both on the backend's device, as for
+  /// all_reduce_sum_async; the caller waits on the Work before touching either.
+  compat::WorkHandle reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output) const;
   /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
   /// Every rank's `mine` (same shape and dtype on every rank) into per_rank[r] (synchronous;

@@ -31,14 +31,24 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
 }
 
 void GradScaler::unscale(torch::optim::Optimizer& optimizer) {
-  if (!opts_.enabled || unscaled_) return;
-  unscaled_ = true;
-  // PyTorch: inv_scale = scale.double().reciprocal().float().
-  const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   std::vector<at::Tensor> grads;
   for (auto& group : optimizer.param_groups())
     for (auto& p : group.params())
       if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  unscale(std::move(grads));
+}
+
+void GradScaler::agree(const DistContext& ctx) {
+  if (!opts_.enabled) return;
+  std::vector<at::Tensor> f{found_inf_};
+  ctx.all_reduce_sum(f, "loss scaler: inf/NaN found on any rank's gradient shard");
+}
+
+void GradScaler::unscale(std::vector<at::Tensor> grads) {
+  if (!opts_.enabled || unscaled_) return;
+  unscaled_ = true;
+  // PyTorch: inv_scale = scale.double().reciprocal().float().
+  const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   found_inf_.zero_();
   if (scale_.is_cuda()) {
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/optim/optimizer.h>
 
+#include "dist/dist_context.h"
+
 namespace ddptrain {
 
 struct GradScalerOptions {
@@ -45,6 +47,11 @@ class GradScaler {
   /// Divides the optimizer's gradients by the scale (once per step; later calls do nothing)
   /// and records whether any of them is inf or NaN. Call it before clipping.
   void unscale(torch::optim::Optimizer& optimizer);
+  /// The same for these gradients (a rank's shards under --zero_stage 2).
+  void unscale(std::vector<at::Tensor> grads);
+  /// After unscale() of a rank's shards: inf/NaN found on any rank counts on every rank (a
+  /// collective; nothing when disabled), so all skip the same steps.
+  void agree(const DistContext& ctx);
   /// optimizer.step() (or step_fn, e.g. a sharded optimizer's step) unless a gradient was
   /// inf/NaN (unscaling first if needed); returns whether it stepped.
   bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step_fn = {});

@@ -67,6 +67,7 @@ DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const to
   d.reducer.find_unused_parameters = o.find_unused_parameters;
   d.reducer.comm_hook = o.comm_hook;
   d.reducer.overlap = o.ddp_overlap;
+  d.reducer.shard_gradients = o.zero_stage >= 2 && ctx.communicates();
   d.broadcast_buffers = o.broadcast_buffers;
   return d;
 }

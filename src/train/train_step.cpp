@@ -47,10 +47,28 @@ void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor
   scaler.scale(loss / static_cast<double>(group_size)).backward();
 }
 
-bool optimizer_step(TrainState& state, double clip_grad_norm) {
+namespace {
+
+// Unscale and clip the gradients the step will read: the parameters' (stages 0 and 1), or this
+// rank's shards (Note [ZeRO stage 2]: the inf/NaN flag and the norm come from every rank).
+void prepare_gradients(TrainState& state, double clip_grad_norm) {
+  ShardedOptimizer* z = state.sharded;
+  if (z && z->shards_gradients()) {
+    z->attach_gradients();
+    state.scaler.unscale(z->attached_gradients());
+    state.scaler.agree(z->context());
+    if (clip_grad_norm > 0) state.last_grad_norm = z->clip_grad_norm(clip_grad_norm);
+    return;
+  }
   state.scaler.unscale(state.optimizer);
   if (clip_grad_norm > 0)
     state.last_grad_norm = torch::nn::utils::clip_grad_norm_(state.module.parameters(), clip_grad_norm);
+}
+
+}  // namespace
+
+bool optimizer_step(TrainState& state, double clip_grad_norm) {
+  prepare_gradients(state, clip_grad_norm);
   state.grad_bytes = 0;
   for (const auto& p : state.module.parameters())
     if (p.grad().defined()) state.grad_bytes += static_cast<int64_t>(p.grad().nbytes());

@@ -58,8 +58,11 @@ const TrainerOptions& checked(const TrainerOptions& o) {
                   " must be in [0, 1]");
   DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0, "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
   DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb, " must be > 0");
-  DDP_USAGE_CHECK(o.zero_stage == 0 || o.zero_stage == 1, "TrainerOptions::zero_stage=", o.zero_stage,
-                  " must be 0 or 1 (stages 2 and 3 are not built yet)");
+  DDP_USAGE_CHECK(o.zero_stage >= 0 && o.zero_stage <= 2, "TrainerOptions::zero_stage=", o.zero_stage,
+                  " must be 0, 1 or 2 (stage 3 is not built yet)");
+  DDP_USAGE_CHECK(o.zero_stage < 2 || (o.comm_hook == CommHook::kNone && !o.gradient_as_bucket_view),
+                  "zero_stage 2 keeps only this rank's gradient shard: it does not combine with a compression hook "
+                  "(--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
   DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
                   "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
   return o;
@@ -147,10 +150,12 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
 // sliced after a load.
 void Trainer::shard_optimizer() {
   if (!ctx_.communicates()) {
-    ctx_.log().info("zero_stage 1 at world 1: nothing to shard, the optimizer steps as at stage 0");
+    ctx_.log().info("zero_stage at world 1: nothing to shard, the optimizer steps as at stage 0");
     return;
   }
   sharded_ = std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_);
+  if (opts_.zero_stage >= 2)  // Note [ZeRO stage 2]
+    sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); });
   state_.sharded = sharded_.get();
   for (CheckpointPart& part : parts_) {
     if (part.name != "optimizer") continue;
@@ -162,7 +167,8 @@ void Trainer::shard_optimizer() {
       s->scatter_full_state();
     };
   }
-  ctx_.log().info(str("ZeRO stage 1: each rank holds the optimizer state of 1/", ctx_.world_size(),
+  ctx_.log().info(str("ZeRO stage ", opts_.zero_stage, ": each rank holds the optimizer state",
+                      opts_.zero_stage >= 2 ? " and the averaged gradients" : "", " of 1/", ctx_.world_size(),
                       " of the parameters' elements"));
 }
 

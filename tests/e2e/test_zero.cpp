@@ -1,6 +1,7 @@
-// --zero_stage 1 from the command line (Note [ZeRO stage 1], #15): each rank holds half the
-// optimizer state at world 2 and training is stage 0's; a run SIGKILLed mid-epoch resumes
-// bitwise, at stage 1 or at stage 0; stages not built yet are a usage error.
+// --zero_stage 1 and 2 from the command line (Notes [ZeRO stage 1] and [ZeRO stage 2], #15):
+// at world 2 each rank holds half the optimizer state (and at stage 2 a quarter of stage 0's
+// gradient memory) and training is stage 0's; a run SIGKILLed mid-epoch resumes bitwise at any
+// stage; stages not built yet and combinations that cannot work are usage errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,8 +35,8 @@ std::string optimizer_fingerprint(const std::string& out) {
 
 }  // namespace
 
-TEST(Zero, StageOneHoldsHalfTheOptimizerStateAndTrainsAsStageZero) {
-  const std::string a = fresh_dir("zero_stage0"), b = fresh_dir("zero_stage1");
+TEST(Zero, StagesOneAndTwoHoldLessAndTrainAsStageZero) {
+  const std::string a = fresh_dir("zero_stage0"), b = fresh_dir("zero_stage1"), c = fresh_dir("zero_stage2");
   ProcResult zero = run(launch(2, free_port(), zero_train(a, 0, {"--max_steps", "8"})), {}, 300);
   ASSERT_EQ(zero.exit_code, 0) << zero.output;
   ProcResult one = run(launch(2, free_port(), zero_train(b, 1, {"--max_steps", "8"})), {}, 300);
@@ -50,17 +51,26 @@ TEST(Zero, StageOneHoldsHalfTheOptimizerStateAndTrainsAsStageZero) {
   EXPECT_GE(optim1, 0.49 * optim0);
   EXPECT_EQ(last_step(a + "/m.jsonl", "param_mib"), last_step(b + "/m.jsonl", "param_mib"));
   EXPECT_GT(last_step(b + "/m.jsonl", "grad_mib"), 0.0);
+  ProcResult two = run(launch(2, free_port(), zero_train(c, 2, {"--max_steps", "8"})), {}, 300);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(fingerprints(zero.output).at(0), fingerprints(two.output).at(0)) << "stage 2 trained differently";
+  EXPECT_EQ(fingerprints(two.output).at(0), fingerprints(two.output).at(1));
+  const double grad0 = last_step(a + "/m.jsonl", "grad_mib"), grad2 = last_step(c + "/m.jsonl", "grad_mib");
+  std::printf("world 2: gradient memory per rank %.4f MiB at stage 0, %.4f MiB at stage 2\n", grad0, grad2);
+  EXPECT_GT(grad2, 0.0);
+  EXPECT_LE(grad2, 0.3 * grad0);  // stage 0: buckets + the parameters' gradients; stage 2: half of one
+  EXPECT_LE(last_step(c + "/m.jsonl", "optim_mib"), 0.51 * optim0);
 }
 
-TEST(Zero, StageOneKilledMidEpochResumesBitwiseAtEitherStage) {
+TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
   const std::string whole = fresh_dir("zero_whole"), cut = fresh_dir("zero_cut");
   const std::vector<std::string> every5 = {"--dataset_size", "512", "--save_every_steps", "5"};
-  ProcResult full = run(launch(2, free_port(), zero_train(whole, 1, every5)), {}, 300);
+  ProcResult full = run(launch(2, free_port(), zero_train(whole, 2, every5)), {}, 300);
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  ProcResult killed = run(launch(2, free_port(), zero_train(cut, 1, every5)),
+  ProcResult killed = run(launch(2, free_port(), zero_train(cut, 2, every5)),
                           {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
-  for (int stage : {1, 0}) {
+  for (int stage : {2, 1, 0}) {
     const std::string dir = fresh_dir("zero_resumed" + std::to_string(stage));
     ProcResult copy = run({"cp", "-r", cut + "/ck", dir + "/ck"}, {}, 60);
     ASSERT_EQ(copy.exit_code, 0) << copy.output;
@@ -74,10 +84,18 @@ TEST(Zero, StageOneKilledMidEpochResumesBitwiseAtEitherStage) {
   }
 }
 
-TEST(Zero, StagesNotBuiltYetAreUsageErrors) {
-  for (const std::string stage : {"2", "3", "-1"}) {
+TEST(Zero, StagesNotBuiltYetAndImpossibleCombinationsAreUsageErrors) {
+  for (const std::string stage : {"3", "-1"}) {
     ProcResult r = run({binary(), "train", "--zero_stage", stage, "--max_steps", "1"}, {}, 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find("--zero_stage=" + stage + " is not available"), std::string::npos) << r.output;
+  }
+  for (const std::vector<std::string> extra : {std::vector<std::string>{"--ddp_comm_hook", "bf16"},
+                                                std::vector<std::string>{"--gradient_as_bucket_view"}}) {
+    std::vector<std::string> args = {binary(), "train", "--zero_stage", "2", "--max_steps", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ProcResult r = run(args, {}, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--zero_stage 2 keeps only this rank's gradient shard"), std::string::npos) << r.output;
   }
 }

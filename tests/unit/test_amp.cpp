@@ -11,6 +11,7 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
+#include "dist_harness.h"
 #include "models/mini_resnet.h"
 #include "models/recompute.h"
 #include "obs/memory.h"
@@ -100,6 +101,26 @@ TEST(GradScaler, UnscalesBeforeTheStepAndSkipsInfWithStateBitwiseUnchanged) {
   EXPECT_TRUE(bitwise_equal(clone_all({p.w}), params)) << "a skipped step changed the parameters";
   EXPECT_TRUE(torch::equal(st.momentum_buffer(), momentum)) << "a skipped step changed the optimizer state";
   EXPECT_EQ(s.current_scale(), 512.0);
+}
+
+// Note [ZeRO stage 2]: a rank sees only its gradient shard; an inf on one rank's shard must
+// skip the step on every rank (GradScaler::agree sums the flag over the ranks).
+TEST(GradScaler, AnInfOnOneRanksShardSkipsTheStepOnEveryRank) {
+  std::vector<int> stepped(2, -1), stepped_without_agree(2, -1);
+  testing_dist::run_ranks(2, [&](const DistContext& ctx) {
+    for (bool agree : {true, false}) {
+      GradScaler s({true, 1024.0, 2.0, 0.5, 2000});
+      const float g = ctx.rank() == 1 ? std::numeric_limits<float>::infinity() : 1024.0f;
+      s.unscale(std::vector<at::Tensor>{torch::full({3}, g)});
+      if (agree) s.agree(ctx);
+      bool did = false;
+      torch::optim::SGD none(std::vector<at::Tensor>{torch::zeros({1}, torch::requires_grad())}, 0.1);
+      s.step(none, [&] { did = true; });
+      (agree ? stepped : stepped_without_agree)[static_cast<size_t>(ctx.rank())] = did ? 1 : 0;
+    }
+  });
+  EXPECT_EQ(stepped, (std::vector<int>{0, 0})) << "every rank skips";
+  EXPECT_EQ(stepped_without_agree, (std::vector<int>{1, 0})) << "without the agreement the ranks would diverge";
 }
 
 TEST(GradScaler, DisabledIsInert) {

@@ -237,34 +237,55 @@ TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
   std::filesystem::remove_all(dir);
 }
 
-// Note [ZeRO stage 1]: sharding the optimizer's state trains as DDP does, with SGD and AdamW
-// (two groups: decay and none), at world 2 and 4.
-TEST(Trainer, ZeroStageOneTrainsAsStageZero) {
+// Notes [ZeRO stage 1] and [ZeRO stage 2]: sharding the optimizer's state, and the gradients,
+// trains as DDP does, with SGD and AdamW (two groups: decay and none), at world 2 and 4.
+TEST(Trainer, ZeroStagesTrainAsStageZero) {
   for (bool adamw : {false, true})
     for (int world : {2, 4}) {
       TrainerOptions o = quiet_fp32(8, 2);
       const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
-      o.zero_stage = 1;
-      const Trained one = train_user_net(world, o, mse(), true, native, adamw);
-      const double diff = max_diff(zero.params, one.params);
-      std::printf("%s world %d: stage 1 vs stage 0 max |weight diff| %g, optimizer state %s\n", adamw ? "adamw" : "sgd",
-                  world, diff, zero.result.optimizer_fingerprint == one.result.optimizer_fingerprint ? "bitwise equal"
-                                                                                                   : "differs");
-      EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world;
-      EXPECT_EQ(one.result.global_step, zero.result.global_step);
-      EXPECT_NE(one.result.optimizer_fingerprint, train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
-          << "the gathered state is empty";
+      for (int stage : {1, 2}) {
+        o.zero_stage = stage;
+        const Trained z = train_user_net(world, o, mse(), true, native, adamw);
+        const double diff = max_diff(zero.params, z.params);
+        std::printf("%s world %d: stage %d vs stage 0 max |weight diff| %g, optimizer state %s\n",
+                    adamw ? "adamw" : "sgd", world, stage, diff,
+                    zero.result.optimizer_fingerprint == z.result.optimizer_fingerprint ? "bitwise equal" : "differs");
+        EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world << " stage " << stage;
+        EXPECT_EQ(z.result.global_step, zero.result.global_step);
+        EXPECT_NE(z.result.optimizer_fingerprint, train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
+            << "the gathered state is empty";
+      }
     }
 }
 
-// A stage-1 checkpoint taken mid-epoch resumes at stage 1 and at stage 0, each bitwise equal
-// to the uninterrupted stage-1 run (the checkpoint holds the gathered, stage-0 format state).
-TEST(Trainer, ZeroStageOneCheckpointResumesAtEitherStage) {
+// Stage 2 with what needs the whole gradient: accumulation (no_sync), clipping (the norm from
+// the shards) and the loss scaler (unscaled shards, the inf flag agreed), as stage 0.
+TEST(Trainer, ZeroStageTwoWithAccumulationClippingAndTheScaler) {
+  TrainerOptions o = quiet_fp32(4, 2);
+  o.grad_accum_steps = 2;
+  o.clip_grad_norm = 0.05;  // small enough to clip every step
+  o.precision.grad_scaler = ScalerMode::kOn;
+  o.scaler_init_scale = 256;
+  const Trained zero = train_user_net(2, o, mse(), true, native, true);
+  o.zero_stage = 2;
+  const Trained two = train_user_net(2, o, mse(), true, native, true);
+  const double diff = max_diff(zero.params, two.params);
+  std::printf("accumulation 2, clipping 0.05, scaler on: stage 2 vs stage 0 max |weight diff| %g\n", diff);
+  EXPECT_LE(diff, 1e-6);
+  EXPECT_EQ(two.result.global_step, zero.result.global_step);
+  EXPECT_GT(max_diff(two.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3) << "nothing trained";
+}
+
+// A stage-1 or stage-2 checkpoint taken mid-epoch resumes at stages 2, 1 and 0, each bitwise
+// equal to the uninterrupted run (the checkpoint holds the gathered, stage-0 format state).
+TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
   const std::string dir = testing_dist::temp_dir("trainer_zero");
+  for (int written : {1, 2})
   for (bool adamw : {false, true}) {
     TrainerOptions o = quiet_fp32(8, 2);
     o.lr_schedule = LrSchedule::kEpochCosine;
-    o.zero_stage = 1;
+    o.zero_stage = written;
     o.checkpoint_dir = dir + "/whole";
     const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
     o.checkpoint_dir = dir + "/parts";
@@ -273,11 +294,12 @@ TEST(Trainer, ZeroStageOneCheckpointResumesAtEitherStage) {
     ASSERT_FALSE(first.result.last_checkpoint.empty());
     o.max_steps = 0;
     o.resume_from = first.result.last_checkpoint;
-    for (int stage : {1, 0}) {
+    for (int stage : {2, 1, 0}) {
       o.zero_stage = stage;
       const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
       EXPECT_EQ(resumed.result.global_step, 12);
-      EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0) << "resumed at stage " << stage << (adamw ? " adamw" : " sgd");
+      EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
+          << "written at stage " << written << ", resumed at stage " << stage << (adamw ? " adamw" : " sgd");
       EXPECT_EQ(resumed.result.optimizer_fingerprint, whole.result.optimizer_fingerprint) << "stage " << stage;
     }
     std::filesystem::remove_all(dir);
