@@ -128,7 +128,9 @@ CheckpointPart module_part(std::string name, torch::nn::Module& module) {
   return {std::move(name), [&module] { return pickle_tensors(state_dict(module)); },
           [&module](const std::string& bytes, const std::string& origin) {
             load_state_dict(module, unpickle_tensors(bytes, origin), origin);
-          }};
+          },
+          {},
+          {}};
 }
 
 CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimizer) {
@@ -152,12 +154,16 @@ CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimiz
             torch::serialize::InputArchive archive;
             archive.load_from(bytes.data(), bytes.size());
             optimizer.load(archive);
-          }};
+          },
+          {},
+          {}};
 }
 
 CheckpointPart tensors_part(std::string name, NamedTensors& tensors) {
   return {std::move(name), [&tensors] { return pickle_tensors(tensors); },
-          [&tensors](const std::string& bytes, const std::string& origin) { tensors = unpickle_tensors(bytes, origin); }};
+          [&tensors](const std::string& bytes, const std::string& origin) { tensors = unpickle_tensors(bytes, origin); },
+          {},
+          {}};
 }
 
 std::vector<CheckpointPart> training_parts(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {

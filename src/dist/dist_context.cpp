@@ -208,15 +208,17 @@ compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& te
 compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output) const {
   DDP_ASSERT(reduce_scatters(), "reduce_scatter_sum_async on ", backend_name_, ", which has no reduce_scatter");
   DDP_ASSERT(input.numel() == output.numel() * world_size(), "reduce_scatter: the input is world_size outputs");
-  auto op = [&](std::vector<at::Tensor>& ts) {  // ts: the output, then the input
+  auto op = [&](std::vector<at::Tensor>& ts) {  // ts: the output, then the input's chunks
     std::vector<at::Tensor> out{ts[0]};
-    std::vector<std::vector<at::Tensor>> in{ts[1].chunk(world_size())};
+    std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
     c10d::ReduceScatterOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     o.timeout = timeout_;
     return pg_->reduce_scatter(out, in, o);
   };
-  std::vector<at::Tensor> ts{output, input};
+  // Chunked where the input lives (a staged copy of each chunk is then a plain tensor).
+  std::vector<at::Tensor> ts{output};
+  for (const auto& chunk : input.chunk(world_size())) ts.push_back(chunk);
   if (strict_device_) return run_staged(ts, "reduce_scatter (asynchronous)", op);  // Note [Strict collective device]
   for (const auto& t : ts)
     DDP_ASSERT(!stage_for(t), "an asynchronous reduce_scatter got a tensor on ", t.device().str(), ", which ",

@@ -4,6 +4,7 @@
 // stage; stages not built yet and combinations that cannot work are usage errors.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 
 #include "e2e_helpers.h"
@@ -84,13 +85,42 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
   }
 }
 
+// The memory bound: world 4, AdamW, GPT small (10.8M parameters; a short context to
+// keep the test quick): a rank holds <= 0.3x stage 0's optimizer state at stage 1 and <= 0.3x
+// its gradient memory at stage 2.
+TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
+  std::map<int, std::string> metrics;
+  for (int stage : {0, 1, 2}) {
+    const std::string dir = fresh_dir("zero_gpt" + std::to_string(stage));
+    metrics[stage] = dir + "/m.jsonl";
+    ProcResult r = run(launch(4, free_port(), {"train", "--model", "gpt", "--gpt_preset", "small", "--dataset", "tokens",
+                                               "--block_size", "16", "--dataset_size", "256", "--batch_size", "2",
+                                               "--optimizer", "adamw", "--max_steps", "2", "--log_interval", "1",
+                                               "--no-use_amp", "--num_workers", "0", "--threads", "1",
+                                               "--eval_every", "0", "--save_every", "0", "--zero_stage",
+                                               std::to_string(stage), "--checkpoint_dir", dir + "/ck",
+                                               "--metrics_file", metrics[stage]}),
+                       {}, 600);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const double optim0 = last_step(metrics[0], "optim_mib"), optim1 = last_step(metrics[1], "optim_mib");
+  const double grad0 = last_step(metrics[0], "grad_mib"), grad2 = last_step(metrics[2], "grad_mib");
+  std::printf("GPT small, world 4, AdamW, per rank: optimizer state %.1f MiB (stage 0) -> %.1f MiB (stage 1); "
+              "gradients %.1f MiB (stage 0) -> %.1f MiB (stage 2); parameters %.1f MiB\n",
+              optim0, optim1, grad0, grad2, last_step(metrics[0], "param_mib"));
+  EXPECT_GT(optim0, 0.0);
+  EXPECT_LE(optim1, 0.3 * optim0);
+  EXPECT_LE(grad2, 0.3 * grad0);
+  EXPECT_LE(last_step(metrics[2], "optim_mib"), 0.3 * optim0);
+}
+
 TEST(Zero, StagesNotBuiltYetAndImpossibleCombinationsAreUsageErrors) {
   for (const std::string stage : {"3", "-1"}) {
     ProcResult r = run({binary(), "train", "--zero_stage", stage, "--max_steps", "1"}, {}, 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find("--zero_stage=" + stage + " is not available"), std::string::npos) << r.output;
   }
-  for (const std::vector<std::string> extra : {std::vector<std::string>{"--ddp_comm_hook", "bf16"},
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--ddp_comm_hook", "bf16"},
                                                 std::vector<std::string>{"--gradient_as_bucket_view"}}) {
     std::vector<std::string> args = {binary(), "train", "--zero_stage", "2", "--max_steps", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
