@@ -19,7 +19,9 @@
 #     dist-mnist.cpp (bench/dist_mnist_style.cpp), samples/s and whether its gradients are
 #     the mean over the ranks;
 # 10. a model scripted in Python (--model torchscript): the reference MiniResNet scripted,
-#     against the built-in one (both NCHW), and the same file under Python DDP.
+#     against the built-in one (both NCHW), and the same file under Python DDP;
+# 11. ZeRO: GPT small with AdamW at world 2 and 4, --zero_stage 0, 1 and 2: samples/s and
+#     what a rank holds (parameters, gradients, optimizer state, peak), one table.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -320,3 +322,26 @@ printf '%-40s %8s samples/s (runs: %s) = %sx built-in\n' "ddptrain, scripted Min
   "$(ratio "$s" "$b")"
 printf '%-40s %8s samples/s (runs: %s); ddptrain = %sx\n' "Python DDP, the same scripted file" "$p" \
   "${script_py_runs[*]}" "$(ratio "$s" "$p")"
+
+echo
+echo "== 11. ZeRO: GPT small, AdamW, --amp_dtype auto, batch 4/rank, 1 thread per rank =="
+zero_row() {  # zero_row WORLD STAGE: a row of the table
+  rm -f "$TMP/z.jsonl"
+  rm -rf "$TMP"/ckpt*
+  "$BIN" launch --nproc_per_node "$1" --master_port 29544 train --model gpt --gpt_preset small --dataset tokens \
+    --dataset_size 100000 --batch_size 4 --optimizer adamw --lr 3e-4 --max_steps "$STEPS" --log_interval "$INTERVAL" \
+    --num_workers 1 --threads 1 --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" \
+    --metrics_file "$TMP/z.jsonl" --zero_stage "$2" > "$TMP/zero.log" 2>&1 || fail "$TMP/zero.log"
+  python3 - "$TMP/z.jsonl" "$1" "$2" << 'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "step"][1:]
+last = steps[-1]
+sps = sum(s["samples_per_s"] for s in steps) / len(steps)
+print(f"{sys.argv[2]:>5} {sys.argv[3]:>5} {sps:>10.1f} {last['param_mib']:>8.1f} {last['grad_mib']:>8.1f} "
+      f"{last['optim_mib']:>8.1f} {max(s['peak_mem_mib'] for s in steps):>9.0f}")
+PY
+}
+printf '%5s %5s %10s %8s %8s %8s %9s\n' world stage samples/s params grads optim peak_MiB
+for world in 2 4; do
+  for stage in 0 1 2; do zero_row "$world" "$stage"; done
+done

@@ -260,8 +260,9 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
 }
 
 // Stage 2 with what needs the whole gradient: accumulation (no_sync), clipping (the norm from
-// the shards) and the loss scaler (unscaled shards, the inf flag agreed), as stage 0.
-TEST(Trainer, ZeroStageTwoWithAccumulationClippingAndTheScaler) {
+// the shards), the loss scaler (unscaled shards, the inf flag agreed) and bf16 autocast, as
+// stage 0.
+TEST(Trainer, ZeroStageTwoWithAccumulationClippingTheScalerAndBf16) {
   TrainerOptions o = quiet_fp32(4, 2);
   o.grad_accum_steps = 2;
   o.clip_grad_norm = 0.05;  // small enough to clip every step
@@ -275,6 +276,16 @@ TEST(Trainer, ZeroStageTwoWithAccumulationClippingAndTheScaler) {
   EXPECT_LE(diff, 1e-6);
   EXPECT_EQ(two.result.global_step, zero.result.global_step);
   EXPECT_GT(max_diff(two.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3) << "nothing trained";
+  // bf16 autocast: the shards step the same fp32 master weights.
+  TrainerOptions bf16 = quiet_fp32(4, 2);
+  bf16.precision = {true, AmpDtype::kBf16, ScalerMode::kOff, ""};
+  const Trained zero_bf16 = train_user_net(2, bf16, mse(), true, native, true);
+  bf16.zero_stage = 2;
+  const Trained two_bf16 = train_user_net(2, bf16, mse(), true, native, true);
+  std::printf("bf16 autocast: stage 2 vs stage 0 max |weight diff| %g\n", max_diff(zero_bf16.params, two_bf16.params));
+  EXPECT_LE(max_diff(zero_bf16.params, two_bf16.params), 1e-6);
+  const Trained fp32 = train_user_net(2, quiet_fp32(4, 2), mse(), true, native, true);
+  EXPECT_GT(max_diff(zero_bf16.params, fp32.params), 1e-6) << "bf16 autocast changed nothing: was it on?";
 }
 
 // A stage-1 or stage-2 checkpoint taken mid-epoch resumes at stages 2, 1 and 0, each bitwise
