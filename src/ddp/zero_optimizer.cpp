@@ -177,17 +177,21 @@ void ShardedOptimizer::step() {
     for (auto& o : own_) o.view.mutable_grad().reset();
   }
   stepped_ = true;
-  std::vector<at::Tensor> mine;
-  for (const auto& b : layout_) {
-    mine.push_back(at::zeros({b.shard_numel}, params_.empty() ? at::TensorOptions() : params_[0].options()));
-    for (const ShardPiece& piece : b.by_rank[static_cast<size_t>(ctx_.rank())])
-      mine.back().narrow(0, piece.shard_offset, piece.length)
+  std::vector<at::Tensor> mine = zero_shards();
+  for (size_t b = 0; b < layout_.size(); ++b)
+    for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())])
+      mine[b].narrow(0, piece.shard_offset, piece.length)
           .copy_(flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length));
-  }
   all_gather_pieces(mine, /*include_mine=*/false, "ZeRO all_gather of the updated parameters",
                     [&](const ShardPiece& piece, const at::Tensor& values) {
                       flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length).copy_(values);
                     });
+}
+
+std::vector<at::Tensor> ShardedOptimizer::zero_shards() const {
+  std::vector<at::Tensor> out;
+  for (const auto& b : layout_) out.push_back(at::zeros({b.shard_numel}, params_[0].options()));  // buckets imply params
+  return out;
 }
 
 void ShardedOptimizer::all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
@@ -223,8 +227,7 @@ void ShardedOptimizer::gather_full_state() {
   const int fields = state_fields(full_);
   std::vector<std::vector<at::Tensor>> full(static_cast<size_t>(fields), std::vector<at::Tensor>(params_.size()));
   for (int k = 0; k < fields; ++k) {
-    std::vector<at::Tensor> mine;
-    for (const auto& b : layout_) mine.push_back(at::zeros({b.shard_numel}, params_[0].options()));
+    std::vector<at::Tensor> mine = zero_shards();
     for (const Own& o : own_) {
       auto it = inner_->state().find(compat::optimizer_state_key(o.view));
       if (it == inner_->state().end()) continue;

@@ -87,6 +87,8 @@ class ShardedOptimizer {
   // receives each piece's values (this rank's own too when include_mine).
   void all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
                          const std::function<void(const ShardPiece&, const at::Tensor&)>& put);
+  // One zero tensor per bucket, a shard long, of the parameters' dtype and device.
+  std::vector<at::Tensor> zero_shards() const;
   // Whether parameters of full's group g have a state entry once stepped.
   bool group_has_state(size_t g) const;
 

@@ -43,14 +43,21 @@ compat::WorkHandle DeviceCheckingBackend::broadcast(std::vector<at::Tensor>& ten
   return on_cpu(tensors, "broadcast", [&](std::vector<at::Tensor>& t) { return inner_->broadcast(t, opts); });
 }
 
+compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& one, std::vector<std::vector<at::Tensor>>& list,
+                                                 const char* what, const SplitOp& op) {
+  DDP_ASSERT(one.size() == 1 && list.size() == 1, what, ": one tensor and one list");
+  std::vector<at::Tensor> all{one[0]};
+  all.insert(all.end(), list[0].begin(), list[0].end());
+  return on_cpu(all, what, [&](std::vector<at::Tensor>& t) {
+    std::vector<at::Tensor> cpu_one{t[0]};
+    std::vector<std::vector<at::Tensor>> cpu_list{std::vector<at::Tensor>(t.begin() + 1, t.end())};
+    return op(cpu_one, cpu_list);
+  });
+}
+
 compat::WorkHandle DeviceCheckingBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  DDP_ASSERT(inputs.size() == 1 && outputs.size() == 1, "allgather: one input and one output list");
-  std::vector<at::Tensor> all{inputs[0]};
-  all.insert(all.end(), outputs[0].begin(), outputs[0].end());
-  return on_cpu(all, "allgather", [&](std::vector<at::Tensor>& t) {
-    std::vector<at::Tensor> in{t[0]};
-    std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(t.begin() + 1, t.end())};
+  return on_cpu(inputs, outputs, "allgather", [&](std::vector<at::Tensor>& in, std::vector<std::vector<at::Tensor>>& out) {
     return inner_->allgather(out, in, opts);
   });
 }
@@ -58,14 +65,10 @@ compat::WorkHandle DeviceCheckingBackend::allgather(std::vector<std::vector<at::
 compat::WorkHandle DeviceCheckingBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                          std::vector<std::vector<at::Tensor>>& inputs,
                                                          const c10d::ReduceScatterOptions& opts) {
-  DDP_ASSERT(outputs.size() == 1 && inputs.size() == 1, "reduce_scatter: one output and one input list");
-  std::vector<at::Tensor> all{outputs[0]};
-  all.insert(all.end(), inputs[0].begin(), inputs[0].end());
-  return on_cpu(all, "reduce_scatter", [&](std::vector<at::Tensor>& t) {
-    std::vector<at::Tensor> out{t[0]};
-    std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(t.begin() + 1, t.end())};
-    return inner_->reduce_scatter(out, in, opts);
-  });
+  return on_cpu(outputs, inputs, "reduce_scatter",
+                [&](std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in) {
+                  return inner_->reduce_scatter(out, in, opts);
+                });
 }
 
 compat::WorkHandle DeviceCheckingBackend::barrier(const c10d::BarrierOptions& opts) { return inner_->barrier(opts); }

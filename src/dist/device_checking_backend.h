@@ -46,6 +46,11 @@ class DeviceCheckingBackend final : public compat::CommBackend {
   using Op = std::function<compat::WorkHandle(std::vector<at::Tensor>&)>;
   // Checks every tensor is on required_, runs op on CPU copies, waits, copies the results back.
   compat::WorkHandle on_cpu(std::vector<at::Tensor>& tensors, const char* what, const Op& op);
+  // The same for a collective of one tensor and one list (allgather: the input and the outputs;
+  // reduce_scatter: the output and the inputs).
+  using SplitOp = std::function<compat::WorkHandle(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&)>;
+  compat::WorkHandle on_cpu(std::vector<at::Tensor>& one, std::vector<std::vector<at::Tensor>>& list, const char* what,
+                            const SplitOp& op);
 
   compat::CommHandle inner_;
   at::Device required_;

@@ -68,6 +68,14 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return out;
 }
 
+// `key` of every step record of a metrics file, in order.
+inline std::vector<double> step_values(const std::string& metrics, const std::string& key) {
+  std::vector<double> out;
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.value("kind", "") == "step") out.push_back(rec.at(key).get<double>());
+  return out;
+}
+
 // How many times needle occurs in text.
 inline size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;

@@ -30,13 +30,6 @@ std::map<std::string, std::vector<double>> golden_losses() {
   return out;
 }
 
-std::vector<double> step_losses_of(const std::string& metrics) {
-  std::vector<double> out;
-  for (const auto& j : read_jsonl(metrics))
-    if (j.value("kind", "") == "step") out.push_back(j.at("loss").get<double>());
-  return out;
-}
-
 }  // namespace
 
 TEST(GoldenLosses, TinyRunsTrainAsRecorded) {
@@ -56,7 +49,7 @@ TEST(GoldenLosses, TinyRunsTrainAsRecorded) {
     if (name == "w2_accum2") argv.insert(argv.end(), {"--grad_accum_steps", "2"});
     ProcResult r = run(argv, {}, 300);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const std::vector<double> got = step_losses_of(dir + "/m.jsonl");
+    const std::vector<double> got = step_values(dir + "/m.jsonl", "loss");
     ASSERT_EQ(got.size(), want.size()) << name;
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_NEAR(got[i], want[i], 1e-4 * std::fabs(want[i])) << name << " step " << i + 1;

@@ -41,12 +41,6 @@ std::string save_script(const std::string& dir, const std::string& kind) {
   return path;
 }
 
-std::vector<double> step_losses(const std::string& metrics) {
-  std::vector<double> out;
-  for (const auto& rec : read_jsonl(metrics))
-    if (rec.at("kind") == "step") out.push_back(rec.at("loss").get<double>());
-  return out;
-}
 
 }  // namespace
 
@@ -79,7 +73,9 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
   EXPECT_EQ(same.exit_code, 0) << same.output;
   // Without --flops_per_sample no MFU; with it (and bf16 autocast) MFU is reported.
   for (const auto& rec : records)
-    if (rec.at("kind") == "step") EXPECT_EQ(rec.at("mfu").get<double>(), 0.0) << rec.dump();
+    if (rec.at("kind") == "step") {
+      EXPECT_EQ(rec.at("mfu").get<double>(), 0.0) << rec.dump();
+    }
   ProcResult amp = run(with_binary(script_train(dir + "/amp", dir + "/net.pt",
                                                 {"--use_amp", "--amp_dtype", "bf16", "--flops_per_sample", "2000000",
                                                  "--peak_tflops", "0.1", "--max_steps", "2"})), {}, 120);
@@ -162,7 +158,7 @@ TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
   };
   ProcResult full = run(job("full"), {}, 180);
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  ASSERT_EQ(step_losses(dir + "/full/m.jsonl").size(), 8u);  // 2 epochs x 4 steps
+  ASSERT_EQ(step_values(dir + "/full/m.jsonl", "loss").size(), 8u);  // 2 epochs x 4 steps
   ProcResult killed = run(job("cut"), {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 180);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   ProcResult resumed = run(job("cut", {"--resume_from", "auto"}), {}, 180);
@@ -194,7 +190,7 @@ TEST(TorchScript, ATransformerLanguageModelLearnsText) {
                                    "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
   ProcResult r = run(launch(2, free_port(), args), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto losses = step_losses(dir + "/m.jsonl");
+  const auto losses = step_values(dir + "/m.jsonl", "loss");
   ASSERT_EQ(losses.size(), 40u);
   double first = 0, last = 0;
   for (int i = 0; i < 5; ++i) first += losses[static_cast<size_t>(i)] / 5, last += losses[losses.size() - 1 - i] / 5;

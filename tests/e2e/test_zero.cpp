@@ -21,12 +21,10 @@ std::vector<std::string> zero_train(const std::string& dir, int stage, std::vect
   return a;
 }
 
-// The last step record's value of `key`.
+// The last step record's value of `key` (-1 without one).
 double last_step(const std::string& metrics, const std::string& key) {
-  double v = -1;
-  for (const auto& rec : read_jsonl(metrics))
-    if (rec.at("kind") == "step") v = rec.at(key).get<double>();
-  return v;
+  const std::vector<double> v = step_values(metrics, key);
+  return v.empty() ? -1 : v.back();
 }
 
 std::string optimizer_fingerprint(const std::string& out) {

@@ -27,26 +27,26 @@ DistOptionsResolved strict() {
   return o;
 }
 
-// `ddptrain train args` at world 2 on the strict device: each rank's result and how many of its
-// collectives were staged.
-struct StrictRun {
-  std::vector<TrainResult> results = std::vector<TrainResult>(2);
-  std::vector<int64_t> staged = std::vector<int64_t>(2);
-};
-StrictRun train_strict(const std::vector<std::string>& args) {
+// `ddptrain train args` at world 2 on the strict device; checks that the ranks end equal and
+// staged the same (non-zero) number of collectives, and returns rank 0's result.
+TrainResult train_strict(const std::vector<std::string>& args) {
   const TrainConfig cfg = resolve_train_config(args);
   std::mutex m;
-  StrictRun out;
+  std::vector<TrainResult> results(2);
+  std::vector<int64_t> staged(2);
   testing_dist::run_ranks(
       2,
       [&](const DistContext& ctx) {
         TrainResult r = train(cfg, ctx, "{}");
         std::lock_guard<std::mutex> lock(m);
-        out.results[static_cast<size_t>(ctx.rank())] = r;
-        out.staged[static_cast<size_t>(ctx.rank())] = ctx.staged_collectives();
+        results[static_cast<size_t>(ctx.rank())] = r;
+        staged[static_cast<size_t>(ctx.rank())] = ctx.staged_collectives();
       },
       120, strict());
-  return out;
+  EXPECT_EQ(results[0].fingerprint, results[1].fingerprint) << "the replicas diverged";
+  EXPECT_EQ(staged[0], staged[1]) << "the ranks issued different collectives";
+  EXPECT_GT(staged[0], 0);
+  return results[0];
 }
 
 
@@ -116,11 +116,7 @@ TEST(StrictDevice, TrainingEvaluationCheckpointsAndResumeStageEveryCollective) {
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = args;
     a.insert(a.end(), extra.begin(), extra.end());
-    const StrictRun r = train_strict(a);
-    EXPECT_EQ(r.results[0].fingerprint, r.results[1].fingerprint) << "the replicas diverged";
-    EXPECT_EQ(r.staged[0], r.staged[1]) << "the ranks issued different collectives";
-    EXPECT_GT(r.staged[0], 0);
-    return r.results[0];
+    return train_strict(a);
   };
   const TrainResult first = run({"--max_steps", "4"});
   EXPECT_EQ(first.global_step, 4);
@@ -143,11 +139,7 @@ TEST(StrictDevice, ZeroStagesStageEveryCollective) {
                                   "--lr", "0.003", "--grad_scaler", "on", "--clip_grad_norm", "1", "--eval_every",
                                   "0", "--log_interval", "2", "--checkpoint_dir", dir, "--save_every_steps", "3"};
     a.insert(a.end(), extra.begin(), extra.end());
-    const StrictRun r = train_strict(a);
-    EXPECT_EQ(r.results[0].fingerprint, r.results[1].fingerprint) << "the replicas diverged";
-    EXPECT_EQ(r.staged[0], r.staged[1]) << "the ranks issued different collectives";
-    EXPECT_GT(r.staged[0], 0);
-    return r.results[0];
+    return train_strict(a);
   };
   const TrainResult first = run({"--zero_stage", "2", "--max_steps", "3"});
   EXPECT_EQ(first.global_step, 3);
