@@ -40,7 +40,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_choice("memory_format", &c.model.memory_format, memory_format_choices(), "the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN and cuDNN)"),
       bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(), "blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
-      bind_flag("zero_stage", &c.dist.zero_stage, "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each rank holds 1/world of the optimizer state; 2: of the gradients too (a checkpoint of any stage resumes at any)"),
+      bind_flag("zero_stage", &c.dist.zero_stage, "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each rank holds 1/world of the optimizer state; 2: of the gradients too; 3: of the parameters too, gathered one block at a time (a checkpoint of any stage resumes at any)"),
       bind_choice("optimizer", &c.optim.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
       bind_choice("loss", &c.optim.loss, loss_choices(), "cross_entropy of class (or next-token) logits; mse of outputs and float targets (--dataset tensors with float labels)"),
       bind_flag("lr", &c.optim.lr, "peak learning rate"),
@@ -180,12 +180,12 @@ void validate_dist(const DistOptions& dist) {
                   " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
   DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
                   " must be > 0; pass e.g. --first_bucket_mb 1");
-  DDP_USAGE_CHECK(dist.zero_stage >= 0 && dist.zero_stage <= 2, "--zero_stage=", dist.zero_stage,
-                  " is not available: 0 (DDP), 1 (optimizer state sharded) or 2 (gradients too); stage 3 is not "
-                  "built yet");
+  DDP_USAGE_CHECK(dist.zero_stage >= 0 && dist.zero_stage <= 3, "--zero_stage=", dist.zero_stage,
+                  " is not available: 0 (DDP), 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters "
+                  "too)");
   DDP_USAGE_CHECK(dist.zero_stage < 2 || (dist.ddp_comm_hook == CommHook::kNone && !dist.gradient_as_bucket_view),
-                  "--zero_stage 2 keeps only this rank's gradient shard: it does not combine with --ddp_comm_hook or "
-                  "--gradient_as_bucket_view; drop those, or use --zero_stage 1");
+                  "--zero_stage ", dist.zero_stage, " keeps only this rank's gradient shard: it does not combine with "
+                  "--ddp_comm_hook or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
 }
 
 // An output folder given by `flag`: missing is fine (it is created), a file is not.

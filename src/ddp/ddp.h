@@ -55,6 +55,10 @@ class DistributedDataParallel {
   std::vector<std::vector<size_t>> buckets() const { return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{}; }
   /// zero_stage 2: this rank's shard of bucket b's averaged gradient (ddp/reducer.h).
   const at::Tensor& shard_gradient(size_t b) const { return reducer_->shard_gradient(b); }
+  /// See Reducer::on_bucket_grads (no-op without a process group).
+  void on_bucket_grads(std::function<void(size_t)> fn) {
+    if (reducer_) reducer_->on_bucket_grads(std::move(fn));
+  }
   /// Bytes of the gradient buffers DDP holds now.
   int64_t bucket_bytes() const { return reducer_ ? reducer_->bucket_bytes() : 0; }
   size_t bucket_cap_bytes() const { return opts_.reducer.bucket_cap_bytes; }

@@ -37,7 +37,8 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   for (auto& p : params_)
     bp.push_back({p.numel(), static_cast<int64_t>(p.element_size()),
                   std::string(c10::toString(p.scalar_type())) + "@" + p.device().str()});
-  buckets_ = assign_buckets(bp, opts_.bucket_cap_bytes, opts_.first_bucket_bytes);
+  buckets_ = opts_.buckets.empty() ? assign_buckets(bp, opts_.bucket_cap_bytes, opts_.first_bucket_bytes)
+                                   : opts_.buckets;
   bucket_of_.resize(params_.size());
   offset_of_.resize(params_.size());
   const int64_t world = ctx_.world_size();
@@ -60,6 +61,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   wire_ = flat_;
   works_.resize(buckets_.size());
   ready_.assign(params_.size(), 0);
+  for (const auto& b : buckets_) local_pending_.push_back(b.size());
   reset_iteration();
 
   if (opts_.comm_hook != CommHook::kNone && !ctx_.reduces(wire_dtype(opts_.comm_hook)))
@@ -119,8 +121,19 @@ void Reducer::reset_iteration() {
   armed_ = false;
 }
 
+// Under no_sync only on_bucket_grads_ needs to know when a bucket's gradients are complete.
+void Reducer::count_local(size_t i) {
+  const size_t b = bucket_of_[i];
+  if (--local_pending_[b] > 0) return;
+  local_pending_[b] = buckets_[b].size();
+  on_bucket_grads_(b);
+}
+
 void Reducer::on_grad_ready(size_t i) {
-  if (!sync_) return;  // See Note [no_sync and accumulation].
+  if (!sync_) {  // See Note [no_sync and accumulation].
+    if (on_bucket_grads_) count_local(i);
+    return;
+  }
   if (!armed_) {
     armed_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
@@ -144,7 +157,9 @@ void Reducer::on_grad_ready(size_t i) {
     else view.zero_();
     if (opts_.shard_gradients) grad.reset();  // in its bucket now; the full gradient is not kept
   }
-  if (--pending_[bucket_of_[i]] == 0 && opts_.overlap) launch_ready_buckets();
+  if (--pending_[bucket_of_[i]] > 0) return;
+  if (on_bucket_grads_) on_bucket_grads_(bucket_of_[i]);
+  if (opts_.overlap) launch_ready_buckets();
 }
 
 void Reducer::launch_ready_buckets() {

@@ -14,6 +14,7 @@
 // Invariant: a bucket's flat buffer is never read or written while its Work is pending.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct ReducerOptions {
   CommHook comm_hook = CommHook::kNone;  // compress buckets to 16 bits for the all-reduce
   bool overlap = true;                   // false: launch every bucket only after backward
   bool shard_gradients = false;          // ZeRO stage 2: keep only this rank's shard (Note [ZeRO stage 2])
+  /// Parameter indices per bucket, in launch order (zero_stage 3: one bucket per unit, Note
+  /// [ZeRO stage 3]); empty: buckets by size (ddp/bucket_assignment.h).
+  std::vector<std::vector<size_t>> buckets;
 };
 
 /// Communication counters since the last take_stats().
@@ -64,9 +68,13 @@ class Reducer {
   /// shard_gradients: this rank's shard of bucket b's averaged gradient (ddp/shard_layout.h),
   /// valid from the end of a synchronised backward until the next one.
   const at::Tensor& shard_gradient(size_t b) const { return shard_[b]; }
+  /// Called on the autograd thread when every parameter of bucket b has its gradient in this
+  /// backward, synchronised or not (zero_stage 3 frees the unit's parameters then).
+  void on_bucket_grads(std::function<void(size_t)> fn) { on_bucket_grads_ = std::move(fn); }
 
  private:
   void on_grad_ready(size_t param);
+  void count_local(size_t param);
   void launch_ready_buckets();
   void launch(size_t bucket);
   void finalize();
@@ -97,6 +105,8 @@ class Reducer {
   bool armed_ = false;  // a final callback is queued for this backward
   std::vector<char> ready_;
   std::vector<size_t> pending_;  // per bucket: params not yet ready
+  std::vector<size_t> local_pending_;  // the same under no_sync, for on_bucket_grads_
+  std::function<void(size_t)> on_bucket_grads_;
   size_t next_launch_ = 0;
   std::vector<compat::WorkHandle> works_;
   ReducerStats stats_;

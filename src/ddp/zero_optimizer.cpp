@@ -101,8 +101,9 @@ std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& f
 }  // namespace
 
 ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at::Tensor> params,
-                                   const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx)
-    : full_(full), params_(std::move(params)), ctx_(ctx) {
+                                   const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx,
+                                   std::function<at::Tensor(size_t bucket)> shard_values)
+    : full_(full), params_(std::move(params)), ctx_(ctx), values_in_shards_(static_cast<bool>(shard_values)) {
   kind_of(full_);  // a UsageError for another optimizer
   DDP_USAGE_CHECK(full_.state().empty(), "--zero_stage 1 takes an optimizer that has not stepped yet");
   std::vector<int64_t> numels;
@@ -119,7 +120,8 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
     for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())]) {
       auto it = group_of.find(params_[piece.param].unsafeGetTensorImpl());
       if (it == group_of.end()) continue;  // not optimized (at stage 0 neither)
-      at::Tensor view = flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length);
+      at::Tensor view = shard_values ? shard_values(b).narrow(0, piece.shard_offset, piece.length)
+                                     : flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length);
       own_.push_back({b, piece, view});
       views[static_cast<size_t>(it->second)].push_back(view);
     }
@@ -177,6 +179,7 @@ void ShardedOptimizer::step() {
     for (auto& o : own_) o.view.mutable_grad().reset();
   }
   stepped_ = true;
+  if (values_in_shards_) return;  // Note [ZeRO stage 3]: the next forward gathers them
   std::vector<at::Tensor> mine = zero_shards();
   for (size_t b = 0; b < layout_.size(); ++b)
     for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())])

@@ -46,8 +46,12 @@ class ShardedOptimizer {
   /// full: the user's optimizer over (some of) params, with no state yet (SGD, Adam or AdamW;
   /// UsageError otherwise). params and buckets: DDP's, after any layout change of the
   /// parameters (the views follow their memory).
+  /// shard_values (zero_stage 3, Note [ZeRO stage 3]): this rank's persistent shard of bucket
+  /// b's parameters, which the views take instead of the parameters' memory; the step then
+  /// gathers nothing (the next forward does).
   ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at::Tensor> params,
-                   const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx);
+                   const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx,
+                   std::function<at::Tensor(size_t bucket)> shard_values = {});
   ~ShardedOptimizer();
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
@@ -101,7 +105,8 @@ class ShardedOptimizer {
   std::unique_ptr<torch::optim::Optimizer> inner_;  // null when this rank owns no element
   std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index in params_
   bool stepped_ = false;
-  std::function<at::Tensor(size_t)> shard_of_;  // stage 2  // the state exists (a step was taken, or a checkpoint's state loaded)
+  std::function<at::Tensor(size_t)> shard_of_;      // stage 2: the gradient shards
+  bool values_in_shards_ = false;                   // stage 3: the views are of the parameter shards
 };
 
 }  // namespace ddptrain

@@ -234,6 +234,19 @@ void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const ch
   run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return pg_->broadcast(ts, o); });
 }
 
+namespace {
+
+// ts: this rank's tensor, then one output per rank.
+compat::WorkHandle start_all_gather(compat::CommBackend& pg, std::vector<at::Tensor>& ts, std::chrono::milliseconds timeout) {
+  std::vector<at::Tensor> in{ts[0]};
+  std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
+  c10d::AllgatherOptions o;
+  o.timeout = timeout;
+  return pg.allgather(out, in, o);
+}
+
+}  // namespace
+
 void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what) const {
   DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
   if (!pg_) {
@@ -243,13 +256,21 @@ void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& pe
   // One list, staged together: mine first, then the outputs.
   std::vector<at::Tensor> all{mine};
   all.insert(all.end(), per_rank.begin(), per_rank.end());
-  run_staged(all, what, [&](std::vector<at::Tensor>& ts) {  // staged copies are written back into per_rank
-    std::vector<at::Tensor> in{ts[0]};
-    std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
-    c10d::AllgatherOptions o;
-    o.timeout = timeout_;
-    return pg_->allgather(out, in, o);
-  });
+  // Staged copies are written back into per_rank.
+  run_staged(all, what, [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
+}
+
+compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank) const {
+  DDP_ASSERT(pg_, "all_gather_async needs a process group (world_size > 1)");
+  DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
+  std::vector<at::Tensor> all{mine};
+  all.insert(all.end(), per_rank.begin(), per_rank.end());
+  auto op = [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); };
+  if (strict_device_) return run_staged(all, "all_gather (asynchronous)", op);  // Note [Strict collective device]
+  for (const auto& t : all)
+    DDP_ASSERT(!stage_for(t), "an asynchronous all_gather got a tensor on ", t.device().str(), ", which ",
+               backend_name_, " does not take: create it on ", device_.str());
+  return op(all);
 }
 
 void DistContext::barrier(const char* what) const {

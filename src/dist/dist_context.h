@@ -88,6 +88,10 @@ class DistContext {
   /// staged as all_reduce_sum). per_rank holds world_size() tensors shaped like `mine`. Without
   /// a process group per_rank[0] is a copy of mine.
   void all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what = "all_gather") const;
+  /// all_gather started asynchronously (a process group needed); the tensors must be on the
+  /// backend's device, as for all_reduce_sum_async, and the caller waits on the Work before
+  /// touching them. Under a strict device it is staged and done at once.
+  compat::WorkHandle all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank) const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.

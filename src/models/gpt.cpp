@@ -91,6 +91,7 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     blocks_.emplace_back(c);
     h->push_back(blocks_.back());
+    units_.add(blocks_.back().ptr());
   }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
 }
@@ -102,12 +103,14 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   auto pos = at::arange(T, tokens.options());
   auto x = drop(wte(tokens) + wpe(pos));
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
-  for (auto& block : blocks_) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    GptBlock block = blocks_[i];
     // See Note [The last block is not recomputed].
-    if (recompute_now && &block != &blocks_.back())
-      x = recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x, block->parameters(), {});
-    else
-      x = block->forward(x);
+    x = units_.run(i, [&] {
+      if (recompute_now && i + 1 < blocks_.size())
+        return recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x, block->parameters(), {});
+      return block->forward(x);
+    });
   }
   return at::linear(ln_f(x), wte->weight);  // tied output layer
 }

@@ -54,7 +54,10 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) : opts(o) {
   stem->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
   stages = register_module("stages", nn::Sequential());
   const int64_t spec[6][3] = {{c1, c1, 1}, {c1, c1, 1}, {c1, c2, 2}, {c2, c2, 1}, {c2, c3, 2}, {c3, c3, 1}};
-  for (const auto& s : spec) stages->push_back(BasicBlock(s[0], s[1], s[2], o.norm, o.dropout));
+  for (const auto& s : spec) {
+    stages->push_back(BasicBlock(s[0], s[1], s[2], o.norm, o.dropout));
+    units_.add(stages->ptr(stages->size() - 1));
+  }
   recompute_blocks = o.recompute_blocks;
   fc = register_module("fc", nn::Linear(c3, o.num_classes));
 }
@@ -62,16 +65,15 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) : opts(o) {
 torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
   auto h = stem->forward(x);                      // (B, c1, H, W)
   const bool recompute_now = recompute_blocks && is_training() && at::GradMode::is_enabled();
-  size_t i = 0;
-  for (auto& block : *stages) {                    // -> (B, c3, H/4, W/4)
+  for (size_t i = 0; i < stages->size(); ++i) {  // -> (B, c3, H/4, W/4)
+    nn::AnyModule block = *(stages->begin() + static_cast<std::ptrdiff_t>(i));
     // See Note [The last block is not recomputed].
-    if (!recompute_now || ++i == stages->size()) {
-      h = block.forward(h);
-      continue;
-    }
-    auto m = block.ptr();
-    h = recompute([block](const torch::Tensor& t) mutable { return block.forward(t); }, h, m->parameters(),
-                  m->buffers());
+    h = units_.run(i, [&] {
+      if (!recompute_now || i + 1 == stages->size()) return block.forward(h);
+      auto m = block.ptr();
+      return recompute([block](const torch::Tensor& t) mutable { return block.forward(t); }, h, m->parameters(),
+                       m->buffers());
+    });
   }
   h = torch::adaptive_avg_pool2d(h, {1, 1});      // (B, c3, 1, 1)
   return fc(h.flatten(1));                        // (B, classes)

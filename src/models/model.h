@@ -15,6 +15,8 @@
 
 #include <torch/nn/module.h>
 
+#include "models/units.h"
+
 namespace ddptrain {
 
 class Model : public torch::nn::Module {
@@ -25,6 +27,11 @@ class Model : public torch::nn::Module {
   virtual int64_t train_flops_per_sample() const = 0;
   /// For the log, e.g. "gpt (12 layers, 12 heads, 768 wide, block 1024, vocab 50257)".
   virtual std::string describe() const = 0;
+  /// The parts full sharding gathers one at a time (Note [Units]); none: one root unit.
+  Units& units() { return units_; }
+
+ protected:
+  Units units_;
 };
 
 }  // namespace ddptrain

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
 #include "obs/memory.h"
 #include "train/optimizer.h"
@@ -15,7 +16,12 @@ double mib_of(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 102
 // What this rank holds of the training state (Note [ZeRO stage 1]).
 void state_memory(const TrainState& s, const DistributedDataParallel& ddp, StepReport& r) {
   int64_t params = 0, optim = 0;
-  for (const auto& p : s.module.parameters()) params += static_cast<int64_t>(p.nbytes());
+  if (s.fsdp) {
+    params = s.fsdp->held_bytes();
+    r.param_peak_mib = mib_of(s.fsdp->peak_held_bytes());
+  } else {
+    for (const auto& p : s.module.parameters()) params += static_cast<int64_t>(p.nbytes());
+  }
   if (s.sharded) {
     optim = s.sharded->state_bytes();
   } else {

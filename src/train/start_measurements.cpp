@@ -1,6 +1,7 @@
 #include "train/start_measurements.h"
 
 #include "ddp/bucket_size.h"
+#include "ddp/fully_sharded.h"
 #include "obs/kernel_probe.h"
 #include "obs/logger.h"
 
@@ -50,7 +51,7 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
 }
 
 DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
-                       double backward_s) {
+                       const Units* units, double backward_s) {
   DdpOptions d;
   if (o.bucket_cap_mb) {
     d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.bucket_cap_mb * (1 << 20));
@@ -68,6 +69,12 @@ DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const to
   d.reducer.comm_hook = o.comm_hook;
   d.reducer.overlap = o.ddp_overlap;
   d.reducer.shard_gradients = o.zero_stage >= 2 && ctx.communicates();
+  if (o.zero_stage >= 3 && ctx.communicates()) {  // Note [ZeRO stage 3]: one bucket per unit
+    std::vector<at::Tensor> params;
+    for (const auto& p : module.parameters())
+      if (p.requires_grad()) params.push_back(p);
+    d.reducer.buckets = unit_buckets(params, units);
+  }
   d.broadcast_buffers = o.broadcast_buffers;
   return d;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ddp/ddp.h"
+#include "models/units.h"
 #include "obs/mfu.h"
 #include "train/precision.h"
 #include "train/trainer_options.h"
@@ -26,7 +27,8 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
                                 const std::string& resumed_precision);
 
 /// DDP's options; without a bucket size, measures the link (a collective when world > 1).
+/// units: the module's (Note [Units]), for zero_stage 3's buckets; may be null.
 DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
-                       double backward_s);
+                       const Units* units, double backward_s);
 
 }  // namespace ddptrain

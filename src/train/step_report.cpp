@@ -24,8 +24,9 @@ std::string format_step_line(const StepReport& r) {
   if (r.grad_norm >= 0) extra += str(" | grad norm ", fmt("%.3f", r.grad_norm));
   if (r.has_peak) extra += str(" | MFU ", fmt("%.1f", 100 * r.mfu), "%");
   if (r.mem.peak_bytes >= 0) extra += str(" | peak mem ", fmt("%.0f", mib(static_cast<double>(r.mem.peak_bytes))), " MiB");
-  extra += str(" | state MiB: params ", fmt("%.1f", r.param_mib), " grads ", fmt("%.1f", r.grad_mib), " optim ",
-               fmt("%.1f", r.optim_mib));
+  extra += str(" | state MiB: params ", fmt("%.1f", r.param_mib),
+               r.param_peak_mib >= 0 ? str(" (peak ", fmt("%.1f", r.param_peak_mib), ")") : std::string(), " grads ",
+               fmt("%.1f", r.grad_mib), " optim ", fmt("%.1f", r.optim_mib));
   return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | loss ", fmt("%.4f", r.loss),
              " | lr ", fmt("%.3e", r.lr), " | ", with_commas(r.samples_per_s), " samples/s | ",
              r.tokens_per_sample > 0 ? with_commas(r.samples_per_s * static_cast<double>(r.tokens_per_sample)) + " tokens/s | "
@@ -54,6 +55,7 @@ nlohmann::json step_record(const StepReport& r) {
   rec["param_mib"] = r.param_mib;
   rec["grad_mib"] = r.grad_mib;
   rec["optim_mib"] = r.optim_mib;
+  if (r.param_peak_mib >= 0) rec["param_peak_mib"] = r.param_peak_mib;
   return rec;
 }
 

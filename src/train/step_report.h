@@ -34,6 +34,7 @@ struct StepReport {
   // What this rank holds of the training state (Note [ZeRO stage 1]): the parameters, the
   // gradients (DDP's buckets and the parameters' gradients at the step), the optimizer state.
   double param_mib = 0, grad_mib = 0, optim_mib = 0;
+  double param_peak_mib = -1;  // >= 0 under zero_stage 3: the most parameter memory held this epoch
 };
 
 /// "epoch 1 step 10/468 | loss 0.7736 | lr 5.000e-02 | 1,046 samples/s | ... ms/step ...".

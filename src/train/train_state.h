@@ -12,6 +12,7 @@
 
 namespace ddptrain {
 
+class FullyShardedParams;
 class ShardedOptimizer;
 
 struct TrainState {
@@ -19,6 +20,7 @@ struct TrainState {
   torch::optim::Optimizer& optimizer;
   GradScaler& scaler;
   ShardedOptimizer* sharded = nullptr;  // --zero_stage 1: steps instead of optimizer (Note [ZeRO stage 1])
+  const FullyShardedParams* fsdp = nullptr;  // --zero_stage 3: holds the parameters (Note [ZeRO stage 3])
   int64_t global_step = 0;     // optimizer steps taken, over all runs of a resumed job
   int epoch = 1;               // the epoch being trained (1-based)
   int64_t micro_done = 0;      // micro-batches of that epoch trained

@@ -1,7 +1,9 @@
 // What the Trainer trains and what it minimises: any torch::nn::Module with a forward of one
 // tensor, and a loss of the module's output and the batch's targets.
 //  - trainable(module): a module of the user's (a shared_ptr, or a ModuleHolder such as
-//    torch::nn::Sequential); flops_per_sample, when given, turns on MFU.
+//    torch::nn::Sequential); flops_per_sample, when given, turns on MFU. A module with a
+//    `Units& units()` (ddptrain's models; a user's that runs its blocks through a Units,
+//    Note [Units]) is sharded unit by unit under zero_stage 3.
 //  - Objective::classification(): cross-entropy over the last dimension (classes (B, C) or
 //    next tokens (B, T, V)) and top-1 accuracy: the default. Any other loss is one function;
 //    without a `correct` function no accuracy is reported. Objective::mean_squared_error() is
@@ -14,9 +16,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+
+#include "models/units.h"
 
 namespace ddptrain {
 
@@ -25,13 +31,20 @@ struct Trainable {
   std::function<at::Tensor(const at::Tensor&)> forward;
   int64_t flops_per_sample = 0;  // training FLOPs of one sample (forward and backward); 0 = no MFU
   std::string description;       // for the log
+  Units* units = nullptr;         // the module's units (Note [Units]); null: one root unit
 };
+
+template <typename M, typename = void>
+struct has_units : std::false_type {};
+template <typename M>
+struct has_units<M, std::void_t<decltype(std::declval<M&>().units())>> : std::true_type {};
 
 /// A user's module: its forward(x) is what the Trainer calls.
 template <typename M>
 Trainable trainable(std::shared_ptr<M> module, int64_t flops_per_sample = 0, std::string description = "") {
   Trainable t;
   t.forward = [m = module.get()](const at::Tensor& x) { return m->forward(x); };
+  if constexpr (has_units<M>::value) t.units = &module->units();
   t.module = std::move(module);
   t.flops_per_sample = flops_per_sample;
   t.description = description.empty() ? t.module->name() : std::move(description);

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
+#include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
 #include "models/build_model.h"
 #include "obs/memory.h"
@@ -58,11 +59,11 @@ const TrainerOptions& checked(const TrainerOptions& o) {
                   " must be in [0, 1]");
   DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0, "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
   DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb, " must be > 0");
-  DDP_USAGE_CHECK(o.zero_stage >= 0 && o.zero_stage <= 2, "TrainerOptions::zero_stage=", o.zero_stage,
-                  " must be 0, 1 or 2 (stage 3 is not built yet)");
+  DDP_USAGE_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "TrainerOptions::zero_stage=", o.zero_stage,
+                  " must be 0, 1, 2 or 3");
   DDP_USAGE_CHECK(o.zero_stage < 2 || (o.comm_hook == CommHook::kNone && !o.gradient_as_bucket_view),
-                  "zero_stage 2 keeps only this rank's gradient shard: it does not combine with a compression hook "
-                  "(--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
+                  "zero_stage ", o.zero_stage, " keeps only this rank's gradient shard: it does not combine with a "
+                  "compression hook (--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
   DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
                   "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
   return o;
@@ -131,8 +132,8 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
       start_((ctx.log().info(str("model ", model_.description, ": ",
                                  with_commas(static_cast<double>(count_parameters(*model_.module))), " parameters")),
               measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision(opts_)))),
-      ddp_(std::make_unique<DistributedDataParallel>(model_.module, ctx,
-                                                     ddp_options(opts_, ctx, *model_.module, start_.backward_s))),
+      ddp_(std::make_unique<DistributedDataParallel>(
+          model_.module, ctx, ddp_options(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
       scaler_({start_.precision.grad_scaler, opts_.scaler_init_scale, 2.0, 0.5, opts_.scaler_growth_interval}),
       state_{*model_.module, optimizer_, scaler_},
       parts_(training_parts(*model_.module, optimizer_)) {
@@ -142,7 +143,37 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
   ctx.log().info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ", ctx.device().str(),
                      ", ", ddp_->num_buckets(), " gradient buckets, ", at::get_num_threads(),
                      " intra-op threads per rank", opts_.channels_last ? ", channels-last layout" : ""));
+  if (opts_.zero_stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero_stage >= 1) shard_optimizer();
+}
+
+// Note [ZeRO stage 3]: after the layout change (the flat buffers keep each parameter's
+// strides). The model's forward runs with the root unit gathered; the checkpoint part "model"
+// stays the full state_dict: every unit is gathered around a save and a load.
+void Trainer::shard_parameters() {
+  fsdp_ = std::make_unique<FullyShardedParams>(ddp_->parameters(), ddp_->buckets(), model_.units, ctx_);
+  FullyShardedParams* f = fsdp_.get();
+  ddp_->on_bucket_grads([f](size_t b) { f->release(b); });
+  model_.forward = [f, forward = model_.forward](const at::Tensor& x) { return f->forward(forward, x); };
+  state_.fsdp = f;
+  for (CheckpointPart& part : parts_) {
+    if (part.name != "model") continue;
+    part.before_save = [f] { f->gather_all(); };
+    part.after_save = [f] { f->release_all(); };
+    part.load = [f, load = part.load](const std::string& bytes, const std::string& origin) {
+      f->gather_all();
+      load(bytes, origin);
+      f->refresh_shards();
+      f->release_all();
+    };
+  }
+  ctx_.log().info(str("ZeRO stage 3: the parameters are sharded in ", f->buckets().size(), " units (",
+                      model_.units ? model_.units->size() : 0, " named by the model, and the root)"));
+}
+
+// The whole parameters on every rank (a collective under zero_stage 3), e.g. after fit().
+void Trainer::gather_parameters() {
+  if (fsdp_) fsdp_->gather_all();
 }
 
 // Note [ZeRO stage 1]: after the layout change (the shards are views of the parameters'
@@ -153,7 +184,9 @@ void Trainer::shard_optimizer() {
     ctx_.log().info("zero_stage at world 1: nothing to shard, the optimizer steps as at stage 0");
     return;
   }
-  sharded_ = std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_);
+  std::function<at::Tensor(size_t)> shard_values;
+  if (fsdp_) shard_values = [f = fsdp_.get()](size_t b) { return f->shard(b); };
+  sharded_ = std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_, shard_values);
   if (opts_.zero_stage >= 2)  // Note [ZeRO stage 2]
     sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); });
   state_.sharded = sharded_.get();
@@ -168,8 +201,9 @@ void Trainer::shard_optimizer() {
     };
   }
   ctx_.log().info(str("ZeRO stage ", opts_.zero_stage, ": each rank holds the optimizer state",
-                      opts_.zero_stage >= 2 ? " and the averaged gradients" : "", " of 1/", ctx_.world_size(),
-                      " of the parameters' elements"));
+                      opts_.zero_stage >= 2 ? " and the averaged gradients" : "",
+                      opts_.zero_stage >= 3 ? " and the parameters (between their uses)" : "", " of 1/",
+                      ctx_.world_size(), " of the parameters' elements"));
 }
 
 // The optimizer's state (gathered from the shards under zero_stage 1: a collective).
@@ -216,6 +250,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   result.last_checkpoint = run.checkpoints->last_checkpoint();
   result.global_step = state_.global_step;
   result.stopped_by_signal = state_.stopped_by_signal;
+  gather_parameters();  // the module is whole when fit() returns
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
@@ -253,6 +288,7 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   result.nothing_to_train = nothing_left_to_train(opts_, meta.global_step, run.start_epoch);
   if (result.nothing_to_train.empty()) return true;
   ctx_.log().info(str("nothing to train: ", result.nothing_to_train, " (no new checkpoint)"));
+  gather_parameters();
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   return false;
 }
@@ -280,6 +316,7 @@ bool Trainer::train_epoch(Run& run) {
   int64_t step_in_epoch = first_micro / K;
   timer_.restart();
   reset_peak_memory(ctx_.device());
+  if (fsdp_) fsdp_->reset_peak();
   for (auto& c : run.callbacks) c->on_epoch_begin(state_, run.pos);
   const bool pinned = ctx_.device().is_cuda();
   for (int64_t micro = first_micro; micro < run.batches; ++micro) {

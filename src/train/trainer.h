@@ -81,7 +81,9 @@ class Trainer {
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);
   void phase(Run& run, StepTimer::Phase p);
+  void shard_parameters();
   void shard_optimizer();
+  void gather_parameters();
   std::string optimizer_fingerprint_hex();
   std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
 
@@ -93,7 +95,8 @@ class Trainer {
   double base_lr_ = 0;
   StartMeasurements start_;
   std::unique_ptr<DistributedDataParallel> ddp_;
-  std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage 1 (Note [ZeRO stage 1])
+  std::unique_ptr<FullyShardedParams> fsdp_;   // zero_stage 3 (Note [ZeRO stage 3])
+  std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage >= 1 (Note [ZeRO stage 1])
   GradScaler scaler_;
   TrainState state_;
   StepTimer timer_;

@@ -23,14 +23,18 @@ using namespace ddptrain;
 
 namespace {
 
-// Not MiniResNet, no BatchNorm: two linear layers.
+// Not MiniResNet, no BatchNorm: two linear layers. The first is a unit (Note [Units]): run
+// through Units::run, so zero_stage 3 gathers it on its own; b is the root unit's.
 struct UserNet : torch::nn::Module {
   UserNet() {
     a = register_module("a", torch::nn::Linear(8, 16));
     b = register_module("b", torch::nn::Linear(16, 4));
+    units_.add(a.ptr());
   }
-  at::Tensor forward(const at::Tensor& x) { return b(torch::tanh(a(x))); }
+  at::Tensor forward(const at::Tensor& x) { return b(torch::tanh(units_.run(0, [&] { return a(x); }))); }
+  Units& units() { return units_; }
   torch::nn::Linear a{nullptr}, b{nullptr};
+  Units units_;
 };
 
 // A dataset of the user's: only size() and get(). Sample i is a pure function of i.
@@ -243,8 +247,10 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
   for (bool adamw : {false, true})
     for (int world : {2, 4}) {
       TrainerOptions o = quiet_fp32(8, 2);
+      o.eval_every = 1;  // stage 3 evaluates with its units gathered one at a time
       const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
-      for (int stage : {1, 2}) {
+      ASSERT_TRUE(zero.result.evaluated);
+      for (int stage : {1, 2, 3}) {
         o.zero_stage = stage;
         const Trained z = train_user_net(world, o, mse(), true, native, adamw);
         const double diff = max_diff(zero.params, z.params);
@@ -253,46 +259,58 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
                     zero.result.optimizer_fingerprint == z.result.optimizer_fingerprint ? "bitwise equal" : "differs");
         EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world << " stage " << stage;
         EXPECT_EQ(z.result.global_step, zero.result.global_step);
+        EXPECT_TRUE(z.result.evaluated);
+        EXPECT_NEAR(z.result.test_loss, zero.result.test_loss, 1e-6) << "stage " << stage;
         EXPECT_NE(z.result.optimizer_fingerprint, train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
             << "the gathered state is empty";
       }
     }
 }
 
-// Stage 2 with what needs the whole gradient: accumulation (no_sync), clipping (the norm from
-// the shards), the loss scaler (unscaled shards, the inf flag agreed) and bf16 autocast, as
-// stage 0.
-TEST(Trainer, ZeroStageTwoWithAccumulationClippingTheScalerAndBf16) {
+// Stages 2 and 3 with what needs the whole gradient: accumulation (no_sync), clipping (the norm
+// from the shards), the loss scaler (unscaled shards, the inf flag agreed; a NaN loss on one
+// rank skips the step on every rank) and bf16 autocast, as stage 0.
+TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
   TrainerOptions o = quiet_fp32(4, 2);
   o.grad_accum_steps = 2;
   o.clip_grad_norm = 0.05;  // small enough to clip every step
   o.precision.grad_scaler = ScalerMode::kOn;
   o.scaler_init_scale = 256;
+  o.faults.nan_at_step = 3;  // rank 1's loss is NaN in step 3
+  o.faults.rank = 1;
   const Trained zero = train_user_net(2, o, mse(), true, native, true);
-  o.zero_stage = 2;
-  const Trained two = train_user_net(2, o, mse(), true, native, true);
-  const double diff = max_diff(zero.params, two.params);
-  std::printf("accumulation 2, clipping 0.05, scaler on: stage 2 vs stage 0 max |weight diff| %g\n", diff);
-  EXPECT_LE(diff, 1e-6);
-  EXPECT_EQ(two.result.global_step, zero.result.global_step);
-  EXPECT_GT(max_diff(two.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3) << "nothing trained";
-  // bf16 autocast: the shards step the same fp32 master weights.
+  TrainerOptions no_nan = o;
+  no_nan.faults = {};
+  EXPECT_GT(max_diff(zero.params, train_user_net(2, no_nan, mse(), true, native, true).params), 0.0)
+      << "the NaN step was not skipped";
   TrainerOptions bf16 = quiet_fp32(4, 2);
   bf16.precision = {true, AmpDtype::kBf16, ScalerMode::kOff, ""};
   const Trained zero_bf16 = train_user_net(2, bf16, mse(), true, native, true);
-  bf16.zero_stage = 2;
-  const Trained two_bf16 = train_user_net(2, bf16, mse(), true, native, true);
-  std::printf("bf16 autocast: stage 2 vs stage 0 max |weight diff| %g\n", max_diff(zero_bf16.params, two_bf16.params));
-  EXPECT_LE(max_diff(zero_bf16.params, two_bf16.params), 1e-6);
   const Trained fp32 = train_user_net(2, quiet_fp32(4, 2), mse(), true, native, true);
   EXPECT_GT(max_diff(zero_bf16.params, fp32.params), 1e-6) << "bf16 autocast changed nothing: was it on?";
+  for (int stage : {2, 3}) {
+    o.zero_stage = stage;
+    const Trained z = train_user_net(2, o, mse(), true, native, true);
+    const double diff = max_diff(zero.params, z.params);
+    std::printf("accumulation 2, clipping 0.05, scaler on, a NaN on rank 1: stage %d vs stage 0 max |weight diff| %g\n",
+                stage, diff);
+    EXPECT_LE(diff, 1e-6) << "stage " << stage;
+    EXPECT_EQ(z.result.global_step, zero.result.global_step);
+    EXPECT_EQ(z.steps.size(), zero.steps.size());
+    EXPECT_GT(max_diff(z.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3) << "nothing trained";
+    // bf16 autocast: the shards step the same fp32 master weights.
+    bf16.zero_stage = stage;
+    const Trained z_bf16 = train_user_net(2, bf16, mse(), true, native, true);
+    std::printf("bf16 autocast: stage %d vs stage 0 max |weight diff| %g\n", stage, max_diff(zero_bf16.params, z_bf16.params));
+    EXPECT_LE(max_diff(zero_bf16.params, z_bf16.params), 1e-6) << "stage " << stage;
+  }
 }
 
-// A stage-1 or stage-2 checkpoint taken mid-epoch resumes at stages 2, 1 and 0, each bitwise
+// A stage-1, -2 or -3 checkpoint taken mid-epoch resumes at stages 3, 2, 1 and 0, each bitwise
 // equal to the uninterrupted run (the checkpoint holds the gathered, stage-0 format state).
 TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
   const std::string dir = testing_dist::temp_dir("trainer_zero");
-  for (int written : {1, 2})
+  for (int written : {1, 2, 3})
   for (bool adamw : {false, true}) {
     TrainerOptions o = quiet_fp32(8, 2);
     o.lr_schedule = LrSchedule::kEpochCosine;
@@ -305,7 +323,7 @@ TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
     ASSERT_FALSE(first.result.last_checkpoint.empty());
     o.max_steps = 0;
     o.resume_from = first.result.last_checkpoint;
-    for (int stage : {2, 1, 0}) {
+    for (int stage : {3, 2, 1, 0}) {
       o.zero_stage = stage;
       const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
       EXPECT_EQ(resumed.result.global_step, 12);

@@ -1,0 +1,227 @@
+#include "ddp/fully_sharded.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <torch/csrc/autograd/engine.h>
+
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+// The storage under t, emptied in place: every tensor on it (views autograd saved included)
+// stays valid as metadata and sees the values again once allocate_storage refills it.
+void release_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void allocate_storage(const at::Tensor& t, size_t nbytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  DDP_ASSERT(s->allocator(), "a unit's flat buffer has no allocator");
+  s->set_data_ptr_noswap(s->allocator()->allocate(nbytes));
+  s->set_nbytes(nbytes);
+}
+
+size_t flat_nbytes(const at::Tensor& flat) { return static_cast<size_t>(flat.numel()) * flat.element_size(); }
+
+}  // namespace
+
+std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& params, const Units* units) {
+  std::unordered_map<const void*, size_t> index_of;
+  for (size_t i = 0; i < params.size(); ++i) index_of[params[i].unsafeGetTensorImpl()] = i;
+  const size_t n_units = units ? units->size() : 0;
+  std::vector<int> unit_of(params.size(), -1);
+  for (size_t u = 0; u < n_units; ++u)
+    for (const auto& p : units->modules()[u]->parameters()) {
+      auto it = index_of.find(p.unsafeGetTensorImpl());
+      if (it == index_of.end()) continue;  // frozen: not DDP's
+      DDP_USAGE_CHECK(unit_of[it->second] < 0 || unit_of[it->second] == static_cast<int>(u), "a parameter (shape ",
+                      p.sizes(), ") is in units ", unit_of[it->second], " and ", u,
+                      "; under zero_stage 3 a parameter belongs to one unit (Note [Units])");
+      unit_of[it->second] = static_cast<int>(u);
+    }
+  std::vector<std::vector<size_t>> buckets;
+  for (int u = static_cast<int>(n_units) - 1; u >= -1; --u) {  // the last unit first, the root (-1) last
+    std::vector<size_t> b;
+    for (size_t i = params.size(); i-- > 0;)  // reverse order, as gradients arrive
+      if (unit_of[i] == u) b.push_back(i);
+    if (!b.empty()) buckets.push_back(std::move(b));
+  }
+  return buckets;
+}
+
+FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets,
+                                       Units* units, const DistContext& ctx)
+    : params_(std::move(params)), buckets_(std::move(buckets)), units_(units), ctx_(ctx) {
+  std::vector<int64_t> numels;
+  for (const auto& p : params_) numels.push_back(p.numel());
+  layout_ = shard_buckets(numels, buckets_, ctx_.world_size());
+  std::vector<int> bucket_of(params_.size(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t i : buckets_[b]) bucket_of[i] = static_cast<int>(b);
+  std::unordered_map<const void*, size_t> index_of;
+  for (size_t i = 0; i < params_.size(); ++i) index_of[params_[i].unsafeGetTensorImpl()] = i;
+  std::vector<char> in_unit(buckets_.size(), 0);
+  for (size_t u = 0; units_ && u < units_->size(); ++u) {
+    int b = -1;
+    for (const auto& p : units_->modules()[u]->parameters()) {
+      auto it = index_of.find(p.unsafeGetTensorImpl());
+      if (it != index_of.end()) b = bucket_of[it->second];
+    }
+    bucket_of_unit_.push_back(b);
+    if (b >= 0) in_unit[static_cast<size_t>(b)] = 1;
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!in_unit[b]) root_ = static_cast<int>(b);
+
+  torch::NoGradGuard no_grad;
+  const int64_t world = ctx_.world_size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const int64_t shard_numel = layout_[b].shard_numel;
+    const at::Tensor& first = params_[buckets_[b][0]];
+    at::Tensor flat = at::zeros({shard_numel * world}, first.options());
+    int64_t off = 0;
+    for (size_t i : buckets_[b]) {
+      at::Tensor& p = params_[i];
+      DDP_USAGE_CHECK(p.is_non_overlapping_and_dense() && p.scalar_type() == first.scalar_type() &&
+                          p.device() == first.device(),
+                      "zero_stage 3 needs dense parameters of one dtype and device per unit (a parameter of shape ",
+                      p.sizes(), " is ", p.scalar_type(), " on ", p.device(), ", the unit's first ", first.scalar_type(),
+                      " on ", first.device(), ")");
+      at::Tensor view = flat.as_strided(p.sizes(), p.strides(), off);
+      view.copy_(p.detach());
+      p.set_data(view);  // the same parameter (autograd, optimizer and hooks keep it), new memory
+      off += p.numel();
+    }
+    shard_.push_back(flat.narrow(0, ctx_.rank() * shard_numel, shard_numel).clone());
+    flat_.push_back(flat);
+    release_storage(flat);
+  }
+  gathered_.assign(buckets_.size(), 0);
+  in_flight_.resize(buckets_.size());
+  if (units_) units_->set_hooks(this);
+}
+
+FullyShardedParams::~FullyShardedParams() {
+  if (units_) units_->set_hooks(nullptr);
+  for (auto& w : in_flight_)
+    if (w) try {
+        w->wait();
+      } catch (...) {  // an error path: the job is ending anyway
+      }
+}
+
+int FullyShardedParams::bucket_of_unit(size_t unit) const {
+  return unit < bucket_of_unit_.size() ? bucket_of_unit_[unit] : -1;
+}
+
+void FullyShardedParams::gather(size_t b, bool wait) {
+  if (!gathered_[b]) {
+    allocate_storage(flat_[b], flat_nbytes(flat_[b]));
+    std::vector<at::Tensor> per_rank = flat_[b].chunk(ctx_.world_size());
+    in_flight_[b] = ctx_.all_gather_async(shard_[b], per_rank);
+    gathered_[b] = 1;
+    peak_ = std::max(peak_, held_bytes());
+  }
+  if (wait && in_flight_[b]) {
+    ctx_.wait(in_flight_[b], "zero_stage 3: all_gather of a unit's parameters");
+    in_flight_[b].reset();
+  }
+}
+
+void FullyShardedParams::release(size_t b) {
+  if (!gathered_[b]) return;
+  if (in_flight_[b]) {  // never free memory a collective is writing
+    ctx_.wait(in_flight_[b], "zero_stage 3: all_gather of a unit's parameters");
+    in_flight_[b].reset();
+  }
+  release_storage(flat_[b]);
+  gathered_[b] = 0;
+}
+
+at::Tensor FullyShardedParams::forward(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x) {
+  armed_ = false;
+  if (root_ >= 0) ensure(static_cast<size_t>(root_));
+  for (size_t u = 0; units_ && u < units_->size(); ++u)  // prefetch the first unit
+    if (bucket_of_unit(u) >= 0) {
+      gather(static_cast<size_t>(bucket_of_unit(u)), false);
+      break;
+    }
+  at::Tensor out = fn(x);
+  if (at::GradMode::is_enabled() && out.requires_grad())
+    out.register_hook([this](const at::Tensor&) { arm_final_release(); });
+  else
+    release_all();  // evaluation: nothing is kept
+  return out;
+}
+
+void FullyShardedParams::before_forward(size_t unit) {
+  const int b = bucket_of_unit(unit);
+  if (b < 0) return;
+  ensure(static_cast<size_t>(b));
+  for (size_t u = unit + 1; u < bucket_of_unit_.size(); ++u)  // overlap the next unit's gather with this one
+    if (bucket_of_unit(u) >= 0) {
+      gather(static_cast<size_t>(bucket_of_unit(u)), false);
+      break;
+    }
+}
+
+at::Tensor FullyShardedParams::after_forward(size_t unit, const at::Tensor& output) {
+  const int b = bucket_of_unit(unit);
+  if (b < 0) return output;
+  if (at::GradMode::is_enabled() && output.requires_grad())
+    output.register_hook([this, unit](const at::Tensor&) { pre_backward(unit); });
+  release(static_cast<size_t>(b));
+  return output;
+}
+
+void FullyShardedParams::pre_backward(size_t unit) {
+  arm_final_release();
+  ensure(static_cast<size_t>(bucket_of_unit(unit)));
+  for (size_t u = unit; u-- > 0;)  // the unit before runs its backward next
+    if (bucket_of_unit(u) >= 0) {
+      gather(static_cast<size_t>(bucket_of_unit(u)), false);
+      break;
+    }
+}
+
+void FullyShardedParams::arm_final_release() {
+  if (armed_) return;
+  armed_ = true;
+  torch::autograd::Engine::get_default_engine().queue_callback([this] {
+    release_all();
+    armed_ = false;
+  });
+}
+
+void FullyShardedParams::gather_all() {
+  for (size_t b = 0; b < buckets_.size(); ++b) gather(b, false);
+  for (size_t b = 0; b < buckets_.size(); ++b) ensure(b);
+}
+
+void FullyShardedParams::release_all() {
+  for (size_t b = 0; b < buckets_.size(); ++b) release(b);
+}
+
+void FullyShardedParams::refresh_shards() {
+  torch::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    DDP_ASSERT(gathered_[b] && !in_flight_[b], "refresh_shards needs every unit gathered");
+    const int64_t n = shard_[b].numel();
+    shard_[b].copy_(flat_[b].narrow(0, ctx_.rank() * n, n));
+  }
+}
+
+int64_t FullyShardedParams::held_bytes() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    n += static_cast<int64_t>(shard_[b].nbytes());
+    if (gathered_[b]) n += static_cast<int64_t>(flat_nbytes(flat_[b]));
+  }
+  return n;
+}
+
+}  // namespace ddptrain
