@@ -20,7 +20,7 @@
 #     the mean over the ranks;
 # 10. a model scripted in Python (--model torchscript): the reference MiniResNet scripted,
 #     against the built-in one (both NCHW), and the same file under Python DDP;
-# 11. ZeRO: GPT small with AdamW at world 2 and 4, --zero_stage 0, 1 and 2: samples/s and
+# 11. ZeRO: GPT small with AdamW at world 2 and 4, --zero_stage 0 to 3: samples/s and
 #     what a rank holds (parameters, gradients, optimizer state, peak), one table.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
@@ -343,5 +343,5 @@ PY
 }
 printf '%5s %5s %10s %8s %8s %8s %9s\n' world stage samples/s params grads optim peak_MiB
 for world in 2 4; do
-  for stage in 0 1 2; do zero_row "$world" "$stage"; done
+  for stage in 0 1 2 3; do zero_row "$world" "$stage"; done
 done

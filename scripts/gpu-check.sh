@@ -8,7 +8,7 @@
 #   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), NCHW and
 #     channels_last, against ddptrain channels-last and contiguous: samples/s ratios;
 #   - GPT gpt2-124m, bf16, block 1024, the largest batch of 64, 32, 16, 8 that fits:
-#     tokens/s and MFU; then at that batch with --zero_stage 1 and 2 (NCCL all_gather and
+#     tokens/s and MFU; then at that batch with --zero_stage 1, 2 and 3 (NCCL all_gather and
 #     reduce_scatter; the memory each rank holds).
 # Every stage runs under `timeout`, clamped to what is left of the whole check's budget
 # (GPU_CHECK_BUDGET_S, default 540 s, minus a reserve for the report), so the evidence comes
@@ -196,10 +196,10 @@ for b in 64 32 16 8; do
 done
 [ $gpt_done = 1 ] || FAILED+=("gpt: gpt2-124m does not fit even at batch 8")
 
-# ZeRO stages 1 and 2 (#15) on the batch that fitted: NCCL's all_gather and reduce_scatter on
-# the GPU, and what each rank holds (param/grad/optim MiB in the report).
+# ZeRO stages 1, 2 and 3 (#15) on the batch that fitted: NCCL's all_gather and reduce_scatter
+# on the GPU, and what each rank holds (param/grad/optim MiB in the report).
 if [ $gpt_done = 1 ] && [ -s "$LOGS/gpt_b$b.jsonl" ]; then
-  for z in 1 2; do
+  for z in 1 2 3; do
     TRAIN_LIMIT_S=120 train "gpt_zero$z" --model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 \
       --batch_size "$b" --amp_dtype bf16 --optimizer adamw --lr 6e-4 --warmup_steps 10 --max_steps 20 --log_interval 5 \
       --num_workers 4 --zero_stage "$z"

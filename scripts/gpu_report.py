@@ -58,7 +58,7 @@ def summary(name, measured):
            "peak_mem_mib": max(s["peak_mem_mib"] for s in steps), "precision": run.get("precision")}
     if "tokens_per_s" in steps[0]:
         out["tokens_per_s"] = mean("tokens_per_s")
-    out["state_mib"] = {k: steps[-1][k] for k in ("param_mib", "grad_mib", "optim_mib") if k in steps[-1]}
+    out["state_mib"] = {k: steps[-1][k] for k in ("param_mib", "param_peak_mib", "grad_mib", "optim_mib") if k in steps[-1]}
     peak = measured.get("fp32" if run.get("precision") == "fp32" else "bf16")
     if peak and run.get("peak_flops_per_s"):
         out["mfu_measured_matmul"] = out["mfu_datasheet"] * run["peak_flops_per_s"] / peak
@@ -100,8 +100,8 @@ for path in reversed(gpt):  # the largest batch that produced steps
         rep["gpt2_124m_bf16_block1024"] = dict(s, batch=int(name[5:]))
         rep["missing"] = [m for m in rep["missing"] if not m.startswith("gpt_b")]
         break
-if os.path.exists(os.path.join(logs, "gpt_zero1.jsonl")) or os.path.exists(os.path.join(logs, "gpt_zero2.jsonl")):
-    rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2)}
+if any(os.path.exists(os.path.join(logs, f"gpt_zero{z}.jsonl")) for z in (1, 2, 3)):
+    rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
 
 
 def torch_warnings():

@@ -52,7 +52,7 @@ struct TrainerOptions {
   bool broadcast_buffers = true;
   CommHook comm_hook = CommHook::kNone;
   bool ddp_overlap = true;
-  int zero_stage = 0;  // 1: optimizer state sharded, 2: gradients too (Notes [ZeRO stage 1/2], ddp/zero_optimizer.h)
+  int zero_stage = 0;  // 1: optimizer state sharded, 2: gradients too, 3: parameters too (Notes [ZeRO stage 1/2/3])
   // Checkpoints (checkpoint/checkpoint.h).
   std::string checkpoint_dir = "./checkpoints";
   int save_every = 1;            // epochs; 0 = only at the end

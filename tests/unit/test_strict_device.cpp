@@ -128,9 +128,10 @@ TEST(StrictDevice, TrainingEvaluationCheckpointsAndResumeStageEveryCollective) {
   std::filesystem::remove_all(dir);
 }
 
-// Notes [ZeRO stage 1] and [ZeRO stage 2] on a device-only backend (as NCCL): the shards'
-// all-gathers, the buckets' reduce-scatters, the scaler's agreement, the clipping norm and the
-// gathers of a checkpoint are all staged there; a stage-2 checkpoint resumes at stage 1.
+// Notes [ZeRO stage 1], [ZeRO stage 2] and [ZeRO stage 3] on a device-only backend (as NCCL):
+// the shards' all-gathers, the buckets' reduce-scatters, the scaler's agreement, the clipping
+// norm and the gathers of a checkpoint are all staged there; a stage-2 checkpoint resumes at
+// stage 1, and that one's at stage 3.
 TEST(StrictDevice, ZeroStagesStageEveryCollective) {
   const std::string dir = testing_dist::temp_dir("strict_zero");
   auto run = [&](std::vector<std::string> extra) {
@@ -146,5 +147,10 @@ TEST(StrictDevice, ZeroStagesStageEveryCollective) {
   ASSERT_FALSE(first.last_checkpoint.empty());
   const TrainResult resumed = run({"--zero_stage", "1", "--max_steps", "6", "--resume_from", first.last_checkpoint});
   EXPECT_EQ(resumed.global_step, 6);
+  // Stage 3: the units' asynchronous all-gathers (staged, so done at once) and the gathers
+  // around the checkpoint's load and save.
+  ASSERT_FALSE(resumed.last_checkpoint.empty());
+  const TrainResult sharded = run({"--zero_stage", "3", "--max_steps", "9", "--resume_from", resumed.last_checkpoint});
+  EXPECT_EQ(sharded.global_step, 9);
   std::filesystem::remove_all(dir);
 }
