@@ -56,7 +56,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk.
   // Only this run's checkpoints: see Note [Run identity].
-  cfg.run.resume_from = choose_resume_checkpoint(cfg, log);
+  cfg.run.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
   if (!cfg.run.resume_from.empty()) verify_resumable(cfg.run.resume_from, ctx);
 
   TrainConfig copy = cfg;

@@ -344,9 +344,9 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
 
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) {
   CheckpointMeta meta = verify_checkpoint(dir);
-  DDP_CHECK(meta.world_size == ctx.world_size(), "checkpoint '", dir, "' was written by a job of world size ",
-            meta.world_size, " but this job has ", ctx.world_size(),
-            "; exact resume needs the same world size (every rank's data position and RNG state)");
+  if (meta.world_size != ctx.world_size() && ctx.is_main())
+    ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size, "; this job has ",
+                       ctx.world_size(), " (Note [Resume at another world size])"));
   return meta;
 }
 
@@ -369,10 +369,14 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, c
   std::lock_guard<std::mutex> lock(gen.mutex());  // the generator is the process's: read and set it under its lock
   at::Tensor mine = gen.get_state();
   const size_t n = static_cast<size_t>(mine.numel());
-  DDP_CHECK(rng.size() == n * static_cast<size_t>(ctx.world_size()), "checkpoint '", dir,
-            "': rng_states.bin does not hold ", ctx.world_size(), " generator states");
-  std::memcpy(mine.data_ptr(), rng.data() + n * static_cast<size_t>(ctx.rank()), n);
-  gen.set_state(mine);
+  DDP_CHECK(rng.size() == n * static_cast<size_t>(meta.world_size), "checkpoint '", dir,
+            "': rng_states.bin does not hold ", meta.world_size, " generator states");
+  // At another world size a rank the checkpoint had takes its state; a new rank keeps the
+  // generator the program seeded (Note [Resume at another world size]).
+  if (ctx.rank() < meta.world_size) {
+    std::memcpy(mine.data_ptr(), rng.data() + n * static_cast<size_t>(ctx.rank()), n);
+    gen.set_state(mine);
+  }
   return meta;
 }
 

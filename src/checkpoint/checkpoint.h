@@ -105,7 +105,8 @@ bool is_checkpoint_dir(const std::string& dir);
 /// The meta.json of a checkpoint already verified (no checksums read).
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
-/// verify_checkpoint, and the checkpoint was written by a job of this world size.
+/// verify_checkpoint; logs (rank 0) when it was written at another world size (it resumes at
+/// any: Note [Resume at another world size], train/resume.h).
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx);
 
 /// Every checkpoint in root that verifies, by optimizer step (oldest first), warning about

@@ -21,7 +21,7 @@ DistributedSampler::DistributedSampler(SamplerOptions opts) : opts_(opts) {
   total_size_ = num_samples_ * w;
 }
 
-std::vector<int64_t> DistributedSampler::indices() const {
+std::vector<int64_t> DistributedSampler::global_order() const {
   const int64_t n = opts_.dataset_len;
   std::vector<int64_t> all;
   all.reserve(static_cast<size_t>(std::max(n, total_size_)));
@@ -43,6 +43,11 @@ std::vector<int64_t> DistributedSampler::indices() const {
     all.resize(static_cast<size_t>(total_size_));
   }
   DDP_ASSERT(static_cast<int64_t>(all.size()) == total_size_);
+  return all;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  const std::vector<int64_t> all = global_order();
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
   for (int64_t i = opts_.rank; i < total_size_; i += opts_.world_size) mine.push_back(all[i]);

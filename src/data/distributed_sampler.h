@@ -32,6 +32,9 @@ class DistributedSampler {
   int64_t num_samples() const { return num_samples_; }
   /// This rank's indices for the current epoch.
   std::vector<int64_t> indices() const;
+  /// Every rank's, in one order: rank r reads positions r, r + world, ... (padded or cut
+  /// to num_samples() * world; Note [Resume at another world size]).
+  std::vector<int64_t> global_order() const;
 
  private:
   SamplerOptions opts_;

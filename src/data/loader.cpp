@@ -57,10 +57,11 @@ void Loader::worker_loop(int64_t first, int worker) {
   }
 }
 
-void Loader::start(std::vector<int64_t> indices, int64_t skip_batches) {
+void Loader::start(std::vector<int64_t> indices, int64_t skip_batches, bool keep_last_partial) {
   stop();
   indices_ = std::move(indices);
-  total_ = num_batches(static_cast<int64_t>(indices_.size()));
+  const auto n = static_cast<int64_t>(indices_.size());
+  total_ = keep_last_partial ? (n + opts_.batch_size - 1) / opts_.batch_size : num_batches(n);
   next_ = std::min(skip_batches, total_);
   ready_.clear();
   error_ = nullptr;

@@ -46,8 +46,9 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  /// Starts an epoch over these indices, skipping the first skip_batches batches.
-  void start(std::vector<int64_t> indices, int64_t skip_batches = 0);
+  /// Starts an epoch over these indices, skipping the first skip_batches batches;
+  /// keep_last_partial: a last batch smaller than batch_size is kept whatever drop_last says.
+  void start(std::vector<int64_t> indices, int64_t skip_batches = 0, bool keep_last_partial = false);
   /// The next batch in order, or nullopt at the end of the epoch. Rethrows a worker's error.
   std::optional<Batch> next();
   /// Batches in an epoch of n indices.

@@ -30,6 +30,10 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   CheckpointMeta meta{s.epoch, s.micro_done, epoch_complete, s.global_step, ctx_.world_size(),
                       static_cast<int64_t>(opts_.seed), {}, precision_, opts_.run_identity, opts_.batch_size};
   if (s.scaler.enabled()) meta.extra["grad_scaler"] = to_json(s.scaler.state());
+  // Note [Resume at another world size]: the epoch's order and the prefix of it trained.
+  meta.extra["epoch_plan"] = {{"world", s.plan.world}, {"batch", s.plan.batch}, {"end", s.plan.end},
+                              {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.batch_size)}};
+  if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   char name[64];
   if (epoch_complete)
     std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);

@@ -29,7 +29,7 @@ void set_lr(torch::optim::Optimizer& opt, double lr);
 double cosine_lr(double base_lr, int epochs_done, int total_epochs);
 
 /// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps`.
-double warmup_cosine_lr(double base_lr, int64_t step, int64_t warmup_steps, int64_t total_steps, double min_ratio);
+double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, int64_t total_steps, double min_ratio);
 
 /// The optimizer's per-parameter state tensors in parameter order (momentum buffers; AdamW's
 /// exp_avg and exp_avg_sq), with an undefined tensor where a parameter has no state yet.

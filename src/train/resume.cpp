@@ -40,7 +40,34 @@ int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_
   return samples / batch_size;
 }
 
-std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) {
+EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size) {
+  if (meta.extra.contains("epoch_plan")) {
+    const auto& p = meta.extra["epoch_plan"];
+    return {p.at("world").get<int>(), p.at("batch").get<int64_t>(), p.at("end").get<int64_t>(),
+            p.at("done").get<int64_t>()};
+  }
+  const int64_t b = meta.batch_size > 0 ? meta.batch_size : batch_size;
+  return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size};
+}
+
+ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
+  if (meta.epoch_complete) return {};
+  const EpochPlan plan = epoch_plan_of(meta, batch_size);
+  if (plan.world == world && meta.world_size == world)  // the epoch's own order at its own size
+    return {resume_micro_batch(meta, batch_size, grad_accum_steps), std::nullopt};
+  return {0, plan};
+}
+
+double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
+  const double before = meta.extra.value("lr_step_offset", 0.0);
+  const double old_batch = static_cast<double>(meta.batch_size > 0 ? meta.batch_size : batch_size) *
+                           meta.world_size * grad_accum_steps;
+  const double new_batch = static_cast<double>(batch_size) * world * grad_accum_steps;
+  const double steps = static_cast<double>(meta.global_step);
+  return (steps + before) * old_batch / new_batch - steps;
+}
+
+std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Logger& log) {
   const RunIdentity mine = run_identity(cfg);
   const std::string& from = cfg.run.resume_from;
   if (!from.empty() && from != "auto") {
@@ -49,7 +76,7 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) 
     if (!diff.empty())
       another_run("--resume_from: the checkpoint", c, diff,
                   "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
-    resume_micro_batch(c.meta, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
+    resume_point(c.meta, world, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
     return from;
   }
   const std::string& root = cfg.run.checkpoint_dir;
@@ -62,7 +89,7 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log) 
   if (from == "auto") {
     if (ours) {
       log.info(str("--resume_from auto: resuming from ", ours->dir, " (this run's newest checkpoint)"));
-      resume_micro_batch(ours->meta, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
+      resume_point(ours->meta, world, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
       return ours->dir;
     }
     if (theirs)

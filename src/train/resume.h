@@ -1,9 +1,11 @@
 // Which checkpoint a training run continues from, if any (Note [Run identity]).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "data/epoch_plan.h"
 #include "obs/logger.h"
 
 namespace ddptrain {
@@ -17,11 +19,29 @@ struct TrainConfig;
 /// groups of the new batch size.
 int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps);
 
+/// The order and progress meta.json recorded for the checkpoint's epoch (Note [Resume at
+/// another world size]); older checkpoints: their world and batch, end -1 (unknown here).
+EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size);
+
+/// Where a run of `world` ranks resumed from `meta` continues its epoch: at a micro-batch of the
+/// sampler's indices (the checkpoint's own world size: resume_micro_batch, and its UsageError),
+/// or with the rest of an epoch planned at another world size (end -1: to be computed from the
+/// dataset's length). Nothing for a checkpoint at an epoch's end.
+struct ResumePoint {
+  int64_t micro = 0;
+  std::optional<EpochPlan> rest;
+};
+ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
+
+/// The schedule's steps the checkpoint's run took, counted in this run's global batch, minus its
+/// optimizer steps: 0 when the global batch is unchanged (the schedule continues by samples).
+double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
+
 /// The checkpoint directory this run resumes from, or "" for a fresh start, from --resume_from
 /// (a directory, auto, or none) and the checkpoints in --checkpoint_dir. UsageError naming
 /// the flags that differ when the chosen checkpoint, or the only ones auto finds, belong to
 /// another run, or when a fresh run would write among another run's checkpoints. Reads
 /// files only: every rank reaches the same answer.
-std::string choose_resume_checkpoint(const TrainConfig& cfg, const Logger& log);
+std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Logger& log);
 
 }  // namespace ddptrain

@@ -51,12 +51,16 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
       tensorboard_(opts.tensorboard_dir, ctx.is_main()),
       interval_loss_(at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx.device()))) {
   const Precision& p = facts_.precision;
-  metrics_.write("run", state.global_step, state.epoch,
-                 {{"precision", p.name()}, {"precision_why", p.why}, {"world_size", ctx.world_size()},
+  nlohmann::json run = {{"precision", p.name()}, {"precision_why", p.why}, {"world_size", ctx.world_size()},
                   {"backend", ctx.backend_name()}, {"threads_per_rank", facts_.threads_per_rank},
                   {"buckets", ddp.num_buckets()},
                   {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
-                  {"peak_flops_per_s", facts_.peak.flops_per_s}, {"peak_source", facts_.peak.source}});
+                  {"peak_flops_per_s", facts_.peak.flops_per_s}, {"peak_source", facts_.peak.source}};
+  if (state.resumed_from_world > 0) {  // Note [Resume at another world size]
+    run["resumed_from_world"] = state.resumed_from_world;
+    run["samples_left_in_epoch"] = state.samples_left_in_epoch;
+  }
+  metrics_.write("run", state.global_step, state.epoch, std::move(run));
 }
 
 void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "data/epoch_plan.h"
 #include "train/grad_scaler.h"
 
 namespace ddptrain {
@@ -29,6 +30,13 @@ struct TrainState {
   double last_grad_norm = 0;   // of the last step, when clipping is on
   int64_t grad_bytes = 0;      // of the parameters' gradients at the last optimizer step
   int stopped_by_signal = 0;   // the agreed stop's signal, or 0
+  // Note [Resume at another world size]: the epoch's order, and what was done of it before this
+  // run's part; the schedule's steps taken at another global batch, in this one's; the world
+  // size of the checkpoint resumed from when it differs (else 0) and what it left of its epoch.
+  EpochPlan plan = {};
+  double lr_step_offset = 0;
+  int resumed_from_world = 0;
+  int64_t samples_left_in_epoch = 0;
 };
 
 }  // namespace ddptrain

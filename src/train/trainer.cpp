@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/distributed_sampler.h"
+#include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
@@ -94,7 +95,8 @@ struct Trainer::Run {
   Run(const Trainer& t, Dataset& data, const Dataset* test_data)
       : train(data),
         test(test_data),
-        sampler(SamplerOptions{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.seed, false}),
+        sampler_options{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.seed, false},
+        sampler(sampler_options),
         loader(data, loader_options(t)),
         batches(loader.num_batches(sampler.num_samples())),
         steps_per_epoch((batches + t.opts_.grad_accum_steps - 1) / t.opts_.grad_accum_steps),  // Note [Partial accumulation groups]
@@ -107,6 +109,7 @@ struct Trainer::Run {
   }
   Dataset& train;
   const Dataset* test;
+  SamplerOptions sampler_options;
   DistributedSampler sampler;
   Loader loader;
   int64_t batches, steps_per_epoch;
@@ -118,6 +121,7 @@ struct Trainer::Run {
   std::shared_ptr<CheckpointPolicy> checkpoints;
   int start_epoch = 1;
   int64_t start_micro = 0;
+  std::optional<EpochPlan> rest;  // the resumed epoch, planned at another world size
   double train_time = 0;
 };
 
@@ -281,15 +285,28 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, parts_);
   if (meta.extra.contains("grad_scaler")) scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
-  run.start_micro = resume_micro_batch(meta, opts_.batch_size, opts_.grad_accum_steps);  // in this run's batches
+  const int world = ctx_.world_size();
+  const ResumePoint at = resume_point(meta, world, opts_.batch_size, opts_.grad_accum_steps);
+  run.start_micro = at.micro;  // in this run's batches
+  run.rest = at.rest;
+  if (run.rest && run.rest->end < 0) run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
   state_.global_step = result.global_step = meta.global_step;
+  state_.lr_step_offset = lr_step_offset(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   ctx_.log().info(str("resumed from ", opts_.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
-                      run.start_epoch, " micro-batch ", run.start_micro));
+                      run.start_epoch, run.rest ? std::string(" (its rest)") : str(" micro-batch ", run.start_micro)));
+  if (meta.world_size != world) {  // Note [Resume at another world size]
+    state_.resumed_from_world = meta.world_size;
+    state_.samples_left_in_epoch = run.rest ? run.rest->end - run.rest->done : 0;
+    ctx_.log().info(str("resumed at world ", world, " from a checkpoint written at world ", meta.world_size, ": ",
+                        with_commas(static_cast<double>(state_.samples_left_in_epoch)), " samples left in epoch ",
+                        run.start_epoch));
+  }
   result.nothing_to_train = nothing_left_to_train(opts_, meta.global_step, run.start_epoch);
   if (result.nothing_to_train.empty()) return true;
   ctx_.log().info(str("nothing to train: ", result.nothing_to_train, " (no new checkpoint)"));
   gather_parameters();
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
+  result.optimizer_fingerprint = optimizer_fingerprint_hex();
   return false;
 }
 
@@ -299,18 +316,38 @@ void Trainer::phase(Run& run, StepTimer::Phase p) {
   for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});
 }
 
+// The epoch's data: the sampler's indices (from where a resume left them), or the rest of an
+// epoch planned at another world size (Note [Resume at another world size]); sets run.pos and
+// the epoch's plan, returns the first micro-batch.
+int64_t Trainer::start_epoch_data(Run& run, int epoch) {
+  const int world = ctx_.world_size();
+  const int64_t B = opts_.batch_size, K = opts_.grad_accum_steps;
+  run.sampler.set_epoch(epoch);
+  run.train.set_epoch(epoch);
+  int64_t first = 0, batches = run.batches;
+  if (epoch == run.start_epoch && run.rest) {
+    state_.plan = *run.rest;
+    std::vector<int64_t> mine = rest_of_epoch(run.sampler_options, epoch, *run.rest, world, ctx_.rank());
+    batches = (static_cast<int64_t>(mine.size()) + B - 1) / B;  // the last one may be smaller, on every rank
+    run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
+  } else {
+    state_.plan = EpochPlan::fresh(run.train.size(), world, B);
+    first = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
+    run.loader.start(run.sampler.indices(), first);
+  }
+  run.pos = {first, batches, (batches + K - 1) / K, Clock::now()};
+  return first;
+}
+
 // One epoch's micro-batches, from where a resume left it; true when the loop must stop.
 bool Trainer::train_epoch(Run& run) {
   const int epoch = state_.epoch;
   const int64_t K = opts_.grad_accum_steps;
   if (opts_.lr_schedule == LrSchedule::kEpochCosine) set_lr(optimizer_, cosine_lr(base_lr_, epoch - 1, opts_.epochs));
-  run.sampler.set_epoch(epoch);
-  run.train.set_epoch(epoch);
-  const int64_t first_micro = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
-  run.loader.start(run.sampler.indices(), first_micro);
+  const int64_t first_micro = start_epoch_data(run, epoch);
+  const int64_t batches = run.pos.batches;
   model_.module->train();
   zero_grad_set_to_none(optimizer_);
-  run.pos = {first_micro, run.batches, run.steps_per_epoch, Clock::now()};
   run.sums = EpochSums(ctx_.device());
   state_.micro_done = first_micro;
   int64_t step_in_epoch = first_micro / K;
@@ -319,8 +356,8 @@ bool Trainer::train_epoch(Run& run) {
   if (fsdp_) fsdp_->reset_peak();
   for (auto& c : run.callbacks) c->on_epoch_begin(state_, run.pos);
   const bool pinned = ctx_.device().is_cuda();
-  for (int64_t micro = first_micro; micro < run.batches; ++micro) {
-    const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, run.batches - group_start);
+  for (int64_t micro = first_micro; micro < batches; ++micro) {
+    const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, batches - group_start);
     const bool last_in_group = micro + 1 == group_start + group_size;
     auto batch = run.loader.next();
     DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
@@ -348,8 +385,8 @@ bool Trainer::train_epoch(Run& run) {
 // must stop after it.
 bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
   if (opts_.lr_schedule == LrSchedule::kStepCosine)
-    set_lr(optimizer_, warmup_cosine_lr(base_lr_, state_.global_step, opts_.warmup_steps, run.total_steps,
-                                        opts_.min_lr_ratio));
+    set_lr(optimizer_, warmup_cosine_lr(base_lr_, static_cast<double>(state_.global_step) + state_.lr_step_offset,
+                                        opts_.warmup_steps, run.total_steps, opts_.min_lr_ratio));
   const bool stepped = optimizer_step(state_, opts_.clip_grad_norm);
   if (!stepped)
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
@@ -388,9 +425,9 @@ bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   e.peak_rss_mib = s.peak_rss_mib;
   // What the statistics cover: the whole epoch, or only the micro-batches this run trained
   // of it (a resume began mid-epoch, or a stop ended it early).
-  e.partial = run.pos.first_micro > 0 || state_.micro_done < run.batches;
+  e.partial = run.pos.first_micro > 0 || state_.micro_done < run.pos.batches || state_.plan.done > 0;
   result.last_epoch_part =
-      e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.batches) : "";
+      e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.pos.batches) : "";
   e.stopping = stopping;
   const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.eval_every > 0 &&
                         (state_.epoch % opts_.eval_every == 0 || state_.epoch == opts_.epochs);

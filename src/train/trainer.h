@@ -77,6 +77,7 @@ class Trainer {
  private:
   struct Run;
   bool resume(Run& run, TrainResult& result);
+  int64_t start_epoch_data(Run& run, int epoch);
   bool train_epoch(Run& run);
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);

@@ -335,6 +335,39 @@ TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
   }
 }
 
+// Reshard (Note [Resume at another world size]): a stage-1 (and a stage-3) checkpoint written at
+// world 2 resumes at world 4 and at world 1, at stages 1, 3 and 0, with the optimizer state
+// equal to the gathered original (fingerprints of the full state), and trains on from there.
+TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
+  const std::string dir = testing_dist::temp_dir("trainer_reshard");
+  for (int written : {1, 3}) {
+    TrainerOptions o = quiet_fp32(8, 2);
+    o.zero_stage = written;
+    o.checkpoint_dir = dir + "/w" + std::to_string(written);
+    o.max_steps = 4;  // mid-epoch 1
+    const Trained first = train_user_net(2, o, mse(), true, native, true);
+    ASSERT_FALSE(first.result.last_checkpoint.empty());
+    for (int world : {4, 1})
+      for (int stage : {1, 3, 0}) {
+        TrainerOptions r = quiet_fp32(8, 2);
+        r.zero_stage = stage;
+        r.resume_from = first.result.last_checkpoint;
+        r.max_steps = 4;  // nothing left: the state as loaded
+        const Trained loaded = train_user_net(world, r, mse(), true, native, true);
+        EXPECT_FALSE(loaded.result.nothing_to_train.empty());
+        EXPECT_EQ(loaded.result.optimizer_fingerprint, first.result.optimizer_fingerprint)
+            << "written at world 2 stage " << written << ", loaded at world " << world << " stage " << stage;
+        EXPECT_EQ(max_diff(loaded.params, first.params), 0.0);
+        r.max_steps = 0;
+        const Trained on = train_user_net(world, r, mse(), true, native, true);
+        // 96 samples, batch 8: 4 steps of world 2 leave 32 of epoch 1 (world 4: 1 step; world 1:
+        // 4), then epoch 2 (world 4: 3 steps; world 1: 12).
+        EXPECT_EQ(on.result.global_step, world == 4 ? 4 + 1 + 3 : 4 + 4 + 12) << "world " << world;
+      }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // A library user's bad options are clear errors naming the field, before any collective.
 TEST(Trainer, BadOptionsNameTheField) {
   for (auto [set, field] : std::vector<std::pair<std::function<void(TrainerOptions&)>, std::string>>{

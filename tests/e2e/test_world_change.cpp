@@ -1,0 +1,134 @@
+// A checkpoint resumes at another world size (#16 item 1, Note [Resume at another world size]):
+// killed mid-epoch at world 2 and resumed at world 3 (and 4 -> 2), the interrupted epoch's
+// samples are each trained once across both runs (the resumed part padded as PyTorch pads, by
+// fewer than the new world size), the later epochs are PyTorch's sampler at the new size (a
+// fresh run's at that size), and the run record says what happened. Read from the sample
+// traces (--trace_samples_dir), the checkpoint's meta.json and the metrics file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+
+namespace {
+
+// epoch -> rank -> the indices that rank trained in that epoch, in order (micro-batches
+// [from, to) of each epoch when given).
+using Trace = std::map<int, std::map<int, std::vector<int64_t>>>;
+
+Trace read_trace(const std::string& dir, int world, int64_t micro_to = -1, int epoch_cut = -1) {
+  Trace t;
+  for (int r = 0; r < world; ++r) {
+    std::istringstream in(read_text(dir + "/rank" + std::to_string(r) + ".txt"));
+    for (std::string line; std::getline(in, line);) {
+      int epoch = 0;
+      long long micro = 0;
+      if (std::sscanf(line.c_str(), "epoch %d micro %lld:", &epoch, &micro) != 2) continue;
+      if (epoch == epoch_cut && micro >= micro_to) continue;  // trained after the checkpoint: lost
+      if (epoch > epoch_cut && epoch_cut > 0) continue;
+      std::istringstream ids(line.substr(line.find(':') + 1));
+      for (int64_t i; ids >> i;) t[epoch][r].push_back(i);
+    }
+  }
+  return t;
+}
+
+std::vector<int64_t> all_of(const std::map<int, std::vector<int64_t>>& by_rank) {
+  std::vector<int64_t> out;
+  for (const auto& [r, ids] : by_rank) out.insert(out.end(), ids.begin(), ids.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> traced(const std::string& dir, std::vector<std::string> extra, std::string ck = "") {
+  std::vector<std::string> a = {"train", "--dataset_size", "240", "--image_size", "8", "--width", "0.125",
+                                "--batch_size", "8", "--num_workers", "1", "--epochs", "3", "--lr", "0.05",
+                                "--log_interval", "5", "--threads", "1", "--no-use_amp", "--eval_every", "0",
+                                "--checkpoint_dir", ck.empty() ? dir + "/ck" : ck, "--trace_samples_dir", dir + "/trace",
+                                "--metrics_file", dir + "/m.jsonl"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// World `from` killed after step `kill` (checkpoints every `every` steps), resumed at world `to`:
+// the interrupted epoch covered once, the next epoch as a fresh run at `to`.
+void resume_at_other_world(int from, int to, int every, int kill) {
+  const std::string tag = std::to_string(from) + "to" + std::to_string(to);
+  const std::string whole = fresh_dir("world_whole" + tag), cut = fresh_dir("world_cut" + tag),
+                    fresh = fresh_dir("world_fresh" + tag);
+  const std::vector<std::string> saving = {"--save_every_steps", std::to_string(every)};
+  ProcResult w = run(launch(from, free_port(), traced(whole, saving)), {}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  ProcResult k = run(launch(from, free_port(), traced(cut, saving)),
+                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", std::to_string(kill)}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  const int64_t saved_step = kill / every * every;
+  char name[32];
+  std::snprintf(name, sizeof(name), "/ck/step_%08lld", static_cast<long long>(saved_step));
+  const nlohmann::json meta = nlohmann::json::parse(read_text(cut + name + "/meta.json"));
+  const int epoch = meta.at("epoch").get<int>();
+  const int64_t micro_done = meta.at("batches_done").get<int64_t>();
+  ASSERT_GT(micro_done, 0) << "the kill must land mid-epoch";
+
+  // The resumed run writes its own trace (and metrics) next to the killed run's checkpoints.
+  const std::string resumed = fresh_dir("world_resumed" + tag);
+  std::vector<std::string> args = traced(resumed, saving, cut + "/ck");
+  args.insert(args.end(), {"--resume_from", "auto"});
+  ProcResult r = run(launch(to, free_port(), args), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ProcResult f = run(launch(to, free_port(), traced(fresh, {})), {}, 300);
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+
+  // The interrupted epoch: what the killed run trained before its checkpoint, and the rest.
+  const Trace planned = read_trace(whole + "/trace", from);
+  const Trace before = read_trace(cut + "/trace", from, micro_done, epoch);
+  const Trace after = read_trace(resumed + "/trace", to);
+  std::vector<int64_t> covered = all_of(before.at(epoch));
+  const std::vector<int64_t> rest = all_of(after.at(epoch));
+  covered.insert(covered.end(), rest.begin(), rest.end());
+  std::sort(covered.begin(), covered.end());
+  const std::vector<int64_t> want = all_of(planned.at(epoch));
+  std::vector<int64_t> extra, missing;
+  std::set_difference(covered.begin(), covered.end(), want.begin(), want.end(), std::back_inserter(extra));
+  std::set_difference(want.begin(), want.end(), covered.begin(), covered.end(), std::back_inserter(missing));
+  std::printf("world %d -> %d, epoch %d: %zu samples planned, %zu trained before the checkpoint, %zu after it; "
+              "%zu repeated as padding, %zu missing\n",
+              from, to, epoch, want.size(), all_of(before.at(epoch)).size(), rest.size(), extra.size(), missing.size());
+  EXPECT_TRUE(missing.empty()) << "samples of epoch " << epoch << " never trained";
+  EXPECT_LT(extra.size(), static_cast<size_t>(to)) << "more repeats than PyTorch's padding";
+  for (int64_t i : extra) EXPECT_TRUE(std::binary_search(want.begin(), want.end(), i)) << "sample " << i << " not planned";
+
+  // Later epochs: PyTorch's sampler at the new world size, rank by rank.
+  const Trace fresh_trace = read_trace(fresh + "/trace", to);
+  for (int e = epoch + 1; e <= 3; ++e)
+    for (int rank = 0; rank < to; ++rank)
+      EXPECT_EQ(after.at(e).at(rank), fresh_trace.at(e).at(rank)) << "epoch " << e << " rank " << rank;
+
+  // The run record says what happened.
+  bool said = false;
+  for (const auto& rec : read_jsonl(resumed + "/m.jsonl"))
+    if (rec.value("kind", "") == "run" && rec.contains("resumed_from_world")) {
+      said = true;
+      EXPECT_EQ(rec.at("resumed_from_world").get<int>(), from);
+      EXPECT_EQ(rec.at("samples_left_in_epoch").get<int64_t>(), static_cast<int64_t>(want.size()) -
+                                                                  static_cast<int64_t>(all_of(before.at(epoch)).size()));
+    }
+  EXPECT_TRUE(said) << "no run record names the world size the checkpoint was written at";
+}
+
+}  // namespace
+
+// 240 samples, batch 8: world 2 has 15 micro-batches per rank per epoch; killed at step 22, the
+// checkpoint of step 20 is 5 micro-batches into epoch 2.
+TEST(WorldChange, KilledAtWorldTwoResumesAtWorldThree) { resume_at_other_world(2, 3, 5, 22); }
+
+// World 4: 7 micro-batches per rank (60 samples, drop_last); killed at step 10, the checkpoint
+// of step 8 is 1 micro-batch into epoch 2.
+TEST(WorldChange, KilledAtWorldFourResumesAtWorldTwo) { resume_at_other_world(4, 2, 4, 10); }
