@@ -17,6 +17,10 @@
 namespace ddptrain {
 namespace {
 
+// How long torchrun's agent store may take to answer the first requests (Note [An agent store
+// of another torch]).
+constexpr std::chrono::milliseconds kAgentStoreAnswer{10000};
+
 constexpr long long kMaxWorld = 1 << 20;
 
 // Makes d this process's current CUDA device. Everything that names no device (the caching
@@ -105,9 +109,19 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // Under torchrun's static rendezvous its agent already serves the store; else rank 0 does.
   so.isServer = env_.rank == 0 && !env_.use_agent_store;
   so.waitWorkers = false;
-  so.timeout = timeout_;
+  // Note [An agent store of another torch]: torchrun's agent serves its store before it starts
+  // the workers, so it answers at once, unless it speaks another TCPStore protocol (torch 2.x's
+  // agent and this LibTorch 1.13, or the reverse): then a request can wait for the whole
+  // --dist_timeout_s. So the first requests get a short timeout, and the full one after.
+  so.timeout = env_.use_agent_store ? std::min(timeout_, kAgentStoreAnswer) : timeout_;
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
+    if (env_.use_agent_store) {
+      const std::string key = "ddptrain/probe/" + std::to_string(env_.rank);
+      tcp->set(key, std::vector<uint8_t>{1});
+      tcp->get(key);
+      tcp->setTimeout(timeout_);
+    }
     // A restarted job reuses the agent's store: key everything by the restart count.
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.restart_count), tcp);
@@ -120,6 +134,13 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       throw Error(str(where, "MASTER_PORT ", env_.master_port, " is already in use on this host (another job or "
                       "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
                       "with --master_port or MASTER_PORT"));
+    if (env_.use_agent_store)
+      throw Error(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
+                      " failed its first requests (", msg, "; they wait at most ", so.timeout.count() / 1000,
+                      " s). This build is LibTorch ", TORCH_VERSION_MAJOR, ".",
+                      TORCH_VERSION_MINOR, ": a torchrun of another torch (e.g. pip's torch 2.x with the LibTorch 1.13 "
+                      "build) serves a store it cannot talk to. Run it under the torchrun of torch ", TORCH_VERSION_MAJOR,
+                      ".", TORCH_VERSION_MINOR, ", or with `ddptrain launch`, or use the build of that torch"));
     throw Error(str(where, "rendezvous at ", env_.master_addr, ":", env_.master_port, " failed: ", msg,
                     " (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the port free?)"));
   }

@@ -139,6 +139,34 @@ TEST(E2E, RunsUnderTorchrun) {
             std::string::npos) << report;
 }
 
+// Note [An agent store of another torch]: this build under the torchrun of the other torch
+// (the LibTorch 1.13 build under pip's torch 2.x, or the 2.x build under Debian's 1.13) fails
+// within seconds, naming the versions and the fix, instead of waiting out --dist_timeout_s.
+TEST(E2E, UnderTheOtherTorchsTorchrunFailsInSeconds) {
+  ProcResult version = run({python(), "-c", "import torch; print(torch.__version__)"}, {}, 60);
+  ASSERT_EQ(version.exit_code, 0) << version.output;
+  const bool build_is_1_13 = version.output.rfind("1.", 0) == 0;
+  std::string other = "/usr/bin/python3";
+  if (build_is_1_13) {
+    ProcResult p = run({"/bin/sh", "-c", source_dir() + "/scripts/torch2_python.sh 2>/dev/null"}, {}, 600);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    other = p.output.substr(0, p.output.find_last_not_of("\n") + 1);
+  }
+  std::vector<std::string> argv = {other, source_dir() + "/tests/python/torchrun_wrapper.py", "--nproc_per_node", "2",
+                                   "--master_addr", "127.0.0.1", "--master_port", std::to_string(free_port()),
+                                   "--no_python", binary()};
+  auto t = tiny_train(fresh_dir("other_torchrun"), {"--epochs", "1"});  // --dist_timeout_s stays 600
+  argv.insert(argv.end(), t.begin(), t.end());
+  ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 120);
+  std::printf("the %s build under the other torch's torchrun: exit %d after %.1f s\n", build_is_1_13 ? "1.13" : "2.x",
+              r.exit_code, r.seconds);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, 30.0) << r.output;
+  EXPECT_NE(r.output.find("failed its first requests"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(build_is_1_13 ? "Run it under the torchrun of torch 1.13" : "Run it under the torchrun of torch 2."),
+            std::string::npos) << r.output;
+}
+
 // Two "nodes" as network namespaces joined by a veth pair: one launcher per node, Gloo bound
 // to the veth interface by GLOO_SOCKET_IFNAME, the TCPStore on node 0's address.
 class MultiNode : public ::testing::Test {
