@@ -114,6 +114,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // agent and this LibTorch 1.13, or the reverse): then a request can wait for the whole
   // --dist_timeout_s. So the first requests get a short timeout, and the full one after.
   so.timeout = env_.use_agent_store ? std::min(timeout_, kAgentStoreAnswer) : timeout_;
+  bool answered = !env_.use_agent_store;
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
     if (env_.use_agent_store) {
@@ -121,10 +122,14 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       tcp->set(key, std::vector<uint8_t>{1});
       tcp->get(key);
       tcp->setTimeout(timeout_);
+      answered = true;
     }
-    // A restarted job reuses the agent's store: key everything by the restart count.
+    // A restarted job reuses the agent's store: key everything by the restart count (as torch's
+    // own workers do). A store of the workers' (rank 0's, new in every attempt) needs no key:
+    // and must have none, since the agents of an elastic job count their restarts apart (a node
+    // that joins later starts at 0).
     store_ = c10::make_intrusive<c10d::PrefixStore>(
-        "ddptrain/" + std::to_string(env_.restart_count), tcp);
+        "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
     pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
@@ -134,7 +139,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       throw Error(str(where, "MASTER_PORT ", env_.master_port, " is already in use on this host (another job or "
                       "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
                       "with --master_port or MASTER_PORT"));
-    if (env_.use_agent_store)
+    if (!answered)
       throw Error(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
                       " failed its first requests (", msg, "; they wait at most ", so.timeout.count() / 1000,
                       " s). This build is LibTorch ", TORCH_VERSION_MAJOR, ".",

@@ -16,7 +16,9 @@ namespace ddptrain {
 
 class SampleTrace : public Callback {
  public:
-  SampleTrace(const std::string& dir, int rank);
+  /// Appends to DIR/rank<r>.txt: a line "# run world W" per run, then one line per
+  /// micro-batch, "epoch E micro M: i1 i2 ...".
+  SampleTrace(const std::string& dir, int rank, int world);
   void on_micro_batch(const TrainState& s, const MicroBatchEvent& e) override;
 
  private:

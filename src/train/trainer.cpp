@@ -270,7 +270,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
                  at::get_num_threads()};
   std::vector<std::shared_ptr<Callback>> c{
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
-  if (!opts_.trace_samples_dir.empty()) c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank()));
+  if (!opts_.trace_samples_dir.empty()) c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
   if (opts_.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint_dir, ctx_));
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_);
   c.push_back(run.checkpoints);

@@ -1,0 +1,174 @@
+// Elastic membership under torchrun (#16 item 2; torchrun's own engine, c10d rendezvous): two
+// "nodes" (network namespaces) of two workers each, `--nnodes 1:2 --max_restarts 3`, train
+// with --resume_from auto into one checkpoint folder; node 1 dies (every process of its
+// namespace SIGKILLed) mid-epoch. Node 0's workers fail their collective, its agent restarts
+// them at world 2, they resume from the newest checkpoint (Note [Resume at another world
+// size]) and the job finishes. Every sample of the interrupted epoch is trained once across
+// the two attempts (a padding repeat aside), read from the sample traces; the time from the
+// node's death to training again is printed. Then node 1 comes back: the job grows to world 4
+// (torchrun stops the workers with SIGTERM, they agree to stop and save; the new group resumes)
+// and finishes its last epoch there.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_helpers.h"
+#include "netns.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The lines "epoch E micro M: ..." of one rank's trace file, by run ("# run world W"
+// headers): run index -> (world, epoch -> micro -> indices).
+struct TracedRun {
+  int world = 0;
+  std::map<int, std::map<int64_t, std::vector<int64_t>>> epochs;
+};
+
+std::vector<TracedRun> read_runs(const std::string& path) {
+  std::vector<TracedRun> runs;
+  std::istringstream in(fs::exists(path) ? read_text(path) : "");
+  for (std::string line; std::getline(in, line);) {
+    int world = 0, epoch = 0;
+    long long micro = 0;
+    if (std::sscanf(line.c_str(), "# run world %d", &world) == 1) {
+      runs.push_back({world, {}});
+      continue;
+    }
+    if (runs.empty() || std::sscanf(line.c_str(), "epoch %d micro %lld:", &epoch, &micro) != 2) continue;
+    std::istringstream ids(line.substr(line.find(':') + 1));
+    auto& v = runs.back().epochs[epoch][micro];
+    for (int64_t i; ids >> i;) v.push_back(i);
+  }
+  return runs;
+}
+
+// Every index traced in `epoch` by runs of `world`, micro-batches below micro_to (-1: all).
+void collect(const std::vector<std::string>& files, int world, int epoch, int64_t micro_to, std::vector<int64_t>& out) {
+  for (const auto& f : files)
+    for (const auto& run : read_runs(f)) {
+      if (run.world != world || !run.epochs.count(epoch)) continue;
+      for (const auto& [micro, ids] : run.epochs.at(epoch))
+        if (micro_to < 0 || micro < micro_to) out.insert(out.end(), ids.begin(), ids.end());
+    }
+}
+
+std::vector<std::string> train_args(const std::string& dir, const std::string& trace) {
+  return {"train", "--dataset_size", "4000", "--image_size", "8", "--width", "0.125", "--batch_size", "8",
+          "--num_workers", "1", "--epochs", "4", "--lr", "0.05", "--log_interval", "20", "--threads", "1",
+          "--no-use_amp", "--eval_every", "0", "--checkpoint_dir", dir + "/ck", "--save_every_steps", "20",
+          "--keep_checkpoints", "0", "--resume_from", "auto", "--dist_timeout_s", "30", "--metrics_file",
+          dir + "/m.jsonl", "--trace_samples_dir", trace};
+}
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
+  ProcResult version = run({python(), "-c", "import torch; print(torch.__version__)"}, {}, 60);
+  if (version.output.rfind("1.", 0) == 0) GTEST_SKIP() << "elastic membership needs the LibTorch 2.x build";
+  const std::string dir = fresh_dir("elastic"), ref = fresh_dir("elastic_ref");
+  // The world-4 order of epoch 1, from one host.
+  ProcResult reference = run(launch(4, free_port(), train_args(ref, ref + "/trace")), {}, 300);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const std::string port = std::to_string(free_port()), addr[2] = {"10.213.0.1", "10.213.0.2"};
+  auto node = [&](int n) {
+    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n],
+                                  "OMP_NUM_THREADS=1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", python(), "-m",
+                                  "torch.distributed.run", "--nnodes", "1:2",
+                                  "--nproc_per_node", "2", "--max_restarts", "3", "--rdzv_backend", "c10d",
+                                  "--rdzv_endpoint", addr[0] + ":" + port, "--rdzv_id", "elastic" + tag_,
+                                  "--rdzv_conf", std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
+                                  "--monitor_interval", "1", "--local_addr", addr[n], "--no-python", binary()};
+    const auto t = train_args(dir, dir + "/trace" + std::to_string(n));
+    a.insert(a.end(), t.begin(), t.end());
+    return a;
+  };
+  const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1), dir + "/node1.log");
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/ck/step_00000040"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(dir + "/ck/step_00000040")) << read_text(dir + "/node0.log") << read_text(dir + "/node1.log");
+  const double died = now_unix();
+  run({"/bin/sh", "-c", "ip netns pids " + ns_[1] + " | xargs -r kill -9"}, {}, 30);  // node 1 dies
+  wait_for(n1, 10);
+  // Node 1 comes back once world 2 has finished epoch 1: the job grows to world 4 again (its
+  // agent stops the workers with SIGTERM: they agree to stop, save, and resume at world 4).
+  auto world_two_finished_epoch_one = [&] {
+    bool at_two = false;
+    for (const auto& rec : read_jsonl(dir + "/m.jsonl")) {
+      if (rec.value("kind", "") == "run") at_two = rec.value("world_size", 0) == 2;
+      if (at_two && rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == 1) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 1200 && !world_two_finished_epoch_one(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(world_two_finished_epoch_one()) << read_text(dir + "/node0.log");
+  const pid_t back = spawn(node(1), dir + "/node1_back.log");
+  const int code = wait_for(n0, 300), code_back = wait_for(back, 60);
+  if (code == -1) ::kill(-n0, SIGKILL);
+  if (code_back == -1) ::kill(-back, SIGKILL);
+  ASSERT_EQ(code, 0) << read_text(dir + "/node0.log");
+  EXPECT_EQ(code_back, 0) << read_text(dir + "/node1_back.log");
+
+  // The run that resumed at world 2: from which checkpoint, and when it started training.
+  int64_t from_step = -1;
+  double resumed_at = 0;
+  bool grew = false, finished = false;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl")) {
+    if (rec.value("kind", "") == "run" && rec.value("resumed_from_world", 0) == 4 && from_step < 0) {
+      EXPECT_EQ(rec.at("world_size").get<int>(), 2);
+      from_step = rec.at("step").get<int64_t>();
+      resumed_at = rec.at("unix_time").get<double>();
+    }
+    if (rec.value("kind", "") == "run" && rec.value("resumed_from_world", 0) == 2) grew = rec.value("world_size", 0) == 4;
+    if (rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == 4) finished = grew;
+  }
+  ASSERT_GE(from_step, 40) << "no run resumed at world 2 from the world-4 checkpoints: " << read_text(dir + "/node0.log");
+  EXPECT_TRUE(grew) << "the job did not grow back to world 4: " << read_text(dir + "/node0.log");
+  EXPECT_TRUE(finished) << "the last epoch did not end at world 4";
+  std::printf("node 1 killed; node 0 training again at world 2 (from the checkpoint of step %lld) %.1f s later\n",
+              static_cast<long long>(from_step), resumed_at - died);
+
+  // Epoch 1: what world 4 trained up to the checkpoint, and what world 2 trained after it.
+  char name[32];
+  std::snprintf(name, sizeof(name), "/ck/step_%08lld", static_cast<long long>(from_step));
+  const nlohmann::json meta = nlohmann::json::parse(read_text(dir + name + "/meta.json"));
+  ASSERT_EQ(meta.at("epoch").get<int>(), 1) << "the kill must land in epoch 1";
+  std::vector<std::string> files, ref_files;
+  for (int n : {0, 1})
+    for (int r = 0; r < 4; ++r) files.push_back(dir + "/trace" + std::to_string(n) + "/rank" + std::to_string(r) + ".txt");
+  for (int r = 0; r < 4; ++r) ref_files.push_back(ref + "/trace/rank" + std::to_string(r) + ".txt");
+  std::vector<int64_t> planned, covered;
+  collect(ref_files, 4, 1, -1, planned);
+  collect(files, 4, 1, meta.at("batches_done").get<int64_t>(), covered);
+  const size_t before = covered.size();
+  collect(files, 2, 1, -1, covered);
+  std::sort(planned.begin(), planned.end());
+  std::sort(covered.begin(), covered.end());
+  std::vector<int64_t> extra, missing;
+  std::set_difference(covered.begin(), covered.end(), planned.begin(), planned.end(), std::back_inserter(extra));
+  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(), std::back_inserter(missing));
+  std::printf("epoch 1: %zu samples planned at world 4, %zu trained there before the checkpoint, %zu at world 2 "
+              "after it; %zu missing, %zu repeated\n",
+              planned.size(), before, covered.size() - before, missing.size(), extra.size());
+  EXPECT_GT(before, 0u);
+  EXPECT_TRUE(missing.empty());
+  EXPECT_LT(extra.size(), 2u);
+}
