@@ -8,6 +8,7 @@
 #include "config/flag_table.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
+#include "dist/flight_verdict.h"
 #include "config/train_config.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
@@ -203,25 +204,45 @@ int inspect_sampler(const std::vector<std::string>& args) {
   return 0;
 }
 
+// `ddptrain inspect hang DIR`: the verdict of the flight records a failed job left in DIR
+// (Note [Flight recorder]).
+int inspect_hang(const std::vector<std::string>& args) {
+  const char* usage = "usage: ddptrain inspect hang DIR\n  DIR: where the ranks wrote flight_rank<r>.json "
+                      "(--checkpoint_dir of `ddptrain train`)";
+  if (args.size() == 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::printf("%s\n", usage);
+    return 0;
+  }
+  DDP_USAGE_CHECK(args.size() == 2, "inspect hang takes one folder; ", usage);
+  int world = 0;
+  const auto records = read_flight_records(args[1], world);
+  DDP_USAGE_CHECK(!records.empty(), "inspect hang: no flight_rank<r>.json in '", args[1],
+                  "' (the ranks write them there when a collective fails; --flight_recorder 0 turns that off)");
+  std::printf("%s", hang_verdict(records, world).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
   const std::string what = args.empty() ? "" : args[0];
   if (what == "model") return inspect_model(args);
+  if (what == "hang") return inspect_hang(args);
   if (what == "loader") return inspect_loader(args);
   const bool help = what == "--help" || what == "-h";
   if (what.empty() || help || (what != "sampler" && what[0] != '-')) {  // sampler may also follow its flags
     const char* overview =
-        "usage: ddptrain inspect sampler|model|loader [flags]\n"
+        "usage: ddptrain inspect sampler|model|loader|hang [flags]\n"
         "  sampler  a rank's sample indices, as PyTorch's DistributedSampler gives them\n"
         "  model    the layer table, parameter count and FLOPs per sample\n"
         "  loader   how many samples per second the loader alone delivers\n"
+        "  hang     which rank a failed job waited for, from its flight records (inspect hang DIR)\n"
         "run `ddptrain inspect <what> --help` for its flags";
     if (what.empty() || help) {
       std::printf("%s\n", overview);
       return what.empty() ? 2 : 0;
     }
-    throw UsageError("inspect: unknown target '" + what + "'; use sampler, model or loader (ddptrain inspect --help)");
+    throw UsageError("inspect: unknown target '" + what + "'; use sampler, model, loader or hang (ddptrain inspect --help)");
   }
   return inspect_sampler(args);
 }

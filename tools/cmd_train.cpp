@@ -46,7 +46,9 @@ int cmd_train(const std::vector<std::string>& args) {
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
   keep_cpu_heap(static_cast<int64_t>(cfg.run.cpu_heap_keep_mb) << 20);  // Note [CPU heap kept across steps]
 
-  DistContext ctx(env, {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
+  dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);
+  DistContext ctx(env, dist_opts);
   const Logger& log = ctx.log();
 
   // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
@@ -64,9 +66,12 @@ int cmd_train(const std::vector<std::string>& args) {
   log.info("config: " + flags_to_json(train_flags(copy)).dump());
   if (ctx.is_main()) {
     std::filesystem::create_directories(cfg.run.checkpoint_dir);
+    for (const auto& f : std::filesystem::directory_iterator(cfg.run.checkpoint_dir))  // an earlier hang's records
+      if (f.path().filename().string().rfind("flight_rank", 0) == 0) std::filesystem::remove(f.path());
     write_file_atomic(cfg.run.checkpoint_dir + "/config.json", config_json);
   }
 
+  ctx.set_flight_dir(cfg.run.checkpoint_dir);  // Note [Flight recorder]
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);
   TrainResult r = train(cfg, ctx, config_json);

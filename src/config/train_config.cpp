@@ -60,6 +60,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
+      bind_flag("flight_recorder", &c.dist.flight_recorder, "collectives each rank remembers; when one fails every rank writes them to --checkpoint_dir/flight_rank<r>.json and the log names the rank behind the hang (`ddptrain inspect hang DIR`); 0: off"),
       bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB; auto: chosen from the measured all-reduce latency and bandwidth and the backward time (the log says how)"),
       bind_flag("first_bucket_mb", &c.dist.first_bucket_mb, "cap of the first bucket (last layers), MiB"),
       bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view, "gradients are views into the all-reduce buckets"),
@@ -176,6 +177,8 @@ void validate_dist(const DistOptions& dist) {
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
                   "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
+  DDP_USAGE_CHECK(dist.flight_recorder >= 0 && dist.flight_recorder <= 1000000, "--flight_recorder=",
+                  dist.flight_recorder, " must be in [0, 1000000] (collectives remembered; 0: off)");
   DDP_USAGE_CHECK(!dist.bucket_cap_mb || *dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb.value_or(0),
                   " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
   DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,

@@ -66,6 +66,7 @@ struct OptimOptions {
 struct DistOptions {
   std::string backend = "auto";  // auto | gloo | nccl
   int dist_timeout_s = 600;      // every collective and the rendezvous
+  int flight_recorder = 64;      // collectives each rank remembers for a hang's verdict (Note [Flight recorder])
   std::optional<double> bucket_cap_mb;  // all-reduce bucket size cap, MiB; nullopt = auto (ddp/bucket_size.h)
   double first_bucket_mb = 1.0;  // the first bucket (reduced first, from the last layers)
   bool gradient_as_bucket_view = false;

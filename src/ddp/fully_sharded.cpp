@@ -122,7 +122,7 @@ void FullyShardedParams::gather(size_t b, bool wait) {
   if (!gathered_[b]) {
     allocate_storage(flat_[b], flat_nbytes(flat_[b]));
     std::vector<at::Tensor> per_rank = flat_[b].chunk(ctx_.world_size());
-    in_flight_[b] = ctx_.all_gather_async(shard_[b], per_rank);
+    in_flight_[b] = ctx_.all_gather_async(shard_[b], per_rank, str("zero_stage 3 parameters of bucket ", b));
     gathered_[b] = 1;
     peak_ = std::max(peak_, held_bytes());
   }

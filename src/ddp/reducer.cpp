@@ -169,7 +169,7 @@ void Reducer::launch_ready_buckets() {
 void Reducer::launch(size_t b) {
   torch::NoGradGuard no_grad;
   if (opts_.shard_gradients && ctx_.reduce_scatters()) {
-    works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b]);
+    works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b], str("gradient bucket ", b));
     ++stats_.allreduces;
     stats_.bytes += static_cast<int64_t>(flat_[b].nbytes());
     return;
@@ -184,7 +184,7 @@ void Reducer::launch(size_t b) {
     if (!ctx_.reduces(dt)) wire_[b] = wire_[b].to(flat_[b].scalar_type());
   }
   std::vector<at::Tensor> t{wire_[b]};
-  works_[b] = ctx_.all_reduce_sum_async(t);
+  works_[b] = ctx_.all_reduce_sum_async(t, str("gradient bucket ", b));
   ++stats_.allreduces;
   stats_.bytes += static_cast<int64_t>(wire_[b].nbytes());
 }

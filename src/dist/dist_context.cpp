@@ -7,6 +7,7 @@
 
 #include "dist/backend_factory.h"
 #include "dist/device_checking_backend.h"
+#include "dist/flight_watchdog.h"
 #include "util/env.h"
 #include "util/error.h"
 
@@ -86,7 +87,11 @@ EnvContract read_env_contract() {
 }
 
 DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts)
-    : env_(env), timeout_(opts.timeout), log_(env.rank, env.world_size), strict_device_(opts.strict_device) {
+    : env_(env),
+      timeout_(opts.timeout),
+      log_(env.rank, env.world_size),
+      strict_device_(opts.strict_device),
+      recorder_(std::make_unique<FlightRecorder>(opts.flight_recorder)) {
   if (torch::cuda::is_available()) {
     device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
     make_current(device_);
@@ -165,6 +170,7 @@ void DistContext::shutdown() {
 }
 
 void DistContext::release() {
+  watchdog_.reset();  // it polls the store
   // Dropping the last reference joins Gloo's worker threads; store after the group.
   pg_.reset();
   store_.reset();
@@ -173,12 +179,19 @@ void DistContext::release() {
 void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   // c10::Error's what() carries a C++ backtrace: keep the message only.
   auto fail = [&](const char* msg) {
-    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", what, " failed (", backend_name_,
-                              ", timeout ", timeout_.count() / 1000, " s): ", msg,
+    recorder_->complete_work(work.get(), false);
+    const std::string reason = str(what, " failed (", backend_name_, ", timeout ", timeout_.count() / 1000, " s): ", msg);
+    if (watchdog_) {  // Note [Flight recorder]
+      const std::string verdict = watchdog_->raise(reason);
+      log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ", watchdog_->dir(),
+                    "`): ", verdict.substr(0, verdict.size() - 1)));
+    }
+    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", reason,
                               " — another rank probably died or is stuck; see its log"));
   };
   try {
     work->wait(timeout_);
+    recorder_->complete_work(work.get(), true);
   } catch (const c10::Error& e) {
     fail(e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -197,8 +210,9 @@ std::optional<at::Device> DistContext::stage_for(const at::Tensor& t) const {
 }
 
 // See Note [Collectives on the backend's device].
-compat::WorkHandle DistContext::run_staged(std::vector<at::Tensor>& tensors, const char* what,
+compat::WorkHandle DistContext::run_staged(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
                                            const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+  const int64_t seq = recorder_->issue(op_name, what, tensors);
   std::vector<at::Tensor> on_backend = tensors;
   bool staged = false;
   for (auto& t : on_backend)
@@ -207,7 +221,8 @@ compat::WorkHandle DistContext::run_staged(std::vector<at::Tensor>& tensors, con
       staged = true;
     }
   auto work = op(on_backend);
-  wait(work, what);
+  recorder_->bind(work.get(), seq);
+  wait(work, what.c_str());
   if (!staged) return work;
   ++staged_;
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -215,23 +230,33 @@ compat::WorkHandle DistContext::run_staged(std::vector<at::Tensor>& tensors, con
   return work;
 }
 
-void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
-  if (!pg_) return;
-  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
+compat::WorkHandle DistContext::recorded(const char* op_name, const std::string& what,
+                                         const std::vector<at::Tensor>& tensors,
+                                         const std::function<compat::WorkHandle()>& start) const {
+  const int64_t seq = recorder_->issue(op_name, what, tensors);
+  compat::WorkHandle work = start();
+  recorder_->bind(work.get(), seq);
+  return work;
 }
 
-compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors) const {
+void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
+  if (!pg_) return;
+  run_staged("all_reduce", tensors, what, [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
+}
+
+compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors, const std::string& what) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
   auto op = [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); };
   // Note [Strict collective device]: staged, and so synchronous, in that mode only.
-  if (strict_device_) return run_staged(tensors, "all_reduce (asynchronous)", op);
+  if (strict_device_) return run_staged("all_reduce", tensors, what, op);
   for (const auto& t : tensors)
     DDP_ASSERT(!stage_for(t), "an asynchronous all_reduce got a tensor on ", t.device().str(), ", which ",
                backend_name_, " does not take: create it on ", device_.str());
-  return op(tensors);
+  return recorded("all_reduce", what, tensors, [&] { return op(tensors); });
 }
 
-compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output) const {
+compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output,
+                                                         const std::string& what) const {
   DDP_ASSERT(reduce_scatters(), "reduce_scatter_sum_async on ", backend_name_, ", which has no reduce_scatter");
   DDP_ASSERT(input.numel() == output.numel() * world_size(), "reduce_scatter: the input is world_size outputs");
   auto op = [&](std::vector<at::Tensor>& ts) {  // ts: the output, then the input's chunks
@@ -245,11 +270,11 @@ compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input
   // Chunked where the input lives (a staged copy of each chunk is then a plain tensor).
   std::vector<at::Tensor> ts{output};
   for (const auto& chunk : input.chunk(world_size())) ts.push_back(chunk);
-  if (strict_device_) return run_staged(ts, "reduce_scatter (asynchronous)", op);  // Note [Strict collective device]
+  if (strict_device_) return run_staged("reduce_scatter", ts, what, op);  // Note [Strict collective device]
   for (const auto& t : ts)
     DDP_ASSERT(!stage_for(t), "an asynchronous reduce_scatter got a tensor on ", t.device().str(), ", which ",
                backend_name_, " does not take: create it on ", device_.str());
-  return op(ts);
+  return recorded("reduce_scatter", what, {input}, [&] { return op(ts); });
 }
 
 void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const char* what) const {
@@ -257,7 +282,7 @@ void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const ch
   c10d::BroadcastOptions o;
   o.rootRank = root;
   o.timeout = timeout_;
-  run_staged(tensors, what, [&](std::vector<at::Tensor>& ts) { return pg_->broadcast(ts, o); });
+  run_staged("broadcast", tensors, what, [&](std::vector<at::Tensor>& ts) { return pg_->broadcast(ts, o); });
 }
 
 namespace {
@@ -283,27 +308,34 @@ void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& pe
   std::vector<at::Tensor> all{mine};
   all.insert(all.end(), per_rank.begin(), per_rank.end());
   // Staged copies are written back into per_rank.
-  run_staged(all, what, [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
+  run_staged("all_gather", all, what, [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
 }
 
-compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank) const {
+compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
+                                                 const std::string& what) const {
   DDP_ASSERT(pg_, "all_gather_async needs a process group (world_size > 1)");
   DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
   std::vector<at::Tensor> all{mine};
   all.insert(all.end(), per_rank.begin(), per_rank.end());
   auto op = [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); };
-  if (strict_device_) return run_staged(all, "all_gather (asynchronous)", op);  // Note [Strict collective device]
+  if (strict_device_) return run_staged("all_gather", all, what, op);  // Note [Strict collective device]
   for (const auto& t : all)
     DDP_ASSERT(!stage_for(t), "an asynchronous all_gather got a tensor on ", t.device().str(), ", which ",
                backend_name_, " does not take: create it on ", device_.str());
-  return op(all);
+  return recorded("all_gather", what, {mine}, [&] { return op(all); });
 }
 
 void DistContext::barrier(const char* what) const {
   if (!pg_) return;
   c10d::BarrierOptions o;
   o.timeout = timeout_;
-  wait(pg_->barrier(o), what);
+  wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what);
+}
+
+void DistContext::set_flight_dir(const std::string& dir) {
+  watchdog_.reset();
+  if (!pg_ || !store_ || !recorder_->enabled() || dir.empty()) return;
+  watchdog_ = std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir);
 }
 
 }  // namespace ddptrain

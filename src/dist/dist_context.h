@@ -14,10 +14,13 @@
 
 #include <ATen/ATen.h>
 
+#include "dist/flight_recorder.h"
 #include "obs/logger.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
+
+class FlightWatchdog;
 
 /// The torchrun environment contract, validated. Also understands Slurm (SLURM_PROCID, ...)
 /// and Open MPI (OMPI_COMM_WORLD_RANK, ...) for rank and size; MASTER_ADDR/PORT are needed
@@ -42,6 +45,8 @@ struct DistOptionsResolved {
   /// Tests and debugging: the backend takes tensors on this device only (Note [Strict
   /// collective device]); every collective is staged there, the asynchronous ones synchronously.
   std::optional<at::Device> strict_device = std::nullopt;
+  /// Collectives each rank remembers (Note [Flight recorder]); 0: none.
+  size_t flight_recorder = 64;
 };
 
 class DistContext {
@@ -75,13 +80,14 @@ class DistContext {
   /// The tensors must already be where the backend takes them (an InternalError otherwise:
   /// a copy back after an asynchronous wait would be the caller's to forget). Under a strict
   /// device they are staged and reduced at once (Note [Strict collective device]).
-  compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors) const;
+  compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors, const std::string& what = "all_reduce") const;
   /// Whether reduce_scatter_sum_async works on this backend (Gloo of LibTorch 1.13 has none).
   bool reduce_scatters() const;
   /// Starts an asynchronous sum of every rank's `input` (world_size() equal chunks) whose
   /// chunk r lands in rank r's `output`. Both on the backend's device, as for
   /// all_reduce_sum_async; the caller waits on the Work before touching either.
-  compat::WorkHandle reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output) const;
+  compat::WorkHandle reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output,
+                                             const std::string& what = "reduce_scatter") const;
   /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
   /// Every rank's `mine` (same shape and dtype on every rank) into per_rank[r] (synchronous;
@@ -91,11 +97,18 @@ class DistContext {
   /// all_gather started asynchronously (a process group needed); the tensors must be on the
   /// backend's device, as for all_reduce_sum_async, and the caller waits on the Work before
   /// touching them. Under a strict device it is staged and done at once.
-  compat::WorkHandle all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank) const;
+  compat::WorkHandle all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
+                                     const std::string& what = "all_gather") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.
   void wait(const compat::WorkHandle& work, const char* what) const;
+
+  /// This rank's last collectives (Note [Flight recorder]); the step loop sets its phase there.
+  FlightRecorder& recorder() const { return *recorder_; }
+  /// Where flight records go when a collective fails; starts the watchdog that writes this
+  /// rank's when another rank's fails (with a process group and the recorder on).
+  void set_flight_dir(const std::string& dir);
 
   /// How many collectives so far had a tensor staged to the backend's device.
   int64_t staged_collectives() const { return staged_; }
@@ -125,8 +138,14 @@ class DistContext {
 
   /// Runs op on tensors the backend takes: the given ones, or staged copies written back after
   /// its (waited) Work, which it returns.
-  compat::WorkHandle run_staged(std::vector<at::Tensor>& tensors, const char* what,
-                  const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
+  compat::WorkHandle run_staged(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+                                const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
+  // The flight recorder's record of an asynchronous collective started by start().
+  compat::WorkHandle recorded(const char* op_name, const std::string& what, const std::vector<at::Tensor>& tensors,
+                              const std::function<compat::WorkHandle()>& start) const;
+
+  std::unique_ptr<FlightRecorder> recorder_;
+  std::unique_ptr<FlightWatchdog> watchdog_;
 };
 
 }  // namespace ddptrain

@@ -27,6 +27,7 @@ void CheckpointPolicy::on_epoch_end(const TrainState& s, const EpochEvent& e) {
 
 void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   if (opts_.checkpoint_dir.empty()) return;  // the options asked for none
+  ctx_.recorder().set_phase("checkpoint", s.global_step);  // Note [Flight recorder]
   CheckpointMeta meta{s.epoch, s.micro_done, epoch_complete, s.global_step, ctx_.world_size(),
                       static_cast<int64_t>(opts_.seed), {}, precision_, opts_.run_identity, opts_.batch_size};
   if (s.scaler.enabled()) meta.extra["grad_scaler"] = to_json(s.scaler.state());

@@ -17,7 +17,7 @@ bool StopVote::agreed() {
   }
   if (!stop_now) {
     votes_[0].fill_(local_signal() != 0 ? 1 : 0);
-    pending_ = ctx_.all_reduce_sum_async(votes_);
+    pending_ = ctx_.all_reduce_sum_async(votes_, "stop vote");
   }
   return stop_now;
 }

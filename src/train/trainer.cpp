@@ -359,6 +359,8 @@ bool Trainer::train_epoch(Run& run) {
   for (int64_t micro = first_micro; micro < batches; ++micro) {
     const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, batches - group_start);
     const bool last_in_group = micro + 1 == group_start + group_size;
+    FlightRecorder& flight = ctx_.recorder();  // Note [Flight recorder]: what the loop does
+    flight.set_phase("data", state_.global_step + 1);
     auto batch = run.loader.next();
     DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
     // From pinned memory on CUDA: the copies overlap with the work queued before them.
@@ -366,9 +368,11 @@ bool Trainer::train_epoch(Run& run) {
     if (opts_.channels_last && inputs.dim() == 4) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
     phase(run, StepTimer::kData);
+    flight.set_phase("forward", state_.global_step + 1);
     ForwardResult f = forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
     if (opts_.faults.poison_loss(ctx_.rank(), state_.global_step + 1)) f.loss = f.loss * std::nan("");
     phase(run, StepTimer::kForward);
+    flight.set_phase("backward", state_.global_step + 1);
     // See Note [no_sync and accumulation].
     backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.accum_no_sync);
     phase(run, StepTimer::kBackward);
@@ -376,6 +380,7 @@ bool Trainer::train_epoch(Run& run) {
     run.sums.add(loss_d, f.output, targets, objective_);
     state_.micro_done = micro + 1;
     for (auto& c : run.callbacks) c->on_micro_batch(state_, {micro, batch->indices, loss_d});
+    if (last_in_group) flight.set_phase("optimizer", state_.global_step + 1);
     if (last_in_group && step(run, step_in_epoch, loss_d)) return true;
   }
   return false;
@@ -432,6 +437,7 @@ bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.eval_every > 0 &&
                         (state_.epoch % opts_.eval_every == 0 || state_.epoch == opts_.epochs);
   if (eval_now) {
+    ctx_.recorder().set_phase("evaluation", state_.global_step);
     const EvalResult ev = evaluate(model_, objective_, *run.test,
                                    {opts_.batch_size, opts_.num_workers, opts_.stop_requested}, ctx_);
     if (ev.interrupted) {  // a stop request: stop as after a step (save, return)

@@ -1,0 +1,88 @@
+#include "dist/flight_recorder.h"
+
+#include <chrono>
+
+namespace ddptrain {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity), phase_since_(unix_now()) {}
+
+int64_t FlightRecorder::issue(const char* op, const std::string& what, const std::vector<at::Tensor>& tensors) {
+  if (!enabled()) return 0;
+  Entry e;
+  e.op = op;
+  e.what = what;
+  for (const auto& t : tensors)
+    if (t.defined()) e.numel += t.numel();
+  if (!tensors.empty() && tensors[0].defined()) e.dtype = c10::toString(tensors[0].scalar_type());
+  e.issued = unix_now();
+  std::lock_guard<std::mutex> lock(mu_);
+  e.seq = next_seq_++;
+  e.phase = phase_;
+  e.step = step_;
+  ring_.push_back(std::move(e));
+  while (ring_.size() > capacity_) ring_.pop_front();
+  return ring_.back().seq;
+}
+
+FlightRecorder::Entry* FlightRecorder::find(int64_t seq) {
+  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it)
+    if (it->seq == seq) return &*it;
+  return nullptr;
+}
+
+void FlightRecorder::bind(const void* work, int64_t seq) {
+  if (!enabled() || seq == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  work_seq_[work] = seq;
+}
+
+void FlightRecorder::complete_work(const void* work, bool ok) {
+  if (!enabled()) return;
+  int64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = work_seq_.find(work);
+    if (it == work_seq_.end()) return;
+    seq = it->second;
+    work_seq_.erase(it);
+  }
+  complete(seq, ok);
+}
+
+void FlightRecorder::complete(int64_t seq, bool ok) {
+  if (!enabled() || seq == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Entry* e = find(seq)) {
+    e->state = ok ? "completed" : "failed";
+    e->completed = unix_now();
+  }
+}
+
+void FlightRecorder::set_phase(const char* phase, int64_t step) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (phase_ != phase) phase_since_ = unix_now();
+  phase_ = phase;
+  step_ = step;
+}
+
+nlohmann::json FlightRecorder::to_json(int rank, int world, const std::string& reason) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json entries = nlohmann::json::array();
+  for (const Entry& e : ring_)
+    entries.push_back({{"seq", e.seq}, {"op", e.op}, {"what", e.what}, {"numel", e.numel}, {"dtype", e.dtype},
+                       {"state", e.state}, {"issued", e.issued}, {"completed", e.completed}, {"phase", e.phase},
+                       {"step", e.step}});
+  return {{"rank", rank},        {"world", world},   {"reason", reason}, {"time", unix_now()},
+          {"phase", phase_},     {"phase_since", phase_since_},          {"step", step_},
+          {"entries", entries}};
+}
+
+}  // namespace ddptrain

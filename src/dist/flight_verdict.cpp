@@ -1,0 +1,112 @@
+#include "dist/flight_verdict.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+namespace ddptrain {
+namespace {
+
+// A rank's oldest collective still issued (not completed, not failed), and its last completed.
+struct Where {
+  std::optional<nlohmann::json> waiting;
+  int64_t last_completed = 0;
+};
+
+Where where_of(const nlohmann::json& record) {
+  Where w;
+  for (const auto& e : record.at("entries")) {
+    const std::string state = e.at("state").get<std::string>();
+    if (state == "completed") w.last_completed = std::max(w.last_completed, e.at("seq").get<int64_t>());
+    if (state != "completed" && !w.waiting) w.waiting = e;  // issued, or failed: the one it waited in
+  }
+  return w;
+}
+
+std::string describe(const nlohmann::json& e) {
+  return "#" + std::to_string(e.at("seq").get<int64_t>()) + " (" + e.at("op").get<std::string>() + ", " +
+         e.at("what").get<std::string>() + ", step " + std::to_string(e.at("step").get<int64_t>()) + ")";
+}
+
+std::string ranks_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world) {
+  std::vector<std::string> lines;
+  for (int r = 0; r < world; ++r)
+    if (!records.count(r)) lines.push_back("rank " + std::to_string(r) + " left no record (stopped or killed)");
+  std::map<int64_t, std::vector<int>> waiting_at;  // seq -> ranks waiting in it
+  std::map<int, Where> where;
+  for (const auto& [r, rec] : records) {
+    where[r] = where_of(rec);
+    if (where[r].waiting) waiting_at[where[r].waiting->at("seq").get<int64_t>()].push_back(r);
+  }
+  // Ranks in the same collective number but a different collective.
+  for (const auto& [seq, ranks] : waiting_at) {
+    const nlohmann::json& first = *where[ranks[0]].waiting;
+    for (size_t i = 1; i < ranks.size(); ++i) {
+      const nlohmann::json& other = *where[ranks[i]].waiting;
+      if (other.at("op") == first.at("op") && other.at("what") == first.at("what")) continue;
+      lines.push_back("ranks disagree at #" + std::to_string(seq) + ": rank " + std::to_string(ranks[0]) + " " +
+                      first.at("op").get<std::string>() + " (" + first.at("what").get<std::string>() + ") vs rank " +
+                      std::to_string(ranks[i]) + " " + other.at("op").get<std::string>() + " (" +
+                      other.at("what").get<std::string>() + ")");
+      break;
+    }
+  }
+  if (!waiting_at.empty()) {  // ranks that never reached the collective the others wait in
+    const int64_t seq = waiting_at.rbegin()->first;
+    const std::vector<int>& waiters = waiting_at.rbegin()->second;
+    for (const auto& [r, w] : where) {
+      const bool reached = w.last_completed >= seq || (w.waiting && w.waiting->at("seq").get<int64_t>() >= seq);
+      if (reached) continue;
+      const nlohmann::json& rec = records.at(r);
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%.0f", rec.at("time").get<double>() - rec.at("phase_since").get<double>());
+      lines.push_back("rank " + std::to_string(r) + " is behind: rank" + (waiters.size() > 1 ? "s " : " ") +
+                      ranks_list(waiters) + " wait" + (waiters.size() > 1 ? "" : "s") + " in collective " +
+                      describe(*where[waiters[0]].waiting) + "; rank " + std::to_string(r) + " completed #" +
+                      std::to_string(w.last_completed) + " and has been in " + rec.at("phase").get<std::string>() +
+                      " (step " + std::to_string(rec.at("step").get<int64_t>()) + ") for " + secs + " s");
+    }
+  }
+  if (lines.empty() && !waiting_at.empty())
+    lines.push_back("no rank is behind: ranks " + ranks_list(waiting_at.rbegin()->second) + " wait in collective " +
+                    describe(*where[waiting_at.rbegin()->second[0]].waiting) + " (a slow link or a peer's device?)");
+  if (lines.empty()) lines.push_back("every rank completed its last collective: no hang on record");
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world) {
+  std::map<int, nlohmann::json> out;
+  world = 0;
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("flight_rank", 0) != 0 || f.path().extension() != ".json") continue;
+    std::ifstream in(f.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+      nlohmann::json j = nlohmann::json::parse(ss.str());
+      world = std::max(world, j.at("world").get<int>());
+      const int rank = j.at("rank").get<int>();  // before the move below
+      out[rank] = std::move(j);
+    } catch (const std::exception&) {  // a file being written, or not ours: skip it
+    }
+  }
+  return out;
+}
+
+}  // namespace ddptrain

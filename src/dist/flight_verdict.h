@@ -1,0 +1,20 @@
+// What the flight records of a hung or failed job say (Note [Flight recorder]): which rank is
+// behind and where, which ranks left no record, or which ranks disagree on a collective.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ddptrain {
+
+/// records: rank -> its flight_rank<r>.json; world: the job's size. One line per finding, e.g.
+/// "rank 1 is behind: ranks 0,2,3 wait in collective #812 (all_reduce, gradient bucket 0, step
+/// 204); rank 1 completed #811 and has been in data for 63 s".
+std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world);
+
+/// Reads DIR/flight_rank*.json (rank -> record); world: the largest "world" among them (0: none).
+std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
+
+}  // namespace ddptrain

@@ -1,0 +1,79 @@
+#include "dist/flight_watchdog.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "dist/flight_verdict.h"
+
+namespace ddptrain {
+namespace {
+
+const std::string kFlag = "ddptrain/flight/dump";
+
+}  // namespace
+
+FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank,
+                               int world, std::string dir)
+    : store_(std::move(store)), recorder_(recorder), rank_(rank), world_(world), dir_(std::move(dir)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+FlightWatchdog::~FlightWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void FlightWatchdog::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_ && !written_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(500));
+    if (stop_ || written_) break;
+    lock.unlock();
+    bool raised = false;
+    try {
+      raised = store_->check({kFlag});
+    } catch (const std::exception&) {  // the store is gone (rank 0 ended): nothing to answer
+      return;
+    }
+    if (raised) write("another rank's collective failed (the flag in the store)");
+    lock.lock();
+  }
+}
+
+void FlightWatchdog::write(const std::string& reason) {
+  if (written_.exchange(true)) return;
+  try {
+    std::filesystem::create_directories(dir_);
+    const std::string path = dir_ + "/flight_rank" + std::to_string(rank_) + ".json";
+    {
+      std::ofstream out(path + ".tmp");
+      out << recorder_.to_json(rank_, world_, reason).dump(1) << '\n';
+    }
+    std::filesystem::rename(path + ".tmp", path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_, dir_.c_str(),
+                 e.what());
+  }
+}
+
+std::string FlightWatchdog::raise(const std::string& reason, double wait_s) {
+  write(reason);
+  try {
+    store_->set(kFlag, std::vector<uint8_t>{1});
+  } catch (const std::exception&) {  // the store is gone: the others are too
+  }
+  int world = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  while (std::chrono::steady_clock::now() < until && read_flight_records(dir_, world).size() < static_cast<size_t>(world_))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto records = read_flight_records(dir_, world);
+  return hang_verdict(records, world_);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,46 @@
+// The flight recorder's watchdog (Note [Flight recorder]): a thread of each rank that polls the
+// job's store for the dump flag every half second and then writes this rank's record, once,
+// whatever its main thread is doing; raise() is the failing rank's side.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dist/flight_recorder.h"
+
+namespace ddptrain {
+
+class FlightWatchdog {
+ public:
+  FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank, int world,
+                 std::string dir);
+  ~FlightWatchdog();
+  FlightWatchdog(const FlightWatchdog&) = delete;
+  FlightWatchdog& operator=(const FlightWatchdog&) = delete;
+
+  /// This rank's collective failed: writes its record, raises the flag for the others, waits
+  /// up to wait_s for their records and returns the verdict (dist/flight_verdict.h).
+  std::string raise(const std::string& reason, double wait_s = 3.0);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  void loop();
+  void write(const std::string& reason);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  const FlightRecorder& recorder_;
+  int rank_, world_;
+  std::string dir_;
+  std::atomic<bool> written_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ddptrain

@@ -1,0 +1,83 @@
+// The flight recorder on real hangs (#16 item 3, Note [Flight recorder]): a rank that hangs in
+// its step loop (the fault hook) is named as behind, with its phase and the collective the
+// others wait in, from its own record written by its watchdog thread while its main thread
+// sleeps; a SIGSTOPped rank is named as leaving no record. Each within --dist_timeout_s + 10 s,
+// read from `ddptrain inspect hang DIR` and the records' JSON.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+// `ddptrain launch` of 2 ranks that kills the others 2 s after one fails.
+std::vector<std::string> launch_two(const std::vector<std::string>& worker) {
+  std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", "2", "--master_port",
+                                std::to_string(free_port()), "--kill_grace_s", "2"};
+  a.insert(a.end(), worker.begin(), worker.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
+  const std::string ck = fresh_dir("flight_hang");
+  ProcResult r = run(launch_two(tiny_train(ck, {"--dist_timeout_s", "8"})),
+                     {{"DDPTRAIN_FAULT_HANG_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 120);
+  std::printf("rank 1 hangs after step 3: the job ended (exit %d) after %.1f s\n", r.exit_code, r.seconds);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, 8 + 10 + 3) << r.output;  // --dist_timeout_s + 10 s, and the start-up
+  ASSERT_TRUE(fs::exists(ck + "/flight_rank1.json")) << "the hung rank's watchdog wrote nothing: " << r.output;
+  const nlohmann::json hung = nlohmann::json::parse(read_text(ck + "/flight_rank1.json"));
+  EXPECT_EQ(hung.at("phase"), "optimizer");
+  ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("rank 1 completed #"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("has been in optimizer (step 3)"), std::string::npos) << v.output;
+  EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos) << "the log gives no verdict";
+}
+
+TEST(Flight, AStoppedRankIsNamedAsLeavingNoRecord) {
+  const std::string ck = fresh_dir("flight_stop");
+  const std::vector<std::string> args = launch_two(tiny_train(
+      ck, {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "8", "--metrics_file", ck + "/m.jsonl",
+           "--log_interval", "1"}));
+  const pid_t launcher = spawn(args, ck + "/out.log");
+  const std::vector<pid_t> ranks = wait_for_children(launcher, 2, 60);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (int i = 0; i < 600 && step_values(ck + "/m.jsonl", "loss").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(step_values(ck + "/m.jsonl", "loss").empty()) << read_text(ck + "/out.log");
+  // Rank 1 is the launcher's second child (started in rank order).
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(ranks[1], SIGSTOP);
+  const int code = wait_for(launcher, 60);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(ranks[1], SIGKILL);
+  if (code == -1) ::kill(-launcher, SIGKILL);
+  std::printf("rank 1 SIGSTOPped: the job ended (exit %d) %.1f s later\n", code, secs);
+  EXPECT_NE(code, 0);
+  EXPECT_LT(secs, 8 + 10.0) << read_text(ck + "/out.log");
+  EXPECT_FALSE(fs::exists(ck + "/flight_rank1.json"));
+  ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("rank 1 left no record (stopped or killed)"), std::string::npos) << v.output;
+}
+
+TEST(Flight, InspectHangWithoutRecordsIsAUsageError) {
+  ProcResult v = run({binary(), "inspect", "hang", fresh_dir("flight_none")}, {}, 60);
+  EXPECT_EQ(v.exit_code, 2) << v.output;
+  EXPECT_NE(v.output.find("no flight_rank<r>.json in"), std::string::npos) << v.output;
+}
