@@ -1,6 +1,7 @@
 // `ddptrain train`: config -> distributed context -> train -> report.
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <thread>
 
@@ -72,6 +73,17 @@ int cmd_train(const std::vector<std::string>& args) {
   }
 
   ctx.set_flight_dir(cfg.run.checkpoint_dir);  // Note [Flight recorder]
+  // A backend thread that throws (Gloo on a collective mismatch) ends the process through
+  // std::terminate: leave the flight record first, and ask the other ranks for theirs.
+  static const DistContext* flight_ctx = nullptr;
+  flight_ctx = &ctx;
+  std::set_terminate([] {
+    try {
+      if (flight_ctx) flight_ctx->dump_flight("std::terminate: an uncaught exception (a backend thread?)");
+    } catch (...) {
+    }
+    std::abort();
+  });
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);
   TrainResult r = train(cfg, ctx, config_json);

@@ -332,6 +332,10 @@ void DistContext::barrier(const char* what) const {
   wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what);
 }
 
+void DistContext::dump_flight(const std::string& reason) const {
+  if (watchdog_) watchdog_->raise(reason, /*wait_s=*/0);
+}
+
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
   if (!pg_ || !store_ || !recorder_->enabled() || dir.empty()) return;

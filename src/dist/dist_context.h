@@ -109,6 +109,9 @@ class DistContext {
   /// Where flight records go when a collective fails; starts the watchdog that writes this
   /// rank's when another rank's fails (with a process group and the recorder on).
   void set_flight_dir(const std::string& dir);
+  /// Writes this rank's flight record and asks the others for theirs (e.g. from the program's
+  /// std::terminate handler when a backend thread threw); nothing without a flight folder.
+  void dump_flight(const std::string& reason) const;
 
   /// How many collectives so far had a tensor staged to the backend's device.
   int64_t staged_collectives() const { return staged_; }

@@ -50,20 +50,26 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
     where[r] = where_of(rec);
     if (where[r].waiting) waiting_at[where[r].waiting->at("seq").get<int64_t>()].push_back(r);
   }
-  // Ranks in the same collective number but a different collective.
-  for (const auto& [seq, ranks] : waiting_at) {
-    const nlohmann::json& first = *where[ranks[0]].waiting;
-    for (size_t i = 1; i < ranks.size(); ++i) {
-      const nlohmann::json& other = *where[ranks[i]].waiting;
-      if (other.at("op") == first.at("op") && other.at("what") == first.at("what")) continue;
-      lines.push_back("ranks disagree at #" + std::to_string(seq) + ": rank " + std::to_string(ranks[0]) + " " +
-                      first.at("op").get<std::string>() + " (" + first.at("what").get<std::string>() + ") vs rank " +
-                      std::to_string(ranks[i]) + " " + other.at("op").get<std::string>() + " (" +
-                      other.at("what").get<std::string>() + ")");
-      break;
-    }
+  // The first collective number at which two ranks recorded different collectives.
+  bool disagree = false;
+  std::map<int64_t, std::map<int, const nlohmann::json*>> by_seq;
+  for (const auto& [r, rec] : records)
+    for (const auto& e : rec.at("entries")) by_seq[e.at("seq").get<int64_t>()][r] = &e;
+  for (const auto& [seq, at] : by_seq) {
+    const int r0 = at.begin()->first;
+    const nlohmann::json* first = at.begin()->second;
+    auto differs = std::find_if(at.begin(), at.end(), [&](const auto& kv) {
+      return kv.second->at("op") != first->at("op") || kv.second->at("what") != first->at("what");
+    });
+    if (differs == at.end()) continue;
+    lines.push_back("ranks disagree at #" + std::to_string(seq) + ": rank " + std::to_string(r0) + " " +
+                    first->at("op").get<std::string>() + " (" + first->at("what").get<std::string>() + ") vs rank " +
+                    std::to_string(differs->first) + " " + differs->second->at("op").get<std::string>() + " (" +
+                    differs->second->at("what").get<std::string>() + ")");
+    disagree = true;
+    break;
   }
-  if (!waiting_at.empty()) {  // ranks that never reached the collective the others wait in
+  if (!waiting_at.empty() && !disagree) {  // ranks that never reached the collective the others wait in
     const int64_t seq = waiting_at.rbegin()->first;
     const std::vector<int>& waiters = waiting_at.rbegin()->second;
     for (const auto& [r, w] : where) {
@@ -79,7 +85,7 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
                       " (step " + std::to_string(rec.at("step").get<int64_t>()) + ") for " + secs + " s");
     }
   }
-  if (lines.empty() && !waiting_at.empty())
+  if (lines.empty() && !waiting_at.empty())  // every rank reached the same collective
     lines.push_back("no rank is behind: ranks " + ranks_list(waiting_at.rbegin()->second) + " wait in collective " +
                     describe(*where[waiting_at.rbegin()->second[0]].waiting) + " (a slow link or a peer's device?)");
   if (lines.empty()) lines.push_back("every rank completed its last collective: no hang on record");

@@ -369,6 +369,10 @@ bool Trainer::train_epoch(Run& run) {
     const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
     phase(run, StepTimer::kData);
     flight.set_phase("forward", state_.global_step + 1);
+    if (micro == group_start && opts_.faults.extra_collective(ctx_.rank(), state_.global_step + 1)) {
+      std::vector<at::Tensor> extra{at::zeros({3}, at::TensorOptions().device(ctx_.device()))};
+      ctx_.broadcast(extra, 0, "injected fault: a broadcast only this rank issues");
+    }
     ForwardResult f = forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
     if (opts_.faults.poison_loss(ctx_.rank(), state_.global_step + 1)) f.loss = f.loss * std::nan("");
     phase(run, StepTimer::kForward);

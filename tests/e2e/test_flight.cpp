@@ -1,7 +1,8 @@
 // The flight recorder on real hangs (#16 item 3, Note [Flight recorder]): a rank that hangs in
 // its step loop (the fault hook) is named as behind, with its phase and the collective the
 // others wait in, from its own record written by its watchdog thread while its main thread
-// sleeps; a SIGSTOPped rank is named as leaving no record. Each within --dist_timeout_s + 10 s,
+// sleeps; a SIGSTOPped rank is named as leaving no record; a rank that issues a collective
+// the others do not is named with both collectives. Each within --dist_timeout_s + 10 s,
 // read from `ddptrain inspect hang DIR` and the records' JSON.
 #include <gtest/gtest.h>
 
@@ -74,6 +75,21 @@ TEST(Flight, AStoppedRankIsNamedAsLeavingNoRecord) {
   ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
   EXPECT_EQ(v.exit_code, 0) << v.output;
   EXPECT_NE(v.output.find("rank 1 left no record (stopped or killed)"), std::string::npos) << v.output;
+}
+
+TEST(Flight, RanksThatIssueDifferentCollectivesAreNamed) {
+  const std::string ck = fresh_dir("flight_mismatch");
+  ProcResult r = run(launch_two(tiny_train(ck, {"--dist_timeout_s", "8"})),
+                     {{"DDPTRAIN_FAULT_MISMATCH_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 120);
+  std::printf("rank 1 issues a broadcast of its own before step 3: the job ended (exit %d) after %.1f s\n",
+              r.exit_code, r.seconds);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, 8 + 10 + 3) << r.output;
+  ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("ranks disagree at #"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("broadcast (injected fault: a broadcast only this rank issues)"), std::string::npos)
+      << v.output;
 }
 
 TEST(Flight, InspectHangWithoutRecordsIsAUsageError) {
