@@ -21,7 +21,9 @@
 # 10. a model scripted in Python (--model torchscript): the reference MiniResNet scripted,
 #     against the built-in one (both NCHW), and the same file under Python DDP;
 # 11. ZeRO: GPT small with AdamW at world 2 and 4, --zero_stage 0 to 3: samples/s and
-#     what a rank holds (parameters, gradients, optimizer state, peak), one table.
+#     what a rank holds (parameters, gradients, optimizer state, peak), one table;
+# 12. the flight recorder's cost: MiniResNet width 0.25, world 2, --flight_recorder 64 vs 0,
+#     BENCH_ROUNDS interleaved rounds, medians.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -345,3 +347,15 @@ printf '%5s %5s %10s %8s %8s %8s %9s\n' world stage samples/s params grads optim
 for world in 2 4; do
   for stage in 0 1 2 3; do zero_row "$world" "$stage"; done
 done
+
+echo
+echo "== 12. flight recorder (Note [Flight recorder]): MiniResNet width 0.25, world 2, batch 64/rank, fp32, $ROUNDS interleaved rounds =="
+on_runs=() off_runs=()
+for _ in $(seq "$ROUNDS"); do
+  on_runs+=("$(ours 2 0.25 64 --no-use_amp --threads 1 --flight_recorder 64 | cut -d' ' -f1)")
+  off_runs+=("$(ours 2 0.25 64 --no-use_amp --threads 1 --flight_recorder 0 | cut -d' ' -f1)")
+done
+on=$(median "${on_runs[@]}") off=$(median "${off_runs[@]}")
+printf '%-28s %s samples/s (runs: %s)\n' "--flight_recorder 64" "$on" "${on_runs[*]}"
+printf '%-28s %s samples/s (runs: %s)\n' "--flight_recorder 0" "$off" "${off_runs[*]}"
+python3 -c "import sys; on, off = map(float, sys.argv[1:]); print(f'cost of the recorder: {100 * (off - on) / off:+.1f}% of throughput')" "$on" "$off"
