@@ -13,7 +13,7 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         "config", "data_dir", "data_path", "checkpoint_dir", "resume_from", "init_from", "epochs", "max_steps",
         // saving, evaluation and logging
         "save_every", "save_every_steps", "keep_checkpoints", "checkpoint_on_signal", "eval_every", "metrics_file",
-        "tensorboard_dir", "trace_samples_dir", "log_interval", "enable_profiling", "peak_tflops",
+        "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval", "enable_profiling", "peak_tflops",
         // the machine and speed, not what is trained
         "num_workers", "prefetch_factor", "threads", "cpu_heap_keep_mb", "backend", "dist_timeout_s", "flight_recorder",
         "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view", "find_unused_parameters", "ddp_overlap",

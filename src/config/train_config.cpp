@@ -81,6 +81,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0; its folder is created when missing)"),
       bind_flag("tensorboard_dir", &c.run.tensorboard_dir, "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
       bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
+      bind_flag("keep_global_batch", &c.run.keep_global_batch, "a resume at another world size keeps the checkpoint's global batch by changing --grad_accum_steps (exit 2 when it cannot: the global batch is not a multiple of --batch_size x world)"),
       bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
       bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),

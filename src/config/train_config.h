@@ -93,6 +93,7 @@ struct RunOptions {
   double peak_tflops = 0;          // hardware peak per rank for MFU; 0 = table or CPU probe
   std::string trace_samples_dir;   // when set: "epoch E micro M: i i ..." per micro-batch, per rank
   bool checkpoint_on_signal = true;  // SIGTERM/SIGINT: finish the step, save, exit 128+sig
+  bool keep_global_batch = false;  // a resume at another world size changes accumulation instead of the global batch
   int log_interval = 10;
   bool enable_profiling = false;
   long long seed = 42;

@@ -35,6 +35,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   meta.extra["epoch_plan"] = {{"world", s.plan.world}, {"batch", s.plan.batch}, {"end", s.plan.end},
                               {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.batch_size)}};
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
+  meta.extra["global_batch"] = static_cast<int64_t>(opts_.batch_size) * opts_.grad_accum_steps * ctx_.world_size();
   char name[64];
   if (epoch_complete)
     std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);

@@ -58,10 +58,29 @@ ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, 
   return {0, plan};
 }
 
+namespace {
+
+// The checkpoint run's global batch (older checkpoints: with this run's accumulation).
+int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
+  if (meta.extra.contains("global_batch")) return meta.extra["global_batch"].get<int64_t>();
+  return static_cast<int64_t>(meta.batch_size > 0 ? meta.batch_size : batch_size) * meta.world_size * grad_accum_steps;
+}
+
+}  // namespace
+
+int kept_accumulation(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
+  const int64_t global = global_batch_of(meta, batch_size, grad_accum_steps);
+  const int64_t per_step = static_cast<int64_t>(batch_size) * world;
+  DDP_USAGE_CHECK(global % per_step == 0, "--keep_global_batch: the checkpoint's global batch ", global,
+                  " is not a multiple of --batch_size ", batch_size, " x world ", world, " = ", per_step,
+                  "; resume at a world size that divides ", global / batch_size, " (or with a --batch_size that fits), "
+                  "or without --keep_global_batch (the global batch then becomes ", per_step * grad_accum_steps, ")");
+  return static_cast<int>(global / per_step);
+}
+
 double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
   const double before = meta.extra.value("lr_step_offset", 0.0);
-  const double old_batch = static_cast<double>(meta.batch_size > 0 ? meta.batch_size : batch_size) *
-                           meta.world_size * grad_accum_steps;
+  const auto old_batch = static_cast<double>(global_batch_of(meta, batch_size, grad_accum_steps));
   const double new_batch = static_cast<double>(batch_size) * world * grad_accum_steps;
   const double steps = static_cast<double>(meta.global_step);
   return (steps + before) * old_batch / new_batch - steps;

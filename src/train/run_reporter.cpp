@@ -53,6 +53,7 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
   const Precision& p = facts_.precision;
   nlohmann::json run = {{"precision", p.name()}, {"precision_why", p.why}, {"world_size", ctx.world_size()},
                   {"backend", ctx.backend_name()}, {"threads_per_rank", facts_.threads_per_rank},
+                  {"batch_size", opts.batch_size}, {"grad_accum_steps", opts.grad_accum_steps},
                   {"buckets", ddp.num_buckets()},
                   {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
                   {"peak_flops_per_s", facts_.peak.flops_per_s}, {"peak_source", facts_.peak.source}};

@@ -1,5 +1,6 @@
 #include "train/train_from_config.h"
 
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
 #include "checkpoint/weights_file.h"
 #include "config/run_identity.h"
@@ -9,6 +10,7 @@
 #include "models/build_model.h"
 #include "train/objective_check.h"
 #include "train/optimizer.h"
+#include "train/resume.h"
 #include "train/stop_signal.h"
 
 namespace ddptrain {
@@ -100,7 +102,14 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   const std::unique_ptr<torch::optim::Optimizer> optimizer = build_optimizer(cfg.optim, model->parameters());
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
-  Trainer trainer(ctx, std::move(net), *optimizer, trainer_options(cfg, config_json), objective_for(cfg.optim.loss));
+  TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
+  if (cfg.run.keep_global_batch && !cfg.run.resume_from.empty()) {
+    opts.grad_accum_steps = kept_accumulation(read_checkpoint_meta(cfg.run.resume_from), ctx.world_size(),
+                                              cfg.data.batch_size, cfg.optim.grad_accum_steps);
+    log.info(str("--keep_global_batch: ", opts.grad_accum_steps, " accumulation steps keep the checkpoint's global batch ",
+                 static_cast<int64_t>(opts.batch_size) * opts.grad_accum_steps * ctx.world_size()));
+  }
+  Trainer trainer(ctx, std::move(net), *optimizer, opts, objective_for(cfg.optim.loss));
   return trainer.fit(*data.train, data.test.get());
 }
 

@@ -132,3 +132,30 @@ TEST(WorldChange, KilledAtWorldTwoResumesAtWorldThree) { resume_at_other_world(2
 // World 4: 7 micro-batches per rank (60 samples, drop_last); killed at step 10, the checkpoint
 // of step 8 is 1 micro-batch into epoch 2.
 TEST(WorldChange, KilledAtWorldFourResumesAtWorldTwo) { resume_at_other_world(4, 2, 4, 10); }
+
+// --keep_global_batch: world 2 with 2 accumulation steps (global batch 32) resumed at world 4
+// keeps 32 with 1 step; at world 3 32 is not a multiple of 8 x 3: exit 2 naming the numbers.
+TEST(WorldChange, KeepGlobalBatchChangesTheAccumulation) {
+  const std::string cut = fresh_dir("world_keep_cut");
+  const std::vector<std::string> accum = {"--save_every_steps", "3", "--grad_accum_steps", "2"};
+  ProcResult k = run(launch(2, free_port(), traced(cut, accum)),
+                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "4"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  std::vector<std::string> args = traced(fresh_dir("world_keep4"), accum, cut + "/ck");
+  args.insert(args.end(), {"--resume_from", "auto", "--keep_global_batch"});
+  ProcResult bad = run(launch(3, free_port(), args), {}, 300);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--keep_global_batch: the checkpoint's global batch 32 is not a multiple of --batch_size 8 x "
+                            "world 3 = 24"), std::string::npos) << bad.output;
+  const std::string metrics = args[std::find(args.begin(), args.end(), "--metrics_file") - args.begin() + 1];
+  ProcResult r = run(launch(4, free_port(), args), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int seen = 0;
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.value("kind", "") == "run" && rec.value("resumed_from_world", 0) == 2) {
+      ++seen;
+      EXPECT_EQ(rec.at("world_size").get<int>(), 4);
+      EXPECT_EQ(rec.at("grad_accum_steps").get<int>(), 1) << "global batch 32 = 8 x 4 x 1";
+    }
+  EXPECT_EQ(seen, 1) << r.output;
+}
