@@ -126,18 +126,26 @@ void FullyShardedParams::gather(size_t b, bool wait) {
     gathered_[b] = 1;
     peak_ = std::max(peak_, held_bytes());
   }
-  if (wait && in_flight_[b]) {
-    ctx_.wait(in_flight_[b], "zero_stage 3: all_gather of a unit's parameters");
-    in_flight_[b].reset();
-  }
+  if (wait) settle(b);
+}
+
+void FullyShardedParams::settle(size_t b) {
+  if (!in_flight_[b]) return;
+  ctx_.wait(in_flight_[b], "zero_stage 3: all_gather of a unit's parameters");
+  in_flight_[b].reset();
+}
+
+void FullyShardedParams::gather_ahead(int unit, int direction) {
+  for (int u = unit; u >= 0 && u < static_cast<int>(bucket_of_unit_.size()); u += direction)
+    if (const int b = bucket_of_unit(static_cast<size_t>(u)); b >= 0) {
+      gather(static_cast<size_t>(b), false);
+      return;
+    }
 }
 
 void FullyShardedParams::release(size_t b) {
   if (!gathered_[b]) return;
-  if (in_flight_[b]) {  // never free memory a collective is writing
-    ctx_.wait(in_flight_[b], "zero_stage 3: all_gather of a unit's parameters");
-    in_flight_[b].reset();
-  }
+  settle(b);  // never free memory a collective is writing
   release_storage(flat_[b]);
   gathered_[b] = 0;
 }
@@ -145,11 +153,7 @@ void FullyShardedParams::release(size_t b) {
 at::Tensor FullyShardedParams::forward(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x) {
   armed_ = false;
   if (root_ >= 0) ensure(static_cast<size_t>(root_));
-  for (size_t u = 0; units_ && u < units_->size(); ++u)  // prefetch the first unit
-    if (bucket_of_unit(u) >= 0) {
-      gather(static_cast<size_t>(bucket_of_unit(u)), false);
-      break;
-    }
+  gather_ahead(0, +1);  // the first unit
   at::Tensor out = fn(x);
   if (at::GradMode::is_enabled() && out.requires_grad())
     out.register_hook([this](const at::Tensor&) { arm_final_release(); });
@@ -162,11 +166,7 @@ void FullyShardedParams::before_forward(size_t unit) {
   const int b = bucket_of_unit(unit);
   if (b < 0) return;
   ensure(static_cast<size_t>(b));
-  for (size_t u = unit + 1; u < bucket_of_unit_.size(); ++u)  // overlap the next unit's gather with this one
-    if (bucket_of_unit(u) >= 0) {
-      gather(static_cast<size_t>(bucket_of_unit(u)), false);
-      break;
-    }
+  gather_ahead(static_cast<int>(unit) + 1, +1);  // overlap the next unit's gather with this one
 }
 
 at::Tensor FullyShardedParams::after_forward(size_t unit, const at::Tensor& output) {
@@ -181,11 +181,7 @@ at::Tensor FullyShardedParams::after_forward(size_t unit, const at::Tensor& outp
 void FullyShardedParams::pre_backward(size_t unit) {
   arm_final_release();
   ensure(static_cast<size_t>(bucket_of_unit(unit)));
-  for (size_t u = unit; u-- > 0;)  // the unit before runs its backward next
-    if (bucket_of_unit(u) >= 0) {
-      gather(static_cast<size_t>(bucket_of_unit(u)), false);
-      break;
-    }
+  gather_ahead(static_cast<int>(unit) - 1, -1);  // the unit before runs its backward next
 }
 
 void FullyShardedParams::arm_final_release() {

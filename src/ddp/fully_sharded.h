@@ -75,6 +75,9 @@ class FullyShardedParams : public UnitHooks {
  private:
   void gather(size_t bucket, bool wait);  // issues the all-gather unless gathered or in flight
   void ensure(size_t bucket) { gather(bucket, true); }
+  void settle(size_t bucket);  // waits for its all-gather, if one is in flight
+  // Issues the gather of the first unit with parameters from `unit` on, stepping by direction.
+  void gather_ahead(int unit, int direction);
   void pre_backward(size_t unit);
   void arm_final_release();
   int bucket_of_unit(size_t unit) const;  // -1: a unit without trainable parameters

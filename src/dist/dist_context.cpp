@@ -244,15 +244,20 @@ void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* w
   run_staged("all_reduce", tensors, what, [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
 }
 
+compat::WorkHandle DistContext::run_async(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+                                          const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+  // Note [Strict collective device]: staged, and so synchronous, in that mode only.
+  if (strict_device_) return run_staged(op_name, tensors, what, op);
+  for (const auto& t : tensors)
+    DDP_ASSERT(!stage_for(t), "an asynchronous ", op_name, " got a tensor on ", t.device().str(), ", which ",
+               backend_name_, " does not take: create it on ", device_.str());
+  return recorded(op_name, what, tensors, [&] { return op(tensors); });
+}
+
 compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors, const std::string& what) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
-  auto op = [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); };
-  // Note [Strict collective device]: staged, and so synchronous, in that mode only.
-  if (strict_device_) return run_staged("all_reduce", tensors, what, op);
-  for (const auto& t : tensors)
-    DDP_ASSERT(!stage_for(t), "an asynchronous all_reduce got a tensor on ", t.device().str(), ", which ",
-               backend_name_, " does not take: create it on ", device_.str());
-  return recorded("all_reduce", what, tensors, [&] { return op(tensors); });
+  return run_async("all_reduce", tensors, what,
+                   [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
 }
 
 compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output,
@@ -270,11 +275,7 @@ compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input
   // Chunked where the input lives (a staged copy of each chunk is then a plain tensor).
   std::vector<at::Tensor> ts{output};
   for (const auto& chunk : input.chunk(world_size())) ts.push_back(chunk);
-  if (strict_device_) return run_staged("reduce_scatter", ts, what, op);  // Note [Strict collective device]
-  for (const auto& t : ts)
-    DDP_ASSERT(!stage_for(t), "an asynchronous reduce_scatter got a tensor on ", t.device().str(), ", which ",
-               backend_name_, " does not take: create it on ", device_.str());
-  return recorded("reduce_scatter", what, {input}, [&] { return op(ts); });
+  return run_async("reduce_scatter", ts, what, op);
 }
 
 void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const char* what) const {
@@ -317,12 +318,8 @@ compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::ve
   DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
   std::vector<at::Tensor> all{mine};
   all.insert(all.end(), per_rank.begin(), per_rank.end());
-  auto op = [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); };
-  if (strict_device_) return run_staged("all_gather", all, what, op);  // Note [Strict collective device]
-  for (const auto& t : all)
-    DDP_ASSERT(!stage_for(t), "an asynchronous all_gather got a tensor on ", t.device().str(), ", which ",
-               backend_name_, " does not take: create it on ", device_.str());
-  return recorded("all_gather", what, {mine}, [&] { return op(all); });
+  return run_async("all_gather", all, what,
+                   [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
 }
 
 void DistContext::barrier(const char* what) const {

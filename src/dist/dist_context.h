@@ -143,6 +143,10 @@ class DistContext {
   /// its (waited) Work, which it returns.
   compat::WorkHandle run_staged(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
                                 const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
+  /// An asynchronous collective: op on tensors the backend must take as they are (an
+  /// InternalError otherwise), recorded; under a strict device staged and done at once.
+  compat::WorkHandle run_async(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+                               const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
   // The flight recorder's record of an asynchronous collective started by start().
   compat::WorkHandle recorded(const char* op_name, const std::string& what, const std::vector<at::Tensor>& tensors,
                               const std::function<compat::WorkHandle()>& start) const;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,34 @@ inline std::vector<double> step_values(const std::string& metrics, const std::st
   for (const auto& rec : read_jsonl(metrics))
     if (rec.value("kind", "") == "step") out.push_back(rec.at(key).get<double>());
   return out;
+}
+
+// One run's part of a --trace_samples_dir file: its world size (the "# run world W" line) and,
+// per epoch and micro-batch, the sample indices.
+struct TracedRun {
+  int world = 0;
+  std::map<int, std::map<int64_t, std::vector<int64_t>>> epochs;
+};
+
+// The runs of DIR/rank<r>.txt in order (none when the file is missing); lines before any
+// "# run" header count as one run of unknown world (0).
+inline std::vector<TracedRun> read_sample_trace(const std::string& path) {
+  std::vector<TracedRun> runs;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    int world = 0, epoch = 0;
+    long long micro = 0;
+    if (std::sscanf(line.c_str(), "# run world %d", &world) == 1) {
+      runs.push_back({world, {}});
+      continue;
+    }
+    if (std::sscanf(line.c_str(), "epoch %d micro %lld:", &epoch, &micro) != 2) continue;
+    if (runs.empty()) runs.emplace_back();
+    std::istringstream ids(line.substr(line.find(':') + 1));
+    auto& v = runs.back().epochs[epoch][micro];
+    for (int64_t i; ids >> i;) v.push_back(i);
+  }
+  return runs;
 }
 
 // How many times needle occurs in text.

@@ -30,35 +30,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The lines "epoch E micro M: ..." of one rank's trace file, by run ("# run world W"
-// headers): run index -> (world, epoch -> micro -> indices).
-struct TracedRun {
-  int world = 0;
-  std::map<int, std::map<int64_t, std::vector<int64_t>>> epochs;
-};
-
-std::vector<TracedRun> read_runs(const std::string& path) {
-  std::vector<TracedRun> runs;
-  std::istringstream in(fs::exists(path) ? read_text(path) : "");
-  for (std::string line; std::getline(in, line);) {
-    int world = 0, epoch = 0;
-    long long micro = 0;
-    if (std::sscanf(line.c_str(), "# run world %d", &world) == 1) {
-      runs.push_back({world, {}});
-      continue;
-    }
-    if (runs.empty() || std::sscanf(line.c_str(), "epoch %d micro %lld:", &epoch, &micro) != 2) continue;
-    std::istringstream ids(line.substr(line.find(':') + 1));
-    auto& v = runs.back().epochs[epoch][micro];
-    for (int64_t i; ids >> i;) v.push_back(i);
-  }
-  return runs;
-}
-
 // Every index traced in `epoch` by runs of `world`, micro-batches below micro_to (-1: all).
 void collect(const std::vector<std::string>& files, int world, int epoch, int64_t micro_to, std::vector<int64_t>& out) {
   for (const auto& f : files)
-    for (const auto& run : read_runs(f)) {
+    for (const auto& run : read_sample_trace(f)) {
       if (run.world != world || !run.epochs.count(epoch)) continue;
       for (const auto& [micro, ids] : run.epochs.at(epoch))
         if (micro_to < 0 || micro < micro_to) out.insert(out.end(), ids.begin(), ids.end());

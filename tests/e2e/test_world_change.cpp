@@ -25,18 +25,14 @@ using Trace = std::map<int, std::map<int, std::vector<int64_t>>>;
 
 Trace read_trace(const std::string& dir, int world, int64_t micro_to = -1, int epoch_cut = -1) {
   Trace t;
-  for (int r = 0; r < world; ++r) {
-    std::istringstream in(read_text(dir + "/rank" + std::to_string(r) + ".txt"));
-    for (std::string line; std::getline(in, line);) {
-      int epoch = 0;
-      long long micro = 0;
-      if (std::sscanf(line.c_str(), "epoch %d micro %lld:", &epoch, &micro) != 2) continue;
-      if (epoch == epoch_cut && micro >= micro_to) continue;  // trained after the checkpoint: lost
-      if (epoch > epoch_cut && epoch_cut > 0) continue;
-      std::istringstream ids(line.substr(line.find(':') + 1));
-      for (int64_t i; ids >> i;) t[epoch][r].push_back(i);
-    }
-  }
+  for (int r = 0; r < world; ++r)
+    for (const TracedRun& run : read_sample_trace(dir + "/rank" + std::to_string(r) + ".txt"))
+      for (const auto& [epoch, micros] : run.epochs)
+        for (const auto& [micro, ids] : micros) {
+          if (epoch == epoch_cut && micro >= micro_to) continue;  // trained after the checkpoint: lost
+          if (epoch > epoch_cut && epoch_cut > 0) continue;
+          t[epoch][r].insert(t[epoch][r].end(), ids.begin(), ids.end());
+        }
   return t;
 }
 
