@@ -83,6 +83,7 @@ EnvContract read_env_contract() {
   }
   e.use_agent_store = env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   e.restart_count = static_cast<int>(env::get_int("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30).value_or(0));
+  e.launch_dir = env::get("DDPTRAIN_LAUNCH_DIR").value_or("");  // Note [Stall seen by the launcher]
   return e;
 }
 
@@ -190,6 +191,7 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
                               " — another rank probably died or is stuck; see its log"));
   };
   try {
+    recorder_->wait_begins(work.get());
     work->wait(timeout_);
     recorder_->complete_work(work.get(), true);
   } catch (const c10::Error& e) {
@@ -336,7 +338,7 @@ void DistContext::dump_flight(const std::string& reason) const {
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
   if (!pg_ || !store_ || !recorder_->enabled() || dir.empty()) return;
-  watchdog_ = std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir);
+  watchdog_ = std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir, env_.launch_dir);
 }
 
 }  // namespace ddptrain

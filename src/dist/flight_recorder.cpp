@@ -63,6 +63,16 @@ void FlightRecorder::complete(int64_t seq, bool ok) {
     e->state = ok ? "completed" : "failed";
     e->completed = unix_now();
   }
+  if (blocked_seq_ == seq) blocked_seq_ = 0;
+}
+
+void FlightRecorder::wait_begins(const void* work) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = work_seq_.find(work);
+  if (it == work_seq_.end()) return;
+  blocked_seq_ = it->second;
+  blocked_since_ = unix_now();
 }
 
 void FlightRecorder::set_phase(const char* phase, int64_t step) {
@@ -83,6 +93,18 @@ nlohmann::json FlightRecorder::to_json(int rank, int world, const std::string& r
   return {{"rank", rank},        {"world", world},   {"reason", reason}, {"time", unix_now()},
           {"phase", phase_},     {"phase_since", phase_since_},          {"step", step_},
           {"entries", entries}};
+}
+
+nlohmann::json FlightRecorder::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json waiting = nullptr;
+  int64_t last_completed = 0;
+  for (const Entry& e : ring_) {
+    if (e.state == "completed") last_completed = e.seq;
+    if (e.seq == blocked_seq_)
+      waiting = {{"seq", e.seq}, {"op", e.op}, {"what", e.what}, {"step", e.step}, {"since", blocked_since_}};
+  }
+  return {{"phase", phase_}, {"step", step_}, {"last_completed", last_completed}, {"waiting", waiting}};
 }
 
 }  // namespace ddptrain

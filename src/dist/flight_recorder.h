@@ -33,6 +33,8 @@ class FlightRecorder {
   /// Its Work, so that waiting on that Work completes the record.
   void bind(const void* work, int64_t seq);
   void complete_work(const void* work, bool ok);
+  /// The caller's thread now blocks on that Work (until complete_work).
+  void wait_begins(const void* work);
   void complete(int64_t seq, bool ok);
   /// What the step loop does from now on ("data", "forward", "backward", "optimizer",
   /// "checkpoint", "evaluation") and its step.
@@ -40,6 +42,11 @@ class FlightRecorder {
 
   /// The record as written to flight_rank<r>.json.
   nlohmann::json to_json(int rank, int world, const std::string& reason) const;
+  /// Where this rank is now, for a launcher watching for stalls (Note [Stall seen by the
+  /// launcher]): {"phase", "step", "last_completed", "waiting": the collective this rank blocks
+  /// on as {"seq", "op", "what", "step", "since"} or null}. Not the oldest one still issued: an
+  /// asynchronous one (the stop vote) may wait for its wait() while the rank works on.
+  nlohmann::json progress() const;
 
  private:
   struct Entry {
@@ -58,6 +65,8 @@ class FlightRecorder {
   std::deque<Entry> ring_;
   std::unordered_map<const void*, int64_t> work_seq_;
   int64_t next_seq_ = 1;
+  int64_t blocked_seq_ = 0;  // wait_begins
+  double blocked_since_ = 0;
   std::string phase_ = "start-up";
   double phase_since_ = 0;
   int64_t step_ = 0;

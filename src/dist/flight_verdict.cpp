@@ -94,6 +94,12 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
   return out;
 }
 
+std::string flight_progress_path(const std::string& launch_dir, int rank) {
+  return launch_dir + "/progress_rank" + std::to_string(rank) + ".json";
+}
+
+std::string flight_request_path(const std::string& launch_dir) { return launch_dir + "/flight_request"; }
+
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world) {
   std::map<int, nlohmann::json> out;
   world = 0;

@@ -14,6 +14,11 @@ namespace ddptrain {
 /// 204); rank 1 completed #811 and has been in data for 63 s".
 std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world);
 
+/// The files a launcher and its workers share in the launch folder (DDPTRAIN_LAUNCH_DIR; Note
+/// [Stall seen by the launcher]): each rank's progress, and the launcher's request for records.
+std::string flight_progress_path(const std::string& launch_dir, int rank);
+std::string flight_request_path(const std::string& launch_dir);
+
 /// Reads DIR/flight_rank*.json (rank -> record); world: the largest "world" among them (0: none).
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
 

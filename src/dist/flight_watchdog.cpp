@@ -15,8 +15,13 @@ const std::string kFlag = "ddptrain/flight/dump";
 }  // namespace
 
 FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank,
-                               int world, std::string dir)
-    : store_(std::move(store)), recorder_(recorder), rank_(rank), world_(world), dir_(std::move(dir)) {
+                               int world, std::string dir, std::string launch_dir)
+    : store_(std::move(store)),
+      recorder_(recorder),
+      rank_(rank),
+      world_(world),
+      dir_(std::move(dir)),
+      launch_dir_(std::move(launch_dir)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -35,6 +40,7 @@ void FlightWatchdog::loop() {
     cv_.wait_for(lock, std::chrono::milliseconds(500));
     if (stop_ || written_) break;
     lock.unlock();
+    if (answer_launcher()) return;
     bool raised = false;
     try {
       raised = store_->check({kFlag});
@@ -60,6 +66,32 @@ void FlightWatchdog::write(const std::string& reason) {
     std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_, dir_.c_str(),
                  e.what());
   }
+}
+
+bool FlightWatchdog::answer_launcher() {
+  if (launch_dir_.empty()) return false;
+  std::error_code ec;
+  const std::string request = flight_request_path(launch_dir_);
+  if (std::filesystem::exists(request, ec)) {
+    std::ifstream in(request);
+    std::string reason;
+    std::getline(in, reason);
+    raise(reason.empty() ? "the launcher saw a stall" : reason, /*wait_s=*/0);
+    return true;
+  }
+  nlohmann::json p = recorder_.progress();
+  p["rank"] = rank_;
+  p["flight_dir"] = dir_;
+  std::string text = p.dump();
+  if (text == last_progress_) return false;
+  const std::string path = flight_progress_path(launch_dir_, rank_);
+  {
+    std::ofstream out(path + ".tmp");
+    out << text << '\n';
+  }
+  std::filesystem::rename(path + ".tmp", path, ec);  // the launch folder is gone: nothing to tell
+  last_progress_ = std::move(text);
+  return false;
 }
 
 std::string FlightWatchdog::raise(const std::string& reason, double wait_s) {

@@ -1,6 +1,8 @@
 // The flight recorder's watchdog (Note [Flight recorder]): a thread of each rank that polls the
 // job's store for the dump flag every half second and then writes this rank's record, once,
-// whatever its main thread is doing; raise() is the failing rank's side.
+// whatever its main thread is doing; raise() is the failing rank's side. Under ddptrain launch
+// (a launch folder) it also publishes this rank's progress there and answers the launcher's
+// request for records (Note [Stall seen by the launcher]).
 #pragma once
 
 #include <atomic>
@@ -18,7 +20,7 @@ namespace ddptrain {
 class FlightWatchdog {
  public:
   FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank, int world,
-                 std::string dir);
+                 std::string dir, std::string launch_dir = "");
   ~FlightWatchdog();
   FlightWatchdog(const FlightWatchdog&) = delete;
   FlightWatchdog& operator=(const FlightWatchdog&) = delete;
@@ -31,11 +33,15 @@ class FlightWatchdog {
  private:
   void loop();
   void write(const std::string& reason);
+  /// Under a launcher: writes the progress file when it changed; true when the launcher asks
+  /// for the records (then they are written and the flag raised).
+  bool answer_launcher();
 
   c10::intrusive_ptr<c10d::Store> store_;
   const FlightRecorder& recorder_;
   int rank_, world_;
-  std::string dir_;
+  std::string dir_, launch_dir_;
+  std::string last_progress_;
   std::atomic<bool> written_{false};
   std::mutex mu_;
   std::condition_variable cv_;

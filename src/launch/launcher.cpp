@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/line_pump.h"
+#include "launch/stall_watch.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -40,6 +41,10 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
       bind_flag("master_port", &o.master_port, "TCP port of the rendezvous on node 0"),
       bind_flag("kill_grace_s", &o.kill_grace_s, "seconds between SIGTERM and SIGKILL on teardown"),
       bind_flag("max_restarts", &o.max_restarts, "restart the workers this often after a failure (they resume from the newest checkpoint)"),
+      bind_flag("stall_s", &o.stall_s,
+                "a rank waiting this many seconds in one collective is a hang: every rank writes its flight record, "
+                "the launcher prints which rank is behind and stops the workers (0: off; longer than any start-up, "
+                "evaluation or checkpoint write)"),
   };
 }
 
@@ -72,6 +77,7 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
                   " must be a TCP port in [1, 65535]");
   DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
   DDP_USAGE_CHECK(opts->kill_grace_s >= 0, "--kill_grace_s=", opts->kill_grace_s, " must be >= 0");
+  DDP_USAGE_CHECK(opts->stall_s >= 0, "--stall_s=", opts->stall_s, " must be >= 0 (0: off)");
   return {args.begin() + static_cast<long>(split), args.end()};
 }
 
@@ -153,6 +159,7 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
 
 struct GroupResult {
   int first_failed = -1;  // rank, or -1
+  std::string stall;      // a stall the launcher saw (then message is the flight verdict)
   pid_t failed_pid = -1;
   int status = 0;
   int forwarded = 0;      // a signal the launcher received and forwarded
@@ -180,6 +187,7 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
         {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
     };
     ::unlink(env.back().second.c_str());
+    if (o.stall_s > 0) env.emplace_back("DDPTRAIN_LAUNCH_DIR", error_dir);  // Note [Stall seen by the launcher]
     env.insert(env.end(), o.worker_env.begin(), o.worker_env.end());
     w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
@@ -224,6 +232,7 @@ struct Teardown {
   int forwarded = 0;               // a signal received and forwarded
   std::chrono::steady_clock::time_point term_sent{};
   bool killed = false;
+  std::string stall, verdict;  // Note [Stall seen by the launcher]
 };
 
 void signal_all(std::vector<Worker>& workers, int sig) {
@@ -271,12 +280,36 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, int kill_gr
   }
 }
 
+// Note [Stall seen by the launcher]: once the verdict is in, the group stops as failed.
+void stop_if_stalled(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
+  auto verdict = watch.poll();
+  if (!verdict) return;
+  std::fprintf(stderr, "launch: flight recorder verdict:\n");
+  for (size_t a = 0, b; a < verdict->size(); a = b + 1) {
+    b = verdict->find('\n', a);
+    if (b == std::string::npos) b = verdict->size();
+    std::fprintf(stderr, "launch:   %s\n", verdict->substr(a, b - a).c_str());
+  }
+  t.stall = watch.stall();
+  t.verdict = *verdict;
+  t.first_failed = workers.front().rank;
+  std::fprintf(stderr, "launch: stopping the workers after the stall\n");
+  signal_all(workers, SIGTERM);
+  t.term_sent = std::chrono::steady_clock::now();
+}
+
 // The root cause: the first failure (in the order reaped) that is not merely a broken
 // collective caused by another rank's death; else the first failure.
 GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, const std::string& error_dir) {
   GroupResult r;
   r.forwarded = t.forwarded;
   if (t.first_failed < 0) return r;
+  if (!t.stall.empty()) {
+    r.first_failed = t.first_failed;
+    r.stall = t.stall;
+    r.message = t.verdict;
+    return r;
+  }
   const Worker* root = nullptr;
   ErrorRecord root_err;
   for (int pass = 0; pass < 2 && root == nullptr; ++pass) {
@@ -299,11 +332,16 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
 // Runs one attempt of the local worker group to its end.
 GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args,
                       int restart_count, const std::string& error_dir) {
+  std::vector<int> local_ranks;
+  for (int lr = 0; lr < o.nproc_per_node; ++lr) local_ranks.push_back(o.node_rank * o.nproc_per_node + lr);
+  StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes);
+  watch.reset();
   std::vector<Worker> workers = spawn_workers(o, self_exe, worker_args, restart_count, error_dir);
   Teardown t;
   for (;;) {
     pump_output(workers);
     reap(workers, t);
+    if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch);
     forward_and_escalate(workers, t, o.kill_grace_s);
     bool all_exited = true, all_closed = true;
     for (auto& w : workers) {
@@ -365,12 +403,19 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
     if (attempt > 0 && worker_args[0] == "train") args.insert(args.end(), {"--resume_from", "auto"});
     r = run_group(o, exe, args, attempt, error_dir);
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
-    std::fprintf(stderr, "launch: restarting the workers (restart %d of %d) after rank %d %s\n", attempt + 1,
-                 o.max_restarts, r.first_failed, describe(r.status).c_str());
+    std::fprintf(stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
+                 r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe(r.status)).c_str()
+                                 : ("a stall: " + r.stall).c_str());
   }
   std::error_code ec;
   std::filesystem::remove_all(error_dir, ec);
   const int world = o.nproc_per_node * o.nnodes;
+  if (!r.stall.empty()) {
+    std::fprintf(stderr, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s", r.stall.c_str(),
+                 world, o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
+                 r.message.c_str());
+    return 1;
+  }
   if (r.first_failed >= 0) {
     std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n", r.first_failed,
                  r.failed_pid, describe(r.status).c_str(), world,

@@ -9,6 +9,8 @@
 // With --max_restarts N a failed group is restarted (TORCHELASTIC_RESTART_COUNT counts the
 // attempts) with `--resume_from auto`. Each worker writes its fatal error to the file named by
 // TORCHELASTIC_ERROR_FILE (as under torchrun); the final report quotes the first failure's.
+// With --stall_s S a collective that waits S seconds on a rank ends the group with the flight
+// recorder's verdict (launch/stall_watch.h).
 #pragma once
 
 #include <string>
@@ -27,6 +29,10 @@ struct LaunchOptions {
   int master_port = 29500;
   int kill_grace_s = 5;  // after the first failure, SIGTERM then SIGKILL after this long
   int max_restarts = 0;  // restarts of the whole group after a failure
+  /// A rank waiting this long in one collective is a hang (Note [Stall seen by the launcher]):
+  /// every rank writes its flight record, the launcher prints the verdict and stops the group.
+  /// 0: off (the collective timeout, --dist_timeout_s, ends a hang).
+  double stall_s = 0;
   /// Added to every worker's environment (e.g. OMP_WAIT_POLICY; see Note [OpenMP threads of
   /// ranks that share cores]). Not a flag: the launch command decides.
   std::vector<std::pair<std::string, std::string>> worker_env;

@@ -3,7 +3,8 @@
 // others wait in, from its own record written by its watchdog thread while its main thread
 // sleeps; a SIGSTOPped rank is named as leaving no record; a rank that issues a collective
 // the others do not is named with both collectives. Each within --dist_timeout_s + 10 s,
-// read from `ddptrain inspect hang DIR` and the records' JSON.
+// read from `ddptrain inspect hang DIR` and the records' JSON. Under `launch --stall_s`, the
+// launcher ends a hang after that long, with the records and the verdict.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -22,10 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `ddptrain launch` of 2 ranks that kills the others 2 s after one fails.
-std::vector<std::string> launch_two(const std::vector<std::string>& worker) {
+// `ddptrain launch` of 2 ranks that kills the others 2 s after one fails (with --stall_s S > 0:
+// and watches for stalls).
+std::vector<std::string> launch_two(const std::vector<std::string>& worker, const std::string& stall_s = "0") {
   std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", "2", "--master_port",
-                                std::to_string(free_port()), "--kill_grace_s", "2"};
+                                std::to_string(free_port()), "--kill_grace_s", "2", "--stall_s", stall_s};
   a.insert(a.end(), worker.begin(), worker.end());
   return a;
 }
@@ -48,6 +50,37 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
   EXPECT_NE(v.output.find("rank 1 completed #"), std::string::npos) << v.output;
   EXPECT_NE(v.output.find("has been in optimizer (step 3)"), std::string::npos) << v.output;
   EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos) << "the log gives no verdict";
+}
+
+// Note [Stall seen by the launcher]: with --stall_s 3 the launcher ends a hang long before the
+// collective timeout (120 s here), with both ranks' records (the hung rank's by its watchdog).
+TEST(Flight, TheLauncherSeesAStallLongBeforeTheTimeout) {
+  const std::string ck = fresh_dir("flight_stall");
+  ProcResult r = run(launch_two(tiny_train(ck, {"--dist_timeout_s", "120"}), "3"),
+                     {{"DDPTRAIN_FAULT_HANG_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 110);
+  std::printf("rank 1 hangs after step 3, --stall_s 3: the job ended (exit %d) after %.1f s\n", r.exit_code, r.seconds);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(r.seconds, 40) << "the launcher did not act on the stall: " << r.output;
+  for (int rank : {0, 1}) {
+    const std::string path = ck + "/flight_rank" + std::to_string(rank) + ".json";
+    ASSERT_TRUE(fs::exists(path)) << "rank " << rank << " wrote no record: " << r.output;
+    const nlohmann::json rec = nlohmann::json::parse(read_text(path));
+    EXPECT_EQ(rec.at("reason").get<std::string>().rfind("the launcher saw a stall: rank 0 has waited ", 0), 0u) << rec;
+    if (rank == 1) {
+      EXPECT_EQ(rec.at("phase"), "optimizer");
+    }
+  }
+  ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
+  EXPECT_NE(v.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos) << v.output;
+  EXPECT_NE(r.output.find("launch: FAILED: the job stalled (rank 0 has waited "), std::string::npos) << r.output;
+}
+
+TEST(Flight, AHealthyRunUnderAStallWatchIsLeftAlone) {
+  const std::string ck = fresh_dir("flight_calm");
+  ProcResult r = run(launch_two(tiny_train(ck, {"--dist_timeout_s", "120"}), "5"), {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(ck + "/flight_rank0.json")) << r.output;
+  EXPECT_FALSE(fs::exists(ck + "/flight_rank1.json")) << r.output;
 }
 
 TEST(Flight, AStoppedRankIsNamedAsLeavingNoRecord) {

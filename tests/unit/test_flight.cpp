@@ -1,13 +1,20 @@
 // The flight recorder's ring and the verdict it leads to (Note [Flight recorder]): records made
 // by FlightRecorder itself for ranks of a job, then hang_verdict names the rank behind, the
-// ranks that left no record, and ranks that disagree on a collective.
+// ranks that left no record, and ranks that disagree on a collective; the launcher's stall watch
+// reads the ranks' progress and asks for the records (Note [Stall seen by the launcher]).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "dist/flight_recorder.h"
 #include "dist/flight_verdict.h"
+#include "dist_harness.h"
+#include "launch/stall_watch.h"
 
 using namespace ddptrain;
 
@@ -83,4 +90,83 @@ TEST(FlightVerdict, NamesRanksThatDisagreeOnACollective) {
             std::string::npos) << v;
   const std::string calm = hang_verdict({{0, record(0, 2, 5)}, {1, record(1, 2, 5)}}, 2);
   EXPECT_NE(calm.find("no hang on record"), std::string::npos) << calm;
+}
+
+namespace {
+
+std::string scratch_dir(const std::string& name) {
+  const std::string d = testing_dist::temp_dir(name);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump() << '\n'; }
+
+// A progress file as a rank's watchdog writes it (Note [Stall seen by the launcher]).
+nlohmann::json progress_of(int rank, const FlightRecorder& r, const std::string& flight_dir) {
+  nlohmann::json p = r.progress();
+  p["rank"] = rank;
+  p["flight_dir"] = flight_dir;
+  return p;
+}
+
+}  // namespace
+
+TEST(FlightRecorder, ProgressNamesTheCollectiveTheRankBlocksOn) {
+  FlightRecorder r(8);
+  const at::Tensor t = at::zeros({4});
+  r.set_phase("backward", 4);
+  r.complete(r.issue("all_reduce", "gradient bucket 0", {t}), true);
+  int vote = 0, bucket = 0;
+  r.bind(&vote, r.issue("all_reduce", "stop vote", {t}));  // asynchronous: waited a step later
+  r.bind(&bucket, r.issue("all_reduce", "gradient bucket 1", {t}));
+  EXPECT_TRUE(r.progress().at("waiting").is_null()) << "issued, but nobody waits on them yet";
+  r.wait_begins(&bucket);
+  const nlohmann::json p = r.progress();
+  EXPECT_EQ(p.at("last_completed"), 1);
+  EXPECT_EQ(p.at("waiting").at("seq"), 3);
+  EXPECT_EQ(p.at("waiting").at("what"), "gradient bucket 1");
+  EXPECT_EQ(p.at("phase"), "backward");
+  EXPECT_GT(p.at("waiting").at("since").get<double>(), 1.7e9);
+  r.complete_work(&bucket, true);
+  EXPECT_TRUE(r.progress().at("waiting").is_null()) << "the wait ended";
+  EXPECT_EQ(r.progress().at("last_completed"), 3);
+}
+
+TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
+  const std::string launch = scratch_dir("stall_launch"), flights = scratch_dir("stall_flights");
+  // Rank 0 waits in collective #6 since "now"; rank 1 is in data loading.
+  FlightRecorder r0(8), r1(8);
+  const at::Tensor t = at::zeros({4});
+  for (FlightRecorder* r : {&r0, &r1})
+    for (int s = 1; s <= 5; ++s) r->complete(r->issue("all_reduce", "gradient bucket 0", {t}), true);
+  r0.set_phase("backward", 6);
+  int work = 0;
+  r0.bind(&work, r0.issue("all_reduce", "gradient bucket 0", {t}));
+  r0.wait_begins(&work);
+  r1.set_phase("data", 6);
+  write_json(flight_progress_path(launch, 0), progress_of(0, r0, flights));
+  write_json(flight_progress_path(launch, 1), progress_of(1, r1, flights));
+
+  StallWatch patient(launch, 3600, {0, 1}, 2);
+  EXPECT_FALSE(patient.poll());
+  EXPECT_FALSE(patient.stalled()) << "rank 0 has waited less than an hour";
+  EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch)));
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  StallWatch watch(launch, 1, {0, 1}, 2);
+  EXPECT_FALSE(watch.poll()) << "no records yet: the verdict waits for them";
+  ASSERT_TRUE(watch.stalled());
+  EXPECT_EQ(watch.stall().rfind("rank 0 has waited ", 0), 0u) << watch.stall();
+  EXPECT_NE(watch.stall().find(" s in collective #6 (all_reduce, gradient bucket 0, step 6)"), std::string::npos)
+      << watch.stall();
+  ASSERT_TRUE(std::filesystem::exists(flight_request_path(launch))) << "the ranks were not asked";
+  write_json(flights + "/flight_rank0.json", r0.to_json(0, 2, "asked"));
+  write_json(flights + "/flight_rank1.json", r1.to_json(1, 2, "asked"));
+  const auto verdict = watch.poll();
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_NE(verdict->find("rank 1 is behind: rank 0 waits in collective #6"), std::string::npos) << *verdict;
+  EXPECT_FALSE(watch.poll()) << "one verdict per attempt";
+  watch.reset();
+  EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch))) << "a restarted group would be asked at once";
 }

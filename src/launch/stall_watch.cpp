@@ -1,0 +1,89 @@
+#include "launch/stall_watch.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/flight_verdict.h"
+
+namespace ddptrain {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::optional<nlohmann::json> read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const std::exception&) {  // being replaced: the next read gets it
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+StallWatch::StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world)
+    : launch_dir_(std::move(launch_dir)), stall_s_(stall_s), local_ranks_(std::move(local_ranks)), world_(world) {}
+
+void StallWatch::reset() {
+  std::error_code ec;
+  std::filesystem::remove(flight_request_path(launch_dir_), ec);
+  for (int r : local_ranks_) std::filesystem::remove(flight_progress_path(launch_dir_, r), ec);
+  stall_.clear();
+  answered_ = false;
+}
+
+std::optional<std::string> StallWatch::find_stall() {
+  std::optional<std::string> found;
+  double longest = 0;
+  for (int r : local_ranks_) {
+    auto p = read_json(flight_progress_path(launch_dir_, r));
+    if (!p || !p->contains("waiting") || (*p)["waiting"].is_null()) continue;
+    const nlohmann::json& w = (*p)["waiting"];
+    const double waited = unix_now() - w.value("since", unix_now());
+    if (waited < stall_s_ || waited <= longest) continue;
+    longest = waited;
+    flight_dir_ = p->value("flight_dir", std::string());
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.0f", waited);
+    found = "rank " + std::to_string(r) + " has waited " + secs + " s in collective #" +
+            std::to_string(w.value("seq", int64_t{0})) + " (" + w.value("op", std::string()) + ", " +
+            w.value("what", std::string()) + ", step " + std::to_string(w.value("step", int64_t{0})) + ")";
+  }
+  return found;
+}
+
+std::optional<std::string> StallWatch::poll() {
+  if (stall_s_ <= 0 || answered_) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (stall_.empty()) {
+    if (now - last_read_ < std::chrono::seconds(1)) return std::nullopt;
+    last_read_ = now;
+    auto found = find_stall();
+    if (!found) return std::nullopt;
+    stall_ = *found;
+    std::fprintf(stderr, "launch: %s: a stall (--stall_s %g); asking every rank for its flight record\n",
+                 stall_.c_str(), stall_s_);
+    std::ofstream(flight_request_path(launch_dir_)) << "the launcher saw a stall: " << stall_ << '\n';
+    asked_ = now;
+    return std::nullopt;
+  }
+  int world = 0;
+  const auto records = read_flight_records(flight_dir_, world);
+  if (records.size() < static_cast<size_t>(world_) && now - asked_ < std::chrono::seconds(5)) return std::nullopt;
+  answered_ = true;
+  std::string verdict = hang_verdict(records, world_);
+  if (records.size() < static_cast<size_t>(world_) && local_ranks_.size() < static_cast<size_t>(world_))
+    verdict += "(the ranks of other nodes write their records into their node's " + flight_dir_ + ")\n";
+  return verdict;
+}
+
+}  // namespace ddptrain
