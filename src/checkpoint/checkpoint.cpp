@@ -17,6 +17,7 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "checkpoint/optimizer_shards.h"
 #include "checkpoint/python_pickle.h"
 #include "checkpoint/state_dict_reader.h"
 #include "util/error.h"
@@ -130,11 +131,13 @@ CheckpointPart module_part(std::string name, torch::nn::Module& module) {
             load_state_dict(module, unpickle_tensors(bytes, origin), origin);
           },
           {},
+          {},
+          {},
           {}};
 }
 
 CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimizer) {
-  return {std::move(name),
+  return {name,
           [&optimizer] {
             std::string bytes;
             torch::serialize::OutputArchive archive;
@@ -156,12 +159,19 @@ CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimiz
             optimizer.load(archive);
           },
           {},
-          {}};
+          {},
+          {},
+          // A sharded run's checkpoint: the state is in its shard files (Note [Optimizer shard files]).
+          [&optimizer, name](const PartFiles& files) {
+            load_optimizer_shards(optimizer, name, files, nullptr, files.dir);
+          }};
 }
 
 CheckpointPart tensors_part(std::string name, NamedTensors& tensors) {
   return {std::move(name), [&tensors] { return pickle_tensors(tensors); },
           [&tensors](const std::string& bytes, const std::string& origin) { tensors = unpickle_tensors(bytes, origin); },
+          {},
+          {},
           {},
           {}};
 }
@@ -193,81 +203,120 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   return save_checkpoint(ctx, root, name, training_parts(model, optimizer), meta, config_json, std::move(opts));
 }
 
+namespace {
+
+// Rank 0's side of a save in progress: the temporary folder and the manifest's entries.
+struct SaveInProgress {
+  std::string tmp_dir;
+  nlohmann::json files = nlohmann::json::object();
+  void write(const std::string& file, const std::string& bytes) {
+    write_file_synced(tmp_dir + "/" + file, bytes);
+    files[file] = {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes)}};
+  }
+};
+
+// Every rank, part by part: its archive (rank 0 writes it) and its further files, each written
+// as soon as it is made, so that rank 0 never holds more than one file's bytes.
+void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& parts, SaveInProgress& save) {
+  for (const auto& part : parts) {
+    if (part.before_save) part.before_save();
+    if (ctx.is_main()) save.write(part.name + ".pt", part.save());
+    if (part.save_more) {
+      const std::string prefix = part.name + ".";
+      part.save_more(PartFiles{[&](const std::string& file, const std::string& bytes) {
+                                 DDP_CHECK(file.rfind(prefix, 0) == 0 && file.find('/') == std::string::npos,
+                                           "checkpoint part '", part.name, "' writes '", file, "': its files are ",
+                                           prefix, "*");
+                                 if (ctx.is_main()) save.write(file, bytes);
+                               },
+                               {},
+                               {}});
+    }
+    if (part.after_save) part.after_save();
+  }
+}
+
+std::string meta_json(const CheckpointMeta& meta, int64_t rng_state_bytes) {
+  nlohmann::json m = {{"format", kFormat},          {"epoch", meta.epoch},
+                      {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
+                      {"global_step", meta.global_step}, {"world_size", meta.world_size},
+                      {"seed", meta.seed},              {"rng_state_bytes", rng_state_bytes}};
+  if (!meta.precision.empty()) m["precision"] = meta.precision;
+  if (!meta.run.empty()) m["run"] = meta.run;
+  if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
+  if (meta.extra.is_object())
+    for (const auto& [key, value] : meta.extra.items())
+      if (!m.contains(key)) m[key] = value;
+  return m.dump(2) + "\n";
+}
+
+// Rank 0: the manifest last, then the rename into place (Note [Atomic checkpoints]).
+void publish(const std::string& root, const std::string& name, SaveInProgress& save,
+             const std::function<void(const char*)>& stage) {
+  const std::string final_dir = (fs::path(root) / name).string();
+  stage("files_written");
+  const nlohmann::json manifest = {{"format", kFormat}, {"files", save.files}};
+  write_file_synced(save.tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
+  fsync_path(save.tmp_dir, O_RDONLY | O_DIRECTORY);
+  stage("manifest_written");
+  if (fs::exists(final_dir)) {
+    // Replacing a checkpoint of the same name: move the old one aside first so that a
+    // crash between the two renames still leaves one complete copy.
+    const std::string old_dir = (fs::path(root) / (".old-" + name)).string();
+    fs::remove_all(old_dir);
+    fs::rename(final_dir, old_dir);
+    stage("old_moved_aside");
+    fs::rename(save.tmp_dir, final_dir);
+    fs::remove_all(old_dir);
+  } else {
+    fs::rename(save.tmp_dir, final_dir);
+  }
+  stage("renamed");
+  fsync_path(root, O_RDONLY | O_DIRECTORY);
+}
+
+// Retention: only complete checkpoints count; the newest `keep` stay.
+void keep_newest(const std::string& root, const std::string& final_dir, int keep) {
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
+    if (!fs::exists(e.path() / kManifest)) continue;
+    try {
+      auto mj = nlohmann::json::parse(read_file((e.path() / "meta.json").string()));
+      complete.emplace_back(mj.at("global_step").get<int64_t>(), e.path());
+    } catch (const std::exception&) {
+      // not ours or damaged: never delete what we cannot identify
+    }
+  }
+  std::sort(complete.begin(), complete.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i)
+    if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
+}
+
+}  // namespace
+
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
                             const std::vector<CheckpointPart>& parts, const CheckpointMeta& meta,
                             const std::string& config_json, SaveOptions opts) {
   check_part_names(parts);
   const std::string final_dir = (fs::path(root) / name).string();
   const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
-  for (const auto& part : parts)
-    if (part.before_save) part.before_save();
-  const auto stage = [&](const char* s) {
-    if (opts.on_stage) opts.on_stage(s);
-  };
-  if (ctx.is_main()) {
-    // See Note [Atomic checkpoints].
-    const std::string tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
-    fs::remove_all(tmp_dir);
-    fs::create_directories(tmp_dir);
-    std::vector<std::pair<std::string, std::string>> files;
-    for (const auto& part : parts) files.emplace_back(part.name + ".pt", part.save());
-    files.emplace_back("rng_states.bin", tensor_bytes(rng));
-    nlohmann::json m = {{"format", kFormat},          {"epoch", meta.epoch},
-                        {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
-                        {"global_step", meta.global_step}, {"world_size", meta.world_size},
-                        {"seed", meta.seed},              {"rng_state_bytes", rng.size(1)}};
-    if (!meta.precision.empty()) m["precision"] = meta.precision;
-    if (!meta.run.empty()) m["run"] = meta.run;
-    if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
-    if (meta.extra.is_object())
-      for (const auto& [key, value] : meta.extra.items())
-        if (!m.contains(key)) m[key] = value;
-    files.emplace_back("meta.json", m.dump(2) + "\n");
-    files.emplace_back("config.json", config_json);
-    nlohmann::json manifest = {{"format", kFormat}, {"files", nlohmann::json::object()}};
-    for (const auto& [fname, bytes] : files) {
-      write_file_synced(tmp_dir + "/" + fname, bytes);
-      manifest["files"][fname] = {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes)}};
-    }
-    stage("files_written");
-    write_file_synced(tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
-    fsync_path(tmp_dir, O_RDONLY | O_DIRECTORY);
-    stage("manifest_written");
-    if (fs::exists(final_dir)) {
-      // Replacing a checkpoint of the same name: move the old one aside first so that a
-      // crash between the two renames still leaves one complete copy.
-      const std::string old_dir = (fs::path(root) / (".old-" + name)).string();
-      fs::remove_all(old_dir);
-      fs::rename(final_dir, old_dir);
-      stage("old_moved_aside");
-      fs::rename(tmp_dir, final_dir);
-      fs::remove_all(old_dir);
-    } else {
-      fs::rename(tmp_dir, final_dir);
-    }
-    stage("renamed");
-    fsync_path(root, O_RDONLY | O_DIRECTORY);
-
-    // Retention: only complete checkpoints count; the newest `keep` stay.
-    if (opts.keep > 0) {
-      std::vector<std::pair<int64_t, fs::path>> complete;
-      for (const auto& e : fs::directory_iterator(root)) {
-        if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
-        if (!fs::exists(e.path() / kManifest)) continue;
-        try {
-          auto mj = nlohmann::json::parse(read_file((e.path() / "meta.json").string()));
-          complete.emplace_back(mj.at("global_step").get<int64_t>(), e.path());
-        } catch (const std::exception&) {
-          // not ours or damaged: never delete what we cannot identify
-        }
-      }
-      std::sort(complete.begin(), complete.end());
-      for (size_t i = 0; i + static_cast<size_t>(opts.keep) < complete.size(); ++i)
-        if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
-    }
+  SaveInProgress save;
+  if (ctx.is_main()) {  // See Note [Atomic checkpoints].
+    save.tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
+    fs::remove_all(save.tmp_dir);
+    fs::create_directories(save.tmp_dir);
   }
-  for (const auto& part : parts)
-    if (part.after_save) part.after_save();
+  write_parts(ctx, parts, save);
+  if (ctx.is_main()) {
+    save.write("rng_states.bin", tensor_bytes(rng));
+    save.write("meta.json", meta_json(meta, rng.size(1)));
+    save.write("config.json", config_json);
+    publish(root, name, save, [&](const char* s) {
+      if (opts.on_stage) opts.on_stage(s);
+    });
+    if (opts.keep > 0) keep_newest(root, final_dir, opts.keep);
+  }
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }
@@ -363,6 +412,13 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, c
     DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "' has no part '", part.name, "' (", part.name,
               ".pt): it was saved with other parts; load it with the parts it was saved with");
     part.load(read_file(path), path);
+    if (part.load_more)
+      part.load_more(PartFiles{{}, [&dir](const std::string& file) -> std::optional<std::string> {
+                                 const std::string p = dir + "/" + file;
+                                 if (!fs::is_regular_file(p)) return std::nullopt;
+                                 return read_file(p);
+                               },
+                               dir});
   }
   const std::string rng = read_file(dir + "/rng_states.bin");
   at::Generator gen = at::detail::getDefaultCPUGenerator();

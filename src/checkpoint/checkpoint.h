@@ -6,7 +6,9 @@
 // meta.json, config.json, manifest.json}.
 //  - model.pt: the state_dict, loadable by Python `torch.load(p, weights_only=True)`
 //    (see Note [weights_only pickles]);
-//  - optimizer.pt: LibTorch's optimizer archive (momentum buffers);
+//  - optimizer.pt: LibTorch's optimizer archive (momentum buffers); under ZeRO its parameter
+//    groups only, and the state in optimizer.shard<r>.pt with optimizer.shards.json (Note
+//    [Optimizer shard files]);
 //  - rng_states.bin: every rank's CPU generator state, gathered to rank 0 by a collective, so
 //    only rank 0 writes and the checkpoint is complete even without a shared file system;
 //  - meta.json: epoch, micro-batches done in it, optimizer step, world size, seed;
@@ -62,15 +64,27 @@ struct SaveOptions {
   std::function<void(const char* stage)> on_stage;
 };
 
+/// The files of a checkpoint as a part with more files than `<name>.pt` sees them (Note
+/// [Optimizer shard files]): `write` stores one (rank 0's calls; the other ranks' are ignored;
+/// the file's name starts with `<name>.`), `read` gives one, or nullopt when it has none.
+struct PartFiles {
+  std::function<void(const std::string& file, const std::string& bytes)> write;
+  std::function<std::optional<std::string>(const std::string& file)> read;
+  std::string dir;  // the checkpoint's folder (loading), for messages
+};
+
 /// One named part of a checkpoint: the file `<name>.pt`. `save` gives its bytes (rank 0
 /// calls it); `load` restores from them (every rank calls it), naming `origin` in errors.
 struct CheckpointPart {
   std::string name;  // [a-z0-9_]+, unique in a checkpoint
   std::function<std::string()> save;  // rank 0 only
   std::function<void(const std::string& bytes, const std::string& origin)> load;  // every rank
-  /// Optional, every rank, in part order: before rank 0 saves (collectives allowed: a sharded
-  /// part gathers itself, Note [ZeRO stage 1]) and after the checkpoint is written.
+  /// Optional, every rank, in part order: before and after rank 0 writes this part's files
+  /// (collectives allowed: stage 3 gathers the parameters around the model's save).
   std::function<void()> before_save, after_save;
+  /// Optional, every rank: after `save`, more files of the part (collectives allowed: every
+  /// rank's shard reaches rank 0 in turn); after `load`, what it reads of them.
+  std::function<void(const PartFiles&)> save_more, load_more;
 };
 
 /// A module's state_dict (parameters and buffers by name), loadable by Python's

@@ -2,109 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/optimizer_shards.h"
+#include "checkpoint/optimizer_state.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
-namespace {
-
-namespace optim = torch::optim;
-
-// The dimensions of t from the largest stride to the smallest: its memory order.
-std::vector<int64_t> memory_order(const at::Tensor& t) {
-  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
-  return order;
-}
-
-// A dense tensor's elements in memory order, as a 1-D view of its storage (writable).
-at::Tensor flat_view(const at::Tensor& dense) { return dense.detach().permute(memory_order(dense)).view({-1}); }
-
-// t's elements in the memory order of `like` (a view when t has like's layout, else a copy).
-at::Tensor flat_as(const at::Tensor& t, const at::Tensor& like) { return t.permute(memory_order(like)).reshape({-1}); }
-
-enum class Kind { kSgd, kAdam, kAdamW };
-
-Kind kind_of(const optim::Optimizer& o) {
-  if (dynamic_cast<const optim::SGD*>(&o)) return Kind::kSgd;
-  if (dynamic_cast<const optim::AdamW*>(&o)) return Kind::kAdamW;
-  if (dynamic_cast<const optim::Adam*>(&o)) return Kind::kAdam;
-  throw UsageError("--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
-                   "of them (use one of those, or --zero_stage 0)");
-}
-
-std::unique_ptr<optim::Optimizer> same_kind(const optim::Optimizer& full, std::vector<optim::OptimizerParamGroup> g) {
-  switch (kind_of(full)) {
-    case Kind::kSgd:
-      return std::make_unique<optim::SGD>(std::move(g), static_cast<const optim::SGDOptions&>(full.defaults()));
-    case Kind::kAdam:
-      return std::make_unique<optim::Adam>(std::move(g), static_cast<const optim::AdamOptions&>(full.defaults()));
-    case Kind::kAdamW:
-      return std::make_unique<optim::AdamW>(std::move(g), static_cast<const optim::AdamWOptions&>(full.defaults()));
-  }
-  return nullptr;
-}
-
-// How many state tensors one parameter's entry holds (momentum; exp_avg, exp_avg_sq and, with
-// amsgrad, max_exp_avg_sq), and whether parameters of the group have an entry once stepped.
-int state_fields(const optim::Optimizer& full) {
-  switch (kind_of(full)) {
-    case Kind::kSgd: return 1;
-    case Kind::kAdam: return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
-    case Kind::kAdamW: return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
-  }
-  return 0;
-}
-
-std::vector<at::Tensor> state_tensors(optim::OptimizerParamState& s) {
-  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&s)) return {sgd->momentum_buffer()};
-  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
-  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
-  return {};
-}
-
-int64_t state_step(optim::OptimizerParamState& s) {
-  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s)) return a->step();
-  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s)) return a->step();
-  return 0;
-}
-
-std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& full, const std::vector<at::Tensor>& t,
-                                                       int64_t step) {
-  auto adam_like = [&](auto s) {
-    s->step(step);
-    s->exp_avg(t[0]);
-    s->exp_avg_sq(t[1]);
-    if (t.size() > 2 && t[2].defined()) s->max_exp_avg_sq(t[2]);
-    return std::unique_ptr<optim::OptimizerParamState>(std::move(s));
-  };
-  switch (kind_of(full)) {
-    case Kind::kSgd: {
-      auto s = std::make_unique<optim::SGDParamState>();
-      s->momentum_buffer(t[0]);
-      return s;
-    }
-    case Kind::kAdam: return adam_like(std::make_unique<optim::AdamParamState>());
-    case Kind::kAdamW: return adam_like(std::make_unique<optim::AdamWParamState>());
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at::Tensor> params,
                                    const std::vector<std::vector<size_t>>& buckets, const DistContext& ctx,
                                    std::function<at::Tensor(size_t bucket)> shard_values)
     : full_(full), params_(std::move(params)), ctx_(ctx), values_in_shards_(static_cast<bool>(shard_values)) {
-  kind_of(full_);  // a UsageError for another optimizer
+  optimizer_kind(full_);  // a UsageError for another optimizer
   DDP_USAGE_CHECK(full_.state().empty(), "--zero_stage 1 takes an optimizer that has not stepped yet");
   std::vector<int64_t> numels;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -125,12 +40,12 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
       own_.push_back({b, piece, view});
       views[static_cast<size_t>(it->second)].push_back(view);
     }
-  std::vector<optim::OptimizerParamGroup> groups;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
   for (size_t g = 0; g < views.size(); ++g) {
     inner_group_.push_back(views[g].empty() ? -1 : static_cast<int>(groups.size()));
     if (!views[g].empty()) groups.emplace_back(views[g], full_.param_groups()[g].options().clone());
   }
-  if (!groups.empty()) inner_ = same_kind(full_, std::move(groups));
+  if (!groups.empty()) inner_ = optimizer_like(full_, std::move(groups));
 }
 
 ShardedOptimizer::~ShardedOptimizer() = default;
@@ -199,60 +114,99 @@ std::vector<at::Tensor> ShardedOptimizer::zero_shards() const {
 
 void ShardedOptimizer::all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
                                          const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
+  for (size_t b = 0; b < layout_.size(); ++b) all_gather_bucket(b, mine[b], include_mine, what, put);
+}
+
+void ShardedOptimizer::all_gather_bucket(size_t b, const at::Tensor& mine, bool include_mine, const char* what,
+                                         const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
+  if (layout_[b].shard_numel == 0) return;
+  std::vector<at::Tensor> per_rank;
+  for (int r = 0; r < ctx_.world_size(); ++r) per_rank.push_back(at::empty_like(mine));
+  ctx_.all_gather(mine, per_rank, what);
+  for (int r = 0; r < ctx_.world_size(); ++r) {
+    if (r == ctx_.rank() && !include_mine) continue;
+    for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(r)])
+      put(piece, per_rank[static_cast<size_t>(r)].narrow(0, piece.shard_offset, piece.length));
+  }
+}
+
+std::vector<at::Tensor> ShardedOptimizer::my_state_shards(int k) const {
+  std::vector<at::Tensor> mine = zero_shards();
+  for (const Own& o : own_) {
+    auto it = inner_->state().find(compat::optimizer_state_key(o.view));
+    if (it == inner_->state().end()) continue;
+    const at::Tensor t = state_tensors(*it->second)[static_cast<size_t>(k)];
+    if (t.defined()) mine[o.bucket].narrow(0, o.piece.shard_offset, o.piece.length).copy_(t);
+  }
+  return mine;
+}
+
+void ShardedOptimizer::visit_full_state(const std::function<void(size_t, const std::vector<at::Tensor>&)>& fn) {
+  torch::NoGradGuard no_grad;
+  if (!stepped_ || params_.empty()) return;  // the same on every rank
+  std::unordered_map<const void*, size_t> key_of;
+  std::vector<bool> has_state;
+  for (size_t g = 0; g < full_.param_groups().size(); ++g)
+    for (const auto& p : full_.param_groups()[g].params()) {
+      key_of[p.unsafeGetTensorImpl()] = has_state.size();
+      has_state.push_back(group_has_state(full_, g));
+    }
+  const int fields = state_fields(full_);
+  std::vector<std::vector<at::Tensor>> shards;
+  for (int k = 0; k < fields; ++k) shards.push_back(my_state_shards(k));
   for (size_t b = 0; b < layout_.size(); ++b) {
-    if (layout_[b].shard_numel == 0) continue;
-    std::vector<at::Tensor> per_rank;
-    for (int r = 0; r < ctx_.world_size(); ++r) per_rank.push_back(at::empty_like(mine[b]));
-    ctx_.all_gather(mine[b], per_rank, what);
-    for (int r = 0; r < ctx_.world_size(); ++r) {
-      if (r == ctx_.rank() && !include_mine) continue;
-      for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(r)])
-        put(piece, per_rank[static_cast<size_t>(r)].narrow(0, piece.shard_offset, piece.length));
+    std::map<size_t, std::vector<at::Tensor>> state;  // param index -> its fields
+    for (int k = 0; k < fields; ++k)
+      all_gather_bucket(b, shards[static_cast<size_t>(k)][b], /*include_mine=*/true,
+                        "ZeRO all_gather of a bucket's optimizer state (fingerprint)",
+                        [&](const ShardPiece& piece, const at::Tensor& values) {
+                          auto& t = state[piece.param];
+                          if (t.empty())
+                            for (int f = 0; f < fields; ++f) t.push_back(at::zeros_like(params_[piece.param]));
+                          flat_view(t[static_cast<size_t>(k)]).narrow(0, piece.param_offset, piece.length).copy_(values);
+                        });
+    for (const auto& [param, tensors] : state) {
+      auto it = key_of.find(params_[param].unsafeGetTensorImpl());
+      if (it != key_of.end() && has_state[it->second]) fn(it->second, tensors);
     }
   }
 }
 
-bool ShardedOptimizer::group_has_state(size_t g) const {
-  if (kind_of(full_) != Kind::kSgd) return true;
-  return static_cast<const optim::SGDOptions&>(full_.param_groups()[g].options()).momentum() != 0;
-}
-
-void ShardedOptimizer::gather_full_state() {
-  torch::NoGradGuard no_grad;
-  if (!stepped_ || params_.empty()) return;  // the same on every rank
-  // Adam's step count is the same in every entry; a rank that owns no piece learns it here.
+int64_t ShardedOptimizer::agreed_step() const {
   double step = 0, have = 0;
   if (inner_ && !inner_->state().empty()) step = static_cast<double>(state_step(*inner_->state().begin()->second)), have = 1;
   std::vector<at::Tensor> count{at::tensor({step, have}, at::kDouble)};
   ctx_.all_reduce_sum(count, "ZeRO optimizer step count");
-  const int64_t steps = count[0][1].item<double>() > 0
-                            ? std::llround(count[0][0].item<double>() / count[0][1].item<double>()) : 0;
-  const int fields = state_fields(full_);
-  std::vector<std::vector<at::Tensor>> full(static_cast<size_t>(fields), std::vector<at::Tensor>(params_.size()));
-  for (int k = 0; k < fields; ++k) {
-    std::vector<at::Tensor> mine = zero_shards();
-    for (const Own& o : own_) {
-      auto it = inner_->state().find(compat::optimizer_state_key(o.view));
-      if (it == inner_->state().end()) continue;
-      const at::Tensor t = state_tensors(*it->second)[static_cast<size_t>(k)];
-      if (t.defined()) mine[o.bucket].narrow(0, o.piece.shard_offset, o.piece.length).copy_(t);
-    }
-    all_gather_pieces(mine, /*include_mine=*/true, "ZeRO all_gather of optimizer state for a checkpoint",
-                      [&](const ShardPiece& piece, const at::Tensor& values) {
-                        at::Tensor& t = full[static_cast<size_t>(k)][piece.param];
-                        if (!t.defined()) t = at::zeros_like(params_[piece.param]);
-                        flat_view(t).narrow(0, piece.param_offset, piece.length).copy_(values);
-                      });
-  }
-  for (size_t g = 0; g < full_.param_groups().size(); ++g) {
-    if (!group_has_state(g)) continue;
-    for (const auto& p : full_.param_groups()[g].params()) {
-      const size_t i = index_of_.at(p.unsafeGetTensorImpl());
-      std::vector<at::Tensor> tensors;
-      for (int k = 0; k < fields; ++k) tensors.push_back(full[static_cast<size_t>(k)][i]);
-      if (tensors[0].defined()) full_.state()[compat::optimizer_state_key(p)] = make_state(full_, tensors, steps);
-    }
-  }
+  return count[0][1].item<double>() > 0 ? std::llround(count[0][0].item<double>() / count[0][1].item<double>()) : 0;
+}
+
+void ShardedOptimizer::save_shards(const std::string& name, const PartFiles& files) {
+  torch::NoGradGuard no_grad;
+  if (!stepped_ || params_.empty()) return;  // no state yet (the same on every rank)
+  const int64_t step = agreed_step();
+  std::vector<int64_t> base;  // each bucket's shard in the rows
+  for (size_t b = 0; b < layout_.size(); ++b) base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);
+  std::vector<at::Tensor> rows;  // per state field, every bucket's shard end to end
+  for (int k = 0; k < state_fields(full_); ++k) rows.push_back(at::cat(my_state_shards(k)));
+  const at::Tensor mine = at::stack(rows);
+  std::unordered_map<const void*, int64_t> key_of;
+  const auto keys = optimizer_param_keys(full_);
+  for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
+  std::vector<std::vector<ShardFilePiece>> by_rank(static_cast<size_t>(ctx_.world_size()));
+  for (size_t b = 0; b < layout_.size(); ++b)
+    for (size_t r = 0; r < by_rank.size(); ++r)
+      for (const ShardPiece& pc : layout_[b].by_rank[r]) {
+        auto it = key_of.find(params_[pc.param].unsafeGetTensorImpl());
+        if (it != key_of.end()) by_rank[r].push_back({it->second, pc.param_offset, base[b] + pc.shard_offset, pc.length});
+      }
+  save_optimizer_shards(ctx_, full_, name, mine, by_rank, step, files);
+}
+
+void ShardedOptimizer::load_shards(const std::string& name, const PartFiles& files, const std::string& origin) {
+  std::set<const void*> wanted;
+  for (const Own& o : own_) wanted.insert(params_[o.piece.param].unsafeGetTensorImpl());
+  if (load_optimizer_shards(full_, name, files, &wanted, origin)) stepped_ = true;  // even owning nothing
+  scatter_full_state();
 }
 
 void ShardedOptimizer::release_full_state() { full_.state().clear(); }

@@ -10,11 +10,11 @@
 // with the matching slices of the gradients; then one all-gather per bucket gives every rank
 // the others' updated shards. SGD and AdamW are elementwise, so a shard's update is the full
 // update restricted to it: stage 1 trains as stage 0.
-// Checkpoints keep stage 0's format: before a save every rank gathers the full state into the
-// full optimizer (a collective), rank 0 writes it as at stage 0, then it is dropped; a load
-// fills the full optimizer as at stage 0 and each rank keeps its slices. So a checkpoint of
-// either stage resumes at either stage. Not built yet: saving shards without gathering them
-// (needed when the full optimizer state does not fit one rank's memory).
+// Checkpoints hold the state as one file per rank's shard, never gathered whole (Note
+// [Optimizer shard files]); a rank loading one assembles the state of the parameters its shard
+// touches and keeps its slices, from shard files of any world size or from a stage-0 archive
+// (the full state, loaded into the full optimizer first). So a checkpoint of any stage resumes
+// at any stage.
 //
 // Note [ZeRO stage 2]
 // --zero_stage 2 shards the averaged gradients too: each bucket is padded to equal shards and
@@ -40,6 +40,8 @@
 #include "dist/dist_context.h"
 
 namespace ddptrain {
+
+struct PartFiles;
 
 class ShardedOptimizer {
  public:
@@ -70,13 +72,21 @@ class ShardedOptimizer {
   /// Stage 2: scales the shards so the global norm of the whole gradient is at most max_norm;
   /// returns that norm (before clipping). A collective.
   double clip_grad_norm(double max_norm);
-  /// The full optimizer's state from every rank's shard (a collective; every rank holds it
-  /// until release_full_state()).
-  void gather_full_state();
+  /// fn(key, state) for each of the full optimizer's parameters that has state (key: its index
+  /// over the parameter groups; state: its tensors, laid out like it), gathered bucket by
+  /// bucket, so that a rank holds one bucket's state at a time, never the whole. A collective.
+  void visit_full_state(const std::function<void(size_t key, const std::vector<at::Tensor>& state)>& fn);
+  /// Drops whatever state the full optimizer holds (it steps nothing).
   void release_full_state();
   /// After the full optimizer's state was loaded: this rank keeps its slices of it, and the
   /// full state is dropped.
   void scatter_full_state();
+  /// A checkpoint's shard files of the part `name` (Note [Optimizer shard files]): every rank's
+  /// shard reaches rank 0 in turn, which writes it. A collective.
+  void save_shards(const std::string& name, const PartFiles& files);
+  /// After the part's archive was loaded: this rank's slices from the checkpoint's shard files
+  /// (or, without any, from the full state the archive held); the full state is dropped.
+  void load_shards(const std::string& name, const PartFiles& files, const std::string& origin);
   const DistContext& context() const { return ctx_; }
   /// Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;
@@ -91,10 +101,15 @@ class ShardedOptimizer {
   // receives each piece's values (this rank's own too when include_mine).
   void all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
                          const std::function<void(const ShardPiece&, const at::Tensor&)>& put);
+  // The same for bucket b alone (mine: this rank's shard of it).
+  void all_gather_bucket(size_t b, const at::Tensor& mine, bool include_mine, const char* what,
+                         const std::function<void(const ShardPiece&, const at::Tensor&)>& put);
+  // This rank's shard of every bucket of state field k (zeros where it has none).
+  std::vector<at::Tensor> my_state_shards(int k) const;
   // One zero tensor per bucket, a shard long, of the parameters' dtype and device.
   std::vector<at::Tensor> zero_shards() const;
-  // Whether parameters of full's group g have a state entry once stepped.
-  bool group_has_state(size_t g) const;
+  // Adam's step count, the same on every rank (a rank that owns no piece learns it). A collective.
+  int64_t agreed_step() const;
 
   torch::optim::Optimizer& full_;
   std::vector<at::Tensor> params_;

@@ -2,8 +2,13 @@
 
 #include <cstdio>
 
+#include <optional>
+#include <vector>
+
+#include "checkpoint/optimizer_state.h"
 #include "checkpoint/python_pickle.h"
-#include "train/optimizer.h"
+#include "ddp/zero_optimizer.h"
+#include "util/torch_compat.h"
 
 namespace ddptrain {
 namespace {
@@ -26,11 +31,48 @@ uint64_t state_fingerprint(const torch::nn::Module& m) {
   return h;
 }
 
-// A marker where a parameter has no state yet.
-uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
+namespace {
+
+// One parameter's state tensors (the defined ones, in the entry's order).
+uint64_t param_hash(const std::vector<at::Tensor>& state) {
   uint64_t h = kFnvOffset;
-  for (const auto& t : optimizer_state_tensors(opt)) h = t.defined() ? fnv1a(h, t) : (h ^ 0xffu) * kFnvPrime;
+  for (const auto& t : state)
+    if (t.defined()) h = fnv1a(h, t);
   return h;
+}
+
+// The per-parameter hashes in parameter order; a marker where a parameter has no state.
+uint64_t fold(const std::vector<std::optional<uint64_t>>& per_param) {
+  uint64_t h = kFnvOffset;
+  for (const auto& p : per_param) {
+    if (!p) {
+      h = (h ^ 0xffu) * kFnvPrime;
+      continue;
+    }
+    for (int i = 0; i < 8; ++i) h = (h ^ ((*p >> (8 * i)) & 0xffu)) * kFnvPrime;
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
+  std::vector<std::optional<uint64_t>> per_param;
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) {
+      auto it = opt.state().find(compat::optimizer_state_key(p));
+      per_param.push_back(it == opt.state().end() ? std::nullopt
+                                                  : std::optional<uint64_t>(param_hash(state_tensors(*it->second))));
+    }
+  return fold(per_param);
+}
+
+uint64_t optimizer_fingerprint(ShardedOptimizer& sharded, const torch::optim::Optimizer& full) {
+  size_t n = 0;
+  for (const auto& group : full.param_groups()) n += group.params().size();
+  std::vector<std::optional<uint64_t>> per_param(n);
+  sharded.visit_full_state([&](size_t key, const std::vector<at::Tensor>& state) { per_param[key] = param_hash(state); });
+  return fold(per_param);
 }
 
 std::string hex_fingerprint(uint64_t v) {

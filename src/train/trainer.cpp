@@ -181,8 +181,8 @@ void Trainer::gather_parameters() {
 }
 
 // Note [ZeRO stage 1]: after the layout change (the shards are views of the parameters'
-// memory). The checkpoint part "optimizer" keeps stage 0's format: gathered before a save,
-// sliced after a load.
+// memory). The checkpoint part "optimizer" writes its state as shard files and loads it from
+// shard files or a stage-0 archive (Note [Optimizer shard files]).
 void Trainer::shard_optimizer() {
   if (!ctx_.communicates()) {
     ctx_.log().info("zero_stage at world 1: nothing to shard, the optimizer steps as at stage 0");
@@ -196,13 +196,9 @@ void Trainer::shard_optimizer() {
   state_.sharded = sharded_.get();
   for (CheckpointPart& part : parts_) {
     if (part.name != "optimizer") continue;
-    ShardedOptimizer* s = sharded_.get();
-    part.before_save = [s] { s->gather_full_state(); };
-    part.after_save = [s] { s->release_full_state(); };
-    part.load = [s, load = part.load](const std::string& bytes, const std::string& origin) {
-      load(bytes, origin);
-      s->scatter_full_state();
-    };
+    ShardedOptimizer* s = sharded_.get();  // Note [Optimizer shard files]
+    part.save_more = [s, name = part.name](const PartFiles& files) { s->save_shards(name, files); };
+    part.load_more = [s, name = part.name](const PartFiles& files) { s->load_shards(name, files, files.dir); };
   }
   ctx_.log().info(str("ZeRO stage ", opts_.zero_stage, ": each rank holds the optimizer state",
                       opts_.zero_stage >= 2 ? " and the averaged gradients" : "",
@@ -210,12 +206,9 @@ void Trainer::shard_optimizer() {
                       ctx_.world_size(), " of the parameters' elements"));
 }
 
-// The optimizer's state (gathered from the shards under zero_stage 1: a collective).
+// The optimizer's state (from the shards under zero_stage >= 1, a bucket at a time: a collective).
 std::string Trainer::optimizer_fingerprint_hex() {
-  if (sharded_) sharded_->gather_full_state();
-  const std::string hex = hex_fingerprint(optimizer_fingerprint(optimizer_));
-  if (sharded_) sharded_->release_full_state();
-  return hex;
+  return hex_fingerprint(sharded_ ? optimizer_fingerprint(*sharded_, optimizer_) : optimizer_fingerprint(optimizer_));
 }
 
 Trainer::~Trainer() = default;

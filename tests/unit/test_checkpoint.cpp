@@ -1,14 +1,23 @@
 // Checkpoints: a model round-trips bitwise through model.pt, the file loads in Python with
-// weights_only=True into the reference MiniResNet, and saving leaves no temporary files.
+// weights_only=True into the reference MiniResNet, and saving leaves no temporary files;
+// optimizer shard files (Note [Optimizer shard files]) are read only where needed.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 
 #include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/optimizer_shards.h"
+#include "checkpoint/optimizer_state.h"
 #include "checkpoint/python_pickle.h"
+#include "ddp/shard_layout.h"
+#include "dist_harness.h"
+#include "util/torch_compat.h"
 #include "models/mini_resnet.h"
 #include "train/grad_scaler.h"
 #include "util/error.h"
@@ -216,4 +225,76 @@ TEST(Checkpoint, NamedPartsRoundTripAndAMissingPartIsNamed) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("'Bad-Name'"), std::string::npos) << e.what();
   }
+}
+
+// Note [Optimizer shard files]: the shards of two ranks are written by rank 0 alone; a rank
+// that needs some parameters reads only the files that hold them and gets their state exactly;
+// a missing file or another optimizer is a clear error.
+TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
+  // Three parameters (10, 6 and 4 elements; the last channels-last-like, strides permuted) in
+  // one bucket, cut for world 2 into shards of 10: rank 0 holds a, rank 1 holds b and c.
+  auto make_params = [] {
+    return std::vector<at::Tensor>{at::zeros({2, 5}).requires_grad_(), at::zeros({6}).requires_grad_(),
+                                   at::zeros({2, 2}).t().requires_grad_()};
+  };
+  auto momentum_of = [](size_t i, const at::Tensor& p) { return at::arange(p.numel()).view(p.sizes()).to(at::kFloat) + 100 * i; };
+  const auto layout = shard_buckets({10, 6, 4}, {{0, 1, 2}}, 2);
+  std::map<std::string, std::string> files;
+  testing_dist::run_ranks(2, [&](const DistContext& ctx) {
+    auto params = make_params();
+    torch::optim::SGD full(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+    at::Tensor mine = at::zeros({1, layout[0].shard_numel});
+    std::vector<std::vector<ShardFilePiece>> by_rank(2);
+    for (size_t r = 0; r < 2; ++r)
+      for (const ShardPiece& pc : layout[0].by_rank[r]) {
+        by_rank[r].push_back({static_cast<int64_t>(pc.param), pc.param_offset, pc.shard_offset, pc.length});
+        if (static_cast<int>(r) == ctx.rank())
+          mine[0].narrow(0, pc.shard_offset, pc.length)
+              .copy_(flat_as(momentum_of(pc.param, params[pc.param]), params[pc.param]).narrow(0, pc.param_offset, pc.length));
+      }
+    save_optimizer_shards(ctx, full, "optimizer", mine, by_rank, 0,
+                          PartFiles{[&](const std::string& f, const std::string& b) { files[f] = b; }, {}, ""});
+  });
+  ASSERT_EQ(files.size(), 3u) << "two shard files and the layout, from rank 0 only";
+  std::vector<std::string> read;
+  const PartFiles source{{}, [&](const std::string& f) -> std::optional<std::string> {
+                           read.push_back(f);
+                           auto it = files.find(f);
+                           return it == files.end() ? std::nullopt : std::optional<std::string>(it->second);
+                         },
+                         "ckpt"};
+  auto params = make_params();
+  torch::optim::SGD full(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+  const std::set<const void*> only_c{params[2].unsafeGetTensorImpl()};
+  ASSERT_TRUE(load_optimizer_shards(full, "optimizer", source, &only_c, "ckpt"));
+  EXPECT_EQ(read, (std::vector<std::string>{"optimizer.shards.json", "optimizer.shard1.pt"}));
+  ASSERT_EQ(full.state().size(), 1u);
+  auto momentum = [&](size_t i) {
+    auto& s = static_cast<torch::optim::SGDParamState&>(*full.state().at(compat::optimizer_state_key(params[i])));
+    return s.momentum_buffer();
+  };
+  EXPECT_TRUE(momentum(2).equal(momentum_of(2, params[2])));
+  EXPECT_EQ(momentum(2).strides(), params[2].strides()) << "laid out like its parameter";
+  read.clear();
+  ASSERT_TRUE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt"));
+  EXPECT_EQ(read.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(momentum(i).equal(momentum_of(i, params[i]))) << "parameter " << i;
+
+  auto error_of = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  torch::optim::AdamW other(params, torch::optim::AdamWOptions(0.1));
+  const std::string kind = error_of([&] { load_optimizer_shards(other, "optimizer", source, nullptr, "ckpt"); });
+  EXPECT_NE(kind.find("holds the state of sgd (1 tensors per parameter); this run's optimizer is adamw"),
+            std::string::npos) << kind;
+  files.erase("optimizer.shard1.pt");
+  const std::string missing = error_of([&] { load_optimizer_shards(full, "optimizer", source, &only_c, "ckpt"); });
+  EXPECT_NE(missing.find("checkpoint 'ckpt' lacks optimizer.shard1.pt"), std::string::npos) << missing;
+  files.clear();
+  EXPECT_FALSE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt")) << "no shard files: the archive's";
 }

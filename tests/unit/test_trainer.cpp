@@ -347,6 +347,11 @@ TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
     o.max_steps = 4;  // mid-epoch 1
     const Trained first = train_user_net(2, o, mse(), true, native, true);
     ASSERT_FALSE(first.result.last_checkpoint.empty());
+    // Note [Optimizer shard files]: one file per rank's shard.
+    const std::string ck = first.result.last_checkpoint;
+    for (const char* f : {"/optimizer.shard0.pt", "/optimizer.shard1.pt", "/optimizer.shards.json"})
+      EXPECT_TRUE(std::filesystem::exists(ck + f)) << f;
+    EXPECT_FALSE(std::filesystem::exists(ck + "/optimizer.shard2.pt"));
     for (int world : {4, 1})
       for (int stage : {1, 3, 0}) {
         TrainerOptions r = quiet_fp32(8, 2);

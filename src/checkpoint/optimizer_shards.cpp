@@ -1,0 +1,151 @@
+#include "checkpoint/optimizer_shards.h"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/optimizer_state.h"
+#include "checkpoint/python_pickle.h"
+#include "checkpoint/state_dict_reader.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+namespace {
+
+constexpr int kShardsFormat = 1;
+
+std::string shard_file(const std::string& name, int rank) { return name + ".shard" + std::to_string(rank) + ".pt"; }
+std::string layout_file(const std::string& name) { return name + ".shards.json"; }
+
+// Rank 0: the layout (Note [Optimizer shard files]).
+std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t numel, int64_t step,
+                        const std::vector<std::vector<ShardFilePiece>>& by_rank) {
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& g : full.param_groups())
+    for (const auto& p : g.params()) params.push_back({{"shape", p.sizes().vec()}, {"memory_order", memory_order(p)}});
+  nlohmann::json pieces = nlohmann::json::array();
+  for (const auto& rank : by_rank) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& pc : rank) list.push_back({pc.key, pc.param_offset, pc.offset, pc.length});
+    pieces.push_back(std::move(list));
+  }
+  const nlohmann::json j = {{"format", kShardsFormat},
+                            {"optimizer", optimizer_kind_name(optimizer_kind(full))},
+                            {"fields", fields},
+                            {"world", by_rank.size()},
+                            {"numel", numel},
+                            {"step", step},
+                            {"params", params},
+                            {"pieces", pieces}};
+  return j.dump() + "\n";
+}
+
+// The shard file's [fields, numel] rows, checked.
+at::Tensor read_rows(const PartFiles& files, const std::string& file, int fields, int64_t numel,
+                     const std::string& origin) {
+  const auto bytes = files.read(file);
+  DDP_CHECK(bytes.has_value(), "checkpoint '", origin, "' lacks ", file, " (its layout names it): incomplete");
+  for (auto& [key, t] : unpickle_tensors(*bytes, origin + "/" + file))
+    if (key == "state") {
+      DDP_CHECK(t.dim() == 2 && t.size(0) == fields && t.size(1) == numel, "checkpoint '", origin, "': ", file,
+                " holds ", t.sizes(), ", its layout says [", fields, ", ", numel, "]");
+      return t;
+    }
+  throw Error(detail::concat("checkpoint '", origin, "': ", file, " has no \"state\" tensor"));
+}
+
+// A parameter's state assembled from the pieces: one flat buffer per field, in the memory order
+// the checkpoint's run had.
+struct Assembled {
+  std::vector<at::Tensor> flat;
+  int64_t covered = 0;
+};
+
+// The assembled elements in the checkpoint's memory order -> a tensor laid out like `param`.
+at::Tensor to_param_layout(const at::Tensor& flat, const nlohmann::json& info, const at::Tensor& param) {
+  const auto shape = info.at("shape").get<std::vector<int64_t>>();
+  const auto order = info.at("memory_order").get<std::vector<int64_t>>();
+  std::vector<int64_t> permuted, inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    permuted.push_back(shape[static_cast<size_t>(order[i])]);
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  at::Tensor logical = flat.view(permuted).permute(inverse);
+  return at::empty_like(param, flat.options().device(param.device())).copy_(logical);
+}
+
+}  // namespace
+
+std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& full) {
+  std::vector<const void*> keys;
+  for (const auto& g : full.param_groups())
+    for (const auto& p : g.params()) keys.push_back(p.unsafeGetTensorImpl());
+  return keys;
+}
+
+void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full, const std::string& name,
+                           const at::Tensor& mine, const std::vector<std::vector<ShardFilePiece>>& by_rank,
+                           int64_t step, const PartFiles& files) {
+  const int fields = static_cast<int>(mine.size(0));
+  for (int r = 0; r < ctx.world_size(); ++r) {
+    std::vector<at::Tensor> t{r == ctx.rank() ? mine : at::empty_like(mine)};
+    ctx.broadcast(t, r, "ZeRO optimizer shard for a checkpoint");  // Note [Optimizer shard files]
+    if (ctx.is_main()) files.write(shard_file(name, r), pickle_tensors({{"state", t[0].cpu()}}));
+  }
+  if (ctx.is_main()) files.write(layout_file(name), layout_json(full, fields, mine.size(1), step, by_rank));
+}
+
+bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& name, const PartFiles& files,
+                           const std::set<const void*>* wanted, const std::string& origin) {
+  const auto text = files.read(layout_file(name));
+  if (!text) return false;
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  const int fields = j.at("fields").get<int>();
+  const std::string kind = j.at("optimizer").get<std::string>();
+  DDP_CHECK(kind == optimizer_kind_name(optimizer_kind(full)) && fields == state_fields(full), "checkpoint '", origin,
+            "' holds the state of ", kind, " (", fields, " tensors per parameter); this run's optimizer is ",
+            optimizer_kind_name(optimizer_kind(full)), " (", state_fields(full), "): resume with the same optimizer");
+  std::vector<at::Tensor> params;
+  std::vector<size_t> group;
+  for (size_t g = 0; g < full.param_groups().size(); ++g)
+    for (const auto& p : full.param_groups()[g].params()) params.push_back(p), group.push_back(g);
+  DDP_CHECK(j.at("params").size() == params.size(), "checkpoint '", origin, "': its optimizer had ",
+            j.at("params").size(), " parameters, this one has ", params.size(), ": another model");
+  auto needed = [&](int64_t key) {
+    return !wanted || wanted->count(params[static_cast<size_t>(key)].unsafeGetTensorImpl()) > 0;
+  };
+  std::map<int64_t, Assembled> state;
+  const int64_t numel = j.at("numel").get<int64_t>();
+  for (size_t r = 0; r < j.at("pieces").size(); ++r) {
+    const nlohmann::json& pieces = j.at("pieces")[r];
+    if (std::none_of(pieces.begin(), pieces.end(), [&](const auto& pc) { return needed(pc[0].template get<int64_t>()); }))
+      continue;  // this rank's shard holds nothing this rank needs: not read
+    const at::Tensor rows = read_rows(files, shard_file(name, static_cast<int>(r)), fields, numel, origin);
+    for (const auto& pc : pieces) {
+      const auto [key, param_offset, offset, length] = pc.get<std::array<int64_t, 4>>();
+      if (!needed(key)) continue;
+      const at::Tensor& p = params[static_cast<size_t>(key)];
+      DDP_CHECK(j.at("params")[static_cast<size_t>(key)].at("shape").get<std::vector<int64_t>>() == p.sizes().vec(),
+                "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
+                j.at("params")[static_cast<size_t>(key)].at("shape").dump(), ", here ", p.sizes(), ": another model");
+      Assembled& a = state[key];
+      if (a.flat.empty())
+        for (int f = 0; f < fields; ++f) a.flat.push_back(at::zeros({p.numel()}, rows.options()));
+      for (int f = 0; f < fields; ++f) a.flat[static_cast<size_t>(f)].narrow(0, param_offset, length).copy_(rows[f].narrow(0, offset, length));
+      a.covered += length;
+    }
+  }
+  for (auto& [key, a] : state) {
+    const at::Tensor& p = params[static_cast<size_t>(key)];
+    DDP_CHECK(a.covered == p.numel(), "checkpoint '", origin, "': its shard files hold ", a.covered, " of the ",
+              p.numel(), " elements of optimizer parameter ", key, ": incomplete");
+    if (!group_has_state(full, group[static_cast<size_t>(key)])) continue;
+    std::vector<at::Tensor> tensors;
+    for (const auto& flat : a.flat) tensors.push_back(to_param_layout(flat, j.at("params")[static_cast<size_t>(key)], p));
+    full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, j.at("step").get<int64_t>());
+  }
+  return true;
+}
+
+}  // namespace ddptrain

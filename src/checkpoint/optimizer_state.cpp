@@ -1,0 +1,104 @@
+#include "checkpoint/optimizer_state.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+namespace optim = torch::optim;
+
+std::vector<int64_t> memory_order(const at::Tensor& t) {
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+
+at::Tensor flat_view(const at::Tensor& dense) { return dense.detach().permute(memory_order(dense)).view({-1}); }
+
+at::Tensor flat_as(const at::Tensor& t, const at::Tensor& like) { return t.permute(memory_order(like)).reshape({-1}); }
+
+OptimizerKind optimizer_kind(const optim::Optimizer& o) {
+  if (dynamic_cast<const optim::SGD*>(&o)) return OptimizerKind::kSgd;
+  if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerKind::kAdamW;
+  if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerKind::kAdam;
+  throw UsageError("--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
+                   "of them (use one of those, or --zero_stage 0)");
+}
+
+const char* optimizer_kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full, std::vector<optim::OptimizerParamGroup> g) {
+  switch (optimizer_kind(full)) {
+    case OptimizerKind::kSgd:
+      return std::make_unique<optim::SGD>(std::move(g), static_cast<const optim::SGDOptions&>(full.defaults()));
+    case OptimizerKind::kAdam:
+      return std::make_unique<optim::Adam>(std::move(g), static_cast<const optim::AdamOptions&>(full.defaults()));
+    case OptimizerKind::kAdamW:
+      return std::make_unique<optim::AdamW>(std::move(g), static_cast<const optim::AdamWOptions&>(full.defaults()));
+  }
+  return nullptr;
+}
+
+int state_fields(const optim::Optimizer& full) {
+  switch (optimizer_kind(full)) {
+    case OptimizerKind::kSgd: return 1;
+    case OptimizerKind::kAdam: return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+    case OptimizerKind::kAdamW: return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+  }
+  return 0;
+}
+
+bool group_has_state(const optim::Optimizer& full, size_t g) {
+  if (optimizer_kind(full) != OptimizerKind::kSgd) return true;
+  return static_cast<const optim::SGDOptions&>(full.param_groups()[g].options()).momentum() != 0;
+}
+
+std::vector<at::Tensor> state_tensors(optim::OptimizerParamState& s) {
+  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&s)) return {sgd->momentum_buffer()};
+  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+  return {};
+}
+
+int64_t state_step(optim::OptimizerParamState& s) {
+  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s)) return a->step();
+  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s)) return a->step();
+  return 0;
+}
+
+std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& full, const std::vector<at::Tensor>& t,
+                                                       int64_t step) {
+  auto adam_like = [&](auto s) {
+    s->step(step);
+    s->exp_avg(t[0]);
+    s->exp_avg_sq(t[1]);
+    if (t.size() > 2 && t[2].defined()) s->max_exp_avg_sq(t[2]);
+    return std::unique_ptr<optim::OptimizerParamState>(std::move(s));
+  };
+  switch (optimizer_kind(full)) {
+    case OptimizerKind::kSgd: {
+      auto s = std::make_unique<optim::SGDParamState>();
+      s->momentum_buffer(t[0]);
+      return s;
+    }
+    case OptimizerKind::kAdam: return adam_like(std::make_unique<optim::AdamParamState>());
+    case OptimizerKind::kAdamW: return adam_like(std::make_unique<optim::AdamWParamState>());
+  }
+  return nullptr;
+}
+
+}  // namespace ddptrain
