@@ -23,7 +23,10 @@
 # 11. ZeRO: GPT small with AdamW at world 2 and 4, --zero_stage 0 to 3: samples/s and
 #     what a rank holds (parameters, gradients, optimizer state, peak), one table;
 # 12. the flight recorder's cost: MiniResNet width 0.25, world 2, --flight_recorder 64 vs 0,
-#     BENCH_ROUNDS interleaved rounds, medians.
+#     BENCH_ROUNDS interleaved rounds, medians;
+# 13. ZeRO under a memory limit (as root): world 4, every rank in a memory cgroup of
+#     BENCH_LIMIT_MIB (default 1536; bench/in_cgroup.sh), GPT n_embd 768: the largest
+#     --n_layer that trains 3 steps at --zero_stage 0 and at 3 (an OOM kill ends a size).
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -359,3 +362,41 @@ on=$(median "${on_runs[@]}") off=$(median "${off_runs[@]}")
 printf '%-28s %s samples/s (runs: %s)\n' "--flight_recorder 64" "$on" "${on_runs[*]}"
 printf '%-28s %s samples/s (runs: %s)\n' "--flight_recorder 0" "$off" "${off_runs[*]}"
 python3 -c "import sys; on, off = map(float, sys.argv[1:]); print(f'cost of the recorder: {100 * (off - on) / off:+.1f}% of throughput')" "$on" "$off"
+
+echo
+LIMIT=${BENCH_LIMIT_MIB:-1536}
+echo "== 13. ZeRO under a memory limit: world 4, each rank in a memory cgroup of $LIMIT MiB; GPT n_embd 768, 12 heads, context 64, AdamW, batch 2/rank, 1 thread per rank: the largest --n_layer that trains 3 steps =="
+if [ "$(id -u)" != 0 ] || ! { [ -w /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ]; }; then
+  echo "skipped: needs root and a writable cgroup file system (bench/in_cgroup.sh)"
+else
+  remove_cgroups() { for d in /sys/fs/cgroup/memory/ddptrain_bench_* /sys/fs/cgroup/ddptrain_bench_*; do [ -d "$d" ] && rmdir "$d" 2> /dev/null; done; true; }
+  limit_row() {  # limit_row STAGE N_LAYER: a row; returns 1 when the size did not train
+    rm -f "$TMP/l.jsonl"
+    rm -rf "$TMP"/ckpt*
+    local rc=0
+    "$BIN" launch --nproc_per_node 4 --master_port 29546 --kill_grace_s 2 "$ROOT/bench/in_cgroup.sh" "$LIMIT" "$BIN" train \
+      --model gpt --gpt_preset small --n_embd 768 --n_head 12 --block_size 64 --n_layer "$2" --dataset tokens \
+      --dataset_size 2000 --batch_size 2 --optimizer adamw --max_steps 3 --log_interval 1 --num_workers 1 --threads 1 \
+      --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/l.jsonl" --zero_stage "$1" \
+      > "$TMP/limit.log" 2>&1 || rc=$?
+    remove_cgroups
+    python3 - "$TMP/l.jsonl" "$1" "$2" "$rc" "$TMP/limit.log" << 'PY'
+import json, os, sys
+path, stage, layers, rc, log = sys.argv[1:]
+records = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+steps = [r for r in records if r.get("kind") == "step"]
+params = 12 * int(layers) * 768 * 768 / 1e6
+if rc != "0" or not steps:
+    why = "OOM-killed" if "signal 9" in open(log).read() else f"failed (exit {rc}; see the log)"
+    print(f"{stage:>5} {layers:>7} {params:>8.0f}M  {why}")
+    sys.exit(1)
+last = steps[-1]
+print(f"{stage:>5} {layers:>7} {params:>8.0f}M  trains: params {last['param_mib']:.0f} grads {last['grad_mib']:.0f} "
+      f"optim {last['optim_mib']:.0f} MiB per rank, {last['samples_per_s']:.2f} samples/s")
+PY
+  }
+  printf '%5s %7s %9s  %s\n' stage n_layer ~params result
+  for stage in 0 3; do
+    for layers in 1 2 4 6 8 12 16 24; do limit_row "$stage" "$layers" || break; done
+  done
+fi
