@@ -369,7 +369,17 @@ echo "== 13. ZeRO under a memory limit: world 4, each rank in a memory cgroup of
 if [ "$(id -u)" != 0 ] || ! { [ -w /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ]; }; then
   echo "skipped: needs root and a writable cgroup file system (bench/in_cgroup.sh)"
 else
-  remove_cgroups() { for d in /sys/fs/cgroup/memory/ddptrain_bench_* /sys/fs/cgroup/ddptrain_bench_*; do [ -d "$d" ] && rmdir "$d" 2> /dev/null; done; true; }
+  # remove_cgroups -> the largest peak usage of the ranks' cgroups, MiB (what the limit bounds)
+  remove_cgroups() {
+    local peak=0 v d
+    for d in /sys/fs/cgroup/memory/ddptrain_bench_* /sys/fs/cgroup/ddptrain_bench_*; do
+      [ -d "$d" ] || continue
+      v=$(cat "$d/memory.max_usage_in_bytes" 2> /dev/null || cat "$d/memory.peak" 2> /dev/null || echo 0)
+      [ "$v" -gt "$peak" ] && peak=$v
+      rmdir "$d" 2> /dev/null || true
+    done
+    echo $(( peak / 1048576 ))
+  }
   limit_row() {  # limit_row STAGE N_LAYER: a row; returns 1 when the size did not train
     rm -f "$TMP/l.jsonl"
     rm -rf "$TMP"/ckpt*
@@ -379,20 +389,21 @@ else
       --dataset_size 2000 --batch_size 2 --optimizer adamw --max_steps 3 --log_interval 1 --num_workers 1 --threads 1 \
       --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/l.jsonl" --zero_stage "$1" \
       > "$TMP/limit.log" 2>&1 || rc=$?
-    remove_cgroups
-    python3 - "$TMP/l.jsonl" "$1" "$2" "$rc" "$TMP/limit.log" << 'PY'
+    local peak
+    peak=$(remove_cgroups)
+    python3 - "$TMP/l.jsonl" "$1" "$2" "$rc" "$TMP/limit.log" "$peak" << 'PY'
 import json, os, sys
-path, stage, layers, rc, log = sys.argv[1:]
+path, stage, layers, rc, log, peak = sys.argv[1:]
 records = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
 steps = [r for r in records if r.get("kind") == "step"]
 params = 12 * int(layers) * 768 * 768 / 1e6
 if rc != "0" or not steps:
     why = "OOM-killed" if "signal 9" in open(log).read() else f"failed (exit {rc}; see the log)"
-    print(f"{stage:>5} {layers:>7} {params:>8.0f}M  {why}")
+    print(f"{stage:>5} {layers:>7} {params:>8.0f}M  {why} (cgroup peak {peak} MiB)")
     sys.exit(1)
 last = steps[-1]
 print(f"{stage:>5} {layers:>7} {params:>8.0f}M  trains: params {last['param_mib']:.0f} grads {last['grad_mib']:.0f} "
-      f"optim {last['optim_mib']:.0f} MiB per rank, {last['samples_per_s']:.2f} samples/s")
+      f"optim {last['optim_mib']:.0f} MiB per rank, cgroup peak {peak} MiB, {last['samples_per_s']:.2f} samples/s")
 PY
   }
   printf '%5s %7s %9s  %s\n' stage n_layer ~params result

@@ -45,7 +45,11 @@ int cmd_train(const std::vector<std::string>& args) {
   TrainConfig cfg = resolve_train_config(args);
   EnvContract env = read_env_contract();
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
-  keep_cpu_heap(static_cast<int64_t>(cfg.run.cpu_heap_keep_mb) << 20);  // Note [CPU heap kept across steps]
+  // Note [CPU heap kept across steps]; -1: kept at stage 0, lean under ZeRO.
+  if (cfg.run.cpu_heap_keep_mb < 0 && cfg.dist.zero_stage >= 1)
+    lean_cpu_heap();
+  else
+    keep_cpu_heap(static_cast<int64_t>(cfg.run.cpu_heap_keep_mb < 0 ? 1024 : cfg.run.cpu_heap_keep_mb) << 20);
 
   DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
   dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);

@@ -88,7 +88,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("enable_profiling", &c.run.enable_profiling, "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
       bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
       bind_flag("threads", &c.run.threads, "intra-op threads per rank (0 = cores / local ranks)"),
-      bind_flag("cpu_heap_keep_mb", &c.run.cpu_heap_keep_mb, "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and page-faulting it back (0 = glibc's own policy)"),
+      bind_flag("cpu_heap_keep_mb", &c.run.cpu_heap_keep_mb, "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and page-faulting it back (0 = glibc's own policy; -1 = 1024, but under --zero_stage >= 1 return every block of 1 MiB or more at once, to hold the least memory)"),
   };
 }
 
@@ -218,8 +218,9 @@ void validate_run(const RunOptions& run) {
   non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
   positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
   non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");
-  DDP_USAGE_CHECK(run.cpu_heap_keep_mb >= 0 && run.cpu_heap_keep_mb <= 2047, "--cpu_heap_keep_mb=", run.cpu_heap_keep_mb,
-                  " must be in 0..2047 (malloc's trim threshold is an int); pass 0 to keep glibc's policy");
+  DDP_USAGE_CHECK(run.cpu_heap_keep_mb >= -1 && run.cpu_heap_keep_mb <= 2047, "--cpu_heap_keep_mb=",
+                  run.cpu_heap_keep_mb, " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",
+                  "glibc's policy, -1 for the default");
   DDP_USAGE_CHECK(run.seed >= 0, "--seed=", run.seed, " must be >= 0; pass e.g. --seed 42");
   if (!run.resume_from.empty() && run.resume_from != "auto") {
     DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='",

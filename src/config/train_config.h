@@ -98,7 +98,9 @@ struct RunOptions {
   bool enable_profiling = false;
   long long seed = 42;
   int threads = 0;  // intra-op threads per rank; 0 = cores / local_world_size
-  int cpu_heap_keep_mb = 1024;  // freed CPU heap kept for the next step; 0 = glibc's policy
+  /// Freed CPU heap kept for the next step (Note [CPU heap kept across steps]); 0 = glibc's
+  /// policy; -1 = 1024 at zero_stage 0, the lean heap under ZeRO (memory is the point there).
+  int cpu_heap_keep_mb = -1;
   std::string config;  // the TOML file the run was read from, if any
 };
 

@@ -118,6 +118,7 @@ void Reducer::reset_iteration() {
   pending_.clear();
   for (const auto& b : buckets_) pending_.push_back(b.size());
   next_launch_ = 0;
+  next_finish_ = 0;
   armed_ = false;
 }
 
@@ -168,6 +169,9 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::launch(size_t b) {
   torch::NoGradGuard no_grad;
+  // Note [ZeRO stage 2]: the full buckets in flight are bounded.
+  while (opts_.shard_gradients && opts_.shard_buckets_in_flight > 0 && b - next_finish_ >= opts_.shard_buckets_in_flight)
+    finish_next();
   if (opts_.shard_gradients && ctx_.reduce_scatters()) {
     works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b], str("gradient bucket ", b));
     ++stats_.allreduces;
@@ -206,8 +210,17 @@ void Reducer::finish_bucket(size_t b, double inv_world) {
     flat_[b].mul_(inv_world);
 }
 
+void Reducer::finish_next() {
+  wait_clock_->start();
+  ctx_.wait(works_[next_finish_], "gradient all_reduce");  // only now may the bucket be touched
+  works_[next_finish_].reset();
+  finish_bucket(next_finish_, 1.0 / ctx_.world_size());
+  ++next_finish_;
+  wait_clock_->stop();
+}
+
 void Reducer::finalize() {
-  for (size_t b = 0; b < buckets_.size(); ++b) ensure_flat(b);
+  for (size_t b = next_finish_; b < buckets_.size(); ++b) ensure_flat(b);  // finished ones are released
   // Parameters that got no gradient in this backward.
   std::string missing;
   size_t n_missing = 0;
@@ -232,15 +245,8 @@ void Reducer::finalize() {
   }
   launch_ready_buckets();
   DDP_ASSERT(next_launch_ == buckets_.size(), "buckets left unlaunched");
-  wait_clock_->start();
   torch::NoGradGuard no_grad;
-  const double inv_world = 1.0 / ctx_.world_size();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    ctx_.wait(works_[b], "gradient all_reduce");  // only now may the bucket be touched
-    works_[b].reset();
-    finish_bucket(b, inv_world);
-  }
-  wait_clock_->stop();
+  while (next_finish_ < buckets_.size()) finish_next();
   ++stats_.syncs;
   if (opts_.shard_gradients) return reset_iteration();  // the gradients are the shards
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -36,6 +36,9 @@ struct ReducerOptions {
   CommHook comm_hook = CommHook::kNone;  // compress buckets to 16 bits for the all-reduce
   bool overlap = true;                   // false: launch every bucket only after backward
   bool shard_gradients = false;          // ZeRO stage 2: keep only this rank's shard (Note [ZeRO stage 2])
+  /// shard_gradients: full buckets in flight at once; launching one more first finishes the
+  /// oldest, so that a rank never holds the whole gradient (0: no bound).
+  size_t shard_buckets_in_flight = 2;
   /// Parameter indices per bucket, in launch order (zero_stage 3: one bucket per unit, Note
   /// [ZeRO stage 3]); empty: buckets by size (ddp/bucket_assignment.h).
   std::vector<std::vector<size_t>> buckets;
@@ -82,6 +85,8 @@ class Reducer {
   at::Tensor slot(size_t param) const;
   at::Tensor& ensure_flat(size_t bucket);
   void finish_bucket(size_t bucket, double inv_world);
+  // Waits for the oldest launched bucket not finished yet and finishes it.
+  void finish_next();
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
@@ -108,6 +113,7 @@ class Reducer {
   std::vector<size_t> local_pending_;  // the same under no_sync, for on_bucket_grads_
   std::function<void(size_t)> on_bucket_grads_;
   size_t next_launch_ = 0;
+  size_t next_finish_ = 0;  // buckets [0, next_finish_) are finished this iteration
   std::vector<compat::WorkHandle> works_;
   ReducerStats stats_;
   std::unique_ptr<WaitClock> wait_clock_;

@@ -82,6 +82,14 @@ bool keep_cpu_heap(int64_t keep_bytes) {
 #endif
 }
 
+bool lean_cpu_heap() {
+#if defined(__GLIBC__)
+  return mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1;  // fixed: the dynamic policy is off
+#else
+  return false;
+#endif
+}
+
 MemoryStats memory_stats(c10::Device device) {
 #ifdef USE_CUDA
   if (device.is_cuda()) {

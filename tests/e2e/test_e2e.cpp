@@ -39,7 +39,7 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"train", "--config", "/no/such.toml"}, {}, "--config='/no/such.toml' does not exist"},
       {{"train", "--dataset", "fashion-mnist", "--data_dir", "/no/such/dir"}, {}, "--data_dir='/no/such/dir' has no"},
       {{"train", "--backend", "nccl"}, {}, "--backend=nccl needs CUDA"},
-      {{"train", "--cpu_heap_keep_mb", "4096"}, {}, "--cpu_heap_keep_mb=4096 must be in 0..2047"},
+      {{"train", "--cpu_heap_keep_mb", "4096"}, {}, "--cpu_heap_keep_mb=4096 must be in -1..2047"},
       {{"train"}, {{"RANK", "5"}, {"WORLD_SIZE", "2"}}, "RANK=5 must be < WORLD_SIZE=2"},
       {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "x"}}, "WORLD_SIZE='x' is not an integer"},
       {{"train"}, {{"RANK", "0"}}, "RANK and WORLD_SIZE must be set together"},

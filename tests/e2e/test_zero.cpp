@@ -196,6 +196,12 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   EXPECT_LE(peak3, 0.3 * param0 + root + 2 * block + 0.01);
   EXPECT_LE(last_step(metrics[3], "grad_mib"), 0.3 * grad0);
   EXPECT_LE(last_step(metrics[3], "optim_mib"), 0.3 * optim0);
+  // At the peak of a step too (every tensor of the rank): the full gradient buckets in flight
+  // are bounded (Note [ZeRO stage 2]), so a rank never holds the whole gradient.
+  const double peak_all0 = last_step(metrics[0], "peak_mem_mib"), peak_all3 = last_step(metrics[3], "peak_mem_mib");
+  std::printf("peak of a step, every tensor: %.1f MiB (stage 0) -> %.1f MiB (stage 2) -> %.1f MiB (stage 3)\n",
+              peak_all0, last_step(metrics[2], "peak_mem_mib"), peak_all3);
+  EXPECT_LE(peak_all3, 0.5 * peak_all0);
 }
 
 TEST(Zero, UnknownStagesAndImpossibleCombinationsAreUsageErrors) {
