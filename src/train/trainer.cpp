@@ -278,6 +278,7 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, parts_);
   if (meta.extra.contains("grad_scaler")) scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
+  state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();
   const ResumePoint at = resume_point(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   run.start_micro = at.micro;  // in this run's batches

@@ -113,6 +113,7 @@ void resume_at_other_world(int from, int to, int every, int kill) {
     if (rec.value("kind", "") == "run" && rec.contains("resumed_from_world")) {
       said = true;
       EXPECT_EQ(rec.at("resumed_from_world").get<int>(), from);
+      EXPECT_EQ(rec.at("epoch").get<int>(), epoch) << "the epoch the run continues";
       EXPECT_EQ(rec.at("samples_left_in_epoch").get<int64_t>(), static_cast<int64_t>(want.size()) -
                                                                   static_cast<int64_t>(all_of(before.at(epoch)).size()));
     }

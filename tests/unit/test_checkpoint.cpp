@@ -237,7 +237,7 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
     return std::vector<at::Tensor>{at::zeros({2, 5}).requires_grad_(), at::zeros({6}).requires_grad_(),
                                    at::zeros({2, 2}).t().requires_grad_()};
   };
-  auto momentum_of = [](size_t i, const at::Tensor& p) { return at::arange(p.numel()).view(p.sizes()).to(at::kFloat) + 100 * i; };
+  auto momentum_of = [](size_t i, const at::Tensor& p) { return at::arange(p.numel()).view(p.sizes()).to(at::kFloat) + 100.0 * static_cast<double>(i); };
   const auto layout = shard_buckets({10, 6, 4}, {{0, 1, 2}}, 2);
   std::map<std::string, std::string> files;
   testing_dist::run_ranks(2, [&](const DistContext& ctx) {
