@@ -1,17 +1,10 @@
 #include "dist/flight_recorder.h"
 
-#include <chrono>
+#include "util/clock.h"
 
 namespace ddptrain {
-namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
-FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity), phase_since_(unix_now()) {}
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity), phase_since_(unix_seconds()) {}
 
 int64_t FlightRecorder::issue(const char* op, const std::string& what, const std::vector<at::Tensor>& tensors) {
   if (!enabled()) return 0;
@@ -21,7 +14,7 @@ int64_t FlightRecorder::issue(const char* op, const std::string& what, const std
   for (const auto& t : tensors)
     if (t.defined()) e.numel += t.numel();
   if (!tensors.empty() && tensors[0].defined()) e.dtype = c10::toString(tensors[0].scalar_type());
-  e.issued = unix_now();
+  e.issued = unix_seconds();
   std::lock_guard<std::mutex> lock(mu_);
   e.seq = next_seq_++;
   e.phase = phase_;
@@ -61,7 +54,7 @@ void FlightRecorder::complete(int64_t seq, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   if (Entry* e = find(seq)) {
     e->state = ok ? "completed" : "failed";
-    e->completed = unix_now();
+    e->completed = unix_seconds();
   }
   if (blocked_seq_ == seq) blocked_seq_ = 0;
 }
@@ -72,13 +65,13 @@ void FlightRecorder::wait_begins(const void* work) {
   auto it = work_seq_.find(work);
   if (it == work_seq_.end()) return;
   blocked_seq_ = it->second;
-  blocked_since_ = unix_now();
+  blocked_since_ = unix_seconds();
 }
 
 void FlightRecorder::set_phase(const char* phase, int64_t step) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (phase_ != phase) phase_since_ = unix_now();
+  if (phase_ != phase) phase_since_ = unix_seconds();
   phase_ = phase;
   step_ = step;
 }
@@ -90,7 +83,7 @@ nlohmann::json FlightRecorder::to_json(int rank, int world, const std::string& r
     entries.push_back({{"seq", e.seq}, {"op", e.op}, {"what", e.what}, {"numel", e.numel}, {"dtype", e.dtype},
                        {"state", e.state}, {"issued", e.issued}, {"completed", e.completed}, {"phase", e.phase},
                        {"step", e.step}});
-  return {{"rank", rank},        {"world", world},   {"reason", reason}, {"time", unix_now()},
+  return {{"rank", rank},        {"world", world},   {"reason", reason}, {"time", unix_seconds()},
           {"phase", phase_},     {"phase_since", phase_since_},          {"step", step_},
           {"entries", entries}};
 }

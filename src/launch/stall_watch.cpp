@@ -8,13 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/flight_verdict.h"
+#include "util/clock.h"
 
 namespace ddptrain {
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::optional<nlohmann::json> read_json(const std::string& path) {
   std::ifstream in(path);
@@ -48,7 +45,7 @@ std::optional<std::string> StallWatch::find_stall() {
     auto p = read_json(flight_progress_path(launch_dir_, r));
     if (!p || !p->contains("waiting") || (*p)["waiting"].is_null()) continue;
     const nlohmann::json& w = (*p)["waiting"];
-    const double waited = unix_now() - w.value("since", unix_now());
+    const double waited = unix_seconds() - w.value("since", unix_seconds());
     if (waited < stall_s_ || waited <= longest) continue;
     longest = waited;
     flight_dir_ = p->value("flight_dir", std::string());

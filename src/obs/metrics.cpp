@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -31,8 +32,7 @@ void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::j
   record["epoch"] = epoch;
   record["run"] = run_;
   record["time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  record["unix_time"] =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record["unix_time"] = unix_seconds();
   *out_ << record.dump() << '\n' << std::flush;
 }
 

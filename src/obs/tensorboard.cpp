@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -36,10 +37,6 @@ void bytes_field(std::string& out, int field, const std::string& b) {
   key(out, field, 2);
   varint(out, b.size());
   out += b;
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Event{wall_time = 1 (double), step = 2 (int64), file_version = 3 | summary = 5}.
@@ -72,10 +69,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, bool is_main) {
   std::filesystem::create_directories(dir);
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
-  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now_s())) + "." + host;
+  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(unix_seconds())) + "." + host;
   out_ = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::app);
   DDP_CHECK(out_->good(), "cannot open the TensorBoard event file '", path_, "' (--tensorboard_dir)");
-  std::string e = event_header(now_s(), 0);
+  std::string e = event_header(unix_seconds(), 0);
   bytes_field(e, 3, "brain.Event:2");
   write_record(e);
 }
@@ -89,7 +86,7 @@ void TensorBoardWriter::scalar(const std::string& tag, double value, int64_t ste
   fixed(v, &f, 4);
   std::string summary;  // Summary{repeated Value value = 1}
   bytes_field(summary, 1, v);
-  std::string e = event_header(now_s(), step);
+  std::string e = event_header(unix_seconds(), step);
   bytes_field(e, 5, summary);
   write_record(e);
 }
