@@ -34,7 +34,9 @@ run: build
 	  --dataset fashion-mnist --width 0.25 --epochs 1 --lr 0.05 --batch_size 64 \
 	  --num_workers 1 --log_interval 100 --checkpoint_dir $(BUILD)/run-checkpoints
 
+# The suite also runs the default build under Debian's torchrun 1.13 (the other torch).
 test: build
+	@./scripts/install_deps.sh test
 	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
 # The second build: Debian's LibTorch 1.13 and, across the interop tests, Debian's python3

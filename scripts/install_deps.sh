@@ -4,13 +4,17 @@
 #   scripts/install_deps.sh          the default build: Debian's build tools and libraries,
 #                                    and pip's torch==2.11.0 (its LibTorch, with MKL, CUDA
 #                                    and NCCL) through scripts/torch2_python.sh
+#   scripts/install_deps.sh test     the default build and what its test suite also needs:
+#                                    Debian's python3-torch 1.13, "the other torch" whose
+#                                    torchrun E2E.UnderTheOtherTorchsTorchrunFailsInSeconds
+#                                    runs the default build under
 #   scripts/install_deps.sh debian   also the second build against Debian's LibTorch 1.13
 #                                    (libtorch-dev, python3-torch), with OpenBLAS as the
 #                                    system BLAS instead of the reference one
 set -euo pipefail
 mode=${1:-default}
-case "$mode" in default | debian) ;; *)
-  echo "install_deps: unknown build '$mode'; use: scripts/install_deps.sh [default|debian]" >&2
+case "$mode" in default | test | debian) ;; *)
+  echo "install_deps: unknown build '$mode'; use: scripts/install_deps.sh [default|test|debian]" >&2
   exit 2
   ;;
 esac
@@ -22,6 +26,7 @@ pkgs=(cmake ninja-build g++ ccache make pkg-config libgloo-dev nlohmann-json3-de
 # Debian's LibTorch links libblas.so.3, which a fresh Debian machine points at the reference
 # BLAS (a 12-20x slower matmul); libopenblas0-openmp registers OpenBLAS with a higher priority.
 [ "$mode" = debian ] && pkgs+=(libtorch-dev python3-torch libopenblas0-openmp)
+[ "$mode" = test ] && pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q 'install ok installed' || missing+=("$p")
