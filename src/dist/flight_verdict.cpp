@@ -100,6 +100,26 @@ std::string flight_progress_path(const std::string& launch_dir, int rank) {
 
 std::string flight_request_path(const std::string& launch_dir) { return launch_dir + "/flight_request"; }
 
+std::optional<nlohmann::json> read_flight_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const std::exception&) {  // being written (the next read gets it), or not ours
+    return std::nullopt;
+  }
+}
+
+void write_flight_file(const std::string& path, const std::string& text, std::error_code& ec) {
+  {
+    std::ofstream out(path + ".tmp");
+    out << text << '\n';
+  }
+  std::filesystem::rename(path + ".tmp", path, ec);
+}
+
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world) {
   std::map<int, nlohmann::json> out;
   world = 0;
@@ -107,15 +127,13 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     const std::string name = f.path().filename().string();
     if (name.rfind("flight_rank", 0) != 0 || f.path().extension() != ".json") continue;
-    std::ifstream in(f.path());
-    std::stringstream ss;
-    ss << in.rdbuf();
+    auto j = read_flight_file(f.path().string());
+    if (!j || !j->contains("world") || !j->contains("rank")) continue;
     try {
-      nlohmann::json j = nlohmann::json::parse(ss.str());
-      world = std::max(world, j.at("world").get<int>());
-      const int rank = j.at("rank").get<int>();  // before the move below
-      out[rank] = std::move(j);
-    } catch (const std::exception&) {  // a file being written, or not ours: skip it
+      world = std::max(world, j->at("world").get<int>());
+      const int rank = j->at("rank").get<int>();  // first: json's operator= takes its argument by value
+      out[rank] = std::move(*j);
+    } catch (const std::exception&) {  // not ours: skip it
     }
   }
   return out;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -21,5 +23,12 @@ std::string flight_request_path(const std::string& launch_dir);
 
 /// Reads DIR/flight_rank*.json (rank -> record); world: the largest "world" among them (0: none).
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
+
+/// One flight file's JSON, or nullopt when it is missing or not (yet) whole JSON.
+std::optional<nlohmann::json> read_flight_file(const std::string& path);
+
+/// Writes text (and a newline) to path through path.tmp and a rename, so that a reader sees
+/// the old file or the new one, whole; ec says why not (e.g. the folder is gone).
+void write_flight_file(const std::string& path, const std::string& text, std::error_code& ec);
 
 }  // namespace ddptrain

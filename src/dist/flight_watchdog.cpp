@@ -56,12 +56,10 @@ void FlightWatchdog::write(const std::string& reason) {
   if (written_.exchange(true)) return;
   try {
     std::filesystem::create_directories(dir_);
-    const std::string path = dir_ + "/flight_rank" + std::to_string(rank_) + ".json";
-    {
-      std::ofstream out(path + ".tmp");
-      out << recorder_.to_json(rank_, world_, reason).dump(1) << '\n';
-    }
-    std::filesystem::rename(path + ".tmp", path);
+    std::error_code ec;
+    write_flight_file(dir_ + "/flight_rank" + std::to_string(rank_) + ".json",
+                      recorder_.to_json(rank_, world_, reason).dump(1), ec);
+    if (ec) throw std::filesystem::filesystem_error("rename", ec);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_, dir_.c_str(),
                  e.what());
@@ -84,12 +82,7 @@ bool FlightWatchdog::answer_launcher() {
   p["flight_dir"] = dir_;
   std::string text = p.dump();
   if (text == last_progress_) return false;
-  const std::string path = flight_progress_path(launch_dir_, rank_);
-  {
-    std::ofstream out(path + ".tmp");
-    out << text << '\n';
-  }
-  std::filesystem::rename(path + ".tmp", path, ec);  // the launch folder is gone: nothing to tell
+  write_flight_file(flight_progress_path(launch_dir_, rank_), text, ec);  // failing: the launch folder is gone
   last_progress_ = std::move(text);
   return false;
 }

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -11,21 +10,6 @@
 #include "util/clock.h"
 
 namespace ddptrain {
-namespace {
-
-std::optional<nlohmann::json> read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const std::exception&) {  // being replaced: the next read gets it
-    return std::nullopt;
-  }
-}
-
-}  // namespace
 
 StallWatch::StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world)
     : launch_dir_(std::move(launch_dir)), stall_s_(stall_s), local_ranks_(std::move(local_ranks)), world_(world) {}
@@ -42,7 +26,7 @@ std::optional<std::string> StallWatch::find_stall() {
   std::optional<std::string> found;
   double longest = 0;
   for (int r : local_ranks_) {
-    auto p = read_json(flight_progress_path(launch_dir_, r));
+    auto p = read_flight_file(flight_progress_path(launch_dir_, r));
     if (!p || !p->contains("waiting") || (*p)["waiting"].is_null()) continue;
     const nlohmann::json& w = (*p)["waiting"];
     const double waited = unix_seconds() - w.value("since", unix_seconds());
