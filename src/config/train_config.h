@@ -9,38 +9,10 @@
 
 #include "config/choices.h"
 #include "config/flag_table.h"
+#include "data/data_options.h"
+#include "models/model_options.h"
 
 namespace ddptrain {
-
-struct DataOptions {
-  DatasetKind dataset = DatasetKind::kSynthetic;
-  std::string data_dir;             // empty: the dataset's default (fashion-mnist only; see datasets.h)
-  std::string data_path;           // the text file of --dataset text
-  int num_classes = 10;
-  int in_channels = 3;
-  int image_size = 32;
-  long long dataset_size = 50000;  // synthetic and tokens only
-  int batch_size = 64;             // per rank
-  int num_workers = 4;             // loader threads; 0 = in the training thread
-  int prefetch_factor = 2;         // batches each loader thread prepares ahead
-  bool augment = false;            // random crop (and flip for cifar10) of training images
-};
-
-struct ModelOptions {
-  ModelKind model = ModelKind::kMiniResnet;
-  double width = 1.0;  // channel multiplier (mini_resnet)
-  GptPreset gpt_preset = GptPreset::kSmall;  // the sizes below override it
-  int n_layer = 0;                   // 0: the preset's
-  int n_head = 0;
-  int n_embd = 0;
-  int block_size = 0;
-  int vocab_size = 0;
-  double dropout = 0.0;  // inside each residual block (0: the reference model)
-  std::string model_path;  // torchscript: the scripted module's file
-  long long flops_per_sample = 0;  // torchscript: training FLOPs per sample, for MFU (0: no MFU)
-  Recompute activation_checkpointing = Recompute::kNone;  // blocks: recompute blocks in backward
-  MemoryFormat memory_format = MemoryFormat::kAuto;  // auto: channels_last for mini_resnet
-};
 
 struct OptimOptions {
   int epochs = 10;

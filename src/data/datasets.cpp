@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "checkpoint/state_dict_reader.h"
-#include "config/train_config.h"
 #include "data/augment.h"
+#include "data/data_options.h"
 #include "data/token_datasets.h"
 #include "util/error.h"
 

@@ -1,7 +1,7 @@
 #include "models/build_model.h"
 
-#include "config/train_config.h"
 #include "models/gpt.h"
+#include "models/model_options.h"
 #include "models/script_model.h"
 #include "util/error.h"
 
