@@ -53,12 +53,14 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
 DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
                        const Units* units, double backward_s) {
   DdpOptions d;
+  std::vector<at::Tensor> trainable;
+  for (const auto& p : module.parameters())
+    if (p.requires_grad()) trainable.push_back(p);
   if (o.bucket_cap_mb) {
     d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.bucket_cap_mb * (1 << 20));
   } else if (ctx.communicates() && ctx.world_size() > 1) {
     int64_t grad_bytes = 0;
-    for (const auto& p : module.parameters())
-      if (p.requires_grad()) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    for (const auto& p : trainable) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
     const BucketCapChoice c = agreed_bucket_cap(ctx, grad_bytes, backward_s);
     ctx.log().info(c.why);
     d.reducer.bucket_cap_bytes = c.cap_bytes;
@@ -69,12 +71,8 @@ DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const to
   d.reducer.comm_hook = o.comm_hook;
   d.reducer.overlap = o.ddp_overlap;
   d.reducer.shard_gradients = o.zero_stage >= 2 && ctx.communicates();
-  if (o.zero_stage >= 3 && ctx.communicates()) {  // Note [ZeRO stage 3]: one bucket per unit
-    std::vector<at::Tensor> params;
-    for (const auto& p : module.parameters())
-      if (p.requires_grad()) params.push_back(p);
-    d.reducer.buckets = unit_buckets(params, units);
-  }
+  if (o.zero_stage >= 3 && ctx.communicates())  // Note [ZeRO stage 3]: one bucket per unit
+    d.reducer.buckets = unit_buckets(trainable, units);
   d.broadcast_buffers = o.broadcast_buffers;
   return d;
 }
