@@ -64,7 +64,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // with the file and the reason, and changes nothing on disk.
   // Only this run's checkpoints: see Note [Run identity].
   cfg.run.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
-  if (!cfg.run.resume_from.empty()) verify_resumable(cfg.run.resume_from, ctx);
+  if (!cfg.run.resume_from.empty()) verify_checkpoint(cfg.run.resume_from);  // the load logs a world-size change
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
