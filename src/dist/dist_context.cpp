@@ -110,6 +110,10 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
   }
+  // Until every rank has joined nothing else is printed: say what this node waits for.
+  if (env_.local_rank == 0)
+    log_.info_all_ranks(str("rendezvous at ", env_.master_addr, ":", env_.master_port, ": waiting for the job's ",
+                            env_.world_size, " ranks (at most ", timeout_.count() / 1000, " s)"));
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env_.master_port);
   // Under torchrun's static rendezvous its agent already serves the store; else rank 0 does.
