@@ -1,16 +1,22 @@
 # ddptrain — top-level entry points. `make run` and `make test` work on a fresh Debian 12
 # machine: each first installs what is missing (scripts/install_deps.sh).
-# The default build is against pip's LibTorch 2.x (torch==2.11.0, the torch users have:
-# MKL, CUDA and NCCL compiled in); `make test-debian` builds and tests the same code against
-# Debian's LibTorch 1.13 (libtorch-dev, with OpenBLAS) in build-debian/. CI runs both.
+# The default build is against pip's LibTorch 2.15 (torch==2.15.0, PyPI's current: MKL, CUDA
+# and NCCL compiled in) in build/; `make test-2.11` builds and tests the same code against
+# pip's torch 2.11 (the GPU machine's) in build-2.11/, `make test-debian` against Debian's
+# LibTorch 1.13 (libtorch-dev, with OpenBLAS) in build-debian/. CI runs all three.
+# Any other pip torch: `make test TORCH_VERSION=2.13.0 BUILD=build-2.13`.
+TORCH_VERSION ?= 2.15.0
+export TORCH2_VERSION := $(TORCH_VERSION)
 BUILD ?= build
+BUILD_2_11 ?= build-2.11
 BUILD_DEBIAN ?= build-debian
 JOBS ?= $(shell nproc)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 CTEST_ARGS ?=
 
-.PHONY: deps deps-debian configure build run test build-debian test-debian bench bench-debian clean format
+.PHONY: deps deps-debian configure build build-main run test build-2.11 test-2.11 build-debian test-debian \
+        bench bench-debian clean format
 
 deps:
 	@./scripts/install_deps.sh
@@ -18,18 +24,25 @@ deps:
 deps-debian:
 	@./scripts/install_deps.sh debian
 
-# The Python whose torch the build links (its LibTorch) and the interop tests talk to.
+# The Python whose torch the build links (its LibTorch) and the interop tests talk to. A build
+# folder configured for another Python (another torch) is configured again.
 configure: deps
-	@py=$$(./scripts/torch2_python.sh) && test -f $(BUILD)/build.ninja || \
+	@py=$$(./scripts/torch2_python.sh) && \
+	  { grep -qx "DDPTRAIN_PYTHON:FILEPATH=$$py" $(BUILD)/CMakeCache.txt 2>/dev/null && test -f $(BUILD)/build.ninja || \
 	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDPTRAIN_PYTHON=$$py \
-	    -DCMAKE_PREFIX_PATH=$$($$py -c 'import torch;print(torch.utils.cmake_prefix_path)') $(CMAKE_ARGS)
+	    -DCMAKE_PREFIX_PATH=$$($$py -c 'import torch;print(torch.utils.cmake_prefix_path)') $(CMAKE_ARGS); }
 
+# Everything: the library, the command, the tests, the benchmarks.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# What the main job needs: the library and the ddptrain command.
+build-main: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target ddptrain
+
 # The main job: 2 local CPU workers train MiniResNet (width 0.25) on Fashion-MNIST for one
 # epoch, evaluate on the test split and print the test accuracy.
-run: build
+run: build-main
 	./$(BUILD)/ddptrain launch --nproc_per_node 2 --master_port 29533 train \
 	  --dataset fashion-mnist --width 0.25 --epochs 1 --lr 0.05 --batch_size 64 \
 	  --num_workers 1 --log_interval 100 --checkpoint_dir $(BUILD)/run-checkpoints
@@ -39,7 +52,14 @@ test: build
 	@./scripts/install_deps.sh test
 	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
-# The second build: Debian's LibTorch 1.13 and, across the interop tests, Debian's python3
+# The GPU machine's torch: pip's 2.11 (its own folder and virtual environment).
+build-2.11:
+	@$(MAKE) --no-print-directory build BUILD=$(BUILD_2_11) TORCH_VERSION=2.11.0
+
+test-2.11:
+	@$(MAKE) --no-print-directory test BUILD=$(BUILD_2_11) TORCH_VERSION=2.11.0
+
+# The Debian build: Debian's LibTorch 1.13 and, across the interop tests, Debian's python3
 # with its torch 1.13.
 build-debian: deps-debian
 	@test -f $(BUILD_DEBIAN)/build.ninja || \
@@ -60,4 +80,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD_DEBIAN)
+	rm -rf $(BUILD) $(BUILD_2_11) $(BUILD_DEBIAN)

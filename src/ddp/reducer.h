@@ -6,7 +6,7 @@
 // bucket and leaves the global mean in param.grad().
 //
 // Note [AccumulateGrad hooks]: a parameter holds its AccumulateGrad node only weakly; the
-// reducer keeps the shared_ptrs alive, or the node (and our hook) would be recreated and the
+// reducer keeps owning handles alive, or the node (and our hook) would be recreated and the
 // hook would silently never fire. Hooks are removed in the destructor.
 // Note [no_sync and accumulation]: with sync disabled the hooks do nothing, so gradients
 // simply accumulate locally in param.grad(); the next synced backward copies the accumulated
@@ -25,6 +25,7 @@
 #include "config/choices.h"
 #include "dist/dist_context.h"
 #include "obs/wait_clock.h"
+#include "util/torch_compat.h"
 
 namespace ddptrain {
 
@@ -102,7 +103,7 @@ class Reducer {
   std::vector<at::Tensor> shard_;    // shard_gradients: this rank's averaged shard per bucket
 
   // See Note [AccumulateGrad hooks].
-  std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;
+  std::vector<compat::GradAccumulator> grad_accumulators_;
   std::vector<uintptr_t> hook_keys_;
 
   // Per-iteration state, touched only by the autograd thread running backward.

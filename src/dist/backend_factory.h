@@ -1,5 +1,23 @@
 // The one choke point that names Gloo and NCCL (see ../shared/STYLE.md, 11). Everything
 // else speaks compat::CommBackend / c10d::Work.
+//
+// Note [c10d after the old backends]
+// Upstream plans torchcomms as the default communication layer (2.12 notes: "2.13+") and to
+// deprecate the existing c10d::Backends. What the torch we build on shows (2.15.0's headers):
+//  - c10d::Backend is still the abstraction every engine implements: torchcomms' NCCL engine
+//    arrives in-tree as c10d::nccl2::ProcessGroupNCCL (nccl2/ProcessGroupNCCL.hpp, 2.14+), a
+//    c10d::Backend with the old constructor (store, rank, size, ProcessGroupNCCL::Options).
+//  - the single-tensor collectives got torchcomms' names (all_gather_single,
+//    reduce_scatter_single); the old names (_allgather_base, _reduce_scatter_base) are
+//    forwarding aliases. ddptrain calls neither: it uses the list forms (allgather,
+//    reduce_scatter), unchanged since 1.13.
+//  - ProcessGroupGloo and c10d::ProcessGroupNCCL still build and run unchanged.
+// So ddptrain holds a c10d::Backend (compat::CommBackend) made here and nowhere else. When the
+// old backends go, only make_backend changes: NCCL becomes c10d::nccl2::ProcessGroupNCCL (the
+// same options), Gloo whatever CPU engine replaces it; a backend API that is not a
+// c10d::Backend would get an adapter class in dist/ (as DeviceCheckingBackend wraps one
+// today), and DistContext, the reducer and ZeRO stay as they are. torch_compat.h carries the
+// version switches (CommBackend, GradAccumulator).
 #pragma once
 
 #include <chrono>

@@ -11,6 +11,8 @@
 //    gets the plain masked softmax (causal_attention).
 //  - c10::Allocator::allocate is const in 1.13 and not in 2.x, which also wants copy_data
 //    (CpuMemoryAllocator, behind the tests' CPU-backed device).
+//  - Autograd nodes are held by std::shared_ptr up to 2.14 and by c10::intrusive_ptr from
+//    2.15 on (GradAccumulator: whatever grad_accumulator() returns).
 #pragma once
 
 #include <cmath>
@@ -24,6 +26,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -82,6 +85,9 @@ inline auto optimizer_state_key(const at::Tensor& param) {
 #endif
 }
 using WorkHandle = c10::intrusive_ptr<c10d::Work>;
+
+/// An owning handle on a leaf's gradient accumulator (the autograd node its post hooks hang on).
+using GradAccumulator = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 /// Autocast to dtype on device for the guard's lifetime (the previous state comes back);
 /// enabled=false leaves everything as it is.
