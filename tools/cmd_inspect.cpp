@@ -55,7 +55,7 @@ int inspect_script(const ModelOptions& mo, long long image, long long channels) 
   model.eval();
   const at::Tensor x = mo.block_size > 0 ? at::zeros({1, mo.block_size}, at::kLong) : at::randn({1, channels, image, image});
   const at::Tensor out = model.forward(x);
-  std::printf("output for an input of shape %s: %s\n", str(x.sizes()).c_str(), str(out.sizes()).c_str());
+  std::printf("output for an input of shape %s: %s\n", ddptrain::str(x.sizes()).c_str(), ddptrain::str(out.sizes()).c_str());
   return 0;
 }
 

@@ -24,30 +24,30 @@ at::Tensor flat_view(const at::Tensor& dense) { return dense.detach().permute(me
 
 at::Tensor flat_as(const at::Tensor& t, const at::Tensor& like) { return t.permute(memory_order(like)).reshape({-1}); }
 
-OptimizerKind optimizer_kind(const optim::Optimizer& o) {
-  if (dynamic_cast<const optim::SGD*>(&o)) return OptimizerKind::kSgd;
-  if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerKind::kAdamW;
-  if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerKind::kAdam;
+OptimizerClass optimizer_kind(const optim::Optimizer& o) {
+  if (dynamic_cast<const optim::SGD*>(&o)) return OptimizerClass::kSgd;
+  if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerClass::kAdamW;
+  if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerClass::kAdam;
   throw UsageError("--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
                    "of them (use one of those, or --zero_stage 0)");
 }
 
-const char* optimizer_kind_name(OptimizerKind k) {
+const char* optimizer_kind_name(OptimizerClass k) {
   switch (k) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerClass::kSgd: return "sgd";
+    case OptimizerClass::kAdam: return "adam";
+    case OptimizerClass::kAdamW: return "adamw";
   }
   return "?";
 }
 
 std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full, std::vector<optim::OptimizerParamGroup> g) {
   switch (optimizer_kind(full)) {
-    case OptimizerKind::kSgd:
+    case OptimizerClass::kSgd:
       return std::make_unique<optim::SGD>(std::move(g), static_cast<const optim::SGDOptions&>(full.defaults()));
-    case OptimizerKind::kAdam:
+    case OptimizerClass::kAdam:
       return std::make_unique<optim::Adam>(std::move(g), static_cast<const optim::AdamOptions&>(full.defaults()));
-    case OptimizerKind::kAdamW:
+    case OptimizerClass::kAdamW:
       return std::make_unique<optim::AdamW>(std::move(g), static_cast<const optim::AdamWOptions&>(full.defaults()));
   }
   return nullptr;
@@ -55,15 +55,15 @@ std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full, s
 
 int state_fields(const optim::Optimizer& full) {
   switch (optimizer_kind(full)) {
-    case OptimizerKind::kSgd: return 1;
-    case OptimizerKind::kAdam: return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
-    case OptimizerKind::kAdamW: return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+    case OptimizerClass::kSgd: return 1;
+    case OptimizerClass::kAdam: return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+    case OptimizerClass::kAdamW: return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
   }
   return 0;
 }
 
 bool group_has_state(const optim::Optimizer& full, size_t g) {
-  if (optimizer_kind(full) != OptimizerKind::kSgd) return true;
+  if (optimizer_kind(full) != OptimizerClass::kSgd) return true;
   return static_cast<const optim::SGDOptions&>(full.param_groups()[g].options()).momentum() != 0;
 }
 
@@ -90,13 +90,13 @@ std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& f
     return std::unique_ptr<optim::OptimizerParamState>(std::move(s));
   };
   switch (optimizer_kind(full)) {
-    case OptimizerKind::kSgd: {
+    case OptimizerClass::kSgd: {
       auto s = std::make_unique<optim::SGDParamState>();
       s->momentum_buffer(t[0]);
       return s;
     }
-    case OptimizerKind::kAdam: return adam_like(std::make_unique<optim::AdamParamState>());
-    case OptimizerKind::kAdamW: return adam_like(std::make_unique<optim::AdamWParamState>());
+    case OptimizerClass::kAdam: return adam_like(std::make_unique<optim::AdamParamState>());
+    case OptimizerClass::kAdamW: return adam_like(std::make_unique<optim::AdamWParamState>());
   }
   return nullptr;
 }

@@ -12,11 +12,13 @@
 
 namespace ddptrain {
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW };
+// The torch::optim class of an optimizer (the CLI's --optimizer choice is config/choices.h's
+// OptimizerKind, a narrower set).
+enum class OptimizerClass { kSgd, kAdam, kAdamW };
 
 /// UsageError for any other optimizer.
-OptimizerKind optimizer_kind(const torch::optim::Optimizer& o);
-const char* optimizer_kind_name(OptimizerKind k);
+OptimizerClass optimizer_kind(const torch::optim::Optimizer& o);
+const char* optimizer_kind_name(OptimizerClass k);
 /// An optimizer of full's kind and defaults over other parameter groups.
 std::unique_ptr<torch::optim::Optimizer> optimizer_like(const torch::optim::Optimizer& full,
                                                         std::vector<torch::optim::OptimizerParamGroup> groups);

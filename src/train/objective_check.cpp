@@ -39,7 +39,7 @@ at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const 
     throw;
   } catch (const std::exception& e) {
     std::string what = e.what();
-    throw UsageError(str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
+    throw UsageError(c10::str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
                          inputs.scalar_type(), " inputs from ", c.data_name, ": ", what.substr(0, what.find('\n')),
                          "; the module's forward must take one tensor: (B, C, H, W) images or (B, T) int64 tokens"));
   }
