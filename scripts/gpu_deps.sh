@@ -6,7 +6,8 @@
 # includes them), zlib, and the nccl.h of the NCCL release pip's torch pins. .gpudeps is
 # git-ignored; the device tool carries it
 # (carry: [".gpudeps"]). With --binary it also carries ddptrain and its CUDA tests built here
-# against the same pip torch (the default build, CUDA and NCCL compiled in) in .gpudeps/bin,
+# against the GPU machine's pip torch (2.11.0, or $TORCH2_VERSION; the build-2.11 folder of
+# `make build-2.11`, CUDA and NCCL compiled in) in .gpudeps/bin,
 # with the torch version they were built against: gpu-check.sh uses them when that torch is
 # the GPU machine's and they start there, and builds there otherwise (minutes of device time
 # saved). Usage: scripts/gpu_deps.sh [--binary]  (then see scripts/gpu-check.sh)
@@ -16,6 +17,9 @@ case "${1:-}" in
   *) echo "gpu_deps: unknown argument '$1' (usage: scripts/gpu_deps.sh [--binary])" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
+# The GPU machine's torch (2.11.0+cu130; it cannot install another), not the default build's.
+export TORCH2_VERSION=${TORCH2_VERSION:-2.11.0}
+gpu_build=${GPU_BUILD:-build-$(echo "$TORCH2_VERSION" | cut -d. -f1-2)}
 d=.gpudeps
 arch=lib/x86_64-linux-gnu
 rm -rf "$d"
@@ -43,10 +47,10 @@ nccl_inc=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__pa
 cp -r "$nccl_inc"/. "$d/include/"
 echo "gpu_deps: nccl.h $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$d/include/nccl.h" | paste -sd.) from $nccl_inc"
 if [ "${1:-}" = --binary ]; then
-  cmake --build build --target ddptrain ddptrain_cuda_tests > /dev/null ||
-    { echo "gpu_deps: the default build failed (run make build)" >&2; exit 1; }
+  cmake --build "$gpu_build" --target ddptrain ddptrain_cuda_tests > /dev/null ||
+    { echo "gpu_deps: the build in $gpu_build failed (run make build-2.11)" >&2; exit 1; }
   mkdir -p "$d/bin"
-  cp build/ddptrain build/ddptrain_cuda_tests "$d/bin/"
+  cp "$gpu_build/ddptrain" "$gpu_build/ddptrain_cuda_tests" "$d/bin/"
   "$py" -c 'import torch; print(torch.__version__)' > "$d/bin/torch_version"
   echo "gpu_deps: ddptrain and ddptrain_cuda_tests built against torch $(cat "$d/bin/torch_version") in $d/bin"
 fi

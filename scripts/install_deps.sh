@@ -2,8 +2,9 @@
 # Installs what ddptrain needs, only what is missing. Idempotent and non-interactive; uses
 # sudo when not root.
 #   scripts/install_deps.sh          the default build: Debian's build tools and libraries,
-#                                    and pip's torch==2.11.0 (its LibTorch, with MKL, CUDA
-#                                    and NCCL) through scripts/torch2_python.sh
+#                                    and pip's torch==$TORCH2_VERSION (default 2.15.0: its
+#                                    LibTorch, with MKL, CUDA and NCCL) through
+#                                    scripts/torch2_python.sh
 #   scripts/install_deps.sh test     the default build and what its test suite also needs:
 #                                    Debian's python3-torch 1.13, "the other torch" whose
 #                                    torchrun E2E.UnderTheOtherTorchsTorchrunFailsInSeconds
@@ -50,7 +51,7 @@ if [ "$mode" = debian ]; then
   fi
 fi
 
-# pip's torch 2.x: the default build's LibTorch and the Python the interop tests talk to.
+# pip's torch 2.x: the build's LibTorch and the Python the interop tests talk to.
 "$root/scripts/torch2_python.sh" > /dev/null
 
 # Python readers the interop tests check our files with (PyPI), for Debian's python3:
