@@ -21,9 +21,7 @@
 #include "util/error.h"
 
 namespace ddptrain {
-namespace {
 
-// --checkpoint: a checkpoint, or a folder of them (--checkpoint_dir), meaning its newest.
 std::string resolve_checkpoint(const std::string& dir) {
   namespace fs = std::filesystem;
   const char* fix = "pass a checkpoint (e.g. ./checkpoints/epoch_0001) or a --checkpoint_dir (its newest is used)";
@@ -34,11 +32,9 @@ std::string resolve_checkpoint(const std::string& dir) {
   const auto newest = find_latest_checkpoint(dir, log);
   DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir, "' is not a checkpoint (no manifest.json: not one, or ",
                   "its save was interrupted) and holds no valid checkpoint; ", fix);
-  log.info(str("--checkpoint ", dir, " holds checkpoints: evaluating the newest, ", *newest));
+  log.info(str("--checkpoint ", dir, " holds checkpoints: using the newest, ", *newest));
   return *newest;
 }
-
-}  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";

@@ -1,5 +1,5 @@
 // `ddptrain export --checkpoint DIR --format pt|safetensors --out FILE`: the weights of a
-// verified checkpoint for other tools. pt: the state_dict that Python's
+// verified checkpoint (or the newest in a --checkpoint_dir) for other tools. pt: the state_dict that Python's
 // torch.load(weights_only=True) reads; safetensors: the Hugging Face format.
 #include <cstdio>
 #include <filesystem>
@@ -18,7 +18,7 @@ int cmd_export(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain export --checkpoint DIR --format pt|safetensors --out FILE";
   std::string checkpoint, format = "pt", out;
   std::vector<Flag> table = {
-      bind_flag("checkpoint", &checkpoint, "checkpoint directory (one with a manifest.json)"),
+      bind_flag("checkpoint", &checkpoint, "a checkpoint, or a --checkpoint_dir (its newest)"),
       bind_flag("format", &format, "pt (torch.load, weights_only) or safetensors"),
       bind_flag("out", &out, "file to write (written atomically)"),
   };
@@ -34,11 +34,15 @@ int cmd_export(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(!std::filesystem::is_directory(out), "--out='", out, "' is a folder; pass a file path (e.g. ", out,
                   "/model.", format, ")");
   DDP_USAGE_CHECK(format == "pt" || format == "safetensors", "--format='", format, "' must be pt or safetensors");
+  checkpoint = resolve_checkpoint(checkpoint);
   verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
   const std::string model_pt = checkpoint + "/model.pt";
   std::string bytes = read_file(model_pt);
   if (format == "safetensors")
     bytes = safetensors_bytes(unpickle_tensors(bytes, model_pt), {{"format", "pt"}, {"source", checkpoint}});
+  // The output's folder is created, as train creates --metrics_file's.
+  if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty())
+    std::filesystem::create_directories(folder);
   write_file_atomic(out, bytes);
   std::printf("wrote %s (%s, %zu bytes)\n", out.c_str(), format.c_str(), bytes.size());
   return 0;

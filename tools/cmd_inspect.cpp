@@ -168,13 +168,13 @@ int inspect_sampler(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect sampler --dataset_len N --world_size W --rank R --seed S --epoch E\n"
       "                                [--no-shuffle] [--drop_last]";
-  long long len = 0, world = 1, rank = 0, seed = 0, epoch = 0;
+  long long len = 0, world = 1, rank = 0, seed = RunOptions{}.seed, epoch = 0;  // train's --seed default
   bool shuffle = true, drop_last = false;
   std::vector<Flag> table = {
       bind_flag("dataset_len", &len, "samples in the dataset"),
       bind_flag("world_size", &world, "number of ranks"),
       bind_flag("rank", &rank, "the rank to show"),
-      bind_flag("seed", &seed, "sampler seed"),
+      bind_flag("seed", &seed, "sampler seed (train's --seed)"),
       bind_flag("epoch", &epoch, "the epoch given to set_epoch"),
       bind_flag("shuffle", &shuffle, "permute the indices"),
       bind_flag("drop_last", &drop_last, "drop the tail instead of padding"),

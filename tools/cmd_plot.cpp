@@ -74,6 +74,21 @@ void add_run(std::vector<Panel>& panels, const std::string& name, int c, const R
   panels[3].lines.push_back(mfu);
 }
 
+// Each input's legend prefix: its file stem, or folder/stem where two inputs share a stem
+// (a/metrics.jsonl and b/metrics.jsonl); "" for a single input.
+std::vector<std::string> input_labels(const std::vector<std::string>& inputs) {
+  std::vector<std::string> labels;
+  for (const std::string& path : inputs) {
+    const std::filesystem::path p(path);
+    const bool shared = std::count_if(inputs.begin(), inputs.end(), [&](const std::string& other) {
+                          return std::filesystem::path(other).stem() == p.stem();
+                        }) > 1;
+    const std::string folder = std::filesystem::absolute(p).parent_path().filename().string();
+    labels.push_back(inputs.size() == 1 ? "" : (shared ? folder + "/" : "") + p.stem().string() + " ");
+  }
+  return labels;
+}
+
 }  // namespace
 
 int cmd_plot(const std::vector<std::string>& args) {
@@ -94,14 +109,22 @@ int cmd_plot(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!inputs.empty() && !out.empty(), usage);
+  DDP_USAGE_CHECK(std::filesystem::path(out).extension() == ".svg", "-o '", out, "': plot writes SVG only; name the ",
+                  "output ", std::filesystem::path(out).replace_extension(".svg").string(),
+                  " (convert it with any SVG tool, e.g. rsvg-convert, for another format)");
   std::vector<Panel> panels = {{"loss", {}}, {"accuracy", {}}, {"samples/s (global)", {}}, {"MFU (%)", {}}};
   int color = 0, drawn = 0;
-  for (const std::string& path : inputs) {
-    const std::vector<Run> runs = read_runs(path);
-    const std::string stem = inputs.size() > 1 ? std::filesystem::path(path).stem().string() + " " : "";
+  const std::vector<std::string> labels = input_labels(inputs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::vector<Run> runs = read_runs(inputs[i]);
+    DDP_USAGE_CHECK(!runs.empty(), "metrics file '", inputs[i], "' holds no records: nothing to plot (is it the ",
+                    "file train --metrics_file wrote, and did that run reach its first step?)");
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
-      add_run(panels, runs.size() > 1 ? stem + "run " + std::to_string(k + 1) + " " : stem, color++, runs[k]);
+      add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++, runs[k]);
   }
+  // The output's folder is created, as train creates --metrics_file's.
+  const std::filesystem::path folder = std::filesystem::path(out).parent_path();
+  if (!folder.empty()) std::filesystem::create_directories(folder);
   write_file_atomic(out, render_svg(panels));
   std::printf("wrote %s (%d run%s)\n", out.c_str(), drawn, drawn == 1 ? "" : "s");
   return 0;

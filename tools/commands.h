@@ -14,4 +14,8 @@ int cmd_plot(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe);
 
+/// --checkpoint of eval and export: a checkpoint, or a folder of them (a --checkpoint_dir),
+/// meaning its newest; UsageError naming the path and the fix for anything else.
+std::string resolve_checkpoint(const std::string& path);
+
 }  // namespace ddptrain

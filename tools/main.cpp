@@ -38,6 +38,7 @@ const char* const kUsage =
     "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...: a rank's sample indices\n"
     "           ddptrain inspect model [--model M ...]: layers, parameters, FLOPs per sample\n"
     "           ddptrain inspect loader [--dataset D ...]: how fast the loader alone delivers batches\n"
+    "           ddptrain inspect hang DIR: which rank a failed job waited for, from its flight records\n"
     "  export   ddptrain export --checkpoint DIR --format pt|safetensors --out FILE\n"
     "  plot     ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg\n"
     "  eval     ddptrain eval --checkpoint DIR [train flags]: test loss and accuracy\n"

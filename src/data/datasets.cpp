@@ -156,7 +156,7 @@ Example Cifar10Dataset::get(int64_t index) const {
   return e;
 }
 
-TensorFileDataset::TensorFileDataset(const std::string& path) {
+TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
   DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "tensor dataset file '", path,
                   "' does not exist; write it with torch.save({\"images\": x, \"labels\": y}, path)");
   NamedTensors t;
@@ -193,6 +193,30 @@ TensorFileDataset::TensorFileDataset(const std::string& path) {
             static_cast<int>(labels_.max().item<int64_t>() + 1)};
 }
 
+void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
+  const DatasetShape& t = train.shape_;
+  DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'", path_,
+                  "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width, ") but '",
+                  train.path_, "' trains on (", t.channels, ", ", t.height, ", ", t.width,
+                  "): the test split must hold images of the training split's shape");
+  const bool regression = train.labels_.is_floating_point();
+  DDP_USAGE_CHECK(labels_.is_floating_point() == regression, "'", path_, "': labels are ",
+                  labels_.is_floating_point() ? "float targets" : "class indices", " but '", train.path_, "' has ",
+                  regression ? "float targets" : "class indices", ": both splits need the same kind of labels");
+  if (regression) {
+    DDP_USAGE_CHECK(shape_.num_classes == t.num_classes, "'", path_, "': ", shape_.num_classes,
+                    " targets per image but '", train.path_, "' has ", t.num_classes,
+                    ": both splits need targets of the same size");
+    return;
+  }
+  const at::Tensor outside = (labels_ >= t.num_classes).nonzero();
+  const int64_t i = outside.numel() == 0 ? -1 : outside[0][0].item<int64_t>();
+  DDP_USAGE_CHECK(i < 0, "'", path_, "': label ", labels_.data_ptr<int64_t>()[i], " at index ", i,
+                  " is not a class of the training split ('", train.path_, "' has classes 0..", t.num_classes - 1,
+                  "; ", outside.size(0), " of ", size(), " test labels are outside): relabel the test split or ",
+                  "add the class to the training split");
+}
+
 Example TensorFileDataset::get(int64_t index) const {
   Example e;
   e.input = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
@@ -224,11 +248,16 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       s.train = std::make_unique<Cifar10Dataset>(dir, true);
       s.test = std::make_unique<Cifar10Dataset>(dir, false);
       break;
-    case DatasetKind::kTensors:
-      s.train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
-      if (std::filesystem::is_regular_file(dir + "/test.pt"))
-        s.test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
+    case DatasetKind::kTensors: {
+      auto train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
+      if (std::filesystem::is_regular_file(dir + "/test.pt")) {
+        auto test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
+        test->check_scores(*train);
+        s.test = std::move(test);
+      }
+      s.train = std::move(train);
       break;
+    }
     case DatasetKind::kTokens:
     case DatasetKind::kText:
       DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", word(opts.dataset),

@@ -98,8 +98,15 @@ class TensorFileDataset : public Dataset {
   int64_t size() const override { return labels_.size(0); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override { return shape_; }
+  /// UsageError unless this split can score a model trained on `train`: images of its shape,
+  /// targets of its kind and size, and class labels among its classes (the first label
+  /// outside is named with its index). Checked at load: otherwise the first evaluation, an
+  /// epoch later, fails in the loss, or (another image size under global pooling) passes
+  /// with a meaningless accuracy.
+  void check_scores(const TensorFileDataset& train) const;
 
  private:
+  std::string path_;
   at::Tensor images_;
   at::Tensor labels_;
   DatasetShape shape_;

@@ -106,7 +106,9 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   if (cfg.run.keep_global_batch && !cfg.run.resume_from.empty()) {
     opts.grad_accum_steps = kept_accumulation(read_checkpoint_meta(cfg.run.resume_from), ctx.world_size(),
                                               cfg.data.batch_size, cfg.optim.grad_accum_steps);
-    log.info(str("--keep_global_batch: ", opts.grad_accum_steps, " accumulation steps keep the checkpoint's global batch ",
+    log.info(str("--keep_global_batch: ", opts.grad_accum_steps,
+                 opts.grad_accum_steps == 1 ? " accumulation step keeps" : " accumulation steps keep",
+                 " the checkpoint's global batch ",
                  static_cast<int64_t>(opts.batch_size) * opts.grad_accum_steps * ctx.world_size()));
   }
   Trainer trainer(ctx, std::move(net), *optimizer, opts, objective_for(cfg.optim.loss));

@@ -171,7 +171,8 @@ void Trainer::shard_parameters() {
       f->release_all();
     };
   }
-  ctx_.log().info(str("ZeRO stage 3: the parameters are sharded in ", f->buckets().size(), " units (",
+  const size_t units = f->buckets().size();
+  ctx_.log().info(str("ZeRO stage 3: the parameters are sharded in ", units, units == 1 ? " unit (" : " units (",
                       model_.units ? model_.units->size() : 0, " named by the model, and the root)"));
 }
 

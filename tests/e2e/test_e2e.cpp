@@ -61,6 +61,16 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
   }
 }
 
+// --help names every command and every inspect target that `inspect --help` lists.
+TEST(E2E, HelpNamesEveryCommandAndInspectTarget) {
+  ProcResult help = run({binary(), "--help"}, {}, 60);
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  for (const char* c : {"train", "launch", "export", "plot", "eval"})
+    EXPECT_NE(help.output.find(std::string("  ") + c + " "), std::string::npos) << c << "\n" << help.output;
+  for (const char* what : {"sampler", "model", "loader", "hang"})
+    EXPECT_NE(help.output.find(std::string("ddptrain inspect ") + what), std::string::npos) << what << "\n" << help.output;
+}
+
 TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
   std::ifstream in(source_dir() + "/tests/golden/sampler.txt");
   int checked = 0;
@@ -82,6 +92,17 @@ TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
     ++checked;
   }
   EXPECT_EQ(checked, 12);
+  // Without --seed it shows what train's default seed (42) gives.
+  auto indices = [&](std::vector<std::string> seed) {
+    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", "10", "--world_size", "3",
+                                     "--rank", "1", "--epoch", "1"};
+    argv.insert(argv.end(), seed.begin(), seed.end());
+    ProcResult res = run(argv, {}, 30);
+    EXPECT_EQ(res.exit_code, 0) << res.output;
+    return res.output;
+  };
+  EXPECT_EQ(indices({}), indices({"--seed", "42"}));
+  EXPECT_NE(indices({}), indices({"--seed", "0"}));
 }
 
 TEST(E2E, TwoRanksTrainAgreeAndPythonLoadsTheCheckpoint) {
@@ -203,6 +224,22 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
                         dir + "/cmp.svg"}, {}, 60);
   EXPECT_NE(xml.output.find("XML OK"), std::string::npos) << xml.output;
   EXPECT_EQ(run({binary(), "plot", dir + "/missing.jsonl", "-o", dir + "/x.svg"}, {}, 60).exit_code, 2);
+  // Two files of one name in two folders are told apart by their folder; the output's folder
+  // is created; another format than SVG and a file without records are usage errors.
+  fs::create_directories(dir + "/a");
+  fs::create_directories(dir + "/b");
+  fs::copy_file(path, dir + "/a/m.jsonl");
+  fs::copy_file(path, dir + "/b/m.jsonl");
+  ProcResult p3 = run({binary(), "plot", dir + "/a/m.jsonl", dir + "/b/m.jsonl", "-o", dir + "/new/sub/ab.svg"}, {}, 60);
+  ASSERT_EQ(p3.exit_code, 0) << p3.output;
+  const std::string ab = read_text(dir + "/new/sub/ab.svg");
+  EXPECT_NE(ab.find("a/m train"), std::string::npos) << "runs of a/m.jsonl and b/m.jsonl look alike";
+  EXPECT_NE(ab.find("b/m train"), std::string::npos) << "runs of a/m.jsonl and b/m.jsonl look alike";
+  EXPECT_EQ(run({binary(), "plot", path, "-o", dir + "/x.png"}, {}, 60).exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir + "/x.png"));
+  { std::ofstream(dir + "/empty.jsonl"); }
+  EXPECT_EQ(run({binary(), "plot", dir + "/empty.jsonl", "-o", dir + "/e.svg"}, {}, 60).exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir + "/e.svg"));
 
   ProcResult m = run({binary(), "inspect", "model", "--width", "0.125", "--image_size", "8"}, {}, 60);
   ASSERT_EQ(m.exit_code, 0) << m.output;

@@ -82,6 +82,17 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
                         dir + "/w.onnx"}, {}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
+  // --checkpoint as eval takes it: a --checkpoint_dir means its newest checkpoint; a missing
+  // path or a file is a usage error saying so; --out's folder is created.
+  ProcResult from_dir = run({binary(), "export", "--checkpoint", dir + "/ck", "--out", dir + "/new/sub/w.pt"}, {}, 60);
+  ASSERT_EQ(from_dir.exit_code, 0) << from_dir.output;
+  EXPECT_EQ(read_text(dir + "/new/sub/w.pt"), read_text(dir + "/weights.pt"));
+  ProcResult missing = run({binary(), "export", "--checkpoint", dir + "/nope", "--out", dir + "/w2.pt"}, {}, 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--checkpoint='" + dir + "/nope' does not exist"), std::string::npos) << missing.output;
+  ProcResult file = run({binary(), "export", "--checkpoint", model_pt, "--out", dir + "/w3.pt"}, {}, 60);
+  EXPECT_EQ(file.exit_code, 2) << file.output;
+  EXPECT_NE(file.output.find("is a file"), std::string::npos) << file.output;
 }
 
 TEST(E2E, TensorFileDatasetWrittenByPython) {
@@ -108,6 +119,40 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
   ProcResult bad = job(dir + "/bad");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("bad/train.pt': labels must be int64"), std::string::npos) << bad.output;
+}
+
+// A test split the trained model cannot be scored on is refused at load (exit 2, before any
+// training), naming the file and what differs: a label outside the training classes (with its
+// index), images of another size, another kind of label.
+TEST(E2E, ATestSplitThatDoesNotMatchTheTrainingSplitIsRefusedAtLoad) {
+  const std::string dir = fresh_dir("tensors_bad_test");
+  ProcResult py = run({python(), "-c",
+                       "import os, sys, torch\n"
+                       "def save(case, x, y):\n"
+                       "    os.makedirs(sys.argv[1] + '/' + case, exist_ok=True)\n"
+                       "    torch.save({'images': torch.zeros(16, 1, 12, 12, dtype=torch.uint8),\n"
+                       "                'labels': torch.arange(16) % 4}, sys.argv[1] + '/' + case + '/train.pt')\n"
+                       "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + case + '/test.pt')\n"
+                       "y = torch.arange(8) % 4\n"
+                       "y[5] = 7\n"
+                       "save('label', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), y)\n"
+                       "save('size', torch.zeros(8, 1, 8, 8, dtype=torch.uint8), torch.arange(8) % 4)\n"
+                       "save('kind', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), torch.zeros(8))\n",
+                       dir}, {}, 120);
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  const std::map<std::string, std::string> expected = {
+      {"label", "label/test.pt': label 7 at index 5 is not a class of the training split"},
+      {"size", "size/test.pt': images of shape (1, 8, 8) but '" + dir + "/size/train.pt' trains on (1, 12, 12)"},
+      {"kind", "kind/test.pt': labels are float targets but '" + dir + "/kind/train.pt' has class indices"}};
+  for (const auto& [name, message] : expected) {
+    const std::string ck = dir + "/" + name + "_ck";
+    ProcResult r = run({binary(), "train", "--dataset", "tensors", "--data_dir", dir + "/" + name, "--width", "0.125",
+                        "--batch_size", "4", "--epochs", "1", "--checkpoint_dir", ck, "--metrics_file",
+                        ck + "/metrics.jsonl"}, {}, 120);
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << name << ": " << r.output;
+    EXPECT_FALSE(fs::exists(ck + "/metrics.jsonl")) << name << ": it trained before refusing";
+  }
 }
 
 TEST(E2E, RunsUnderTorchrun) {
@@ -162,7 +207,11 @@ TEST(E2E, UnderTheOtherTorchsTorchrunFailsInSeconds) {
   std::printf("the %s build under the other torch's torchrun: exit %d after %.1f s\n", build_is_1_13 ? "1.13" : "2.x",
               r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.seconds, 30.0) << r.output;
+  // The store's first requests wait 10 s at most; the rest is two Pythons and torchrun starting:
+  // 17-19 s alone on 2 cores, 36-91 s beside another multi-threaded test of the suite (ctest
+  // -j 2 on 2 cores). The bound tells that from the 600 s of --dist_timeout_s the worker would
+  // otherwise wait.
+  EXPECT_LT(r.seconds, 180.0) << r.output;
   EXPECT_NE(r.output.find("failed its first requests"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(build_is_1_13 ? "Run it under the torchrun of torch 1.13" : "Run it under the torchrun of torch 2."),
             std::string::npos) << r.output;
