@@ -235,6 +235,31 @@ void validate_run(const RunOptions& run) {
   }
 }
 
+// The data flags the chosen dataset has no use for (where they differ from their defaults):
+// --dataset tokens with a --data_path would otherwise train on synthetic tokens.
+void reject_data_flags_that_do_not_apply(const DataOptions& d) {
+  const DataOptions defaults;
+  const std::string dataset = word(d.dataset);
+  const bool synthetic = d.dataset == DatasetKind::kSynthetic;
+  DDP_USAGE_CHECK(d.data_path.empty() || d.dataset == DatasetKind::kText, "--data_path='", d.data_path,
+                  "' is the text file of --dataset text; --dataset ", dataset,
+                  d.dataset == DatasetKind::kTokens ? " is synthetic tokens (no file): use --dataset text to train on "
+                                                      "the file's bytes"
+                                                    : " does not read it: drop --data_path (its files are in --data_dir)");
+  const bool reads_dir = d.dataset == DatasetKind::kFashionMnist || d.dataset == DatasetKind::kMnist ||
+                         d.dataset == DatasetKind::kCifar10 || d.dataset == DatasetKind::kTensors;
+  DDP_USAGE_CHECK(d.data_dir.empty() || reads_dir, "--data_dir='", d.data_dir, "': --dataset ", dataset,
+                  " reads no folder (", d.dataset == DatasetKind::kText ? "its file is --data_path" : "it is generated",
+                  "): drop --data_dir");
+  DDP_USAGE_CHECK(synthetic || (d.num_classes == defaults.num_classes && d.in_channels == defaults.in_channels &&
+                                d.image_size == defaults.image_size),
+                  "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset ", dataset,
+                  " takes its shape and classes from its data: drop them");
+  DDP_USAGE_CHECK(synthetic || d.dataset == DatasetKind::kTokens || d.dataset_size == defaults.dataset_size,
+                  "--dataset_size=", d.dataset_size, " sizes the generated datasets (synthetic, tokens); --dataset ",
+                  dataset, " has as many samples as its data: drop it (--max_steps shortens a run)");
+}
+
 // Flags the chosen model or optimizer has no use for: an error rather than silently ignored
 // (checked where they differ from their defaults).
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
@@ -259,6 +284,14 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   }
   DDP_USAGE_CHECK(c.optim.optimizer != OptimizerKind::kAdamw || c.optim.momentum == optim_defaults.momentum, "--momentum=",
                   c.optim.momentum, " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+  if (c.model.model != ModelKind::kGpt) {
+    DDP_USAGE_CHECK(c.model.gpt_preset == defaults.gpt_preset && c.model.n_layer == 0 && c.model.n_head == 0 &&
+                        c.model.n_embd == 0,
+                    "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model ", word(c.model.model),
+                    c.model.model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by --width",
+                    ": drop them");
+  }
+  reject_data_flags_that_do_not_apply(c.data);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "train/objective_check.h"
 
+#include <algorithm>
+
 #include <torch/nn/functional/loss.h>
 
 #include "util/error.h"
@@ -27,6 +29,23 @@ bool output_fits(const at::Tensor& out, const at::Tensor& targets, LossKind loss
          out.size(-1) >= shape.num_classes;
 }
 
+// The cause in an error's text: LibTorch's first line; for the TorchScript interpreter, whose
+// first line only says that an operation failed, the error its traceback ends with (the op
+// and the shapes).
+std::string cause_of(const std::string& what) {
+  const std::string first = what.substr(0, what.find('\n'));
+  if (first.find("TorchScript interpreter") == std::string::npos) return first;
+  std::string last;
+  size_t begin = 0;
+  while (begin < what.size()) {
+    const size_t end = std::min(what.find('\n', begin), what.size());
+    const std::string line = what.substr(begin, end - begin);
+    if (line.find("Error: ") != std::string::npos && line.find_first_not_of(' ') == 0) last = line;
+    begin = end + 1;
+  }
+  return last.empty() ? first : last;
+}
+
 at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const FitCheck& c) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.module->is_training();
@@ -38,10 +57,9 @@ at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const 
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = e.what();
     throw UsageError(c10::str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
-                         inputs.scalar_type(), " inputs from ", c.data_name, ": ", what.substr(0, what.find('\n')),
-                         "; the module's forward must take one tensor: (B, C, H, W) images or (B, T) int64 tokens"));
+                              inputs.scalar_type(), " inputs from ", c.data_name, ": ", cause_of(e.what()),
+                              " (ddptrain calls forward with one tensor: (B, C, H, W) images or (B, T) int64 tokens)"));
   }
 }
 

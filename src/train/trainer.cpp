@@ -186,7 +186,8 @@ void Trainer::gather_parameters() {
 // shard files or a stage-0 archive (Note [Optimizer shard files]).
 void Trainer::shard_optimizer() {
   if (!ctx_.communicates()) {
-    ctx_.log().info("zero_stage at world 1: nothing to shard, the optimizer steps as at stage 0");
+    ctx_.log().warn(str("zero_stage ", opts_.zero_stage, " at world 1: nothing to shard over one rank, so it trains ",
+                        "and holds memory as stage 0 (it shards once the run has more ranks, e.g. a resume at world 2)"));
     return;
   }
   std::function<at::Tensor(size_t)> shard_values;

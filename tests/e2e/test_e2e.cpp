@@ -26,6 +26,7 @@ using namespace ddptrain::e2e;
 namespace fs = std::filesystem;
 
 TEST(E2E, BadInputsExitWith2AndSayWhy) {
+  const std::string unused_ck = fresh_dir("unused_flags");
   struct Case {
     std::vector<std::string> args;
     std::map<std::string, std::string> env;
@@ -48,6 +49,20 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"launch", "--nproc_per_node", "2", "train", "--batch_size", "-3"}, {}, "--batch_size=-3 must be > 0"},
       {{"launch", "--nproc_per_node", "2"}, {}, "launch needs the worker command"},
       {{"frobnicate"}, {}, "unknown command 'frobnicate'"},
+      // Flags the chosen dataset or model does not use (they were ignored without a word; a
+      // folder of their own, so that a run that is not refused leaves the build folder alone).
+      {{"train", "--model", "gpt", "--dataset", "tokens", "--data_path", source_dir() + "/README.md", "--max_steps", "1",
+        "--checkpoint_dir", unused_ck},
+       {}, "is the text file of --dataset text; --dataset tokens is synthetic tokens"},
+      {{"train", "--model", "gpt", "--dataset", "text", "--data_path", source_dir() + "/README.md", "--data_dir", "/tmp",
+        "--max_steps", "1", "--checkpoint_dir", unused_ck},
+       {}, "--data_dir='/tmp': --dataset text reads no folder"},
+      {{"train", "--n_layer", "2", "--max_steps", "1", "--checkpoint_dir", unused_ck}, {},
+       "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model mini_resnet"},
+      {{"train", "--dataset", "fashion-mnist", "--num_classes", "5", "--max_steps", "1", "--checkpoint_dir", unused_ck}, {},
+       "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset fashion-mnist"},
+      {{"train", "--dataset", "fashion-mnist", "--dataset_size", "100", "--max_steps", "1", "--checkpoint_dir", unused_ck},
+       {}, "--dataset_size=100 sizes the generated"},
       {{"inspect", "sampler", "--rank", "4", "--world_size", "2"}, {}, "--rank=4 must be in [0, 2)"},
       {{"inspect", "loader", "--dataset", "imagenet"}, {}, "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
   };

@@ -101,10 +101,12 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
     std::ofstream(dir + "/not_an_archive.pt") << "hello";
   }
   const std::string two = save_script(dir, "two_inputs"), none = save_script(dir, "no_params");
-  const std::string net = save_script(dir, "net"), newer = dir + "/newer.pt";
+  const std::string net = save_script(dir, "net"), newer = dir + "/newer.pt", flat = save_script(dir, "flat_linear");
   ASSERT_EQ(run({python(), script_py(), "newer", net, newer}, {}, 120).exit_code, 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {script_train(dir, two), "its forward failed on a batch of (2, 3, 8, 8) Float inputs from --dataset synthetic"},
+      // The interpreter's cause, not its first line ("The following operation failed ..."):
+      {script_train(dir, flat), "mat1 and mat2 shapes cannot be multiplied (2x192 and 2352x10)"},
       {script_train(dir, none), "holds a module without parameters: nothing to train"},
       {script_train(dir, newer), "was saved by a newer torch than this build's LibTorch"},
       {script_train(dir, net, {"--loss", "mse"}), "--loss mse needs float targets"},
