@@ -2,6 +2,7 @@
 // the dataset it was trained on. The model and data flags come from the checkpoint's
 // config.json; flags given here override them (e.g. --data_dir, --batch_size). Runs as one
 // process or distributed (under launch/torchrun: each test sample on exactly one rank).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -80,6 +81,13 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   flags.insert(flags.end(), overrides.begin(), overrides.end());
   TrainConfig cfg = resolve_train_config(flags);
+  const bool path_given = std::any_of(overrides.begin(), overrides.end(),
+                                      [](const std::string& a) { return a.rfind("--model_path", 0) == 0; });
+  DDP_USAGE_CHECK(cfg.model.model != ModelKind::kTorchscript || path_given ||
+                      std::filesystem::is_regular_file(cfg.model.model_path),
+                  "checkpoint '", checkpoint, "' was trained from the scripted module '", cfg.model.model_path,
+                  "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
+                  "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");

@@ -1,16 +1,40 @@
 #include "config/run_identity.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
 
 #include "config/train_config.h"
 
 namespace ddptrain {
+
+namespace {
+
+// FNV-1a 64 of a file's bytes as 16 hex digits; "" when it cannot be read (the model build
+// then names the path).
+std::string content_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  uint64_t h = 1469598103934665603ull;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  return hex;
+}
+
+}  // namespace
 
 const std::vector<std::string>& flags_that_may_change_on_resume() {
   static const std::vector<std::string> kFlags = [] {
     std::vector<std::string> f = {
         // where things are, and how long to train
         "config", "data_dir", "data_path", "checkpoint_dir", "resume_from", "init_from", "epochs", "max_steps",
+        // a scripted module's file: the run records its content instead (kModuleContent)
+        "model_path",
         // saving, evaluation and logging
         "save_every", "save_every_steps", "keep_checkpoints", "checkpoint_on_signal", "eval_every", "metrics_file",
         "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval", "enable_profiling", "peak_tflops",
@@ -32,6 +56,7 @@ RunIdentity run_identity(const TrainConfig& cfg) {
   RunIdentity id;
   for (const Flag& f : train_flags(copy))
     if (!std::binary_search(free.begin(), free.end(), f.name)) id[f.name] = f.get();
+  if (!cfg.model.model_path.empty()) id[kModuleContent] = content_hash(cfg.model.model_path);
   return id;
 }
 
@@ -40,7 +65,8 @@ std::vector<std::string> identity_differences(const RunIdentity& mine, const Run
   for (const auto& [flag, value] : mine) {
     auto it = theirs.find(flag);
     if (it != theirs.end() && it->second != value)
-      out.push_back("--" + flag + " " + value + " (the checkpoint's: " + it->second + ")");
+      out.push_back((flag == kModuleContent ? flag : "--" + flag) + " " + value + " (the checkpoint's: " + it->second +
+                    ")");
   }
   return out;
 }

@@ -19,7 +19,12 @@ struct TrainConfig;
 /// a --checkpoint_dir holding another run's checkpoints are usage errors naming the flags that
 /// differ (src/train/resume.h). A checkpoint written before identities were recorded matches
 /// any run (nothing to compare).
+/// A scripted module (--model torchscript) is identified by its file's content, not its path
+/// (kModuleContent): the same module moved or reached by another path continues the run.
 using RunIdentity = std::map<std::string, std::string>;  // flag name -> value as text
+
+/// The identity's entry for the content of --model_path's file (a hash of its bytes).
+inline constexpr const char* kModuleContent = "the content of --model_path's file";
 
 RunIdentity run_identity(const TrainConfig& cfg);
 

@@ -325,6 +325,9 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
                   "'; flags start with -- (see ddptrain train --help)");
+  // Recorded as an absolute path (config.json): eval and resumes from another folder find it.
+  if (!c.model.model_path.empty())
+    c.model.model_path = std::filesystem::absolute(c.model.model_path).lexically_normal().string();
   c.validate();
   return c;
 }

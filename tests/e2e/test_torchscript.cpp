@@ -5,7 +5,9 @@
 // are clear usage errors, on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -22,6 +24,12 @@ std::vector<std::string> script_train(const std::string& dir, const std::string&
                                 "--image_size", "8", "--batch_size", "8", "--num_workers", "0", "--epochs", "1",
                                 "--max_steps", "3", "--no-use_amp", "--log_interval", "1", "--eval_every", "0",
                                 "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
+  // Another dataset than the synthetic one takes its size and shape from its files.
+  if (std::find(extra.begin(), extra.end(), "--dataset") != extra.end())
+    for (const char* synthetic_only : {"--dataset_size", "--image_size"}) {
+      auto it = std::find(a.begin(), a.end(), synthetic_only);
+      a.erase(it, it + 2);
+    }
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -93,6 +101,42 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
   }
   EXPECT_EQ(amp_steps, 2);
   EXPECT_EQ(runs, 1) << "no run record names the precision";
+}
+
+// A scripted module's run is its module's content, and its path is recorded absolute (Note
+// [Run identity]): trained from a relative --model_path in its folder, the checkpoint is
+// evaluated from another folder; a resume with the module moved continues the run; another
+// module is another run; eval of a checkpoint whose module is gone names the path it tried.
+TEST(TorchScript, ACheckpointFollowsItsModuleNotItsPath) {
+  namespace fs = std::filesystem;
+  const std::string dir = fresh_dir("torchscript_paths");
+  save_script(dir, "net");
+  save_script(dir, "few_classes");
+  auto in_folder = [](const std::string& cwd, const std::vector<std::string>& args) {
+    std::string cmd = "cd '" + cwd + "' && exec";
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    return run({"/bin/sh", "-c", cmd}, {}, 120);
+  };
+  ProcResult trained = in_folder(dir, with_binary(script_train(dir, "net.pt")));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  ProcResult eval = in_folder("/", {binary(), "eval", "--checkpoint", dir + "/ck"});
+  EXPECT_EQ(eval.exit_code, 0) << eval.output;
+  fs::create_directories(dir + "/moved");
+  fs::rename(dir + "/net.pt", dir + "/moved/net.pt");
+  ProcResult other = run(with_binary(script_train(dir, dir + "/few_classes.pt", {"--resume_from", "auto"})), {}, 120);
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("the content of --model_path's file"), std::string::npos) << other.output;
+  ProcResult moved = in_folder(dir + "/moved", with_binary(script_train(dir, "net.pt", {"--resume_from", "auto",
+                                                                                           "--max_steps", "5"})));
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_TRUE(fs::exists(dir + "/ck/step_00000005")) << moved.output;
+  fs::rename(dir + "/moved/net.pt", dir + "/net_copy.pt");
+  ProcResult gone = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
+  EXPECT_EQ(gone.exit_code, 2) << gone.output;
+  EXPECT_NE(gone.output.find("was trained from the scripted module '" + dir + "/moved/net.pt'"), std::string::npos)
+      << gone.output;
+  ProcResult given = run({binary(), "eval", "--checkpoint", dir + "/ck", "--model_path", dir + "/net_copy.pt"}, {}, 120);
+  EXPECT_EQ(given.exit_code, 0) << given.output;
 }
 
 TEST(TorchScript, BadInputsAreUsageErrors) {
