@@ -94,7 +94,13 @@ int cmd_eval(const std::vector<std::string>& args) {
   const DatasetShape shape = data.test->shape();
   std::shared_ptr<Model> model = build_model(cfg.model, shape);
   const std::string model_pt = checkpoint + "/model.pt";
-  load_state_dict(*model, unpickle_tensors(read_file(model_pt), model_pt), model_pt);
+  const auto weights = unpickle_tensors(read_file(model_pt), model_pt);
+  try {
+    load_state_dict(*model, weights, model_pt);
+  } catch (const Error& e) {  // the flags given here build another model than the checkpoint's
+    throw UsageError(str(e.what(), "; eval builds the model from the checkpoint's config.json and the flags given ",
+                         "here: drop the flags that change the model"));
+  }
   model->to(ctx.device());
   const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx,
                                 objective_for(cfg.optim.loss));

@@ -91,7 +91,12 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   std::shared_ptr<Model> model = build_model(cfg.model, data.train->shape(),
                                              cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
   if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
-    load_state_dict(*model, read_weights_file(cfg.run.init_from, log), cfg.run.init_from);
+    const auto weights = read_weights_file(cfg.run.init_from, log);
+    try {
+      load_state_dict(*model, weights, cfg.run.init_from);
+    } catch (const Error& e) {  // the user's file does not fit the model: their input
+      throw UsageError(str(e.what(), "; --init_from must hold weights of this --model with these sizes"));
+    }
     log.info(str("initial weights from ", cfg.run.init_from));
   }
   model->to(ctx.device());

@@ -74,7 +74,7 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   EXPECT_NE(evil.output.find("asks to call __builtin__.print"), std::string::npos) << evil.output;
   EXPECT_EQ(evil.output.find("\nran"), std::string::npos) << evil.output;
   ProcResult wrong = job(dir + "/ck_wrong", {"--init_from", dir + "/init.pt", "--width", "0.25"});
-  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("'stem.0.weight' has shape [8, 3, 3, 3] but the model expects [16, 3, 3, 3]"),
             std::string::npos) << wrong.output;
   EXPECT_EQ(job(dir + "/ck_missing", {"--init_from", dir + "/nope.pt"}).exit_code, 2);
@@ -114,6 +114,10 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "data: 96 samples, 6 steps per epoch").empty()) << r.output;
   EXPECT_FALSE(lines_with(r.output, "test acc").empty()) << "test.pt was not evaluated: " << r.output;
+  // eval with a model flag that builds another model than the checkpoint's: a usage error.
+  ProcResult wider = run({binary(), "eval", "--checkpoint", dir + "/ck", "--width", "0.25"}, {}, 60);
+  EXPECT_EQ(wider.exit_code, 2) << wider.output;
+  EXPECT_NE(wider.output.find("drop the flags that change the model"), std::string::npos) << wider.output;
   fs::create_directories(dir + "/bad");
   fs::copy_file(dir + "/bad.pt", dir + "/bad/train.pt");
   ProcResult bad = job(dir + "/bad");

@@ -110,32 +110,38 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
 TEST(TorchScript, ACheckpointFollowsItsModuleNotItsPath) {
   namespace fs = std::filesystem;
   const std::string dir = fresh_dir("torchscript_paths");
+  save_script(dir, "regressor");
   save_script(dir, "net");
-  save_script(dir, "few_classes");
+  ProcResult data = run({python(), script_py(), "regression_data", dir + "/data"}, {}, 120);
+  ASSERT_EQ(data.exit_code, 0) << data.output;
+  // A dataset with a test split, so that eval has something to evaluate.
+  auto train = [&](const std::string& model_path, std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--dataset", "tensors", "--data_dir", dir + "/data", "--loss", "mse"});
+    return with_binary(script_train(dir, model_path, extra));
+  };
   auto in_folder = [](const std::string& cwd, const std::vector<std::string>& args) {
     std::string cmd = "cd '" + cwd + "' && exec";
     for (const std::string& a : args) cmd += " '" + a + "'";
     return run({"/bin/sh", "-c", cmd}, {}, 120);
   };
-  ProcResult trained = in_folder(dir, with_binary(script_train(dir, "net.pt")));
+  ProcResult trained = in_folder(dir, train("regressor.pt"));
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   ProcResult eval = in_folder("/", {binary(), "eval", "--checkpoint", dir + "/ck"});
   EXPECT_EQ(eval.exit_code, 0) << eval.output;
   fs::create_directories(dir + "/moved");
-  fs::rename(dir + "/net.pt", dir + "/moved/net.pt");
-  ProcResult other = run(with_binary(script_train(dir, dir + "/few_classes.pt", {"--resume_from", "auto"})), {}, 120);
+  fs::rename(dir + "/regressor.pt", dir + "/moved/regressor.pt");
+  ProcResult other = run(train(dir + "/net.pt", {"--resume_from", "auto"}), {}, 120);
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("the content of --model_path's file"), std::string::npos) << other.output;
-  ProcResult moved = in_folder(dir + "/moved", with_binary(script_train(dir, "net.pt", {"--resume_from", "auto",
-                                                                                           "--max_steps", "5"})));
+  ProcResult moved = in_folder(dir + "/moved", train("regressor.pt", {"--resume_from", "auto", "--max_steps", "5"}));
   ASSERT_EQ(moved.exit_code, 0) << moved.output;
   EXPECT_TRUE(fs::exists(dir + "/ck/step_00000005")) << moved.output;
-  fs::rename(dir + "/moved/net.pt", dir + "/net_copy.pt");
+  fs::rename(dir + "/moved/regressor.pt", dir + "/copy.pt");
   ProcResult gone = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
   EXPECT_EQ(gone.exit_code, 2) << gone.output;
-  EXPECT_NE(gone.output.find("was trained from the scripted module '" + dir + "/moved/net.pt'"), std::string::npos)
-      << gone.output;
-  ProcResult given = run({binary(), "eval", "--checkpoint", dir + "/ck", "--model_path", dir + "/net_copy.pt"}, {}, 120);
+  EXPECT_NE(gone.output.find("was trained from the scripted module '" + dir + "/moved/regressor.pt'"),
+            std::string::npos) << gone.output;
+  ProcResult given = run({binary(), "eval", "--checkpoint", dir + "/ck", "--model_path", dir + "/copy.pt"}, {}, 120);
   EXPECT_EQ(given.exit_code, 0) << given.output;
 }
 
