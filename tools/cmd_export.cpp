@@ -11,6 +11,7 @@
 #include "config/flag_table.h"
 #include "tools/commands.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 
@@ -40,9 +41,7 @@ int cmd_export(const std::vector<std::string>& args) {
   std::string bytes = read_file(model_pt);
   if (format == "safetensors")
     bytes = safetensors_bytes(unpickle_tensors(bytes, model_pt), {{"format", "pt"}, {"source", checkpoint}});
-  // The output's folder is created, as train creates --metrics_file's.
-  if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty())
-    std::filesystem::create_directories(folder);
+  create_parent_folder(out);
   write_file_atomic(out, bytes);
   std::printf("wrote %s (%s, %zu bytes)\n", out.c_str(), format.c_str(), bytes.size());
   return 0;

@@ -14,6 +14,7 @@
 #include "obs/svg_plot.h"
 #include "tools/commands.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 namespace {
@@ -122,9 +123,7 @@ int cmd_plot(const std::vector<std::string>& args) {
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
       add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++, runs[k]);
   }
-  // The output's folder is created, as train creates --metrics_file's.
-  const std::filesystem::path folder = std::filesystem::path(out).parent_path();
-  if (!folder.empty()) std::filesystem::create_directories(folder);
+  create_parent_folder(out);
   write_file_atomic(out, render_svg(panels));
   std::printf("wrote %s (%d run%s)\n", out.c_str(), drawn, drawn == 1 ? "" : "s");
   return 0;

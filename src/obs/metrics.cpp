@@ -8,13 +8,13 @@
 
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
   if (path.empty() || !is_main) return;
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  create_parent_folder(path);
   out_ = std::make_unique<std::ofstream>(path, std::ios::app);
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
