@@ -281,9 +281,31 @@ bool is_tensor_dict(const Ref& d) {
   return true;
 }
 
+// What a pickle's root is, for the error when it is not a {name: tensor} dict.
+const char* pickled_kind(const Obj& o) {
+  switch (o.kind) {
+    case Obj::kTensor: return "a single tensor";
+    case Obj::kDict: return "a dict whose values are not all tensors (or whose keys are not all strings)";
+    case Obj::kList: return "a list";
+    case Obj::kTuple: return "a tuple";
+    case Obj::kStr: return "a string";
+    case Obj::kInt: case Obj::kFloat: case Obj::kBool: return "a number";
+    default: break;
+  }
+  return "no tensors";
+}
+
+// LibTorch's reader appends a paragraph to miniz's reason ("This is an internal miniz error. If
+// you are seeing this error, ..."): keep the reason, which the message then explains.
+std::string zip_reason(const c10::Error& e) {
+  std::string why = e.what_without_backtrace();
+  if (const auto cut = why.find(". This is an internal miniz error"); cut != std::string::npos) why.resize(cut);
+  return why;
+}
+
 }  // namespace
 
-NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origin) {
+NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origin, const char* expected) {
   std::istringstream in(bytes);
   Ref root;
   try {
@@ -293,9 +315,9 @@ NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origi
     const std::string pickle(static_cast<const char*>(data.get()), n);
     root = Machine(pickle, zip, origin).run();
   } catch (const c10::Error& e) {
-    throw Error(detail::concat(origin, " is not a readable torch.save archive (", e.what_without_backtrace(),
-                               "); files from torch.save before PyTorch 1.6 or with "
-                               "_use_new_zipfile_serialization=False must be re-saved in the zip format"));
+    throw Error(detail::concat(origin, " is not a readable torch.save archive (", zip_reason(e),
+                               "): a damaged or truncated file, or one from torch.save before PyTorch 1.6 or with "
+                               "_use_new_zipfile_serialization=False (re-save it in the zip format)"));
   }
   // A bare state_dict, or a training checkpoint that holds one under "state_dict" or "model".
   if (!is_tensor_dict(root) && root->kind == Obj::kDict) {
@@ -305,8 +327,7 @@ NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origi
         break;
       }
   }
-  DDP_CHECK(is_tensor_dict(root), origin, " does not hold a state_dict ({name: tensor}); save one with "
-            "torch.save(model.state_dict(), path)");
+  DDP_CHECK(is_tensor_dict(root), origin, " holds ", pickled_kind(*root), ", not ", expected);
   NamedTensors out;
   for (const auto& [k, v] : root->pairs) out.emplace_back(k->s, v->tensor);
   return out;

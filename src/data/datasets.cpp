@@ -161,7 +161,9 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
                   "' does not exist; write it with torch.save({\"images\": x, \"labels\": y}, path)");
   NamedTensors t;
   try {
-    t = unpickle_tensors(read_maybe_gzipped(path), path);
+    t = unpickle_tensors(read_maybe_gzipped(path), path,
+                         "a dict {\"images\": (N, C, H, W) tensor, \"labels\": (N) int64 tensor}; write it with "
+                         "torch.save({\"images\": x, \"labels\": y}, path)");
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

@@ -31,6 +31,8 @@ struct EpochPlan {
   static EpochPlan fresh(int64_t n, int w, int64_t b);
   /// Positions done after this run trained `micro` micro-batches of `batch` per rank at `world`.
   int64_t done_after(int64_t micro, int world_now, int64_t batch_now) const;
+  /// The samples each of `world_now` ranks trains of the rest (rest_of_epoch's length).
+  int64_t rest_per_rank(int world_now) const { return (end - done + world_now - 1) / world_now; }
 };
 
 /// Rank `rank`'s indices for the rest of the epoch (positions [plan.done, plan.end) of the order

@@ -18,7 +18,10 @@ void CheckpointPolicy::on_step_end(const TrainState& s, const StepEvent& e) {
   if (due_by_steps(s) && s.micro_done < e.epoch.batches && !e.stopping) save(s, false);
 }
 
+void CheckpointPolicy::before_evaluation(const TrainState& s, const EpochEvent& e) { on_epoch_end(s, e); }
+
 void CheckpointPolicy::on_epoch_end(const TrainState& s, const EpochEvent& e) {
+  if (saved_step_ == s.global_step) return;  // saved before the evaluation (or mid-epoch at this step)
   const bool complete = s.micro_done == e.position.batches;
   const bool last = (e.stopping && (s.stopped_by_signal == 0 || opts_.checkpoint_on_signal)) || s.epoch == opts_.epochs;
   const bool periodic = opts_.save_every > 0 && s.epoch % opts_.save_every == 0 && complete;
@@ -35,6 +38,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   meta.extra["epoch_plan"] = {{"world", s.plan.world}, {"batch", s.plan.batch}, {"end", s.plan.end},
                               {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.batch_size)}};
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
+  meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
   meta.extra["global_batch"] = static_cast<int64_t>(opts_.batch_size) * opts_.grad_accum_steps * ctx_.world_size();
   char name[64];
   if (epoch_complete)
@@ -43,6 +47,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
     std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
   const int64_t step = s.global_step;
   SaveOptions so{opts_.keep_checkpoints, [this, step](const char* stage) { opts_.faults.in_save(step, stage); }};
+  saved_step_ = s.global_step;
   last_ = save_checkpoint(ctx_, opts_.checkpoint_dir, name, parts_, meta, opts_.config_json, std::move(so));
   ctx_.log().info(str("checkpoint saved: ", last_));
 }

@@ -1,8 +1,11 @@
 // CheckpointPolicy: when the Trainer saves, as a callback. Mid-epoch every save_every_steps
 // optimizer steps (not at an epoch's end, which saves once below, nor at a stop); at an
 // epoch's end every save_every epochs, when save_every_steps falls there, after the last
-// epoch, and at a stop (a stop request saves only with checkpoint_on_signal). Saving is a
-// collective (the RNG-state gather and the closing barrier): every rank decides the same.
+// epoch, and at a stop (a stop request saves only with checkpoint_on_signal). An epoch's save
+// comes before its evaluation (before_evaluation), so an evaluation that fails loses no
+// training; on_epoch_end saves only what the evaluation made due (a stop request during it).
+// Saving is a collective (the RNG-state gather and the closing barrier): every rank decides
+// the same.
 #pragma once
 
 #include <string>
@@ -21,6 +24,8 @@ class CheckpointPolicy : public Callback {
                    const std::vector<CheckpointPart>& parts);
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
+  /// The epoch's save when one is due: called by the Trainer after the epoch's summary.
+  void before_evaluation(const TrainState& s, const EpochEvent& e);
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
   /// The newest checkpoint this run saved, or "".
   const std::string& last_checkpoint() const { return last_; }
@@ -34,6 +39,7 @@ class CheckpointPolicy : public Callback {
   std::string precision_;
   const std::vector<CheckpointPart>& parts_;
   std::string last_;
+  int64_t saved_step_ = -1;  // the global step of this run's newest save
 };
 
 }  // namespace ddptrain

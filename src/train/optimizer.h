@@ -6,8 +6,9 @@
 //    one is left out).
 // Schedules: epoch_cosine is the reference's CosineAnnealingLR stepped per epoch;
 // step_cosine rises linearly over the warmup steps to --lr, then follows a half cosine down to
-// lr·min_lr_ratio at the last step, computed from the optimizer step alone (so a resumed run
-// has the same learning rates).
+// lr·min_lr_ratio at the last step, computed from the optimizer step and the run's horizon
+// (so a resumed run has the same learning rates, and reaches the minimum at its last step
+// after any resume: Note [Schedule horizon], train/lr_horizon.h).
 #pragma once
 
 #include <memory>
@@ -28,8 +29,10 @@ void set_lr(torch::optim::Optimizer& opt, double lr);
 /// `epochs_done` of `total_epochs`.
 double cosine_lr(double base_lr, int epochs_done, int total_epochs);
 
-/// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps`.
-double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, int64_t total_steps, double min_ratio);
+/// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps` (both in
+/// steps of the current global batch, fractional after a resume at another one: Note
+/// [Schedule horizon]); the minimum at step total_steps - 1 and after.
+double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps, double min_ratio);
 
 /// The optimizer's per-parameter state tensors in parameter order (momentum buffers; AdamW's
 /// exp_avg and exp_avg_sq), with an undefined tensor where a parameter has no state yet.

@@ -61,6 +61,8 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
     run["resumed_from_world"] = state.resumed_from_world;
     run["samples_left_in_epoch"] = state.samples_left_in_epoch;
   }
+  run["lr_schedule"] = state.lr_horizon.to_json();  // Note [Schedule horizon]
+  if (state.lr_change) run["lr_schedule_change"] = state.lr_change->to_json();
   metrics_.write("run", state.global_step, state.epoch, std::move(run));
 }
 
@@ -106,6 +108,8 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.epoch = s.epoch;
   r.step_in_epoch = e.step_in_epoch;
   r.steps_per_epoch = e.epoch.steps_per_epoch;
+  r.global_step = s.global_step;
+  r.last_step = s.lr_horizon.last_step;
   r.steps = static_cast<double>(std::max<int64_t>(interval_steps_, 1));
   r.seconds = seconds_since(interval_t0_);
   r.loss = l[0][0].item<double>() / l[0][1].item<double>();

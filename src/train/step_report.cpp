@@ -27,7 +27,8 @@ std::string format_step_line(const StepReport& r) {
   extra += str(" | state MiB: params ", fmt("%.1f", r.param_mib),
                r.param_peak_mib >= 0 ? str(" (peak ", fmt("%.1f", r.param_peak_mib), ")") : std::string(), " grads ",
                fmt("%.1f", r.grad_mib), " optim ", fmt("%.1f", r.optim_mib));
-  return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | loss ", fmt("%.4f", r.loss),
+  return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | global step ", r.global_step, "/",
+             r.last_step, " | loss ", fmt("%.4f", r.loss),
              " | lr ", fmt("%.3e", r.lr), " | ", with_commas(r.samples_per_s), " samples/s | ",
              r.tokens_per_sample > 0 ? with_commas(r.samples_per_s * static_cast<double>(r.tokens_per_sample)) + " tokens/s | "
                                      : std::string(),

@@ -17,7 +17,8 @@ namespace ddptrain {
 
 struct StepReport {
   int epoch = 0;
-  int64_t step_in_epoch = 0, steps_per_epoch = 0;
+  int64_t step_in_epoch = 0, steps_per_epoch = 0;  // of the epoch (a resumed one: of its rest)
+  int64_t global_step = 0, last_step = 0;           // of the whole run, resumes counted (last: unless stopped early)
   double steps = 1;            // optimizer steps in the interval
   double seconds = 0;          // the interval's wall time
   double loss = 0;             // mean over ranks and micro-batches
@@ -37,7 +38,7 @@ struct StepReport {
   double param_peak_mib = -1;  // >= 0 under zero_stage 3: the most parameter memory held this epoch
 };
 
-/// "epoch 1 step 10/468 | loss 0.7736 | lr 5.000e-02 | 1,046 samples/s | ... ms/step ...".
+/// "epoch 1 step 10/468 | global step 478/936 | loss 0.7736 | lr 5.000e-02 | 1,046 samples/s | ...".
 std::string format_step_line(const StepReport& r);
 
 /// The same numbers, per step where they are totals, for --metrics_file and TensorBoard.

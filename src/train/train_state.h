@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include "data/epoch_plan.h"
+#include "train/lr_horizon.h"
 #include "train/grad_scaler.h"
 
 namespace ddptrain {
@@ -37,6 +39,10 @@ struct TrainState {
   double lr_step_offset = 0;
   int resumed_from_world = 0;
   int64_t samples_left_in_epoch = 0;
+  // Note [Schedule horizon]: where this run's schedule ends, and what a resume changed of the
+  // checkpoint's.
+  LrHorizon lr_horizon;
+  std::optional<LrHorizonChange> lr_change;
 };
 
 }  // namespace ddptrain

@@ -74,11 +74,11 @@ std::string resumed_precision(const TrainerOptions& o) {
   return o.resume_from.empty() ? "" : read_checkpoint_meta(o.resume_from).precision;
 }
 
-std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t total_steps) {
+std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_step) {
   switch (o.lr_schedule) {
     case LrSchedule::kStepCosine:
       return str("lr ", base_lr, ": linear warmup over ", o.warmup_steps, " steps, then cosine to ",
-                 base_lr * o.min_lr_ratio, " at step ", total_steps);
+                 base_lr * o.min_lr_ratio, " at step ", last_step);
     case LrSchedule::kEpochCosine:
       return str("lr ", base_lr, ": cosine per epoch over ", o.epochs, " epochs");
     case LrSchedule::kConstant:
@@ -113,7 +113,6 @@ struct Trainer::Run {
   DistributedSampler sampler;
   Loader loader;
   int64_t batches, steps_per_epoch;
-  int64_t total_steps = 0;  // of the per-step schedule: every epoch, or max_steps when sooner
   StopVote vote;
   EpochPosition pos;
   EpochSums sums;
@@ -122,6 +121,8 @@ struct Trainer::Run {
   int start_epoch = 1;
   int64_t start_micro = 0;
   std::optional<EpochPlan> rest;  // the resumed epoch, planned at another world size
+  std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
+  double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
 };
 
@@ -236,9 +237,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   log.info(str("data: ", train.size(), " samples, ", run.steps_per_epoch, " steps per epoch, global batch ",
                static_cast<int64_t>(opts_.batch_size) * K * ctx_.world_size(),
                shape.is_tokens() ? str(" sequences of ", shape.block_size, " tokens") : std::string()));
-  run.total_steps = run.steps_per_epoch * opts_.epochs;
-  if (opts_.max_steps > 0) run.total_steps = std::min<int64_t>(run.total_steps, opts_.max_steps);
-  log.info("schedule: " + schedule_line(opts_, base_lr_, run.total_steps));
+  plan_schedule(run);
   run.callbacks = callbacks_for(run);
   bool stopping = false;
   for (int epoch = run.start_epoch; epoch <= opts_.epochs && !stopping; ++epoch) {
@@ -288,6 +287,13 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   if (run.rest && run.rest->end < 0) run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
   state_.global_step = result.global_step = meta.global_step;
   state_.lr_step_offset = lr_step_offset(meta, world, opts_.batch_size, opts_.grad_accum_steps);
+  if (meta.extra.contains("lr_horizon")) run.resumed_horizon = LrHorizon::from_json(meta.extra["lr_horizon"]);
+  if (run.resumed_horizon) {  // the checkpoint's run's next learning rate, in its own steps
+    const double before = run.resumed_horizon->kind == LrSchedule::kEpochCosine
+                              ? run.start_epoch
+                              : static_cast<double>(meta.global_step) + meta.extra.value("lr_step_offset", 0.0);
+    run.resumed_lr = scheduled_lr(*run.resumed_horizon, opts_, base_lr_, before);
+  }
   ctx_.log().info(str("resumed from ", opts_.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
                       run.start_epoch, run.rest ? std::string(" (its rest)") : str(" micro-batch ", run.start_micro)));
   if (meta.world_size != world) {  // Note [Resume at another world size]
@@ -304,6 +310,31 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
   return false;
+}
+
+// Note [Schedule horizon]: the global step the run ends at unless stopped early (--max_steps, or
+// the end of the last epoch counted from where this run starts), the schedule's length, and
+// what a resume changed of the checkpoint's.
+void Trainer::plan_schedule(Run& run) {
+  const int64_t K = opts_.grad_accum_steps, B = opts_.batch_size;
+  const int world = ctx_.world_size();
+  int64_t first_epoch = run.steps_per_epoch - std::min(run.start_micro, run.batches) / K;
+  if (run.rest) first_epoch = ((run.rest->rest_per_rank(world) + B - 1) / B + K - 1) / K;
+  int64_t last = state_.global_step + first_epoch + run.steps_per_epoch * (opts_.epochs - run.start_epoch);
+  if (opts_.max_steps > 0) last = std::min(last, opts_.max_steps);
+  state_.lr_horizon = LrHorizon::of(opts_, last, state_.lr_step_offset, B * K * world);
+  ctx_.log().info("schedule: " + schedule_line(opts_, base_lr_, last));
+  if (!run.resumed_horizon) return;
+  const double now = scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position());
+  state_.lr_change = horizon_change(*run.resumed_horizon, state_.lr_horizon, run.resumed_lr, now);
+  if (state_.lr_change) ctx_.log().warn(state_.lr_change->describe(state_.lr_horizon));
+}
+
+// Where the schedule stands: the next optimizer step's position in steps of this run's global
+// batch (step_cosine), or the epoch (epoch_cosine).
+double Trainer::schedule_position() const {
+  if (opts_.lr_schedule == LrSchedule::kEpochCosine) return state_.epoch;
+  return static_cast<double>(state_.global_step) + state_.lr_step_offset;
 }
 
 void Trainer::phase(Run& run, StepTimer::Phase p) {
@@ -339,7 +370,7 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
 bool Trainer::train_epoch(Run& run) {
   const int epoch = state_.epoch;
   const int64_t K = opts_.grad_accum_steps;
-  if (opts_.lr_schedule == LrSchedule::kEpochCosine) set_lr(optimizer_, cosine_lr(base_lr_, epoch - 1, opts_.epochs));
+  if (opts_.lr_schedule == LrSchedule::kEpochCosine) set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
   const int64_t first_micro = start_epoch_data(run, epoch);
   const int64_t batches = run.pos.batches;
   model_.module->train();
@@ -390,8 +421,7 @@ bool Trainer::train_epoch(Run& run) {
 // must stop after it.
 bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
   if (opts_.lr_schedule == LrSchedule::kStepCosine)
-    set_lr(optimizer_, warmup_cosine_lr(base_lr_, static_cast<double>(state_.global_step) + state_.lr_step_offset,
-                                        opts_.warmup_steps, run.total_steps, opts_.min_lr_ratio));
+    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position()));
   const bool stepped = optimizer_step(state_, opts_.clip_grad_norm);
   if (!stepped)
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
@@ -434,10 +464,12 @@ bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   result.last_epoch_part =
       e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.pos.batches) : "";
   e.stopping = stopping;
+  run.checkpoints->before_evaluation(state_, e);  // an evaluation that fails loses no training
   const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.eval_every > 0 &&
                         (state_.epoch % opts_.eval_every == 0 || state_.epoch == opts_.epochs);
   if (eval_now) {
     ctx_.recorder().set_phase("evaluation", state_.global_step);
+    opts_.faults.in_evaluation(ctx_.rank(), state_.epoch);
     const EvalResult ev = evaluate(model_, objective_, *run.test,
                                    {opts_.batch_size, opts_.num_workers, opts_.stop_requested}, ctx_);
     if (ev.interrupted) {  // a stop request: stop as after a step (save, return)

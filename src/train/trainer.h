@@ -77,6 +77,8 @@ class Trainer {
  private:
   struct Run;
   bool resume(Run& run, TrainResult& result);
+  void plan_schedule(Run& run);
+  double schedule_position() const;
   int64_t start_epoch_data(Run& run, int epoch);
   bool train_epoch(Run& run);
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);

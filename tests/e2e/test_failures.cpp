@@ -348,3 +348,31 @@ TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {
     }
   }
 }
+
+// #28 item 1: an epoch's checkpoint is saved before its evaluation, so an evaluation that fails
+// (here an injected error in epoch 1's, on rank 0) loses none of the epoch's training: the job
+// fails, epoch 1's checkpoint is there, and a resume trains epoch 2 only.
+TEST(E2E, AnEvaluationThatFailsLosesNoTraining) {
+  const std::string ck = fresh_dir("eval_fails");
+  const auto gpt = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train", "--model", "gpt", "--gpt_preset", "debug", "--dataset", "text",
+                                  "--data_path", "/usr/share/common-licenses/GPL-3", "--batch_size", "8",
+                                  "--epochs", "2", "--num_workers", "1", "--threads", "1", "--no-use_amp",
+                                  "--checkpoint_dir", ck};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcResult f = run(launch(2, free_port(), gpt({})), {{"DDPTRAIN_FAULT_THROW_IN_EVAL", "1"}}, 300);
+  EXPECT_NE(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch 1's evaluation"), std::string::npos)
+      << f.output;
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0001/manifest.json")) << f.output;
+  const auto epoch_steps = nlohmann::json::parse(read_text(ck + "/epoch_0001/meta.json")).at("global_step").get<int64_t>();
+  ProcResult r = run(launch(2, free_port(), gpt({"--resume_from", "auto", "--metrics_file", ck + "/m.jsonl"})), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int64_t first_step = -1;
+  for (const auto& rec : read_jsonl(ck + "/m.jsonl"))
+    if (rec.value("kind", "") == "step" && first_step < 0) first_step = rec.at("step").get<int64_t>();
+  EXPECT_GT(first_step, epoch_steps) << "epoch 1 was trained again: " << r.output;
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0002/manifest.json")) << r.output;
+}

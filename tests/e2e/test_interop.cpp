@@ -141,13 +141,18 @@ TEST(E2E, ATestSplitThatDoesNotMatchTheTrainingSplitIsRefusedAtLoad) {
                        "y[5] = 7\n"
                        "save('label', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), y)\n"
                        "save('size', torch.zeros(8, 1, 8, 8, dtype=torch.uint8), torch.arange(8) % 4)\n"
-                       "save('kind', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), torch.zeros(8))\n",
+                       "save('kind', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), torch.zeros(8))\n"
+                       "os.makedirs(sys.argv[1] + '/bare'); torch.save(torch.zeros(16, 1, 12, 12), sys.argv[1] + '/bare/train.pt')\n"
+                       "os.makedirs(sys.argv[1] + '/junk'); open(sys.argv[1] + '/junk/train.pt', 'w').write('not a zip')\n",
                        dir}, {}, 120);
   ASSERT_EQ(py.exit_code, 0) << py.output;
   const std::map<std::string, std::string> expected = {
       {"label", "label/test.pt': label 7 at index 5 is not a class of the training split"},
       {"size", "size/test.pt': images of shape (1, 8, 8) but '" + dir + "/size/train.pt' trains on (1, 12, 12)"},
-      {"kind", "kind/test.pt': labels are float targets but '" + dir + "/kind/train.pt' has class indices"}};
+      {"kind", "kind/test.pt': labels are float targets but '" + dir + "/kind/train.pt' has class indices"},
+      // #28 item 7: the dataset's own hint, not the weights file's; LibTorch's miniz paragraph left out.
+      {"bare", "bare/train.pt holds a single tensor, not a dict {\"images\": (N, C, H, W) tensor"},
+      {"junk", "junk/train.pt is not a readable torch.save archive (PytorchStreamReader failed reading zip archive: "}};
   for (const auto& [name, message] : expected) {
     const std::string ck = dir + "/" + name + "_ck";
     ProcResult r = run({binary(), "train", "--dataset", "tensors", "--data_dir", dir + "/" + name, "--width", "0.125",
@@ -156,6 +161,7 @@ TEST(E2E, ATestSplitThatDoesNotMatchTheTrainingSplitIsRefusedAtLoad) {
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << name << ": " << r.output;
     EXPECT_FALSE(fs::exists(ck + "/metrics.jsonl")) << name << ": it trained before refusing";
+    EXPECT_EQ(r.output.find("miniz"), std::string::npos) << name << ": " << r.output;
   }
 }
 

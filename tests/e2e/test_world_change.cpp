@@ -156,3 +156,83 @@ TEST(WorldChange, KeepGlobalBatchChangesTheAccumulation) {
     }
   EXPECT_EQ(seen, 1) << r.output;
 }
+
+namespace {
+
+// The learning rate of each step record of a metrics file, by global step.
+std::map<int64_t, double> lr_by_step(const std::string& metrics) {
+  std::map<int64_t, double> out;
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.value("kind", "") == "step") out[rec.at("step").get<int64_t>()] = rec.at("lr").get<double>();
+  return out;
+}
+
+nlohmann::json run_record_of(const std::string& metrics) {
+  for (const auto& rec : read_jsonl(metrics))
+    if (rec.value("kind", "") == "run") return rec;
+  return nlohmann::json::object();
+}
+
+}  // namespace
+
+// Note [Schedule horizon] (#28 item 5): step_cosine with --max_steps 12, killed after step 7 at
+// world 2 (checkpoint of step 6). Resumed at world 3 the last step, 12, still has the minimum
+// (lr x min_lr_ratio), the step lines count global steps, and the run record says the schedule's
+// end moved (12 steps now cover more samples); resumed at world 2 nothing moved. A resume with
+// another --max_steps says so too, and ends at its own minimum.
+TEST(WorldChange, TheStepScheduleEndsAtItsLastStepAfterAnyResume) {
+  const double lr = 0.05, floor = lr * 0.1;  // --min_lr_ratio's default
+  const std::vector<std::string> sched = {"--lr_schedule", "step_cosine", "--warmup_steps", "2", "--max_steps", "12",
+                                          "--save_every_steps", "6", "--log_interval", "1"};
+  const std::string cut = fresh_dir("sched_cut");
+  ProcResult k = run(launch(2, free_port(), traced(cut, sched)),
+                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  for (int world : {3, 2}) {
+    const std::string dir = fresh_dir("sched_resumed" + std::to_string(world));
+    std::vector<std::string> args = traced(dir, sched);
+    args.insert(args.end(), {"--resume_from", cut + "/ck/step_00000006"});
+    ProcResult r = run(launch(world, free_port(), args), {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto lrs = lr_by_step(dir + "/m.jsonl");
+    ASSERT_EQ(lrs.size(), 6u) << "steps 7-12 at world " << world << ": " << r.output;
+    EXPECT_EQ(lrs.begin()->first, 7);
+    EXPECT_NEAR(lrs.rbegin()->second, floor, 1e-12) << "the last step's lr at world " << world;
+    for (auto it = lrs.begin(); std::next(it) != lrs.end(); ++it)
+      EXPECT_GT(it->second, std::next(it)->second) << "the cosine decays at step " << it->first;
+    EXPECT_FALSE(lines_with(r.output, "global step 12/12 |").empty()) << r.output;
+    EXPECT_FALSE(lines_with(r.output, "cosine to 0.005 at step 12").empty()) << r.output;
+    const nlohmann::json rec = run_record_of(dir + "/m.jsonl");
+    EXPECT_EQ(rec.at("lr_schedule").at("last_step").get<int64_t>(), 12) << rec.dump();
+    if (world == 2) {
+      EXPECT_FALSE(rec.contains("lr_schedule_change")) << rec.dump();
+      continue;
+    }
+    ASSERT_TRUE(rec.contains("lr_schedule_change")) << rec.dump();
+    const nlohmann::json& change = rec.at("lr_schedule_change");
+    EXPECT_EQ(change.at("from").at("global_batch").get<int64_t>(), 16);
+    EXPECT_EQ(rec.at("lr_schedule").at("global_batch").get<int64_t>(), 24);
+    // Step 7 at world 2 was 4/9 of the way down; at world 3 it has covered fewer of the schedule's steps.
+    EXPECT_GT(change.at("lr_after").get<double>(), change.at("lr_before").get<double>()) << change.dump();
+    EXPECT_DOUBLE_EQ(change.at("lr_after").get<double>(), lrs.begin()->second) << "the change names step 7's lr";
+    EXPECT_FALSE(lines_with(r.output, "the learning-rate schedule's end moved").empty()) << r.output;
+  }
+
+  // A finished run of 6 steps (its last at the minimum) continued to 12: the end moves.
+  const std::string shorter = fresh_dir("sched_short"), longer = fresh_dir("sched_long");
+  std::vector<std::string> six = sched;
+  six[5] = "6";
+  ProcResult s = run(launch(2, free_port(), traced(shorter, six)), {}, 300);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NEAR(lr_by_step(shorter + "/m.jsonl").rbegin()->second, floor, 1e-12);
+  std::vector<std::string> args = traced(longer, sched, shorter + "/ck");
+  args.insert(args.end(), {"--resume_from", "auto"});
+  ProcResult l = run(launch(2, free_port(), args), {}, 300);
+  ASSERT_EQ(l.exit_code, 0) << l.output;
+  const nlohmann::json rec = run_record_of(longer + "/m.jsonl");
+  ASSERT_TRUE(rec.contains("lr_schedule_change")) << rec.dump();
+  EXPECT_EQ(rec.at("lr_schedule_change").at("from").at("last_step").get<int64_t>(), 6);
+  EXPECT_NEAR(rec.at("lr_schedule_change").at("lr_before").get<double>(), floor, 1e-12);
+  EXPECT_GT(rec.at("lr_schedule_change").at("lr_after").get<double>(), floor);
+  EXPECT_NEAR(lr_by_step(longer + "/m.jsonl").rbegin()->second, floor, 1e-12);
+}

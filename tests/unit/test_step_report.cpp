@@ -11,6 +11,8 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   r.epoch = 2;
   r.step_in_epoch = 20;
   r.steps_per_epoch = 468;
+  r.global_step = 488;
+  r.last_step = 936;
   r.steps = 10;
   r.seconds = 1.5;
   r.loss = 0.5;
@@ -21,7 +23,7 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   r.comm.wait_s = 0.05;
   r.phases = {0.01, 0.5, 0.9, 0.09};
   const std::string line = format_step_line(r);
-  EXPECT_EQ(line.rfind("epoch 2 step 20/468 | loss 0.5000 | lr 1.000e-02 | 1,234 samples/s | 150 ms/step | 2 all-reduce "
+  EXPECT_EQ(line.rfind("epoch 2 step 20/468 | global step 488/936 | loss 0.5000 | lr 1.000e-02 | 1,234 samples/s | 150 ms/step | 2 all-reduce "
                        "1.00 MiB/step, comm wait 5.0 ms/step",
                        0),
             0u)
