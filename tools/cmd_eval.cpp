@@ -3,6 +3,7 @@
 // config.json; flags given here override them (e.g. --data_dir, --batch_size). Runs as one
 // process or distributed (under launch/torchrun: each test sample on exactly one rank).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -16,6 +17,7 @@
 #include "dist/dist_context.h"
 #include "models/build_model.h"
 #include "obs/logger.h"
+#include "obs/metrics.h"
 #include "tools/commands.h"
 #include "train/evaluate.h"
 #include "train/objective_check.h"
@@ -36,6 +38,34 @@ std::string resolve_checkpoint(const std::string& dir) {
   log.info(str("--checkpoint ", dir, " holds checkpoints: using the newest, ", *newest));
   return *newest;
 }
+
+namespace {
+
+// The result as training reports its evaluations (val loss and perplexity for token data, test
+// loss and accuracy for images), and as an "eval" record in --metrics_file when given.
+void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const CheckpointMeta& meta,
+                 const EvalResult& r, const DistContext& ctx) {
+  const bool tokens = is_token_dataset(cfg.data.dataset);
+  std::string line = str("eval ", checkpoint, " on ", cfg.data.dataset, tokens ? " validation split: " : " test split: ",
+                         r.samples, tokens ? " sequences" : " samples");
+  nlohmann::json rec = {{"checkpoint", checkpoint}, {"dataset", word(cfg.data.dataset)}, {"samples", r.samples}};
+  if (tokens) {
+    line += str(" | val loss ", fmt("%.4f", r.loss), " | val perplexity ", fmt("%.2f", std::exp(r.loss)));
+    rec["val_loss"] = r.loss;
+    rec["val_perplexity"] = std::exp(r.loss);
+  } else {
+    line += str(" | test loss ", fmt("%.4f", r.loss));
+    rec["test_loss"] = r.loss;
+    if (r.accuracy >= 0) {
+      line += str(" | test acc ", fmt("%.4f", r.accuracy));
+      rec["test_acc"] = r.accuracy;
+    }
+  }
+  ctx.log().info(line);
+  MetricsWriter(cfg.run.metrics_file, ctx.is_main()).write("eval", meta.global_step, meta.epoch, std::move(rec));
+}
+
+}  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";
@@ -61,7 +91,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
   checkpoint = resolve_checkpoint(checkpoint);
-  verify_checkpoint(checkpoint);  // manifest and checksums first
+  const CheckpointMeta meta = verify_checkpoint(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then the overrides.
   nlohmann::json saved;
   try {
@@ -104,8 +134,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   model->to(ctx.device());
   const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx,
                                 objective_for(cfg.optim.loss));
-  ctx.log().info(str("eval ", checkpoint, " on ", cfg.data.dataset, " test split: ", r.samples,
-                     " samples | test loss ", r.loss, r.accuracy >= 0 ? str(" | test acc ", r.accuracy) : ""));
+  report_eval(cfg, checkpoint, meta, r, ctx);
   return 0;
 }
 

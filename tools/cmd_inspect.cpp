@@ -2,10 +2,12 @@
 // users can debug their data order (identical to PyTorch's DistributedSampler).
 // `ddptrain inspect model ...`: the layer table, parameter count and FLOPs per sample; of a
 // scripted module (--model torchscript): its tensors, and its output for one sample.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "config/flag_table.h"
+#include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
 #include "dist/flight_verdict.h"
@@ -14,6 +16,7 @@
 #include "models/gpt.h"
 #include "models/script_model.h"
 #include "tools/commands.h"
+#include "train/objective_check.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -37,9 +40,20 @@ int inspect_gpt(const ModelOptions& mo) {
   return 0;
 }
 
+// The input inspect_script feeds: the first sample of --dataset (of its shape: synthetic's is
+// --in_channels x --image_size^2), or (T) tokens when --block_size is given without a token dataset.
+at::Tensor sample_input(const ModelOptions& mo, DataOptions d) {
+  if (mo.block_size > 0 && !is_token_dataset(d.dataset)) return at::zeros({1, mo.block_size}, at::kLong);
+  d.dataset_size = std::min<long long>(d.dataset_size, 2);  // synthetic data: one sample is enough
+  d.num_workers = 0;
+  const DataSplits data = make_datasets(d, token_spec(mo));
+  DDP_USAGE_CHECK(data.train->size() > 0, "--dataset ", word(d.dataset), " holds no samples");
+  return data.train->get(0).input.unsqueeze(0);
+}
+
 // A scripted module: each parameter and buffer (as model.pt will name them), the count, and
-// the output shape for one (C, H, W) image, or (T) tokens when --block_size is given.
-int inspect_script(const ModelOptions& mo, long long image, long long channels) {
+// its output for one sample of the data it is to train on (sample_input).
+int inspect_script(const ModelOptions& mo, const DataOptions& d) {
   ScriptModel model(mo.model_path, 0);
   std::printf("%s\n%-40s %-9s %-20s %12s\n", model.describe().c_str(), "tensor", "kind", "shape", "numel");
   auto row = [](const std::string& name, const char* kind, const at::Tensor& t) {
@@ -53,8 +67,16 @@ int inspect_script(const ModelOptions& mo, long long image, long long channels) 
   std::printf("parameters: %lld\n", static_cast<long long>(count_parameters(model)));
   torch::NoGradGuard no_grad;
   model.eval();
-  const at::Tensor x = mo.block_size > 0 ? at::zeros({1, mo.block_size}, at::kLong) : at::randn({1, channels, image, image});
-  const at::Tensor out = model.forward(x);
+  const at::Tensor x = sample_input(mo, d);
+  at::Tensor out;
+  try {
+    out = model.forward(x);
+  } catch (const std::exception& e) {
+    throw UsageError(ddptrain::str("--model_path='", mo.model_path, "': its forward failed on an input of shape ",
+                                   x.sizes(), " from --dataset ", word(d.dataset), ": ", cause_of(e.what()),
+                                   "; pass the --dataset it trains on (synthetic: --in_channels, --image_size; ",
+                                   "tokens: --block_size)"));
+  }
   std::printf("output for an input of shape %s: %s\n", ddptrain::str(x.sizes()).c_str(), ddptrain::str(out.sizes()).c_str());
   return 0;
 }
@@ -64,10 +86,10 @@ int inspect_model(const std::vector<std::string>& args) {
       "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
       "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C --block_size T "
       "--vocab_size V]\n"
-      "       ddptrain inspect model --model torchscript --model_path FILE [--image_size S --in_channels C | "
-      "--block_size T]";
+      "       ddptrain inspect model --model torchscript --model_path FILE [--dataset D --data_dir DIR | "
+      "--image_size S --in_channels C | --block_size T]";
   double width = 1.0;
-  long long image = 32, channels = 3, classes = 10;
+  DataOptions d;  // the input: mini_resnet's (image_size, in_channels, num_classes), a scripted module's data
   ModelOptions mo;
   std::vector<Flag> table = {
       bind_choice("model", &mo.model, model_choices(), "the model to describe"),
@@ -79,9 +101,12 @@ int inspect_model(const std::vector<std::string>& args) {
       bind_flag("vocab_size", &mo.vocab_size, "gpt vocabulary (0 = the preset's)"),
       bind_flag("model_path", &mo.model_path, "torchscript: the scripted module's file"),
       bind_flag("width", &width, "channel multiplier"),
-      bind_flag("image_size", &image, "input height and width"),
-      bind_flag("in_channels", &channels, "input channels"),
-      bind_flag("num_classes", &classes, "classes"),
+      bind_flag("image_size", &d.image_size, "input height and width"),
+      bind_flag("in_channels", &d.in_channels, "input channels"),
+      bind_flag("num_classes", &d.num_classes, "classes"),
+      bind_choice("dataset", &d.dataset, dataset_choices(), "torchscript: the data whose first sample is fed"),
+      bind_flag("data_dir", &d.data_dir, "torchscript: the dataset's directory (as train's)"),
+      bind_flag("data_path", &d.data_path, "torchscript: the text file of --dataset text"),
   };
   if (wants_help(args)) {
     std::printf("%s", flags_help(table, usage).c_str());
@@ -92,8 +117,9 @@ int inspect_model(const std::vector<std::string>& args) {
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kTorchscript) {
     DDP_USAGE_CHECK(!mo.model_path.empty(), "inspect model --model torchscript needs --model_path FILE");
-    return inspect_script(mo, image, channels);
+    return inspect_script(mo, d);
   }
+  const long long image = d.image_size, channels = d.in_channels, classes = d.num_classes;
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");

@@ -24,6 +24,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic datasets (synthetic, tokens)"),
       bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
+      bind_flag("drop_last", &c.data.drop_last, "drop each epoch's last partial batch per rank, as the reference's DataLoader(drop_last=True); --no-drop_last trains it (PyTorch DataLoader's default)"),
       bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
       bind_flag("augment", &c.data.augment, "augment training images: random crop with padding 4 and horizontal flip (cifar10), random crop with padding 2 (fashion-mnist, mnist)"),
       bind_choice("model", &c.model.model, model_choices(), "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module scripted in Python (--model_path)"),

@@ -20,6 +20,7 @@ struct DataOptions {
   int num_workers = 4;             // loader threads; 0 = in the training thread
   int prefetch_factor = 2;         // batches each loader thread prepares ahead
   bool augment = false;            // random crop (and flip for cifar10) of training images
+  bool drop_last = true;           // each epoch's last partial batch per rank is dropped (the reference's DataLoader)
 };
 
 }  // namespace ddptrain

@@ -2,7 +2,7 @@
 // An epoch's samples are consumed in one global order: PyTorch's sampler at the world size W
 // the epoch started at pads the shuffled indices to a multiple of W, and rank r reads positions
 // r, r+W, r+2W, ...; with drop_last batches of B, the epoch trains the first
-// end = (num_samples / B) * B * W positions. After m micro-batches on every rank the positions
+// end = (num_samples / B) * B * W positions (without drop_last, all num_samples * W). After m micro-batches on every rank the positions
 // [0, m*B*W) are done: a prefix, whatever the rank. So a checkpoint records the plan (W, B, end)
 // and the prefix done, and a job of another world size W' continues the epoch with the rest:
 // positions [done, end) of the same order, padded to a multiple of W' by repeating from its
@@ -27,8 +27,9 @@ struct EpochPlan {
   int64_t end = 0;        // positions of the order the epoch trains
   int64_t done = 0;       // positions trained before this run's part of the epoch
 
-  /// The plan of an epoch that starts at world w with batch b over n samples.
-  static EpochPlan fresh(int64_t n, int w, int64_t b);
+  /// The plan of an epoch that starts at world w with batch b over n samples (drop_last: each
+  /// rank's last partial batch is not trained).
+  static EpochPlan fresh(int64_t n, int w, int64_t b, bool drop_last = true);
   /// Positions done after this run trained `micro` micro-batches of `batch` per rank at `world`.
   int64_t done_after(int64_t micro, int world_now, int64_t batch_now) const;
   /// The samples each of `world_now` ranks trains of the rest (rest_of_epoch's length).

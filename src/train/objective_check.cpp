@@ -29,9 +29,8 @@ bool output_fits(const at::Tensor& out, const at::Tensor& targets, LossKind loss
          out.size(-1) >= shape.num_classes;
 }
 
-// The cause in an error's text: LibTorch's first line; for the TorchScript interpreter, whose
-// first line only says that an operation failed, the error its traceback ends with (the op
-// and the shapes).
+}  // namespace
+
 std::string cause_of(const std::string& what) {
   const std::string first = what.substr(0, what.find('\n'));
   if (first.find("TorchScript interpreter") == std::string::npos) return first;
@@ -45,6 +44,8 @@ std::string cause_of(const std::string& what) {
   }
   return last.empty() ? first : last;
 }
+
+namespace {
 
 at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const FitCheck& c) {
   torch::NoGradGuard no_grad;

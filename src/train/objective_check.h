@@ -25,6 +25,11 @@ struct FitCheck {
   std::string data_name;   // for messages: "--dataset synthetic"
 };
 
+/// The cause in an error's text: LibTorch's first line; for the TorchScript interpreter, whose
+/// first line only says that an operation failed, the error its traceback ends with (the op
+/// and the shapes).
+std::string cause_of(const std::string& what);
+
 /// UsageError naming the model, the data, the shapes and the fix when they do not fit.
 void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& check);
 

@@ -23,6 +23,7 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.grad_accum_steps = cfg.optim.grad_accum_steps;
   o.accum_no_sync = cfg.dist.accum_no_sync;
   o.num_workers = cfg.data.num_workers;
+  o.drop_last = cfg.data.drop_last;
   o.prefetch_factor = cfg.data.prefetch_factor;
   o.seed = static_cast<uint64_t>(cfg.run.seed);
   o.channels_last = uses_channels_last(cfg.model);

@@ -30,11 +30,11 @@ namespace {
 // "" when it has. The same on every rank: it reads the checkpoint's position only.
 std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, int start_epoch) {
   if (o.max_steps > 0 && global_step >= o.max_steps)
-    return str("the checkpoint is at step ", global_step, ", and --max_steps=", o.max_steps,
-               " is reached; raise --max_steps to train further");
+    return str("the checkpoint is at step ", global_step, " and max_steps is ", o.max_steps,
+               ": raise max_steps (TrainerOptions::max_steps; ddptrain train --max_steps) to train further");
   if (start_epoch > o.epochs)
-    return str("the checkpoint completed epoch ", start_epoch - 1, ", and --epochs=", o.epochs,
-               " is reached; raise --epochs to train further");
+    return str("the checkpoint completed epoch ", start_epoch - 1, " and epochs is ", o.epochs,
+               ": raise epochs (TrainerOptions::epochs; ddptrain train --epochs) to train further");
   return "";
 }
 
@@ -103,7 +103,7 @@ struct Trainer::Run {
         vote(t.ctx_, t.opts_.stop_requested),
         sums(t.ctx_.device()) {}
   static LoaderOptions loader_options(const Trainer& t) {
-    LoaderOptions lo{t.opts_.batch_size, t.opts_.num_workers, t.opts_.prefetch_factor, /*drop_last=*/true};
+    LoaderOptions lo{t.opts_.batch_size, t.opts_.num_workers, t.opts_.prefetch_factor, t.opts_.drop_last};
     lo.pin_memory = t.ctx_.device().is_cuda();
     return lo;
   }
@@ -230,6 +230,11 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   const int64_t K = opts_.grad_accum_steps;
   DDP_USAGE_CHECK(run.batches > 0, "an epoch has no full batch per rank (", run.sampler.num_samples(),
                   " samples, --batch_size=", opts_.batch_size, "); lower --batch_size or add data");
+  if (const int64_t left = run.sampler.num_samples() % opts_.batch_size; left != 0)
+    log.info(opts_.drop_last ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
+                                   " (a partial batch; --no-drop_last trains it)")
+                             : str("each epoch's last batch holds ", left, left == 1 ? " sample" : " samples",
+                                   " per rank (--no-drop_last)"));
   if (run.batches % K != 0)
     log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K, " micro-batches instead of ", K,
                  " (its loss is averaged over ", run.batches % K, ")"));
@@ -284,7 +289,8 @@ bool Trainer::resume(Run& run, TrainResult& result) {
   const ResumePoint at = resume_point(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   run.start_micro = at.micro;  // in this run's batches
   run.rest = at.rest;
-  if (run.rest && run.rest->end < 0) run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
+  if (run.rest && run.rest->end < 0)  // a checkpoint from before plans were recorded (and --drop_last existed)
+    run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
   state_.global_step = result.global_step = meta.global_step;
   state_.lr_step_offset = lr_step_offset(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   if (meta.extra.contains("lr_horizon")) run.resumed_horizon = LrHorizon::from_json(meta.extra["lr_horizon"]);
@@ -358,7 +364,7 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
     batches = (static_cast<int64_t>(mine.size()) + B - 1) / B;  // the last one may be smaller, on every rank
     run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
   } else {
-    state_.plan = EpochPlan::fresh(run.train.size(), world, B);
+    state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.drop_last);
     first = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
     run.loader.start(run.sampler.indices(), first);
   }

@@ -34,6 +34,7 @@ struct TrainerOptions {
   // The data.
   int num_workers = 2;           // loader threads; 0 = in the training thread
   int prefetch_factor = 2;       // batches each loader thread prepares ahead
+  bool drop_last = true;         // each epoch's last partial batch per rank is dropped (false: trained)
   uint64_t seed = 42;            // the sampler's shuffle, the same on every rank
   bool channels_last = false;    // 4-d weights and inputs NHWC (Note [Channels last])
   // The optimization.

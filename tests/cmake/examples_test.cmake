@@ -52,6 +52,12 @@ if(NOT last_output MATCHES "test accuracy 0\\.[4-9]")
   message(FATAL_ERROR "the README's snippet did not reach a test accuracy of 0.4:\n${last_output}")
 endif()
 
+# Run again, it has nothing left to train: it says why and prints no accuracy (#28 item 8).
+run_step("the README's snippet again" "${WORK}/snippet/build/snippet")
+if(last_output MATCHES "test accuracy" OR NOT last_output MATCHES "nothing to train: the checkpoint completed epoch 2 and epochs is 2")
+  message(FATAL_ERROR "the README's snippet, run again, printed an accuracy or not why it trained nothing:\n${last_output}")
+endif()
+
 # (a): 20 steps, then on to 30 from its checkpoint.
 run_step("example (a) at world 2" ${launch} "${WORK}/build/convnet_trainer" ${data} 20)
 run_step("example (a) resumed" ${launch} "${WORK}/build/convnet_trainer" ${data} 30)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -387,6 +388,28 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
   EXPECT_FALSE(lines_with(acc.output, "epoch 1 step 3/3").empty()) << acc.output;
 }
 
+// #28 item 8: each epoch's last partial batch per rank is dropped by default (the reference's
+// DataLoader(drop_last=True)), and trained with --no-drop_last: 250 samples of batch 16 are 15
+// micro-batches, or 16 (the last of 10 samples).
+TEST(E2E, DropLastIsAFlag) {
+  for (bool drop : {true, false}) {
+    const std::string ck = fresh_dir(drop ? "drop_last" : "no_drop_last");
+    std::vector<std::string> a = tiny_train(ck, {"--epochs", "1", "--dataset_size", "250", "--eval_every", "0",
+                                                 "--metrics_file", ck + "/m.jsonl"});
+    if (!drop) a.push_back("--no-drop_last");
+    a.insert(a.begin(), binary());
+    ProcResult r = run(a, {}, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    int64_t micro = -1;
+    for (const auto& rec : read_jsonl(ck + "/m.jsonl"))
+      if (rec.value("kind", "") == "epoch") micro = rec.at("micro_batches_per_epoch").get<int64_t>();
+    EXPECT_EQ(micro, drop ? 15 : 16) << r.output;
+    EXPECT_EQ(step_values(ck + "/m.jsonl", "loss").size() > 0, true) << r.output;
+    const auto meta = nlohmann::json::parse(read_text(ck + "/epoch_0001/meta.json"));
+    EXPECT_EQ(meta.at("global_step").get<int64_t>(), drop ? 15 : 16);
+  }
+}
+
 // The first line of a metrics file: the "run" record.
 nlohmann::json run_record(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
@@ -476,7 +499,15 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
   // ddptrain eval on the saved GPT: the validation split, once.
-  ProcResult ev = run({binary(), "eval", "--checkpoint", a + "/epoch_0001", "--threads", "1"}, {}, 120);
+  // Reported as training reports it (#28 item 8): val loss and perplexity, also in --metrics_file.
+  ProcResult ev = run({binary(), "eval", "--checkpoint", a + "/epoch_0001", "--threads", "1", "--metrics_file",
+                       a + "/eval.jsonl"}, {}, 120);
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
-  EXPECT_FALSE(lines_with(ev.output, "test split: 54 samples").empty()) << ev.output;
+  EXPECT_FALSE(lines_with(ev.output, "validation split: 54 sequences | val loss ").empty()) << ev.output;
+  const auto evals = read_jsonl(a + "/eval.jsonl");
+  ASSERT_EQ(evals.size(), 1u) << ev.output;
+  EXPECT_EQ(evals[0].at("kind").get<std::string>(), "eval");
+  EXPECT_EQ(evals[0].at("samples").get<int64_t>(), 54);
+  EXPECT_NEAR(evals[0].at("val_perplexity").get<double>(), std::exp(evals[0].at("val_loss").get<double>()), 1e-9);
+  EXPECT_FALSE(evals[0].contains("test_acc")) << "no accuracy for a language model";
 }

@@ -173,6 +173,19 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
   }
+  // #28 item 3: inspect model feeds a sample of --dataset, as train does; without the dataset a
+  // Fashion-MNIST module does not take the default 3x32x32 input: exit 2 with the cause.
+  const std::string fm = save_script(dir, "fmnist_linear");
+  ProcResult ok = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", fm, "--dataset",
+                       "fashion-mnist"}, {}, 60);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("output for an input of shape [1, 1, 28, 28]: [1, 10]"), std::string::npos) << ok.output;
+  ProcResult bad = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", fm}, {}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("its forward failed on an input of shape [1, 3, 32, 32] from --dataset synthetic: "),
+            std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("mat1 and mat2 shapes cannot be multiplied (1x3072 and 784x10); pass the --dataset it trains on"),
+            std::string::npos) << bad.output;
 }
 
 // The same scripted file trained 3 steps at world 2 by Python DDP (torchrun, PyTorch's sampler,

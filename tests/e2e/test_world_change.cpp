@@ -55,11 +55,12 @@ std::vector<std::string> traced(const std::string& dir, std::vector<std::string>
 
 // World `from` killed after step `kill` (checkpoints every `every` steps), resumed at world `to`:
 // the interrupted epoch covered once, the next epoch as a fresh run at `to`.
-void resume_at_other_world(int from, int to, int every, int kill) {
-  const std::string tag = std::to_string(from) + "to" + std::to_string(to);
+void resume_at_other_world(int from, int to, int every, int kill, const std::vector<std::string>& flags = {}) {
+  const std::string tag = std::to_string(from) + "to" + std::to_string(to) + (flags.empty() ? "" : flags[0]);
   const std::string whole = fresh_dir("world_whole" + tag), cut = fresh_dir("world_cut" + tag),
                     fresh = fresh_dir("world_fresh" + tag);
-  const std::vector<std::string> saving = {"--save_every_steps", std::to_string(every)};
+  std::vector<std::string> saving = {"--save_every_steps", std::to_string(every)};
+  saving.insert(saving.end(), flags.begin(), flags.end());
   ProcResult w = run(launch(from, free_port(), traced(whole, saving)), {}, 300);
   ASSERT_EQ(w.exit_code, 0) << w.output;
   ProcResult k = run(launch(from, free_port(), traced(cut, saving)),
@@ -79,7 +80,7 @@ void resume_at_other_world(int from, int to, int every, int kill) {
   args.insert(args.end(), {"--resume_from", "auto"});
   ProcResult r = run(launch(to, free_port(), args), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  ProcResult f = run(launch(to, free_port(), traced(fresh, {})), {}, 300);
+  ProcResult f = run(launch(to, free_port(), traced(fresh, flags)), {}, 300);
   ASSERT_EQ(f.exit_code, 0) << f.output;
 
   // The interrupted epoch: what the killed run trained before its checkpoint, and the rest.
@@ -129,6 +130,13 @@ TEST(WorldChange, KilledAtWorldTwoResumesAtWorldThree) { resume_at_other_world(2
 // World 4: 7 micro-batches per rank (60 samples, drop_last); killed at step 10, the checkpoint
 // of step 8 is 1 micro-batch into epoch 2.
 TEST(WorldChange, KilledAtWorldFourResumesAtWorldTwo) { resume_at_other_world(4, 2, 4, 10); }
+
+// --no-drop_last (#28 item 8): world 4 trains 8 micro-batches per rank, the last of 4 samples;
+// killed at step 11, the checkpoint of step 9 is 1 micro-batch into epoch 2; every one of the
+// 240 samples is trained in each epoch.
+TEST(WorldChange, WithoutDropLastEverySampleIsTrainedAcrossAWorldChange) {
+  resume_at_other_world(4, 2, 3, 11, {"--no-drop_last"});
+}
 
 // --keep_global_batch: world 2 with 2 accumulation steps (global batch 32) resumed at world 4
 // keeps 32 with 1 step; at world 3 32 is not a multiple of 8 x 3: exit 2 naming the numbers.

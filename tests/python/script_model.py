@@ -120,16 +120,16 @@ class TwoInputs(nn.Module):
 
 
 class FlatLinear(nn.Module):
-    """A classifier of 3x28x28 images, flattened: it does not fit 3x8x8 inputs."""
-    def __init__(self):
+    """A classifier of Cx28x28 images, flattened: it does not fit 3x8x8 inputs."""
+    def __init__(self, channels: int = 3):
         super().__init__()
-        self.head = nn.Linear(3 * 28 * 28, 10)
+        self.head = nn.Linear(channels * 28 * 28, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(x.flatten(1))
 
 
-KINDS = {"flat_linear": FlatLinear, "net": Net, "bn": BnNet, "lm": TinyLM, "regressor": Regressor, "no_params": NoParams,
+KINDS = {"flat_linear": FlatLinear, "fmnist_linear": lambda: FlatLinear(1), "net": Net, "bn": BnNet, "lm": TinyLM, "regressor": Regressor, "no_params": NoParams,
          "two_inputs": TwoInputs, "few_classes": lambda: Net(classes=4)}
 
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "data/distributed_sampler.h"
+#include "data/epoch_plan.h"
 #include "golden.h"
 
 using namespace ddptrain;
@@ -52,4 +53,19 @@ TEST(Sampler, RanksPartitionTheDatasetWithoutDropLast) {
     total += c;
   }
   EXPECT_EQ(total, 12);  // 10 samples padded to 12 = 3 ranks x 4
+}
+
+// Note [Resume at another world size]: an epoch's plan with and without drop_last, and the
+// share of its rest each rank of another world trains.
+TEST(Sampler, EpochPlanCountsTheTrainedPositions) {
+  EXPECT_EQ(EpochPlan::fresh(250, 2, 16).end, 224) << "125 per rank: 7 batches of 16, the 13 left dropped";
+  EXPECT_EQ(EpochPlan::fresh(250, 2, 16, /*drop_last=*/false).end, 250);
+  EXPECT_EQ(EpochPlan::fresh(251, 2, 16, false).end, 252) << "padded to a multiple of the world, as PyTorch pads";
+  EpochPlan p = EpochPlan::fresh(250, 2, 16);
+  p.done = 64;
+  SamplerOptions o;
+  o.dataset_len = 250;
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_EQ(static_cast<int64_t>(rest_of_epoch(o, 1, p, 3, rank).size()), p.rest_per_rank(3)) << rank;
+  EXPECT_EQ(p.rest_per_rank(3), 54) << "160 positions left over 3 ranks";
 }
