@@ -23,7 +23,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # libgloo-dev for both: pip's LibTorch ships no Gloo headers, which ProcessGroupGloo.hpp includes.
 pkgs=(cmake ninja-build g++ ccache make pkg-config libgloo-dev nlohmann-json3-dev libtomlplusplus-dev
       zlib1g-dev libgtest-dev googletest python3 python3-pip python3-venv dataset-fashion-mnist iproute2
-      procps bsdutils)
+      procps bsdutils clang-format-14)
 # Debian's LibTorch links libblas.so.3, which a fresh Debian machine points at the reference
 # BLAS (a 12-20x slower matmul); libopenblas0-openmp registers OpenBLAS with a higher priority.
 [ "$mode" = debian ] && pkgs+=(libtorch-dev python3-torch libopenblas0-openmp)

@@ -130,8 +130,9 @@ std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, con
 /// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
 
-/// Restores every part and this rank's RNG state from a verified checkpoint. Error when it
-/// was written by another world size or model, or lacks one of the parts.
+/// Restores every part and this rank's RNG state from a checkpoint, verified first. Error when
+/// it does not verify, holds another model, or lacks one of the parts; another world size is
+/// no error (a new rank keeps its own RNG state: Note [Resume at another world size]).
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, const std::vector<CheckpointPart>& parts);
 /// The trainer's parts (training_parts).
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,

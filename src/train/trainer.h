@@ -46,7 +46,7 @@ struct TrainResult {
   double samples_per_s = 0;   // global, over the whole run's training steps
   std::string last_checkpoint;
   std::string fingerprint;       // hash of all parameters and buffers (train/fingerprint.h)
-  std::string optimizer_fingerprint;  // hash of the optimizer's state (gathered under zero_stage 1)
+  std::string optimizer_fingerprint;  // hash of the optimizer's state (under zero_stage >= 1 from the shards: a collective)
   std::string nothing_to_train;  // why a resumed run had nothing left to train, or ""
   int stopped_by_signal = 0;     // the signal that stopped training early, or 0
 };
