@@ -84,8 +84,8 @@ int main(int argc, char** argv) try {
     std::printf("dist-mnist style: %lld steps on %d ranks, %.0f samples/s\n", step, ctx->world_size(),
                 static_cast<double>(step) * 64 * ctx->world_size() / s);
     if (check)
-      std::printf("gradients equal to the mean over ranks on %lld of %lld steps; largest deviation %.3g\n", exact,
-                  step, worst);
+      std::printf("gradients equal to the mean over ranks on %lld of %lld steps; largest deviation %.3g\n",
+                  exact, step, worst);
   }
   ctx->shutdown();
   return 0;

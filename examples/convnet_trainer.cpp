@@ -43,8 +43,10 @@ int main(int argc, char** argv) try {
 
   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
   const ddptrain::TrainResult r = trainer.fit(train, &test);
-  if (ctx->is_main() && r.evaluated)  // a resume with nothing left to train evaluates nothing (the log says why)
-    std::printf("test accuracy %.4f after %lld steps\n", r.test_accuracy, static_cast<long long>(r.global_step));
+  if (ctx->is_main() &&
+      r.evaluated)  // a resume with nothing left to train evaluates nothing (the log says why)
+    std::printf("test accuracy %.4f after %lld steps\n", r.test_accuracy,
+                static_cast<long long>(r.global_step));
   ctx->shutdown();
   return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
 } catch (const std::exception& e) {

@@ -26,7 +26,8 @@ int main(int argc, char** argv) try {
   ddptrain::DistributedDataParallel ddp(net, *ctx);  // rank 0's weights to every rank
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   ddptrain::IdxDataset train(data, "train", 0.2860, 0.3530, "Fashion-MNIST");
-  ddptrain::DistributedSampler sampler({train.size(), ctx->world_size(), ctx->rank(), /*shuffle=*/true, /*seed=*/0});
+  ddptrain::DistributedSampler sampler(
+      {train.size(), ctx->world_size(), ctx->rank(), /*shuffle=*/true, /*seed=*/0});
   ddptrain::Loader loader(train, {/*batch_size=*/64, /*num_workers=*/2});
   long long step = 0;
   const auto t0 = std::chrono::steady_clock::now();

@@ -27,13 +27,15 @@ namespace ddptrain {
 
 std::string resolve_checkpoint(const std::string& dir) {
   namespace fs = std::filesystem;
-  const char* fix = "pass a checkpoint (e.g. ./checkpoints/epoch_0001) or a --checkpoint_dir (its newest is used)";
+  const char* fix =
+      "pass a checkpoint (e.g. ./checkpoints/epoch_0001) or a --checkpoint_dir (its newest is used)";
   DDP_USAGE_CHECK(fs::exists(dir), "--checkpoint='", dir, "' does not exist; ", fix);
   DDP_USAGE_CHECK(fs::is_directory(dir), "--checkpoint='", dir, "' is a file; ", fix);
   if (is_checkpoint_dir(dir)) return dir;
   const Logger log(0, 1);
   const auto newest = find_latest_checkpoint(dir, log);
-  DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir, "' is not a checkpoint (no manifest.json: not one, or ",
+  DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir,
+                  "' is not a checkpoint (no manifest.json: not one, or ",
                   "its save was interrupted) and holds no valid checkpoint; ", fix);
   log.info(str("--checkpoint ", dir, " holds checkpoints: using the newest, ", *newest));
   return *newest;
@@ -46,9 +48,11 @@ namespace {
 void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const CheckpointMeta& meta,
                  const EvalResult& r, const DistContext& ctx) {
   const bool tokens = is_token_dataset(cfg.data.dataset);
-  std::string line = str("eval ", checkpoint, " on ", cfg.data.dataset, tokens ? " validation split: " : " test split: ",
-                         r.samples, tokens ? " sequences" : " samples");
-  nlohmann::json rec = {{"checkpoint", checkpoint}, {"dataset", word(cfg.data.dataset)}, {"samples", r.samples}};
+  std::string line =
+      str("eval ", checkpoint, " on ", cfg.data.dataset,
+          tokens ? " validation split: " : " test split: ", r.samples, tokens ? " sequences" : " samples");
+  nlohmann::json rec = {
+      {"checkpoint", checkpoint}, {"dataset", word(cfg.data.dataset)}, {"samples", r.samples}};
   if (tokens) {
     line += str(" | val loss ", fmt("%.4f", r.loss), " | val perplexity ", fmt("%.2f", std::exp(r.loss)));
     rec["val_loss"] = r.loss;
@@ -62,7 +66,8 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
     }
   }
   ctx.log().info(line);
-  MetricsWriter(cfg.run.metrics_file, ctx.is_main()).write("eval", meta.global_step, meta.epoch, std::move(rec));
+  MetricsWriter(cfg.run.metrics_file, ctx.is_main())
+      .write("eval", meta.global_step, meta.epoch, std::move(rec));
 }
 
 }  // namespace
@@ -75,9 +80,10 @@ int cmd_eval(const std::vector<std::string>& args) {
     if (args[i] == "--help" || args[i] == "-h") {
       TrainConfig defaults;
       const std::string text =
-          str(usage, "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
-                     "with the flags it was trained with; train flags given here override them (e.g. --data_dir "
-                     "on another machine, --batch_size, --num_workers). The train flags:");
+          str(usage,
+              "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
+              "with the flags it was trained with; train flags given here override them (e.g. --data_dir "
+              "on another machine, --batch_size, --num_workers). The train flags:");
       std::printf("%s", flags_help(train_flags(defaults), text).c_str());
       return 0;
     }
@@ -113,11 +119,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   TrainConfig cfg = resolve_train_config(flags);
   const bool path_given = std::any_of(overrides.begin(), overrides.end(),
                                       [](const std::string& a) { return a.rfind("--model_path", 0) == 0; });
-  DDP_USAGE_CHECK(cfg.model.model != ModelKind::kTorchscript || path_given ||
-                      std::filesystem::is_regular_file(cfg.model.model_path),
-                  "checkpoint '", checkpoint, "' was trained from the scripted module '", cfg.model.model_path,
-                  "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
-                  "not the module's code; pass --model_path PATH with the same module's file");
+  DDP_USAGE_CHECK(
+      cfg.model.model != ModelKind::kTorchscript || path_given ||
+          std::filesystem::is_regular_file(cfg.model.model_path),
+      "checkpoint '", checkpoint, "' was trained from the scripted module '", cfg.model.model_path,
+      "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
+      "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
@@ -128,7 +135,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   try {
     load_state_dict(*model, weights, model_pt);
   } catch (const Error& e) {  // the flags given here build another model than the checkpoint's
-    throw UsageError(str(e.what(), "; eval builds the model from the checkpoint's config.json and the flags given ",
+    throw UsageError(str(e.what(),
+                         "; eval builds the model from the checkpoint's config.json and the flags given ",
                          "here: drop the flags that change the model"));
   }
   model->to(ctx.device());

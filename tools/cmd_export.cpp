@@ -6,8 +6,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/python_pickle.h"
-#include "checkpoint/state_dict_reader.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/state_dict_reader.h"
 #include "config/flag_table.h"
 #include "tools/commands.h"
 #include "util/error.h"
@@ -28,13 +28,14 @@ int cmd_export(const std::vector<std::string>& args) {
     return 0;
   }
   auto positional = parse_flags(table, args);
-  DDP_USAGE_CHECK(positional.empty(), "export takes no positional argument ('", positional.empty() ? "" : positional[0],
-                  "'); ", usage);
+  DDP_USAGE_CHECK(positional.empty(), "export takes no positional argument ('",
+                  positional.empty() ? "" : positional[0], "'); ", usage);
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint is required; ", usage);
   DDP_USAGE_CHECK(!out.empty(), "--out is required; ", usage);
-  DDP_USAGE_CHECK(!std::filesystem::is_directory(out), "--out='", out, "' is a folder; pass a file path (e.g. ", out,
-                  "/model.", format, ")");
-  DDP_USAGE_CHECK(format == "pt" || format == "safetensors", "--format='", format, "' must be pt or safetensors");
+  DDP_USAGE_CHECK(!std::filesystem::is_directory(out), "--out='", out,
+                  "' is a folder; pass a file path (e.g. ", out, "/model.", format, ")");
+  DDP_USAGE_CHECK(format == "pt" || format == "safetensors", "--format='", format,
+                  "' must be pt or safetensors");
   checkpoint = resolve_checkpoint(checkpoint);
   verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
   const std::string model_pt = checkpoint + "/model.pt";

@@ -7,11 +7,11 @@
 #include <cstdio>
 
 #include "config/flag_table.h"
+#include "config/train_config.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
 #include "dist/flight_verdict.h"
-#include "config/train_config.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
 #include "models/script_model.h"
@@ -33,7 +33,8 @@ int inspect_gpt(const ModelOptions& mo) {
   std::printf("%-22s %14lld\n", "wpe", static_cast<long long>(model->wpe->weight.numel()));
   std::printf("%-22s %14lld\n", "h.* (each block)", static_cast<long long>(count_parameters(*model->h[0])));
   std::printf("parameters: %lld (without the position embedding: %lld)\n",
-              static_cast<long long>(count_parameters(*model)), static_cast<long long>(model->non_embedding_params()));
+              static_cast<long long>(count_parameters(*model)),
+              static_cast<long long>(model->non_embedding_params()));
   std::printf("training FLOPs per token (6N + 12*L*H*d_head*T, T = %lld): %lld (%.4f GFLOP)\n",
               static_cast<long long>(c.block_size), static_cast<long long>(model->train_flops_per_token()),
               static_cast<double>(model->train_flops_per_token()) / 1e9);
@@ -72,19 +73,22 @@ int inspect_script(const ModelOptions& mo, const DataOptions& d) {
   try {
     out = model.forward(x);
   } catch (const std::exception& e) {
-    throw UsageError(ddptrain::str("--model_path='", mo.model_path, "': its forward failed on an input of shape ",
-                                   x.sizes(), " from --dataset ", word(d.dataset), ": ", cause_of(e.what()),
-                                   "; pass the --dataset it trains on (synthetic: --in_channels, --image_size; ",
-                                   "tokens: --block_size)"));
+    throw UsageError(
+        ddptrain::str("--model_path='", mo.model_path, "': its forward failed on an input of shape ",
+                      x.sizes(), " from --dataset ", word(d.dataset), ": ", cause_of(e.what()),
+                      "; pass the --dataset it trains on (synthetic: --in_channels, --image_size; ",
+                      "tokens: --block_size)"));
   }
-  std::printf("output for an input of shape %s: %s\n", ddptrain::str(x.sizes()).c_str(), ddptrain::str(out.sizes()).c_str());
+  std::printf("output for an input of shape %s: %s\n", ddptrain::str(x.sizes()).c_str(),
+              ddptrain::str(out.sizes()).c_str());
   return 0;
 }
 
 int inspect_model(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
-      "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C --block_size T "
+      "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C "
+      "--block_size T "
       "--vocab_size V]\n"
       "       ddptrain inspect model --model torchscript --model_path FILE [--dataset D --data_dir DIR | "
       "--image_size S --in_channels C | --block_size T]";
@@ -104,7 +108,8 @@ int inspect_model(const std::vector<std::string>& args) {
       bind_flag("image_size", &d.image_size, "input height and width"),
       bind_flag("in_channels", &d.in_channels, "input channels"),
       bind_flag("num_classes", &d.num_classes, "classes"),
-      bind_choice("dataset", &d.dataset, dataset_choices(), "torchscript: the data whose first sample is fed"),
+      bind_choice("dataset", &d.dataset, dataset_choices(),
+                  "torchscript: the data whose first sample is fed"),
       bind_flag("data_dir", &d.data_dir, "torchscript: the dataset's directory (as train's)"),
       bind_flag("data_path", &d.data_path, "torchscript: the text file of --dataset text"),
   };
@@ -134,7 +139,8 @@ int inspect_model(const std::vector<std::string>& args) {
     fwd += r.forward_flops;
   }
   std::printf("parameters: %lld\n", static_cast<long long>(count_parameters(*model)));
-  std::printf("forward FLOPs per sample: %lld (%.4f GFLOP)\n", static_cast<long long>(fwd), static_cast<double>(fwd) / 1e9);
+  std::printf("forward FLOPs per sample: %lld (%.4f GFLOP)\n", static_cast<long long>(fwd),
+              static_cast<double>(fwd) / 1e9);
   std::printf("training FLOPs per sample (3 x forward): %lld (%.4f GFLOP)\n",
               static_cast<long long>(model->train_flops_per_sample(image, image)),
               static_cast<double>(model->train_flops_per_sample(image, image)) / 1e9);
@@ -152,7 +158,9 @@ int inspect_loader(const std::vector<std::string>& args) {
   long long batches = 100, world = 1;
   std::vector<Flag> table = {
       bind_choice("dataset", &d.dataset, dataset_choices(), "an image dataset (not tokens or text)"),
-      bind_flag("data_dir", &d.data_dir, "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
+      bind_flag(
+          "data_dir", &d.data_dir,
+          "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
       bind_flag("image_size", &d.image_size, "synthetic image size"),
       bind_flag("batch_size", &d.batch_size, "samples per batch"),
       bind_flag("num_workers", &d.num_workers, "loader threads (0 = in the calling thread)"),
@@ -167,7 +175,8 @@ int inspect_loader(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
-  DDP_USAGE_CHECK(!is_token_dataset(d.dataset), "inspect loader reads image datasets, not --dataset ", word(d.dataset));
+  DDP_USAGE_CHECK(!is_token_dataset(d.dataset), "inspect loader reads image datasets, not --dataset ",
+                  word(d.dataset));
   DDP_USAGE_CHECK(d.batch_size > 0 && d.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
   DataSplits data = make_datasets(d, {}, 42);
@@ -186,7 +195,8 @@ int inspect_loader(const std::vector<std::string>& args) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
   std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", word(d.dataset),
-              d.num_workers, d.batch_size, static_cast<long long>(n), s, static_cast<double>(n * d.batch_size) / s);
+              d.num_workers, d.batch_size, static_cast<long long>(n), s,
+              static_cast<double>(n * d.batch_size) / s);
   return 0;
 }
 
@@ -233,8 +243,9 @@ int inspect_sampler(const std::vector<std::string>& args) {
 // `ddptrain inspect hang DIR`: the verdict of the flight records a failed job left in DIR
 // (Note [Flight recorder]).
 int inspect_hang(const std::vector<std::string>& args) {
-  const char* usage = "usage: ddptrain inspect hang DIR\n  DIR: where the ranks wrote flight_rank<r>.json "
-                      "(--checkpoint_dir of `ddptrain train`)";
+  const char* usage =
+      "usage: ddptrain inspect hang DIR\n  DIR: where the ranks wrote flight_rank<r>.json "
+      "(--checkpoint_dir of `ddptrain train`)";
   if (args.size() == 2 && (args[1] == "--help" || args[1] == "-h")) {
     std::printf("%s\n", usage);
     return 0;
@@ -242,8 +253,9 @@ int inspect_hang(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(args.size() == 2, "inspect hang takes one folder; ", usage);
   int world = 0;
   const auto records = read_flight_records(args[1], world);
-  DDP_USAGE_CHECK(!records.empty(), "inspect hang: no flight_rank<r>.json in '", args[1],
-                  "' (the ranks write them there when a collective fails; --flight_recorder 0 turns that off)");
+  DDP_USAGE_CHECK(
+      !records.empty(), "inspect hang: no flight_rank<r>.json in '", args[1],
+      "' (the ranks write them there when a collective fails; --flight_recorder 0 turns that off)");
   std::printf("%s", hang_verdict(records, world).c_str());
   return 0;
 }
@@ -268,7 +280,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
       std::printf("%s\n", overview);
       return what.empty() ? 2 : 0;
     }
-    throw UsageError("inspect: unknown target '" + what + "'; use sampler, model, loader or hang (ddptrain inspect --help)");
+    throw UsageError("inspect: unknown target '" + what +
+                     "'; use sampler, model, loader or hang (ddptrain inspect --help)");
   }
   return inspect_sampler(args);
 }

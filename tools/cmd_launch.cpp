@@ -5,9 +5,9 @@
 
 #include "config/train_config.h"
 #include "launch/launcher.h"
+#include "tools/commands.h"
 #include "util/env.h"
 #include "util/thread_policy.h"
-#include "tools/commands.h"
 
 namespace ddptrain {
 
@@ -21,22 +21,25 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
   }
   auto worker_args = parse_launch_args(args, &opts);
   // The worker's help is printed once, here, not by N workers.
-  if (wants_help(worker_args) && worker_args[0] == "train") return cmd_train({worker_args.begin() + 1, worker_args.end()});
+  if (wants_help(worker_args) && worker_args[0] == "train")
+    return cmd_train({worker_args.begin() + 1, worker_args.end()});
   // Validate the worker flags here too: a usage error is reported once, not by N workers.
   if (worker_args[0] == "train") {
     const TrainConfig cfg = resolve_train_config({worker_args.begin() + 1, worker_args.end()});
     if (opts.stall_s >= cfg.dist.dist_timeout_s)  // Note [Stall seen by the launcher]
-      std::fprintf(stderr, "launch: --stall_s %g >= --dist_timeout_s %d: the collective timeout ends a hang first\n",
+      std::fprintf(stderr,
+                   "launch: --stall_s %g >= --dist_timeout_s %d: the collective timeout ends a hang first\n",
                    opts.stall_s, cfg.dist.dist_timeout_s);
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int threads = threads_per_rank(cfg.run.threads, cores, opts.nproc_per_node);
     // See Note [OpenMP threads of ranks that share cores].
     if (threads_outnumber_cores(opts.nproc_per_node, threads, cores) && !env::get("OMP_WAIT_POLICY")) {
       opts.worker_env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
-      std::fprintf(stderr,
-                   "launch: %d workers x %d intra-op threads > %d cores: OMP_WAIT_POLICY=PASSIVE for the workers "
-                   "(spinning OpenMP threads would take each other's cores; set OMP_WAIT_POLICY to choose)\n",
-                   opts.nproc_per_node, threads, cores);
+      std::fprintf(
+          stderr,
+          "launch: %d workers x %d intra-op threads > %d cores: OMP_WAIT_POLICY=PASSIVE for the workers "
+          "(spinning OpenMP threads would take each other's cores; set OMP_WAIT_POLICY to choose)\n",
+          opts.nproc_per_node, threads, cores);
     }
   }
   return run_launcher(opts, self_exe, worker_args);

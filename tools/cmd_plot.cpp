@@ -110,18 +110,21 @@ int cmd_plot(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!inputs.empty() && !out.empty(), usage);
-  DDP_USAGE_CHECK(std::filesystem::path(out).extension() == ".svg", "-o '", out, "': plot writes SVG only; name the ",
-                  "output ", std::filesystem::path(out).replace_extension(".svg").string(),
+  DDP_USAGE_CHECK(std::filesystem::path(out).extension() == ".svg", "-o '", out,
+                  "': plot writes SVG only; name the ", "output ",
+                  std::filesystem::path(out).replace_extension(".svg").string(),
                   " (convert it with any SVG tool, e.g. rsvg-convert, for another format)");
   std::vector<Panel> panels = {{"loss", {}}, {"accuracy", {}}, {"samples/s (global)", {}}, {"MFU (%)", {}}};
   int color = 0, drawn = 0;
   const std::vector<std::string> labels = input_labels(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<Run> runs = read_runs(inputs[i]);
-    DDP_USAGE_CHECK(!runs.empty(), "metrics file '", inputs[i], "' holds no records: nothing to plot (is it the ",
+    DDP_USAGE_CHECK(!runs.empty(), "metrics file '", inputs[i],
+                    "' holds no records: nothing to plot (is it the ",
                     "file train --metrics_file wrote, and did that run reach its first step?)");
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
-      add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++, runs[k]);
+      add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++,
+              runs[k]);
   }
   create_parent_folder(out);
   write_file_atomic(out, render_svg(panels));

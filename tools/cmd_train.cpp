@@ -28,9 +28,10 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
   const int threads = threads_per_rank(cfg.run.threads, cores, ctx.local_world_size());
   torch::set_num_threads(threads);
   if (threads_outnumber_cores(ctx.local_world_size(), threads, cores) && !env::get("OMP_WAIT_POLICY"))
-    ctx.log().warn(str(ctx.local_world_size(), " local ranks x ", threads, " intra-op threads > ", cores,
-                       " cores, and OpenMP's threads spin: set OMP_WAIT_POLICY=PASSIVE (ddptrain launch does) or "
-                       "lower --threads (Note [OpenMP threads of ranks that share cores])"));
+    ctx.log().warn(
+        str(ctx.local_world_size(), " local ranks x ", threads, " intra-op threads > ", cores,
+            " cores, and OpenMP's threads spin: set OMP_WAIT_POLICY=PASSIVE (ddptrain launch does) or "
+            "lower --threads (Note [OpenMP threads of ranks that share cores])"));
 }
 
 }  // namespace
@@ -64,14 +65,16 @@ int cmd_train(const std::vector<std::string>& args) {
   // with the file and the reason, and changes nothing on disk.
   // Only this run's checkpoints: see Note [Run identity].
   cfg.run.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
-  if (!cfg.run.resume_from.empty()) verify_checkpoint(cfg.run.resume_from);  // the load logs a world-size change
+  if (!cfg.run.resume_from.empty())
+    verify_checkpoint(cfg.run.resume_from);  // the load logs a world-size change
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
   log.info("config: " + flags_to_json(train_flags(copy)).dump());
   if (ctx.is_main()) {
     std::filesystem::create_directories(cfg.run.checkpoint_dir);
-    for (const auto& f : std::filesystem::directory_iterator(cfg.run.checkpoint_dir))  // an earlier hang's records
+    for (const auto& f :
+         std::filesystem::directory_iterator(cfg.run.checkpoint_dir))  // an earlier hang's records
       if (f.path().filename().string().rfind("flight_rank", 0) == 0) std::filesystem::remove(f.path());
     write_file_atomic(cfg.run.checkpoint_dir + "/config.json", config_json);
   }
@@ -102,8 +105,8 @@ int cmd_train(const std::vector<std::string>& args) {
   else if (r.evaluated)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
   log.info(str("final train loss", r.last_epoch_part.empty() ? "" : " (" + r.last_epoch_part + ")", ": ",
-               r.train_loss, " after ", r.global_step, " steps; ",
-               static_cast<long long>(r.samples_per_s), " samples/s (global, training only)"));
+               r.train_loss, " after ", r.global_step, " steps; ", static_cast<long long>(r.samples_per_s),
+               " samples/s (global, training only)"));
   ctx.shutdown();
   return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
 }

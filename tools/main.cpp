@@ -23,8 +23,8 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/commands.h"
 #include "launch/launcher.h"
+#include "tools/commands.h"
 #include "util/env.h"
 #include "util/error.h"
 
@@ -35,7 +35,8 @@ const char* const kUsage =
     "commands:\n"
     "  train    train a model (single process, or one rank under launch/torchrun/Slurm/MPI)\n"
     "  launch   start N local workers: ddptrain launch --nproc_per_node N train [train flags]\n"
-    "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...: a rank's sample indices\n"
+    "  inspect  ddptrain inspect sampler --dataset_len N --world_size W --rank R ...: a rank's sample "
+    "indices\n"
     "           ddptrain inspect model [--model M ...]: layers, parameters, FLOPs per sample\n"
     "           ddptrain inspect loader [--dataset D ...]: how fast the loader alone delivers batches\n"
     "           ddptrain inspect hang DIR: which rank a failed job waited for, from its flight records\n"
@@ -70,11 +71,14 @@ int fail(int code, const std::string& msg, bool secondary = false) {
     // rank's death) is written from the next second on, so torchrun names the primary one.
     if (secondary) {
       const auto now = std::chrono::system_clock::now();
-      std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) + std::chrono::milliseconds(10));
+      std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) +
+                                    std::chrono::milliseconds(10));
     }
-    nlohmann::json j = {{"message", {{"message", full},
-                                     {"extraInfo", {{"timestamp", std::to_string(std::time(nullptr))},
-                                                    {"secondary", secondary ? "true" : "false"}}}}}};
+    nlohmann::json j = {{"message",
+                         {{"message", full},
+                          {"extraInfo",
+                           {{"timestamp", std::to_string(std::time(nullptr))},
+                            {"secondary", secondary ? "true" : "false"}}}}}};
     std::ofstream(*path) << j.dump() << "\n";
   }
   return code;
@@ -101,7 +105,8 @@ int main(int argc, char** argv) {
       std::printf("%s\n", kUsage);
       return 0;
     }
-    throw ddptrain::UsageError("unknown command '" + cmd + "'; use train, launch, eval, inspect, export or plot (see ddptrain --help)");
+    throw ddptrain::UsageError("unknown command '" + cmd +
+                               "'; use train, launch, eval, inspect, export or plot (see ddptrain --help)");
   } catch (const ddptrain::UsageError& e) {
     return fail(2, e.what());
   } catch (const ddptrain::CollectiveError& e) {

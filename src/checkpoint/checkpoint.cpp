@@ -7,15 +7,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
-#include <mutex>
-#include <set>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/optimizer_shards.h"
 #include "checkpoint/python_pickle.h"
@@ -57,7 +57,8 @@ void write_file_synced(const std::string& path, const std::string& bytes) {
 }
 
 uint32_t crc32_of(const std::string& bytes) {
-  return static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  return static_cast<uint32_t>(
+      ::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 // Every rank's CPU generator state, gathered into one (world, state_bytes) tensor with a
@@ -126,7 +127,8 @@ void clean_checkpoint_leftovers(const std::string& root, const Logger& log) {
 }
 
 CheckpointPart module_part(std::string name, torch::nn::Module& module) {
-  return {std::move(name), [&module] { return pickle_tensors(state_dict(module)); },
+  return {std::move(name),
+          [&module] { return pickle_tensors(state_dict(module)); },
           [&module](const std::string& bytes, const std::string& origin) {
             load_state_dict(module, unpickle_tensors(bytes, origin), origin);
           },
@@ -168,8 +170,11 @@ CheckpointPart optimizer_part(std::string name, torch::optim::Optimizer& optimiz
 }
 
 CheckpointPart tensors_part(std::string name, NamedTensors& tensors) {
-  return {std::move(name), [&tensors] { return pickle_tensors(tensors); },
-          [&tensors](const std::string& bytes, const std::string& origin) { tensors = unpickle_tensors(bytes, origin); },
+  return {std::move(name),
+          [&tensors] { return pickle_tensors(tensors); },
+          [&tensors](const std::string& bytes, const std::string& origin) {
+            tensors = unpickle_tensors(bytes, origin);
+          },
           {},
           {},
           {},
@@ -198,9 +203,10 @@ void check_part_names(const std::vector<CheckpointPart>& parts) {
 }  // namespace
 
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
-                            torch::nn::Module& model, torch::optim::Optimizer& optimizer, const CheckpointMeta& meta,
-                            const std::string& config_json, SaveOptions opts) {
-  return save_checkpoint(ctx, root, name, training_parts(model, optimizer), meta, config_json, std::move(opts));
+                            torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                            const CheckpointMeta& meta, const std::string& config_json, SaveOptions opts) {
+  return save_checkpoint(ctx, root, name, training_parts(model, optimizer), meta, config_json,
+                         std::move(opts));
 }
 
 namespace {
@@ -225,8 +231,8 @@ void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& part
       const std::string prefix = part.name + ".";
       part.save_more(PartFiles{[&](const std::string& file, const std::string& bytes) {
                                  DDP_CHECK(file.rfind(prefix, 0) == 0 && file.find('/') == std::string::npos,
-                                           "checkpoint part '", part.name, "' writes '", file, "': its files are ",
-                                           prefix, "*");
+                                           "checkpoint part '", part.name, "' writes '", file,
+                                           "': its files are ", prefix, "*");
                                  if (ctx.is_main()) save.write(file, bytes);
                                },
                                {},
@@ -237,10 +243,14 @@ void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& part
 }
 
 std::string meta_json(const CheckpointMeta& meta, int64_t rng_state_bytes) {
-  nlohmann::json m = {{"format", kFormat},          {"epoch", meta.epoch},
-                      {"batches_done", meta.batches_done}, {"epoch_complete", meta.epoch_complete},
-                      {"global_step", meta.global_step}, {"world_size", meta.world_size},
-                      {"seed", meta.seed},              {"rng_state_bytes", rng_state_bytes}};
+  nlohmann::json m = {{"format", kFormat},
+                      {"epoch", meta.epoch},
+                      {"batches_done", meta.batches_done},
+                      {"epoch_complete", meta.epoch_complete},
+                      {"global_step", meta.global_step},
+                      {"world_size", meta.world_size},
+                      {"seed", meta.seed},
+                      {"rng_state_bytes", rng_state_bytes}};
   if (!meta.precision.empty()) m["precision"] = meta.precision;
   if (!meta.run.empty()) m["run"] = meta.run;
   if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
@@ -357,8 +367,9 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   meta.global_step = m.at("global_step").get<int64_t>();
   meta.world_size = m.at("world_size").get<int>();
   meta.seed = m.at("seed").get<int64_t>();
-  static const std::set<std::string> kOwn = {"format", "epoch", "batches_done", "epoch_complete", "global_step",
-                                             "world_size", "seed", "rng_state_bytes", "precision", "run", "batch_size"};
+  static const std::set<std::string> kOwn = {"format",      "epoch",      "batches_done", "epoch_complete",
+                                             "global_step", "world_size", "seed",         "rng_state_bytes",
+                                             "precision",   "run",        "batch_size"};
   for (const auto& [key, value] : m.items())
     if (!kOwn.count(key)) meta.extra[key] = value;
   meta.precision = m.value("precision", "");
@@ -394,8 +405,8 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
 CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) {
   CheckpointMeta meta = verify_checkpoint(dir);
   if (meta.world_size != ctx.world_size() && ctx.is_main())
-    ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size, "; this job has ",
-                       ctx.world_size(), " (Note [Resume at another world size])"));
+    ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size,
+                       "; this job has ", ctx.world_size(), " (Note [Resume at another world size])"));
   return meta;
 }
 
@@ -404,7 +415,8 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, t
   return load_checkpoint(dir, ctx, training_parts(model, optimizer));
 }
 
-CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, const std::vector<CheckpointPart>& parts) {
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
+                               const std::vector<CheckpointPart>& parts) {
   check_part_names(parts);
   CheckpointMeta meta = verify_resumable(dir, ctx);
   for (const auto& part : parts) {
@@ -413,7 +425,8 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, c
               ".pt): it was saved with other parts; load it with the parts it was saved with");
     part.load(read_file(path), path);
     if (part.load_more)
-      part.load_more(PartFiles{{}, [&dir](const std::string& file) -> std::optional<std::string> {
+      part.load_more(PartFiles{{},
+                               [&dir](const std::string& file) -> std::optional<std::string> {
                                  const std::string p = dir + "/" + file;
                                  if (!fs::is_regular_file(p)) return std::nullopt;
                                  return read_file(p);
@@ -422,7 +435,8 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, c
   }
   const std::string rng = read_file(dir + "/rng_states.bin");
   at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());  // the generator is the process's: read and set it under its lock
+  std::lock_guard<std::mutex> lock(
+      gen.mutex());  // the generator is the process's: read and set it under its lock
   at::Tensor mine = gen.get_state();
   const size_t n = static_cast<size_t>(mine.numel());
   DDP_CHECK(rng.size() == n * static_cast<size_t>(meta.world_size), "checkpoint '", dir,

@@ -37,18 +37,19 @@
 namespace ddptrain {
 
 struct CheckpointMeta {
-  int epoch = 1;               // the epoch of the last trained micro-batch (1-based)
-  int64_t batches_done = 0;    // micro-batches of that epoch already trained
-  bool epoch_complete = false; // resume at the start of epoch + 1
-  int64_t global_step = 0;     // optimizer steps taken
+  int epoch = 1;                // the epoch of the last trained micro-batch (1-based)
+  int64_t batches_done = 0;     // micro-batches of that epoch already trained
+  bool epoch_complete = false;  // resume at the start of epoch + 1
+  int64_t global_step = 0;      // optimizer steps taken
   int world_size = 1;
   int64_t seed = 0;
   /// Small state of the trainer's, saved as top-level keys of meta.json (e.g. the loss
   /// scaler's "grad_scaler"); on reading, every key meta.json has besides the fields here.
   nlohmann::json extra = nlohmann::json::object();
-  std::string precision;       // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
-  std::map<std::string, std::string> run;  // the flags that define the run (Note [Run identity]); empty if older
-  int batch_size = 0;          // per rank, of batches_done (0 in older checkpoints: this run's)
+  std::string precision;  // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
+  std::map<std::string, std::string>
+      run;             // the flags that define the run (Note [Run identity]); empty if older
+  int batch_size = 0;  // per rank, of batches_done (0 in older checkpoints: this run's)
 };
 
 /// A checkpoint directory and its meta.json.
@@ -76,7 +77,7 @@ struct PartFiles {
 /// One named part of a checkpoint: the file `<name>.pt`. `save` gives its bytes (rank 0
 /// calls it); `load` restores from them (every rank calls it), naming `origin` in errors.
 struct CheckpointPart {
-  std::string name;  // [a-z0-9_]+, unique in a checkpoint
+  std::string name;                   // [a-z0-9_]+, unique in a checkpoint
   std::function<std::string()> save;  // rank 0 only
   std::function<void(const std::string& bytes, const std::string& origin)> load;  // every rank
   /// Optional, every rank, in part order: before and after rank 0 writes this part's files
@@ -105,8 +106,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                             const std::string& config_json, SaveOptions opts = {});
 /// The trainer's parts (training_parts).
 std::string save_checkpoint(const DistContext& ctx, const std::string& root, const std::string& name,
-                            torch::nn::Module& model, torch::optim::Optimizer& optimizer, const CheckpointMeta& meta,
-                            const std::string& config_json, SaveOptions opts = {});
+                            torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                            const CheckpointMeta& meta, const std::string& config_json,
+                            SaveOptions opts = {});
 
 /// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
 /// reason when the checkpoint is incomplete, truncated or corrupted.
@@ -133,7 +135,8 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
 /// Restores every part and this rank's RNG state from a checkpoint, verified first. Error when
 /// it does not verify, holds another model, or lacks one of the parts; another world size is
 /// no error (a new rank keeps its own RNG state: Note [Resume at another world size]).
-CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, const std::vector<CheckpointPart>& parts);
+CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
+                               const std::vector<CheckpointPart>& parts);
 /// The trainer's parts (training_parts).
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
                                torch::optim::Optimizer& optimizer);

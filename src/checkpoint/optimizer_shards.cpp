@@ -15,7 +15,9 @@ namespace {
 
 constexpr int kShardsFormat = 1;
 
-std::string shard_file(const std::string& name, int rank) { return name + ".shard" + std::to_string(rank) + ".pt"; }
+std::string shard_file(const std::string& name, int rank) {
+  return name + ".shard" + std::to_string(rank) + ".pt";
+}
 std::string layout_file(const std::string& name) { return name + ".shards.json"; }
 
 // Rank 0: the layout (Note [Optimizer shard files]).
@@ -23,21 +25,19 @@ std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t
                         const std::vector<std::vector<ShardFilePiece>>& by_rank) {
   nlohmann::json params = nlohmann::json::array();
   for (const auto& g : full.param_groups())
-    for (const auto& p : g.params()) params.push_back({{"shape", p.sizes().vec()}, {"memory_order", memory_order(p)}});
+    for (const auto& p : g.params())
+      params.push_back({{"shape", p.sizes().vec()}, {"memory_order", memory_order(p)}});
   nlohmann::json pieces = nlohmann::json::array();
   for (const auto& rank : by_rank) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& pc : rank) list.push_back({pc.key, pc.param_offset, pc.offset, pc.length});
     pieces.push_back(std::move(list));
   }
-  const nlohmann::json j = {{"format", kShardsFormat},
-                            {"optimizer", optimizer_kind_name(optimizer_kind(full))},
-                            {"fields", fields},
-                            {"world", by_rank.size()},
-                            {"numel", numel},
-                            {"step", step},
-                            {"params", params},
-                            {"pieces", pieces}};
+  const nlohmann::json j = {
+      {"format", kShardsFormat}, {"optimizer", optimizer_kind_name(optimizer_kind(full))},
+      {"fields", fields},        {"world", by_rank.size()},
+      {"numel", numel},          {"step", step},
+      {"params", params},        {"pieces", pieces}};
   return j.dump() + "\n";
 }
 
@@ -45,11 +45,12 @@ std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t
 at::Tensor read_rows(const PartFiles& files, const std::string& file, int fields, int64_t numel,
                      const std::string& origin) {
   const auto bytes = files.read(file);
-  DDP_CHECK(bytes.has_value(), "checkpoint '", origin, "' lacks ", file, " (its layout names it): incomplete");
+  DDP_CHECK(bytes.has_value(), "checkpoint '", origin, "' lacks ", file,
+            " (its layout names it): incomplete");
   for (auto& [key, t] : unpickle_tensors(*bytes, origin + "/" + file))
     if (key == "state") {
-      DDP_CHECK(t.dim() == 2 && t.size(0) == fields && t.size(1) == numel, "checkpoint '", origin, "': ", file,
-                " holds ", t.sizes(), ", its layout says [", fields, ", ", numel, "]");
+      DDP_CHECK(t.dim() == 2 && t.size(0) == fields && t.size(1) == numel, "checkpoint '", origin,
+                "': ", file, " holds ", t.sizes(), ", its layout says [", fields, ", ", numel, "]");
       return t;
     }
   throw Error(detail::concat("checkpoint '", origin, "': ", file, " has no \"state\" tensor"));
@@ -84,9 +85,10 @@ std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& ful
   return keys;
 }
 
-void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full, const std::string& name,
-                           const at::Tensor& mine, const std::vector<std::vector<ShardFilePiece>>& by_rank,
-                           int64_t step, const PartFiles& files) {
+void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full,
+                           const std::string& name, const at::Tensor& mine,
+                           const std::vector<std::vector<ShardFilePiece>>& by_rank, int64_t step,
+                           const PartFiles& files) {
   const int fields = static_cast<int>(mine.size(0));
   for (int r = 0; r < ctx.world_size(); ++r) {
     std::vector<at::Tensor> t{r == ctx.rank() ? mine : at::empty_like(mine)};
@@ -103,9 +105,10 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
   const nlohmann::json j = nlohmann::json::parse(*text);
   const int fields = j.at("fields").get<int>();
   const std::string kind = j.at("optimizer").get<std::string>();
-  DDP_CHECK(kind == optimizer_kind_name(optimizer_kind(full)) && fields == state_fields(full), "checkpoint '", origin,
-            "' holds the state of ", kind, " (", fields, " tensors per parameter); this run's optimizer is ",
-            optimizer_kind_name(optimizer_kind(full)), " (", state_fields(full), "): resume with the same optimizer");
+  DDP_CHECK(kind == optimizer_kind_name(optimizer_kind(full)) && fields == state_fields(full), "checkpoint '",
+            origin, "' holds the state of ", kind, " (", fields,
+            " tensors per parameter); this run's optimizer is ", optimizer_kind_name(optimizer_kind(full)),
+            " (", state_fields(full), "): resume with the same optimizer");
   std::vector<at::Tensor> params;
   std::vector<size_t> group;
   for (size_t g = 0; g < full.param_groups().size(); ++g)
@@ -119,30 +122,37 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
   const int64_t numel = j.at("numel").get<int64_t>();
   for (size_t r = 0; r < j.at("pieces").size(); ++r) {
     const nlohmann::json& pieces = j.at("pieces")[r];
-    if (std::none_of(pieces.begin(), pieces.end(), [&](const auto& pc) { return needed(pc[0].template get<int64_t>()); }))
+    if (std::none_of(pieces.begin(), pieces.end(),
+                     [&](const auto& pc) { return needed(pc[0].template get<int64_t>()); }))
       continue;  // this rank's shard holds nothing this rank needs: not read
     const at::Tensor rows = read_rows(files, shard_file(name, static_cast<int>(r)), fields, numel, origin);
     for (const auto& pc : pieces) {
       const auto [key, param_offset, offset, length] = pc.get<std::array<int64_t, 4>>();
       if (!needed(key)) continue;
       const at::Tensor& p = params[static_cast<size_t>(key)];
-      DDP_CHECK(j.at("params")[static_cast<size_t>(key)].at("shape").get<std::vector<int64_t>>() == p.sizes().vec(),
-                "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
-                j.at("params")[static_cast<size_t>(key)].at("shape").dump(), ", here ", p.sizes(), ": another model");
+      DDP_CHECK(
+          j.at("params")[static_cast<size_t>(key)].at("shape").get<std::vector<int64_t>>() == p.sizes().vec(),
+          "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
+          j.at("params")[static_cast<size_t>(key)].at("shape").dump(), ", here ", p.sizes(),
+          ": another model");
       Assembled& a = state[key];
       if (a.flat.empty())
         for (int f = 0; f < fields; ++f) a.flat.push_back(at::zeros({p.numel()}, rows.options()));
-      for (int f = 0; f < fields; ++f) a.flat[static_cast<size_t>(f)].narrow(0, param_offset, length).copy_(rows[f].narrow(0, offset, length));
+      for (int f = 0; f < fields; ++f)
+        a.flat[static_cast<size_t>(f)]
+            .narrow(0, param_offset, length)
+            .copy_(rows[f].narrow(0, offset, length));
       a.covered += length;
     }
   }
   for (auto& [key, a] : state) {
     const at::Tensor& p = params[static_cast<size_t>(key)];
-    DDP_CHECK(a.covered == p.numel(), "checkpoint '", origin, "': its shard files hold ", a.covered, " of the ",
-              p.numel(), " elements of optimizer parameter ", key, ": incomplete");
+    DDP_CHECK(a.covered == p.numel(), "checkpoint '", origin, "': its shard files hold ", a.covered,
+              " of the ", p.numel(), " elements of optimizer parameter ", key, ": incomplete");
     if (!group_has_state(full, group[static_cast<size_t>(key)])) continue;
     std::vector<at::Tensor> tensors;
-    for (const auto& flat : a.flat) tensors.push_back(to_param_layout(flat, j.at("params")[static_cast<size_t>(key)], p));
+    for (const auto& flat : a.flat)
+      tensors.push_back(to_param_layout(flat, j.at("params")[static_cast<size_t>(key)], p));
     full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, j.at("step").get<int64_t>());
   }
   return true;

@@ -43,9 +43,10 @@ struct ShardFilePiece {
 /// Every rank calls it (a collective). mine: this rank's [fields, numel] rows; by_rank: every
 /// rank's pieces (the same on every rank); step: Adam's step count. Rank 0 writes the files of
 /// the part `name` through files.write.
-void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full, const std::string& name,
-                           const at::Tensor& mine, const std::vector<std::vector<ShardFilePiece>>& by_rank,
-                           int64_t step, const PartFiles& files);
+void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full,
+                           const std::string& name, const at::Tensor& mine,
+                           const std::vector<std::vector<ShardFilePiece>>& by_rank, int64_t step,
+                           const PartFiles& files);
 
 /// Fills full.state() for its parameters in `wanted` (TensorImpl pointers; null: all) from the
 /// shard files of `name`, reading only the files that hold them. False when the checkpoint has

@@ -16,48 +16,64 @@ namespace optim = torch::optim;
 std::vector<int64_t> memory_order(const at::Tensor& t) {
   std::vector<int64_t> order(static_cast<size_t>(t.dim()));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
   return order;
 }
 
-at::Tensor flat_view(const at::Tensor& dense) { return dense.detach().permute(memory_order(dense)).view({-1}); }
+at::Tensor flat_view(const at::Tensor& dense) {
+  return dense.detach().permute(memory_order(dense)).view({-1});
+}
 
-at::Tensor flat_as(const at::Tensor& t, const at::Tensor& like) { return t.permute(memory_order(like)).reshape({-1}); }
+at::Tensor flat_as(const at::Tensor& t, const at::Tensor& like) {
+  return t.permute(memory_order(like)).reshape({-1});
+}
 
 OptimizerClass optimizer_kind(const optim::Optimizer& o) {
   if (dynamic_cast<const optim::SGD*>(&o)) return OptimizerClass::kSgd;
   if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerClass::kAdamW;
   if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerClass::kAdam;
-  throw UsageError("--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
-                   "of them (use one of those, or --zero_stage 0)");
+  throw UsageError(
+      "--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
+      "of them (use one of those, or --zero_stage 0)");
 }
 
 const char* optimizer_kind_name(OptimizerClass k) {
   switch (k) {
-    case OptimizerClass::kSgd: return "sgd";
-    case OptimizerClass::kAdam: return "adam";
-    case OptimizerClass::kAdamW: return "adamw";
+    case OptimizerClass::kSgd:
+      return "sgd";
+    case OptimizerClass::kAdam:
+      return "adam";
+    case OptimizerClass::kAdamW:
+      return "adamw";
   }
   return "?";
 }
 
-std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full, std::vector<optim::OptimizerParamGroup> g) {
+std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full,
+                                                 std::vector<optim::OptimizerParamGroup> g) {
   switch (optimizer_kind(full)) {
     case OptimizerClass::kSgd:
-      return std::make_unique<optim::SGD>(std::move(g), static_cast<const optim::SGDOptions&>(full.defaults()));
+      return std::make_unique<optim::SGD>(std::move(g),
+                                          static_cast<const optim::SGDOptions&>(full.defaults()));
     case OptimizerClass::kAdam:
-      return std::make_unique<optim::Adam>(std::move(g), static_cast<const optim::AdamOptions&>(full.defaults()));
+      return std::make_unique<optim::Adam>(std::move(g),
+                                           static_cast<const optim::AdamOptions&>(full.defaults()));
     case OptimizerClass::kAdamW:
-      return std::make_unique<optim::AdamW>(std::move(g), static_cast<const optim::AdamWOptions&>(full.defaults()));
+      return std::make_unique<optim::AdamW>(std::move(g),
+                                            static_cast<const optim::AdamWOptions&>(full.defaults()));
   }
   return nullptr;
 }
 
 int state_fields(const optim::Optimizer& full) {
   switch (optimizer_kind(full)) {
-    case OptimizerClass::kSgd: return 1;
-    case OptimizerClass::kAdam: return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
-    case OptimizerClass::kAdamW: return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+    case OptimizerClass::kSgd:
+      return 1;
+    case OptimizerClass::kAdam:
+      return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+    case OptimizerClass::kAdamW:
+      return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
   }
   return 0;
 }
@@ -69,8 +85,10 @@ bool group_has_state(const optim::Optimizer& full, size_t g) {
 
 std::vector<at::Tensor> state_tensors(optim::OptimizerParamState& s) {
   if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&s)) return {sgd->momentum_buffer()};
-  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
-  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s)) return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+  if (auto* a = dynamic_cast<optim::AdamWParamState*>(&s))
+    return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
+  if (auto* a = dynamic_cast<optim::AdamParamState*>(&s))
+    return {a->exp_avg(), a->exp_avg_sq(), a->max_exp_avg_sq()};
   return {};
 }
 
@@ -80,8 +98,8 @@ int64_t state_step(optim::OptimizerParamState& s) {
   return 0;
 }
 
-std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& full, const std::vector<at::Tensor>& t,
-                                                       int64_t step) {
+std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& full,
+                                                       const std::vector<at::Tensor>& t, int64_t step) {
   auto adam_like = [&](auto s) {
     s->step(step);
     s->exp_avg(t[0]);
@@ -95,8 +113,10 @@ std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& f
       s->momentum_buffer(t[0]);
       return s;
     }
-    case OptimizerClass::kAdam: return adam_like(std::make_unique<optim::AdamParamState>());
-    case OptimizerClass::kAdamW: return adam_like(std::make_unique<optim::AdamWParamState>());
+    case OptimizerClass::kAdam:
+      return adam_like(std::make_unique<optim::AdamParamState>());
+    case OptimizerClass::kAdamW:
+      return adam_like(std::make_unique<optim::AdamWParamState>());
   }
   return nullptr;
 }

@@ -20,8 +20,8 @@ enum class OptimizerClass { kSgd, kAdam, kAdamW };
 OptimizerClass optimizer_kind(const torch::optim::Optimizer& o);
 const char* optimizer_kind_name(OptimizerClass k);
 /// An optimizer of full's kind and defaults over other parameter groups.
-std::unique_ptr<torch::optim::Optimizer> optimizer_like(const torch::optim::Optimizer& full,
-                                                        std::vector<torch::optim::OptimizerParamGroup> groups);
+std::unique_ptr<torch::optim::Optimizer> optimizer_like(
+    const torch::optim::Optimizer& full, std::vector<torch::optim::OptimizerParamGroup> groups);
 /// Tensors in one parameter's entry: 1 (SGD momentum); 2 or, with amsgrad, 3 (Adam's moments).
 int state_fields(const torch::optim::Optimizer& full);
 /// Whether the parameters of group g have an entry once stepped (SGD without momentum: none).

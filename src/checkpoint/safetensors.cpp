@@ -14,17 +14,28 @@ namespace {
 
 const char* dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "F32";
-    case at::kDouble: return "F64";
-    case at::kHalf: return "F16";
-    case at::kBFloat16: return "BF16";
-    case at::kLong: return "I64";
-    case at::kInt: return "I32";
-    case at::kShort: return "I16";
-    case at::kChar: return "I8";
-    case at::kByte: return "U8";
-    case at::kBool: return "BOOL";
-    default: return nullptr;
+    case at::kFloat:
+      return "F32";
+    case at::kDouble:
+      return "F64";
+    case at::kHalf:
+      return "F16";
+    case at::kBFloat16:
+      return "BF16";
+    case at::kLong:
+      return "I64";
+    case at::kInt:
+      return "I32";
+    case at::kShort:
+      return "I16";
+    case at::kChar:
+      return "I8";
+    case at::kByte:
+      return "U8";
+    case at::kBool:
+      return "BOOL";
+    default:
+      return nullptr;
   }
 }
 
@@ -32,7 +43,8 @@ at::ScalarType dtype_of(const std::string& name, const std::string& origin, cons
   for (at::ScalarType t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong, at::kInt, at::kShort,
                            at::kChar, at::kByte, at::kBool})
     if (name == dtype_name(t)) return t;
-  throw Error(str(origin, ": tensor '", tensor, "' has safetensors dtype ", name, ", which ddptrain does not read"));
+  throw Error(
+      str(origin, ": tensor '", tensor, "' has safetensors dtype ", name, ", which ddptrain does not read"));
 }
 
 uint64_t header_length(const std::string& bytes) {
@@ -63,15 +75,17 @@ NamedTensors read_safetensors(const std::string& bytes, const std::string& origi
     const auto shape = entry.at("shape").get<std::vector<int64_t>>();
     const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
     at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype_of(entry.at("dtype"), origin, name)));
-    DDP_CHECK(offsets.size() == 2 && offsets[1] - offsets[0] == t.nbytes() && data + offsets[1] <= bytes.size(),
-              origin, ": tensor '", name, "' has data offsets that do not match its shape or lie outside the file");
+    DDP_CHECK(
+        offsets.size() == 2 && offsets[1] - offsets[0] == t.nbytes() && data + offsets[1] <= bytes.size(),
+        origin, ": tensor '", name, "' has data offsets that do not match its shape or lie outside the file");
     std::memcpy(t.data_ptr(), bytes.data() + data + offsets[0], t.nbytes());
     out.emplace_back(name, t);
   }
   return out;
 }
 
-std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, at::Tensor>> sorted;
   for (const auto& [name, t] : tensors) sorted.emplace_back(name, t.detach().cpu().contiguous());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -80,8 +94,10 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
   size_t offset = 0;
   for (const auto& [name, t] : sorted) {
     const char* dtype = dtype_name(t.scalar_type());
-    DDP_CHECK(dtype != nullptr, "tensor '", name, "' has dtype ", t.scalar_type(), ", which safetensors cannot hold");
-    header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+    DDP_CHECK(dtype != nullptr, "tensor '", name, "' has dtype ", t.scalar_type(),
+              ", which safetensors cannot hold");
+    header[name] = {
+        {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
   std::string json = header.dump();

@@ -12,7 +12,8 @@
 namespace ddptrain {
 
 /// The bytes of a .safetensors file holding the tensors (CPU copies, contiguous).
-std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
+std::string safetensors_bytes(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
 
 /// Whether bytes look like a safetensors file (a header length that fits, then '{').
 bool is_safetensors(const std::string& bytes);

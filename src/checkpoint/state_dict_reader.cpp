@@ -22,7 +22,20 @@ struct Global {
 using Items = std::vector<Ref>;
 using Pairs = std::vector<std::pair<Ref, Ref>>;
 struct Obj {
-  enum Kind { kNone, kBool, kInt, kFloat, kStr, kTuple, kList, kDict, kGlobal, kStorage, kTensor, kMark } kind = kNone;
+  enum Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kStr,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor,
+    kMark
+  } kind = kNone;
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -41,9 +54,9 @@ Ref make(Obj::Kind k) {
 // The storage classes torch.save names, by the dtype they hold.
 const std::map<std::string, at::ScalarType>& storage_types() {
   static const std::map<std::string, at::ScalarType> m = {
-      {"FloatStorage", at::kFloat}, {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
-      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong}, {"IntStorage", at::kInt},
-      {"ShortStorage", at::kShort}, {"CharStorage", at::kChar}, {"ByteStorage", at::kByte},
+      {"FloatStorage", at::kFloat},       {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
+      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong},     {"IntStorage", at::kInt},
+      {"ShortStorage", at::kShort},       {"CharStorage", at::kChar},     {"ByteStorage", at::kByte},
       {"BoolStorage", at::kBool}};
   return m;
 }
@@ -57,15 +70,36 @@ class Machine {
     for (;;) {
       const uint8_t op = u8();
       switch (op) {
-        case 0x80: u8(); break;                  // PROTO
-        case 0x95: skip(8); break;               // FRAME
-        case '.': return pop();                  // STOP
-        case '(': push(make(Obj::kMark)); break; // MARK
-        case 'N': push(make(Obj::kNone)); break;
-        case 0x88: case 0x89: { auto b = make(Obj::kBool); b->i = op == 0x88; push(b); break; }
-        case 'J': push_int(static_cast<int32_t>(le(4))); break;
-        case 'K': push_int(static_cast<int64_t>(le(1))); break;
-        case 'M': push_int(static_cast<int64_t>(le(2))); break;
+        case 0x80:
+          u8();
+          break;  // PROTO
+        case 0x95:
+          skip(8);
+          break;  // FRAME
+        case '.':
+          return pop();  // STOP
+        case '(':
+          push(make(Obj::kMark));
+          break;  // MARK
+        case 'N':
+          push(make(Obj::kNone));
+          break;
+        case 0x88:
+        case 0x89: {
+          auto b = make(Obj::kBool);
+          b->i = op == 0x88;
+          push(b);
+          break;
+        }
+        case 'J':
+          push_int(static_cast<int32_t>(le(4)));
+          break;
+        case 'K':
+          push_int(static_cast<int64_t>(le(1)));
+          break;
+        case 'M':
+          push_int(static_cast<int64_t>(le(2)));
+          break;
         case 0x8a: {  // LONG1: n little-endian two's-complement bytes
           const size_t n = u8();
           check(n <= 8, "an integer wider than 64 bits");
@@ -82,41 +116,104 @@ class Machine {
           push(o);
           break;
         }
-        case 'X': push_str(le(4)); break;     // BINUNICODE
-        case 0x8c: push_str(le(1)); break;    // SHORT_BINUNICODE
-        case 0x8d: push_str(le(8)); break;    // BINUNICODE8
-        case 'U': push_str(le(1)); break;     // SHORT_BINSTRING (protocol 2 module names)
-        case 'T': push_str(le(4)); break;     // BINSTRING
-        case ')': push(make(Obj::kTuple)); break;
-        case 0x85: case 0x86: case 0x87: {    // TUPLE1..3
+        case 'X':
+          push_str(le(4));
+          break;  // BINUNICODE
+        case 0x8c:
+          push_str(le(1));
+          break;  // SHORT_BINUNICODE
+        case 0x8d:
+          push_str(le(8));
+          break;  // BINUNICODE8
+        case 'U':
+          push_str(le(1));
+          break;  // SHORT_BINSTRING (protocol 2 module names)
+        case 'T':
+          push_str(le(4));
+          break;  // BINSTRING
+        case ')':
+          push(make(Obj::kTuple));
+          break;
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           auto t = make(Obj::kTuple);
           t->items.resize(op - 0x84);
           for (size_t k = t->items.size(); k-- > 0;) t->items[k] = pop();
           push(t);
           break;
         }
-        case 't': { auto t = make(Obj::kTuple); t->items = pop_to_mark(); push(t); break; }
-        case ']': push(make(Obj::kList)); break;
-        case 'l': { auto l = make(Obj::kList); l->items = pop_to_mark(); push(l); break; }
-        case 'a': { auto v = pop(); top(Obj::kList)->items.push_back(v); break; }
-        case 'e': { auto vs = pop_to_mark(); auto& l = top(Obj::kList)->items; l.insert(l.end(), vs.begin(), vs.end()); break; }
-        case '}': push(make(Obj::kDict)); break;
-        case 'd': { auto d = make(Obj::kDict); set_items(d, pop_to_mark()); push(d); break; }
-        case 's': { auto v = pop(); auto k = pop(); set_items(top(Obj::kDict), {k, v}); break; }
-        case 'u': { auto kv = pop_to_mark(); set_items(top(Obj::kDict), kv); break; }
-        case 'q': memo_[le(1)] = peek(); break;   // BINPUT
-        case 'r': memo_[le(4)] = peek(); break;   // LONG_BINPUT
-        case 0x94: { const uint64_t n = memo_.size(); memo_[n] = peek(); break; }  // MEMOIZE
-        case 'h': push(memo(le(1))); break;       // BINGET
-        case 'j': push(memo(le(4))); break;       // LONG_BINGET
-        case 'c': {                               // GLOBAL "module\nname\n"
+        case 't': {
+          auto t = make(Obj::kTuple);
+          t->items = pop_to_mark();
+          push(t);
+          break;
+        }
+        case ']':
+          push(make(Obj::kList));
+          break;
+        case 'l': {
+          auto l = make(Obj::kList);
+          l->items = pop_to_mark();
+          push(l);
+          break;
+        }
+        case 'a': {
+          auto v = pop();
+          top(Obj::kList)->items.push_back(v);
+          break;
+        }
+        case 'e': {
+          auto vs = pop_to_mark();
+          auto& l = top(Obj::kList)->items;
+          l.insert(l.end(), vs.begin(), vs.end());
+          break;
+        }
+        case '}':
+          push(make(Obj::kDict));
+          break;
+        case 'd': {
+          auto d = make(Obj::kDict);
+          set_items(d, pop_to_mark());
+          push(d);
+          break;
+        }
+        case 's': {
+          auto v = pop();
+          auto k = pop();
+          set_items(top(Obj::kDict), {k, v});
+          break;
+        }
+        case 'u': {
+          auto kv = pop_to_mark();
+          set_items(top(Obj::kDict), kv);
+          break;
+        }
+        case 'q':
+          memo_[le(1)] = peek();
+          break;  // BINPUT
+        case 'r':
+          memo_[le(4)] = peek();
+          break;  // LONG_BINPUT
+        case 0x94: {
+          const uint64_t n = memo_.size();
+          memo_[n] = peek();
+          break;
+        }  // MEMOIZE
+        case 'h':
+          push(memo(le(1)));
+          break;  // BINGET
+        case 'j':
+          push(memo(le(4)));
+          break;     // LONG_BINGET
+        case 'c': {  // GLOBAL "module\nname\n"
           auto g = make(Obj::kGlobal);
           g->global.module = line();
           g->global.name = line();
           push(g);
           break;
         }
-        case 0x93: {                              // STACK_GLOBAL
+        case 0x93: {  // STACK_GLOBAL
           auto name = pop(), module = pop();
           check(name->kind == Obj::kStr && module->kind == Obj::kStr, "a malformed STACK_GLOBAL");
           auto g = make(Obj::kGlobal);
@@ -124,13 +221,24 @@ class Machine {
           push(g);
           break;
         }
-        case 'Q': push(persistent(pop())); break;  // BINPERSID: a storage
-        case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
-        case 'b': pop(); break;  // BUILD: OrderedDict._metadata / Parameter state; not needed
-        case '0': pop(); break;  // POP
+        case 'Q':
+          push(persistent(pop()));
+          break;  // BINPERSID: a storage
+        case 'R': {
+          auto args = pop();
+          auto fn = pop();
+          push(reduce(fn, args));
+          break;
+        }
+        case 'b':
+          pop();
+          break;  // BUILD: OrderedDict._metadata / Parameter state; not needed
+        case '0':
+          pop();
+          break;  // POP
         default:
-          throw Error(detail::concat(origin_, ": unsupported pickle opcode 0x", hex(op), " at byte ", pos_ - 1,
-                          " (this reader takes state_dict files: {name: tensor})"));
+          throw Error(detail::concat(origin_, ": unsupported pickle opcode 0x", hex(op), " at byte ",
+                                     pos_ - 1, " (this reader takes state_dict files: {name: tensor})"));
       }
     }
   }
@@ -221,7 +329,8 @@ class Machine {
     auto cached = storages_.find(key);
     if (cached != storages_.end()) return cached->second;
     const std::string record = "data/" + key;
-    if (!zip_.hasRecord(record)) throw Error(detail::concat(origin_, ": the archive has no record ", record, " (damaged?)"));
+    if (!zip_.hasRecord(record))
+      throw Error(detail::concat(origin_, ": the archive has no record ", record, " (damaged?)"));
     auto [data, nbytes] = zip_.getRecord(record);
     const int64_t itemsize = static_cast<int64_t>(c10::elementSize(dt->second));
     auto o = make(Obj::kStorage);
@@ -244,7 +353,8 @@ class Machine {
     const Items& a = args->items;
     if (g.module == "collections" && g.name == "OrderedDict") return make(Obj::kDict);
     if (g.module == "torch._utils" && g.name == "_rebuild_tensor_v2") {
-      check(a.size() >= 4 && a[0]->kind == Obj::kStorage && a[2]->kind == Obj::kTuple && a[3]->kind == Obj::kTuple,
+      check(a.size() >= 4 && a[0]->kind == Obj::kStorage && a[2]->kind == Obj::kTuple &&
+                a[3]->kind == Obj::kTuple,
             "malformed tensor arguments");
       const auto size = ints(a[2]), stride = ints(a[3]);
       const int64_t offset = a[1]->i;
@@ -261,8 +371,9 @@ class Machine {
       check(!a.empty() && a[0]->kind == Obj::kTensor, "malformed parameter arguments");
       return a[0];
     }
-    throw Error(detail::concat(origin_, " asks to call ", g.module, ".", g.name,
-                    ", which a state_dict does not need; refusing to load it (files are never executed)"));
+    throw Error(
+        detail::concat(origin_, " asks to call ", g.module, ".", g.name,
+                       ", which a state_dict does not need; refusing to load it (files are never executed)"));
   }
 
   const std::string& p_;
@@ -284,13 +395,22 @@ bool is_tensor_dict(const Ref& d) {
 // What a pickle's root is, for the error when it is not a {name: tensor} dict.
 const char* pickled_kind(const Obj& o) {
   switch (o.kind) {
-    case Obj::kTensor: return "a single tensor";
-    case Obj::kDict: return "a dict whose values are not all tensors (or whose keys are not all strings)";
-    case Obj::kList: return "a list";
-    case Obj::kTuple: return "a tuple";
-    case Obj::kStr: return "a string";
-    case Obj::kInt: case Obj::kFloat: case Obj::kBool: return "a number";
-    default: break;
+    case Obj::kTensor:
+      return "a single tensor";
+    case Obj::kDict:
+      return "a dict whose values are not all tensors (or whose keys are not all strings)";
+    case Obj::kList:
+      return "a list";
+    case Obj::kTuple:
+      return "a tuple";
+    case Obj::kStr:
+      return "a string";
+    case Obj::kInt:
+    case Obj::kFloat:
+    case Obj::kBool:
+      return "a number";
+    default:
+      break;
   }
   return "no tensors";
 }
@@ -299,7 +419,8 @@ const char* pickled_kind(const Obj& o) {
 // you are seeing this error, ..."): keep the reason, which the message then explains.
 std::string zip_reason(const c10::Error& e) {
   std::string why = e.what_without_backtrace();
-  if (const auto cut = why.find(". This is an internal miniz error"); cut != std::string::npos) why.resize(cut);
+  if (const auto cut = why.find(". This is an internal miniz error"); cut != std::string::npos)
+    why.resize(cut);
   return why;
 }
 
@@ -315,9 +436,10 @@ NamedTensors unpickle_tensors(const std::string& bytes, const std::string& origi
     const std::string pickle(static_cast<const char*>(data.get()), n);
     root = Machine(pickle, zip, origin).run();
   } catch (const c10::Error& e) {
-    throw Error(detail::concat(origin, " is not a readable torch.save archive (", zip_reason(e),
-                               "): a damaged or truncated file, or one from torch.save before PyTorch 1.6 or with "
-                               "_use_new_zipfile_serialization=False (re-save it in the zip format)"));
+    throw Error(
+        detail::concat(origin, " is not a readable torch.save archive (", zip_reason(e),
+                       "): a damaged or truncated file, or one from torch.save before PyTorch 1.6 or with "
+                       "_use_new_zipfile_serialization=False (re-save it in the zip format)"));
   }
   // A bare state_dict, or a training checkpoint that holds one under "state_dict" or "model".
   if (!is_tensor_dict(root) && root->kind == Obj::kDict) {

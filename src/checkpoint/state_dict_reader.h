@@ -17,7 +17,8 @@
 namespace ddptrain {
 
 /// What a weights file must hold, and how to write one: the hint of unpickle_tensors' error.
-inline constexpr const char* kStateDictHint = "a state_dict ({name: tensor}); save one with torch.save(model.state_dict(), path)";
+inline constexpr const char* kStateDictHint =
+    "a state_dict ({name: tensor}); save one with torch.save(model.state_dict(), path)";
 
 /// The {name: tensor} dict of a torch.save file (or the one under "state_dict"/"model" in
 /// a training checkpoint dict), in the file's order. Error naming origin and the reason;

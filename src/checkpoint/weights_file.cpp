@@ -10,14 +10,16 @@ namespace ddptrain {
 
 NamedTensors read_weights_file(const std::string& path, const Logger& log) {
   const std::string bytes = read_file(path);
-  NamedTensors tensors = is_safetensors(bytes) ? read_safetensors(bytes, path) : unpickle_tensors(bytes, path);
+  NamedTensors tensors =
+      is_safetensors(bytes) ? read_safetensors(bytes, path) : unpickle_tensors(bytes, path);
   const std::string prefix = "module.";
   const bool wrapped = !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [&](const auto& nt) {
     return nt.first.rfind(prefix, 0) == 0;
   });
   if (wrapped) {
     for (auto& nt : tensors) nt.first.erase(0, prefix.size());
-    log.info(str(path, ": every name starts with \"module.\" (a state_dict of a DDP-wrapped model); the prefix is "
+    log.info(str(path,
+                 ": every name starts with \"module.\" (a state_dict of a DDP-wrapped model); the prefix is "
                  "removed"));
   }
   return tensors;

@@ -3,16 +3,20 @@
 namespace ddptrain {
 
 const Choices<DatasetKind>& dataset_choices() {
-  static const Choices<DatasetKind> c{{"synthetic", DatasetKind::kSynthetic}, {"fashion-mnist", DatasetKind::kFashionMnist},
-                                      {"mnist", DatasetKind::kMnist},         {"cifar10", DatasetKind::kCifar10},
-                                      {"tensors", DatasetKind::kTensors},     {"tokens", DatasetKind::kTokens},
+  static const Choices<DatasetKind> c{{"synthetic", DatasetKind::kSynthetic},
+                                      {"fashion-mnist", DatasetKind::kFashionMnist},
+                                      {"mnist", DatasetKind::kMnist},
+                                      {"cifar10", DatasetKind::kCifar10},
+                                      {"tensors", DatasetKind::kTensors},
+                                      {"tokens", DatasetKind::kTokens},
                                       {"text", DatasetKind::kText}};
   return c;
 }
 
 const Choices<ModelKind>& model_choices() {
-  static const Choices<ModelKind> c{
-      {"mini_resnet", ModelKind::kMiniResnet}, {"gpt", ModelKind::kGpt}, {"torchscript", ModelKind::kTorchscript}};
+  static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
+                                    {"gpt", ModelKind::kGpt},
+                                    {"torchscript", ModelKind::kTorchscript}};
   return c;
 }
 
@@ -47,17 +51,20 @@ const Choices<ScheduleChoice>& schedule_choices() {
 }
 
 const Choices<AmpDtype>& amp_dtype_choices() {
-  static const Choices<AmpDtype> c{{"auto", AmpDtype::kAuto}, {"fp16", AmpDtype::kFp16}, {"bf16", AmpDtype::kBf16}};
+  static const Choices<AmpDtype> c{
+      {"auto", AmpDtype::kAuto}, {"fp16", AmpDtype::kFp16}, {"bf16", AmpDtype::kBf16}};
   return c;
 }
 
 const Choices<ScalerMode>& scaler_mode_choices() {
-  static const Choices<ScalerMode> c{{"auto", ScalerMode::kAuto}, {"on", ScalerMode::kOn}, {"off", ScalerMode::kOff}};
+  static const Choices<ScalerMode> c{
+      {"auto", ScalerMode::kAuto}, {"on", ScalerMode::kOn}, {"off", ScalerMode::kOff}};
   return c;
 }
 
 const Choices<CommHook>& comm_hook_choices() {
-  static const Choices<CommHook> c{{"none", CommHook::kNone}, {"fp16", CommHook::kFp16}, {"bf16", CommHook::kBf16}};
+  static const Choices<CommHook> c{
+      {"none", CommHook::kNone}, {"fp16", CommHook::kFp16}, {"bf16", CommHook::kBf16}};
   return c;
 }
 

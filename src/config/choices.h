@@ -8,10 +8,10 @@
 #pragma once
 
 #include <initializer_list>
-#include <ostream>
-#include <utility>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddptrain {

@@ -5,8 +5,8 @@
 #include <limits>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 #include "util/env.h"
 #include "util/error.h"
@@ -50,7 +50,8 @@ const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
 // The flag's current value as TOML would spell it.
 std::string quoted(const Flag& f) {
   const std::string v = f.get();
-  return f.type == FlagType::kString || (f.type == FlagType::kDoubleOrAuto && v == "auto") ? "\"" + v + "\"" : v;
+  return f.type == FlagType::kString || (f.type == FlagType::kDoubleOrAuto && v == "auto") ? "\"" + v + "\""
+                                                                                           : v;
 }
 
 }  // namespace
@@ -58,8 +59,8 @@ std::string quoted(const Flag& f) {
 Flag bind_flag(const std::string& name, bool* field, const std::string& help) {
   return {name, FlagType::kBool, help,
           [=](const std::string& v) {
-            DDP_USAGE_CHECK(parse_bool(v, field), "--", name, "='", v,
-                            "' is not a boolean; use --", name, " or --no-", name);
+            DDP_USAGE_CHECK(parse_bool(v, field), "--", name, "='", v, "' is not a boolean; use --", name,
+                            " or --no-", name);
           },
           [=] { return std::string(*field ? "true" : "false"); }};
 }
@@ -68,8 +69,7 @@ Flag bind_flag(const std::string& name, long long* field, const std::string& hel
   return {name, FlagType::kInt, help,
           [=](const std::string& v) {
             DDP_USAGE_CHECK(env::parse_int(v, field), "--", name, "='", v,
-                            "' is not an integer; pass a whole number, e.g. --", name, " ",
-                            *field);
+                            "' is not an integer; pass a whole number, e.g. --", name, " ", *field);
           },
           [=] { return std::to_string(*field); }};
 }
@@ -80,8 +80,8 @@ Flag bind_flag(const std::string& name, int* field, const std::string& help) {
             long long x = 0;
             DDP_USAGE_CHECK(env::parse_int(v, &x) && x >= std::numeric_limits<int>::min() &&
                                 x <= std::numeric_limits<int>::max(),
-                            "--", name, "='", v, "' is not an integer; pass a whole number, e.g. --",
-                            name, " ", *field);
+                            "--", name, "='", v, "' is not an integer; pass a whole number, e.g. --", name,
+                            " ", *field);
             *field = static_cast<int>(x);
           },
           [=] { return std::to_string(*field); }};
@@ -97,8 +97,7 @@ Flag bind_flag(const std::string& name, double* field, const std::string& help) 
 }
 
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help) {
-  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; },
-          [=] { return *field; }};
+  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; }, [=] { return *field; }};
 }
 
 Flag bind_flag(const std::string& name, std::optional<double>* field, const std::string& help) {
@@ -109,8 +108,8 @@ Flag bind_flag(const std::string& name, std::optional<double>* field, const std:
               field->reset();
               return;
             }
-            DDP_USAGE_CHECK(env::parse_double(v, &x), "--", name, "='", v, "' is not a number; pass auto or e.g. --",
-                            name, " 25");
+            DDP_USAGE_CHECK(env::parse_double(v, &x), "--", name, "='", v,
+                            "' is not a number; pass auto or e.g. --", name, " 25");
             *field = x;
           },
           [=] { return *field ? format_double(**field) : std::string("auto"); }};
@@ -121,8 +120,7 @@ bool wants_help(const std::vector<std::string>& args) {
                      [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
-std::vector<std::string> parse_flags(const std::vector<Flag>& table,
-                                     const std::vector<std::string>& args) {
+std::vector<std::string> parse_flags(const std::vector<Flag>& table, const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -152,8 +150,7 @@ std::vector<std::string> parse_flags(const std::vector<Flag>& table,
       continue;
     }
     if (!has_value) {
-      DDP_USAGE_CHECK(i + 1 < args.size(), "--", name, " needs a value; e.g. --", name, " ",
-                      f->get());
+      DDP_USAGE_CHECK(i + 1 < args.size(), "--", name, " needs a value; e.g. --", name, " ", f->get());
       value = args[++i];
     }
     f->set(value);
@@ -179,8 +176,9 @@ void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
     std::string text;
     if (auto b = node.value_exact<bool>(); b && f->type == FlagType::kBool) {
       text = *b ? "true" : "false";
-    } else if (auto i = node.value_exact<int64_t>(); i && (f->type == FlagType::kInt || f->type == FlagType::kDouble ||
-                                                          f->type == FlagType::kDoubleOrAuto)) {
+    } else if (auto i = node.value_exact<int64_t>();
+               i && (f->type == FlagType::kInt || f->type == FlagType::kDouble ||
+                     f->type == FlagType::kDoubleOrAuto)) {
       text = std::to_string(*i);
     } else if (auto d = node.value_exact<double>();
                d && (f->type == FlagType::kDouble || f->type == FlagType::kDoubleOrAuto)) {
@@ -189,10 +187,11 @@ void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
                s && (f->type == FlagType::kString || (f->type == FlagType::kDoubleOrAuto && *s == "auto"))) {
       text = *s;
     } else {
-      static const char* kTypeNames[] = {"a boolean", "an integer", "a number", "a string", "a number or \"auto\""};
+      static const char* kTypeNames[] = {"a boolean", "an integer", "a number", "a string",
+                                         "a number or \"auto\""};
       throw UsageError(detail::concat("config key '", name, "' in ", path, " must be ",
-                                      kTypeNames[static_cast<int>(f->type)], "; e.g. ", name,
-                                      " = ", quoted(*f)));
+                                      kTypeNames[static_cast<int>(f->type)], "; e.g. ", name, " = ",
+                                      quoted(*f)));
     }
     f->set(text);
   }
@@ -204,8 +203,8 @@ std::string flags_help(const std::vector<Flag>& table, const std::string& usage)
   for (const auto& f : table) {
     std::string left = "  --" + f.name;
     if (f.type == FlagType::kBool) left += ", --no-" + f.name;
-    os << std::left << std::setw(34) << left << " " << f.help << " (default: "
-       << (f.get().empty() ? "\"\"" : f.get()) << ")\n";
+    os << std::left << std::setw(34) << left << " " << f.help
+       << " (default: " << (f.get().empty() ? "\"\"" : f.get()) << ")\n";
   }
   os << "  --help, -h                         show this help\n";
   return os.str();
@@ -216,10 +215,18 @@ nlohmann::json flags_to_json(const std::vector<Flag>& table) {
   for (const auto& f : table) {
     std::string v = f.get();
     switch (f.type) {
-      case FlagType::kBool: j[f.name] = (v == "true"); break;
-      case FlagType::kInt: j[f.name] = std::stoll(v); break;
-      case FlagType::kDouble: j[f.name] = std::stod(v); break;
-      case FlagType::kString: j[f.name] = v; break;
+      case FlagType::kBool:
+        j[f.name] = (v == "true");
+        break;
+      case FlagType::kInt:
+        j[f.name] = std::stoll(v);
+        break;
+      case FlagType::kDouble:
+        j[f.name] = std::stod(v);
+        break;
+      case FlagType::kString:
+        j[f.name] = v;
+        break;
       case FlagType::kDoubleOrAuto:
         if (v == "auto")
           j[f.name] = v;

@@ -43,7 +43,8 @@ Flag bind_choice(const std::string& name, E* field, const Choices<E>& choices, c
   return {name, FlagType::kString, choices.list() + ": " + help,
           [=, &choices](const std::string& v) {
             const std::optional<E> e = choices.parse(v);
-            if (!e) throw UsageError(detail::concat("--", name, "='", v, "' is not one of ", choices.list(", ")));
+            if (!e)
+              throw UsageError(detail::concat("--", name, "='", v, "' is not one of ", choices.list(", ")));
             *field = *e;
           },
           [=, &choices] { return std::string(choices.word(*field)); }};
@@ -52,8 +53,7 @@ Flag bind_choice(const std::string& name, E* field, const Choices<E>& choices, c
 /// Parses argv-style args against the table. Accepts `--name value`, `--name=value`, and for
 /// booleans `--name` / `--no-name`. Returns the positional arguments (none are expected by
 /// most commands; the caller decides).
-std::vector<std::string> parse_flags(const std::vector<Flag>& table,
-                                     const std::vector<std::string>& args);
+std::vector<std::string> parse_flags(const std::vector<Flag>& table, const std::vector<std::string>& args);
 
 /// Applies a TOML file whose keys are flag names (top level only). UsageError on unknown
 /// keys, wrong types or a missing/unparsable file.

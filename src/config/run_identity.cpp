@@ -19,7 +19,8 @@ std::string content_hash(const std::string& path) {
   uint64_t h = 1469598103934665603ull;
   char buf[1 << 16];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
@@ -32,16 +33,19 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
   static const std::vector<std::string> kFlags = [] {
     std::vector<std::string> f = {
         // where things are, and how long to train
-        "config", "data_dir", "data_path", "checkpoint_dir", "resume_from", "init_from", "epochs", "max_steps",
+        "config", "data_dir", "data_path", "checkpoint_dir", "resume_from", "init_from", "epochs",
+        "max_steps",
         // a scripted module's file: the run records its content instead (kModuleContent)
         "model_path",
         // saving, evaluation and logging
-        "save_every", "save_every_steps", "keep_checkpoints", "checkpoint_on_signal", "eval_every", "metrics_file",
-        "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval", "enable_profiling", "peak_tflops",
+        "save_every", "save_every_steps", "keep_checkpoints", "checkpoint_on_signal", "eval_every",
+        "metrics_file", "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval",
+        "enable_profiling", "peak_tflops",
         // the machine and speed, not what is trained
-        "num_workers", "prefetch_factor", "threads", "cpu_heap_keep_mb", "backend", "dist_timeout_s", "flight_recorder",
-        "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view", "find_unused_parameters", "ddp_overlap",
-        "accum_no_sync", "memory_format", "activation_checkpointing", "use_amp", "amp_dtype", "zero_stage",
+        "num_workers", "prefetch_factor", "threads", "cpu_heap_keep_mb", "backend", "dist_timeout_s",
+        "flight_recorder", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
+        "find_unused_parameters", "ddp_overlap", "accum_no_sync", "memory_format", "activation_checkpointing",
+        "use_amp", "amp_dtype", "zero_stage",
         // the resume position is in samples (train/resume.h)
         "batch_size"};
     std::sort(f.begin(), f.end());
@@ -65,8 +69,8 @@ std::vector<std::string> identity_differences(const RunIdentity& mine, const Run
   for (const auto& [flag, value] : mine) {
     auto it = theirs.find(flag);
     if (it != theirs.end() && it->second != value)
-      out.push_back((flag == kModuleContent ? flag : "--" + flag) + " " + value + " (the checkpoint's: " + it->second +
-                    ")");
+      out.push_back((flag == kModuleContent ? flag : "--" + flag) + " " + value +
+                    " (the checkpoint's: " + it->second + ")");
   }
   return out;
 }

@@ -15,81 +15,144 @@ const char* const kTrainUsage =
 std::vector<Flag> train_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
-      bind_choice("dataset", &c.data.dataset, dataset_choices(), "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic) and text (bytes of --data_path) are for gpt"),
-      bind_flag("data_dir", &c.data.data_dir, "directory of the dataset's files: needed for mnist, cifar10 and tensors; fashion-mnist defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
-      bind_flag("data_path", &c.data.data_path, "the text file of --dataset text (90% train, 10% validation)"),
+      bind_choice("dataset", &c.data.dataset, dataset_choices(),
+                  "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic) and text (bytes of "
+                  "--data_path) are for gpt"),
+      bind_flag("data_dir", &c.data.data_dir,
+                "directory of the dataset's files: needed for mnist, cifar10 and tensors; fashion-mnist "
+                "defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
+      bind_flag("data_path", &c.data.data_path,
+                "the text file of --dataset text (90% train, 10% validation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
       bind_flag("image_size", &c.data.image_size, "image height and width (synthetic data)"),
-      bind_flag("dataset_size", &c.data.dataset_size, "samples in the synthetic datasets (synthetic, tokens)"),
+      bind_flag("dataset_size", &c.data.dataset_size,
+                "samples in the synthetic datasets (synthetic, tokens)"),
       bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
       bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
-      bind_flag("drop_last", &c.data.drop_last, "drop each epoch's last partial batch per rank, as the reference's DataLoader(drop_last=True); --no-drop_last trains it (PyTorch DataLoader's default)"),
-      bind_flag("prefetch_factor", &c.data.prefetch_factor, "batches each loader thread prepares ahead of the trainer"),
-      bind_flag("augment", &c.data.augment, "augment training images: random crop with padding 4 and horizontal flip (cifar10), random crop with padding 2 (fashion-mnist, mnist)"),
-      bind_choice("model", &c.model.model, model_choices(), "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module scripted in Python (--model_path)"),
-      bind_flag("model_path", &c.model.model_path, "torchscript: the file of torch.jit.script(model).save(path); trained from its weights"),
-      bind_flag("flops_per_sample", &c.model.flops_per_sample, "torchscript: training FLOPs per sample (forward + backward), for MFU (0 = no MFU)"),
+      bind_flag("drop_last", &c.data.drop_last,
+                "drop each epoch's last partial batch per rank, as the reference's "
+                "DataLoader(drop_last=True); --no-drop_last trains it (PyTorch DataLoader's default)"),
+      bind_flag("prefetch_factor", &c.data.prefetch_factor,
+                "batches each loader thread prepares ahead of the trainer"),
+      bind_flag("augment", &c.data.augment,
+                "augment training images: random crop with padding 4 and horizontal flip (cifar10), random "
+                "crop with padding 2 (fashion-mnist, mnist)"),
+      bind_choice("model", &c.model.model, model_choices(),
+                  "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module "
+                  "scripted in Python (--model_path)"),
+      bind_flag("model_path", &c.model.model_path,
+                "torchscript: the file of torch.jit.script(model).save(path); trained from its weights"),
+      bind_flag("flops_per_sample", &c.model.flops_per_sample,
+                "torchscript: training FLOPs per sample (forward + backward), for MFU (0 = no MFU)"),
       bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
-      bind_choice("gpt_preset", &c.model.gpt_preset, gpt_preset_choices(), "the gpt sizes; the flags below override them"),
+      bind_choice("gpt_preset", &c.model.gpt_preset, gpt_preset_choices(),
+                  "the gpt sizes; the flags below override them"),
       bind_flag("n_layer", &c.model.n_layer, "gpt transformer blocks (0 = the preset's)"),
       bind_flag("n_head", &c.model.n_head, "gpt attention heads (0 = the preset's)"),
       bind_flag("n_embd", &c.model.n_embd, "gpt width (0 = the preset's)"),
       bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
-      bind_flag("vocab_size", &c.model.vocab_size, "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
-      bind_flag("dropout", &c.model.dropout, "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
-      bind_choice("memory_format", &c.model.memory_format, memory_format_choices(), "the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN and cuDNN)"),
-      bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(), "blocks: recompute each block's activations (all but the last block) in backward instead of storing them"),
+      bind_flag("vocab_size", &c.model.vocab_size,
+                "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
+      bind_flag("dropout", &c.model.dropout,
+                "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
+      bind_choice("memory_format", &c.model.memory_format, memory_format_choices(),
+                  "the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN "
+                  "and cuDNN)"),
+      bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(),
+                  "blocks: recompute each block's activations (all but the last block) in backward instead "
+                  "of storing them"),
       bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
-      bind_flag("zero_stage", &c.dist.zero_stage, "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each rank holds 1/world of the optimizer state; 2: of the gradients too; 3: of the parameters too, gathered one block at a time (a checkpoint of any stage resumes at any)"),
+      bind_flag("zero_stage", &c.dist.zero_stage,
+                "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each "
+                "rank holds 1/world of the optimizer state; 2: of the gradients too; 3: of the parameters "
+                "too, gathered one block at a time (a checkpoint of any stage resumes at any)"),
       bind_choice("optimizer", &c.optim.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
-      bind_choice("loss", &c.optim.loss, loss_choices(), "cross_entropy of class (or next-token) logits; mse of outputs and float targets (--dataset tensors with float labels)"),
+      bind_choice("loss", &c.optim.loss, loss_choices(),
+                  "cross_entropy of class (or next-token) logits; mse of outputs and float targets "
+                  "(--dataset tensors with float labels)"),
       bind_flag("lr", &c.optim.lr, "peak learning rate"),
-      bind_choice("lr_schedule", &c.optim.lr_schedule, schedule_choices(), "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps; auto: sgd epoch_cosine, adamw step_cosine"),
+      bind_choice("lr_schedule", &c.optim.lr_schedule, schedule_choices(),
+                  "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps; auto: "
+                  "sgd epoch_cosine, adamw step_cosine"),
       bind_flag("warmup_steps", &c.optim.warmup_steps, "step_cosine: optimizer steps of linear warmup"),
       bind_flag("min_lr_ratio", &c.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
       bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
       bind_flag("adam_beta1", &c.optim.adam_beta1, "AdamW beta1"),
       bind_flag("adam_beta2", &c.optim.adam_beta2, "AdamW beta2"),
-      bind_flag("weight_decay", &c.optim.weight_decay, "weight decay (adamw: decoupled, on weight matrices and embeddings only)"),
+      bind_flag("weight_decay", &c.optim.weight_decay,
+                "weight decay (adamw: decoupled, on weight matrices and embeddings only)"),
       bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
       bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
       bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
-      bind_choice("amp_dtype", &c.optim.amp_dtype, amp_dtype_choices(), "the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
-      bind_choice("grad_scaler", &c.optim.grad_scaler, scaler_mode_choices(), "dynamic loss scaling (auto: with fp16 autocast)"),
+      bind_choice("amp_dtype", &c.optim.amp_dtype, amp_dtype_choices(),
+                  "the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 "
+                  "only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
+      bind_choice("grad_scaler", &c.optim.grad_scaler, scaler_mode_choices(),
+                  "dynamic loss scaling (auto: with fp16 autocast)"),
       bind_flag("scaler_init_scale", &c.optim.scaler_init_scale, "initial loss scale"),
-      bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval, "finite steps before the loss scale doubles"),
+      bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval,
+                "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
-      bind_flag("dist_timeout_s", &c.dist.dist_timeout_s, "timeout of rendezvous and every collective, seconds"),
-      bind_flag("flight_recorder", &c.dist.flight_recorder, "collectives each rank remembers; when one fails every rank writes them to --checkpoint_dir/flight_rank<r>.json and the log names the rank behind the hang (`ddptrain inspect hang DIR`); 0: off"),
-      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb, "all-reduce bucket size cap, MiB; auto: chosen from the measured all-reduce latency and bandwidth and the backward time (the log says how)"),
+      bind_flag("dist_timeout_s", &c.dist.dist_timeout_s,
+                "timeout of rendezvous and every collective, seconds"),
+      bind_flag("flight_recorder", &c.dist.flight_recorder,
+                "collectives each rank remembers; when one fails every rank writes them to "
+                "--checkpoint_dir/flight_rank<r>.json and the log names the rank behind the hang (`ddptrain "
+                "inspect hang DIR`); 0: off"),
+      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb,
+                "all-reduce bucket size cap, MiB; auto: chosen from the measured all-reduce latency and "
+                "bandwidth and the backward time (the log says how)"),
       bind_flag("first_bucket_mb", &c.dist.first_bucket_mb, "cap of the first bucket (last layers), MiB"),
-      bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view, "gradients are views into the all-reduce buckets"),
-      bind_flag("find_unused_parameters", &c.dist.find_unused_parameters, "allow parameters without a gradient in a step"),
-      bind_flag("broadcast_buffers", &c.dist.broadcast_buffers, "broadcast rank 0's buffers before each forward"),
+      bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view,
+                "gradients are views into the all-reduce buckets"),
+      bind_flag("find_unused_parameters", &c.dist.find_unused_parameters,
+                "allow parameters without a gradient in a step"),
+      bind_flag("broadcast_buffers", &c.dist.broadcast_buffers,
+                "broadcast rank 0's buffers before each forward"),
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
-      bind_choice("ddp_comm_hook", &c.dist.ddp_comm_hook, comm_hook_choices(), "compress gradients for the all-reduce"),
+      bind_choice("ddp_comm_hook", &c.dist.ddp_comm_hook, comm_hook_choices(),
+                  "compress gradients for the all-reduce"),
       bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
-      bind_flag("accum_no_sync", &c.dist.accum_no_sync, "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
+      bind_flag("accum_no_sync", &c.dist.accum_no_sync,
+                "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
       bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
-      bind_flag("checkpoint_dir", &c.run.checkpoint_dir, "where rank 0 writes checkpoints (created when missing)"),
+      bind_flag("checkpoint_dir", &c.run.checkpoint_dir,
+                "where rank 0 writes checkpoints (created when missing)"),
       bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
       bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
       bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
-      bind_flag("resume_from", &c.run.resume_from, "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
-      bind_flag("init_from", &c.run.init_from, "start from these weights: a state_dict saved by Python torch.save (a DDP model's \"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
-      bind_flag("eval_every", &c.run.eval_every, "evaluate on the test split every N epochs and after the last (0 = never)"),
-      bind_flag("metrics_file", &c.run.metrics_file, "append one JSON line per step line and per epoch (rank 0; its folder is created when missing)"),
-      bind_flag("tensorboard_dir", &c.run.tensorboard_dir, "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
-      bind_flag("peak_tflops", &c.run.peak_tflops, "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
-      bind_flag("keep_global_batch", &c.run.keep_global_batch, "a resume at another world size keeps the checkpoint's global batch by changing --grad_accum_steps (exit 2 when it cannot: the global batch is not a multiple of --batch_size x world)"),
-      bind_flag("trace_samples_dir", &c.run.trace_samples_dir, "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
-      bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal, "on SIGTERM/SIGINT finish the step and save a checkpoint"),
+      bind_flag("resume_from", &c.run.resume_from,
+                "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
+      bind_flag("init_from", &c.run.init_from,
+                "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
+                "\"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
+      bind_flag("eval_every", &c.run.eval_every,
+                "evaluate on the test split every N epochs and after the last (0 = never)"),
+      bind_flag(
+          "metrics_file", &c.run.metrics_file,
+          "append one JSON line per step line and per epoch (rank 0; its folder is created when missing)"),
+      bind_flag("tensorboard_dir", &c.run.tensorboard_dir,
+                "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
+      bind_flag("peak_tflops", &c.run.peak_tflops,
+                "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
+      bind_flag(
+          "keep_global_batch", &c.run.keep_global_batch,
+          "a resume at another world size keeps the checkpoint's global batch by changing --grad_accum_steps "
+          "(exit 2 when it cannot: the global batch is not a multiple of --batch_size x world)"),
+      bind_flag("trace_samples_dir", &c.run.trace_samples_dir,
+                "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
+      bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal,
+                "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
-      bind_flag("enable_profiling", &c.run.enable_profiling, "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
+      bind_flag("enable_profiling", &c.run.enable_profiling,
+                "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
       bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
       bind_flag("threads", &c.run.threads, "intra-op threads per rank (0 = cores / local ranks)"),
-      bind_flag("cpu_heap_keep_mb", &c.run.cpu_heap_keep_mb, "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and page-faulting it back (0 = glibc's own policy; -1 = 1024, but under --zero_stage >= 1 return every block of 1 MiB or more at once, to hold the least memory)"),
+      bind_flag("cpu_heap_keep_mb", &c.run.cpu_heap_keep_mb,
+                "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and "
+                "page-faulting it back (0 = glibc's own policy; -1 = 1024, but under --zero_stage >= 1 "
+                "return every block of 1 MiB or more at once, to hold the least memory)"),
   };
 }
 
@@ -111,19 +174,23 @@ void validate_data(const DataOptions& data) {
   positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
   non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
   positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
-  DDP_USAGE_CHECK(!data.augment || data.dataset == DatasetKind::kCifar10 || data.dataset == DatasetKind::kFashionMnist ||
-                      data.dataset == DatasetKind::kMnist,
-                  "--augment has no recipe for --dataset ", word(data.dataset), "; use it with cifar10, fashion-mnist or mnist");
+  DDP_USAGE_CHECK(!data.augment || data.dataset == DatasetKind::kCifar10 ||
+                      data.dataset == DatasetKind::kFashionMnist || data.dataset == DatasetKind::kMnist,
+                  "--augment has no recipe for --dataset ", word(data.dataset),
+                  "; use it with cifar10, fashion-mnist or mnist");
   DDP_USAGE_CHECK(data.dataset != DatasetKind::kText || !data.data_path.empty(),
                   "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
 }
 
 void validate_script_model(const ModelOptions& model, bool token_data) {
-  DDP_USAGE_CHECK(!model.model_path.empty(), "--model torchscript needs --model_path FILE (a module saved with "
+  DDP_USAGE_CHECK(!model.model_path.empty(),
+                  "--model torchscript needs --model_path FILE (a module saved with "
                   "torch.jit.script(model).save(FILE))");
-  DDP_USAGE_CHECK(!token_data || (model.block_size > 0 && model.vocab_size > 0), "--model torchscript on token data "
+  DDP_USAGE_CHECK(!token_data || (model.block_size > 0 && model.vocab_size > 0),
+                  "--model torchscript on token data "
                   "needs the module's context length and vocabulary: pass --block_size and --vocab_size");
-  DDP_USAGE_CHECK(model.activation_checkpointing == Recompute::kNone, "--activation_checkpointing blocks cannot "
+  DDP_USAGE_CHECK(model.activation_checkpointing == Recompute::kNone,
+                  "--activation_checkpointing blocks cannot "
                   "recompute a scripted module's blocks (its code is the module's); drop it");
   non_negative("flops_per_sample", model.flops_per_sample, "pass 0 for no MFU");
 }
@@ -136,7 +203,8 @@ void validate_model(const ModelOptions& model, const DataOptions& data) {
   DDP_USAGE_CHECK(!gpt || token_data, "--model gpt reads tokens, not --dataset ", word(data.dataset),
                   "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
   DDP_USAGE_CHECK(gpt || !token_data, "--dataset ", word(data.dataset),
-                  " holds token sequences; pass --model gpt (or an image dataset for --model ", word(model.model), ")");
+                  " holds token sequences; pass --model gpt (or an image dataset for --model ",
+                  word(model.model), ")");
   non_negative("n_layer", model.n_layer, "pass 0 for the preset's");
   non_negative("n_head", model.n_head, "pass 0 for the preset's");
   non_negative("n_embd", model.n_embd, "pass 0 for the preset's");
@@ -153,13 +221,15 @@ void validate_model(const ModelOptions& model, const DataOptions& data) {
 
 void validate_optim(const OptimOptions& optim, ScheduleChoice schedule) {
   non_negative("warmup_steps", optim.warmup_steps, "pass 0 for no warmup");
-  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == ScheduleChoice::kStepCosine, "--warmup_steps=",
-                  optim.warmup_steps, " needs the per-step schedule; pass --lr_schedule step_cosine");
+  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == ScheduleChoice::kStepCosine,
+                  "--warmup_steps=", optim.warmup_steps,
+                  " needs the per-step schedule; pass --lr_schedule step_cosine");
   DDP_USAGE_CHECK(optim.min_lr_ratio >= 0 && optim.min_lr_ratio <= 1, "--min_lr_ratio=", optim.min_lr_ratio,
                   " must be in [0, 1]; pass e.g. --min_lr_ratio 0.1");
-  DDP_USAGE_CHECK(optim.adam_beta1 >= 0 && optim.adam_beta1 < 1 && optim.adam_beta2 >= 0 && optim.adam_beta2 < 1,
-                  "--adam_beta1=", optim.adam_beta1, " and --adam_beta2=", optim.adam_beta2,
-                  " must be in [0, 1); pass e.g. 0.9 and 0.95");
+  DDP_USAGE_CHECK(
+      optim.adam_beta1 >= 0 && optim.adam_beta1 < 1 && optim.adam_beta2 >= 0 && optim.adam_beta2 < 1,
+      "--adam_beta1=", optim.adam_beta1, " and --adam_beta2=", optim.adam_beta2,
+      " must be in [0, 1); pass e.g. 0.9 and 0.95");
   positive("epochs", optim.epochs, "pass e.g. --epochs 10");
   DDP_USAGE_CHECK(optim.lr > 0, "--lr=", optim.lr, " must be > 0; pass e.g. --lr 0.01");
   DDP_USAGE_CHECK(optim.momentum >= 0 && optim.momentum < 1, "--momentum=", optim.momentum,
@@ -176,27 +246,32 @@ void validate_optim(const OptimOptions& optim, ScheduleChoice schedule) {
 }
 
 void validate_dist(const DistOptions& dist) {
-  DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl",
-                  "--backend='", dist.backend, "' is not a known backend; use auto, gloo or nccl");
+  DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl", "--backend='",
+                  dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
-  DDP_USAGE_CHECK(dist.flight_recorder >= 0 && dist.flight_recorder <= 1000000, "--flight_recorder=",
-                  dist.flight_recorder, " must be in [0, 1000000] (collectives remembered; 0: off)");
-  DDP_USAGE_CHECK(!dist.bucket_cap_mb || *dist.bucket_cap_mb > 0, "--bucket_cap_mb=", dist.bucket_cap_mb.value_or(0),
+  DDP_USAGE_CHECK(dist.flight_recorder >= 0 && dist.flight_recorder <= 1000000,
+                  "--flight_recorder=", dist.flight_recorder,
+                  " must be in [0, 1000000] (collectives remembered; 0: off)");
+  DDP_USAGE_CHECK(!dist.bucket_cap_mb || *dist.bucket_cap_mb > 0,
+                  "--bucket_cap_mb=", dist.bucket_cap_mb.value_or(0),
                   " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
   DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
                   " must be > 0; pass e.g. --first_bucket_mb 1");
-  DDP_USAGE_CHECK(dist.zero_stage >= 0 && dist.zero_stage <= 3, "--zero_stage=", dist.zero_stage,
-                  " is not available: 0 (DDP), 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters "
-                  "too)");
-  DDP_USAGE_CHECK(dist.zero_stage < 2 || (dist.ddp_comm_hook == CommHook::kNone && !dist.gradient_as_bucket_view),
-                  "--zero_stage ", dist.zero_stage, " keeps only this rank's gradient shard: it does not combine with "
-                  "--ddp_comm_hook or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
+  DDP_USAGE_CHECK(
+      dist.zero_stage >= 0 && dist.zero_stage <= 3, "--zero_stage=", dist.zero_stage,
+      " is not available: 0 (DDP), 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters "
+      "too)");
+  DDP_USAGE_CHECK(
+      dist.zero_stage < 2 || (dist.ddp_comm_hook == CommHook::kNone && !dist.gradient_as_bucket_view),
+      "--zero_stage ", dist.zero_stage,
+      " keeps only this rank's gradient shard: it does not combine with "
+      "--ddp_comm_hook or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
 }
 
 // An output folder given by `flag`: missing is fine (it is created), a file is not.
 void check_output_dir(const char* flag, const std::string& dir) {
-  DDP_USAGE_CHECK(dir.empty() || !std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--", flag,
-                  "='", dir, "' is a file, not a folder; pass a folder (it is created when missing)");
+  DDP_USAGE_CHECK(dir.empty() || !std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--",
+                  flag, "='", dir, "' is a file, not a folder; pass a folder (it is created when missing)");
 }
 
 // An output file given by `flag`: not a folder, and its folder (created when missing) not a file.
@@ -204,7 +279,8 @@ void check_output_file(const char* flag, const std::string& file) {
   if (file.empty()) return;
   DDP_USAGE_CHECK(!std::filesystem::is_directory(file), "--", flag, "='", file,
                   "' is a folder; pass a file path (e.g. ", file, "/metrics.jsonl)");
-  for (auto p = std::filesystem::path(file).parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+  for (auto p = std::filesystem::path(file).parent_path(); !p.empty() && p != p.root_path();
+       p = p.parent_path())
     DDP_USAGE_CHECK(!std::filesystem::exists(p) || std::filesystem::is_directory(p), "--", flag, "='", file,
                     "': '", p.string(), "' is a file, not a folder; pass another path");
 }
@@ -219,20 +295,23 @@ void validate_run(const RunOptions& run) {
   non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
   positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
   non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");
-  DDP_USAGE_CHECK(run.cpu_heap_keep_mb >= -1 && run.cpu_heap_keep_mb <= 2047, "--cpu_heap_keep_mb=",
-                  run.cpu_heap_keep_mb, " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",
+  DDP_USAGE_CHECK(run.cpu_heap_keep_mb >= -1 && run.cpu_heap_keep_mb <= 2047,
+                  "--cpu_heap_keep_mb=", run.cpu_heap_keep_mb,
+                  " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",
                   "glibc's policy, -1 for the default");
   DDP_USAGE_CHECK(run.seed >= 0, "--seed=", run.seed, " must be >= 0; pass e.g. --seed 42");
   if (!run.resume_from.empty() && run.resume_from != "auto") {
-    DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='",
-                    run.resume_from, "' is not a checkpoint directory; pass a directory written by "
+    DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='", run.resume_from,
+                    "' is not a checkpoint directory; pass a directory written by "
                     "ddptrain (e.g. ./checkpoints/epoch_0001)");
   }
   non_negative("eval_every", run.eval_every, "pass 0 to never evaluate");
-  DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops, " must be >= 0; pass 0 to measure it");
+  DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops,
+                  " must be >= 0; pass 0 to measure it");
   if (!run.init_from.empty()) {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
-                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a .safetensors file");
+                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a "
+                    ".safetensors file");
   }
 }
 
@@ -244,21 +323,24 @@ void reject_data_flags_that_do_not_apply(const DataOptions& d) {
   const bool synthetic = d.dataset == DatasetKind::kSynthetic;
   DDP_USAGE_CHECK(d.data_path.empty() || d.dataset == DatasetKind::kText, "--data_path='", d.data_path,
                   "' is the text file of --dataset text; --dataset ", dataset,
-                  d.dataset == DatasetKind::kTokens ? " is synthetic tokens (no file): use --dataset text to train on "
-                                                      "the file's bytes"
-                                                    : " does not read it: drop --data_path (its files are in --data_dir)");
+                  d.dataset == DatasetKind::kTokens
+                      ? " is synthetic tokens (no file): use --dataset text to train on "
+                        "the file's bytes"
+                      : " does not read it: drop --data_path (its files are in --data_dir)");
   const bool reads_dir = d.dataset == DatasetKind::kFashionMnist || d.dataset == DatasetKind::kMnist ||
                          d.dataset == DatasetKind::kCifar10 || d.dataset == DatasetKind::kTensors;
   DDP_USAGE_CHECK(d.data_dir.empty() || reads_dir, "--data_dir='", d.data_dir, "': --dataset ", dataset,
-                  " reads no folder (", d.dataset == DatasetKind::kText ? "its file is --data_path" : "it is generated",
+                  " reads no folder (",
+                  d.dataset == DatasetKind::kText ? "its file is --data_path" : "it is generated",
                   "): drop --data_dir");
-  DDP_USAGE_CHECK(synthetic || (d.num_classes == defaults.num_classes && d.in_channels == defaults.in_channels &&
-                                d.image_size == defaults.image_size),
-                  "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset ", dataset,
-                  " takes its shape and classes from its data: drop them");
+  DDP_USAGE_CHECK(synthetic || (d.num_classes == defaults.num_classes &&
+                                d.in_channels == defaults.in_channels && d.image_size == defaults.image_size),
+                  "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset ",
+                  dataset, " takes its shape and classes from its data: drop them");
   DDP_USAGE_CHECK(synthetic || d.dataset == DatasetKind::kTokens || d.dataset_size == defaults.dataset_size,
-                  "--dataset_size=", d.dataset_size, " sizes the generated datasets (synthetic, tokens); --dataset ",
-                  dataset, " has as many samples as its data: drop it (--max_steps shortens a run)");
+                  "--dataset_size=", d.dataset_size,
+                  " sizes the generated datasets (synthetic, tokens); --dataset ", dataset,
+                  " has as many samples as its data: drop it (--max_steps shortens a run)");
 }
 
 // Flags the chosen model or optimizer has no use for: an error rather than silently ignored
@@ -267,30 +349,40 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const ModelOptions defaults;
   const OptimOptions optim_defaults;
   if (c.model.model == ModelKind::kTorchscript) {
-    DDP_USAGE_CHECK(c.model.width == defaults.width && c.model.dropout == defaults.dropout, "--width and --dropout "
+    DDP_USAGE_CHECK(c.model.width == defaults.width && c.model.dropout == defaults.dropout,
+                    "--width and --dropout "
                     "apply to the built-in models; a scripted module is as its file defines it");
-    DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn cannot replace a scripted module's BatchNorm (its code is the "
-                    "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
+    DDP_USAGE_CHECK(
+        !c.dist.sync_bn,
+        "--sync_bn cannot replace a scripted module's BatchNorm (its code is the "
+        "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
   }
-  DDP_USAGE_CHECK(c.optim.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors, "--loss mse needs float "
-                  "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
-                  "path)); --dataset ", word(c.data.dataset), " has class labels: use --loss cross_entropy");
+  DDP_USAGE_CHECK(
+      c.optim.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors,
+      "--loss mse needs float "
+      "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
+      "path)); --dataset ",
+      word(c.data.dataset), " has class labels: use --loss cross_entropy");
   DDP_USAGE_CHECK(c.model.flops_per_sample == 0 || c.model.model == ModelKind::kTorchscript,
                   "--flops_per_sample applies to --model torchscript (the built-in models count their own)");
   if (c.model.model == ModelKind::kGpt) {
-    DDP_USAGE_CHECK(c.model.width == defaults.width, "--width=", c.model.width,
-                    " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");
-    DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
+    DDP_USAGE_CHECK(
+        c.model.width == defaults.width, "--width=", c.model.width,
+        " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");
+    DDP_USAGE_CHECK(!c.dist.sync_bn,
+                    "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
                     "needs no synchronization): drop --sync_bn");
   }
-  DDP_USAGE_CHECK(c.optim.optimizer != OptimizerKind::kAdamw || c.optim.momentum == optim_defaults.momentum, "--momentum=",
-                  c.optim.momentum, " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+  DDP_USAGE_CHECK(c.optim.optimizer != OptimizerKind::kAdamw || c.optim.momentum == optim_defaults.momentum,
+                  "--momentum=", c.optim.momentum,
+                  " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
   if (c.model.model != ModelKind::kGpt) {
-    DDP_USAGE_CHECK(c.model.gpt_preset == defaults.gpt_preset && c.model.n_layer == 0 && c.model.n_head == 0 &&
-                        c.model.n_embd == 0,
-                    "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model ", word(c.model.model),
-                    c.model.model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by --width",
-                    ": drop them");
+    DDP_USAGE_CHECK(
+        c.model.gpt_preset == defaults.gpt_preset && c.model.n_layer == 0 && c.model.n_head == 0 &&
+            c.model.n_embd == 0,
+        "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model ", word(c.model.model),
+        c.model.model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by --width",
+        ": drop them");
   }
   reject_data_flags_that_do_not_apply(c.data);
 }
@@ -308,7 +400,8 @@ void TrainConfig::validate() const {
 
 ScheduleChoice TrainConfig::effective_lr_schedule() const {
   if (optim.lr_schedule != ScheduleChoice::kAuto) return optim.lr_schedule;
-  return optim.optimizer == OptimizerKind::kAdamw ? ScheduleChoice::kStepCosine : ScheduleChoice::kEpochCosine;
+  return optim.optimizer == OptimizerKind::kAdamw ? ScheduleChoice::kStepCosine
+                                                  : ScheduleChoice::kEpochCosine;
 }
 
 TrainConfig resolve_train_config(const std::vector<std::string>& args) {
@@ -319,8 +412,8 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   auto probe_table = train_flags(probe);
   parse_flags(probe_table, args);
   if (!probe.run.config.empty()) {
-    DDP_USAGE_CHECK(std::filesystem::is_regular_file(probe.run.config), "--config='",
-                    probe.run.config, "' does not exist; pass the path of a TOML file");
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(probe.run.config), "--config='", probe.run.config,
+                    "' does not exist; pass the path of a TOML file");
     apply_toml_file(table, probe.run.config);
   }
   auto positional = parse_flags(table, args);

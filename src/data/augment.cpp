@@ -7,9 +7,10 @@ namespace ddptrain {
 AugmentOptions augment_for(DatasetKind dataset, uint64_t seed) {
   if (dataset == DatasetKind::kCifar10) return {4, true, seed};
   if (dataset == DatasetKind::kFashionMnist || dataset == DatasetKind::kMnist) return {2, false, seed};
-  throw UsageError("--augment has no recipe for --dataset " + std::string(word(dataset)) +
-                   "; it is defined for cifar10 (crop with padding 4, horizontal flip), fashion-mnist and mnist "
-                   "(crop with padding 2)");
+  throw UsageError(
+      "--augment has no recipe for --dataset " + std::string(word(dataset)) +
+      "; it is defined for cifar10 (crop with padding 4, horizontal flip), fashion-mnist and mnist "
+      "(crop with padding 2)");
 }
 
 std::string augment_summary(DatasetKind dataset) {
@@ -43,7 +44,9 @@ AugmentChoice augment_choice(const AugmentOptions& o, int64_t epoch, int64_t ind
 at::Tensor augment_image(const at::Tensor& image, int pad, const AugmentChoice& c) {
   const int64_t H = image.size(1), W = image.size(2);
   at::Tensor out = image;
-  if (pad > 0) out = at::constant_pad_nd(image, {pad, pad, pad, pad}, 0).slice(1, c.dy, c.dy + H).slice(2, c.dx, c.dx + W);
+  if (pad > 0)
+    out =
+        at::constant_pad_nd(image, {pad, pad, pad, pad}, 0).slice(1, c.dy, c.dy + H).slice(2, c.dx, c.dx + W);
   if (c.flip) out = out.flip({2});
   return out.contiguous();
 }

@@ -20,7 +20,7 @@
 namespace ddptrain {
 
 struct AugmentOptions {
-  int pad = 0;        // crop offsets in [0, 2·pad] on each axis
+  int pad = 0;  // crop offsets in [0, 2·pad] on each axis
   bool hflip = false;
   uint64_t seed = 0;
 };

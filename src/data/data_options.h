@@ -10,8 +10,8 @@ namespace ddptrain {
 
 struct DataOptions {
   DatasetKind dataset = DatasetKind::kSynthetic;
-  std::string data_dir;             // empty: the dataset's default (fashion-mnist only; see datasets.h)
-  std::string data_path;           // the text file of --dataset text
+  std::string data_dir;   // empty: the dataset's default (fashion-mnist only; see datasets.h)
+  std::string data_path;  // the text file of --dataset text
   int num_classes = 10;
   int in_channels = 3;
   int image_size = 32;
@@ -20,7 +20,7 @@ struct DataOptions {
   int num_workers = 4;             // loader threads; 0 = in the training thread
   int prefetch_factor = 2;         // batches each loader thread prepares ahead
   bool augment = false;            // random crop (and flip for cifar10) of training images
-  bool drop_last = true;           // each epoch's last partial batch per rank is dropped (the reference's DataLoader)
+  bool drop_last = true;  // each epoch's last partial batch per rank is dropped (the reference's DataLoader)
 };
 
 }  // namespace ddptrain

@@ -58,8 +58,8 @@ std::string find_idx_file(const std::string& dir, const std::string& name, const
   std::string plain = dir + "/" + name;
   if (std::filesystem::is_regular_file(plain + ".gz")) return plain + ".gz";
   if (std::filesystem::is_regular_file(plain)) return plain;
-  throw UsageError(detail::concat("--data_dir='", dir, "' has no ", name, "(.gz); point --data_dir at ", dataset,
-                                  "'s IDX files"));
+  throw UsageError(detail::concat("--data_dir='", dir, "' has no ", name, "(.gz); point --data_dir at ",
+                                  dataset, "'s IDX files"));
 }
 
 // Where a dataset's files are: --data_dir, else the dataset's own default. Only Fashion-MNIST
@@ -68,14 +68,17 @@ std::string data_dir_for(const DataOptions& o) {
   if (!o.data_dir.empty()) return o.data_dir;
   if (o.dataset == DatasetKind::kFashionMnist) {
     DDP_USAGE_CHECK(std::filesystem::is_directory(kFashionMnistDir), "--dataset fashion-mnist reads ",
-                    kFashionMnistDir, " unless --data_dir is given, and it does not exist: apt install "
+                    kFashionMnistDir,
+                    " unless --data_dir is given, and it does not exist: apt install "
                     "dataset-fashion-mnist, or pass --data_dir DIR with Fashion-MNIST's IDX files");
     return kFashionMnistDir;
   }
-  const char* files = o.dataset == DatasetKind::kMnist     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
-                      : o.dataset == DatasetKind::kCifar10 ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
-                                                           : "train.pt (and test.pt, if there is one)";
-  throw UsageError(detail::concat("--dataset ", word(o.dataset), " reads ", files, " from --data_dir, which has no default "
+  const char* files =
+      o.dataset == DatasetKind::kMnist     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
+      : o.dataset == DatasetKind::kCifar10 ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
+                                           : "train.pt (and test.pt, if there is one)";
+  throw UsageError(detail::concat("--dataset ", word(o.dataset), " reads ", files,
+                                  " from --data_dir, which has no default "
                                   "for it (only Fashion-MNIST has a Debian package): pass --data_dir DIR"));
 }
 
@@ -89,8 +92,8 @@ IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double
   DDP_USAGE_CHECK(ib.size() >= 16 && be32(ib, 0) == 2051, "'", ipath,
                   "' is not an IDX image file (magic 2051 expected)");
   int64_t n = be32(ib, 4), h = be32(ib, 8), w = be32(ib, 12);
-  DDP_USAGE_CHECK(static_cast<int64_t>(ib.size()) == 16 + n * h * w, "'", ipath, "' is truncated: ",
-                  ib.size(), " bytes for ", n, " images of ", h, "x", w);
+  DDP_USAGE_CHECK(static_cast<int64_t>(ib.size()) == 16 + n * h * w, "'", ipath,
+                  "' is truncated: ", ib.size(), " bytes for ", n, " images of ", h, "x", w);
   std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte", name);
   std::string lb = read_maybe_gzipped(lpath);
   DDP_USAGE_CHECK(lb.size() >= 8 && be32(lb, 0) == 2049, "'", lpath,
@@ -129,8 +132,9 @@ Cifar10Dataset::Cifar10Dataset(const std::string& dir, bool train) {
     DDP_USAGE_CHECK(std::filesystem::is_regular_file(f), "--data_dir='", dir, "' has no ", f,
                     "; point --data_dir at CIFAR-10's binary version (cifar-10-batches-bin)");
     std::string b = read_maybe_gzipped(f);
-    DDP_USAGE_CHECK(!b.empty() && b.size() % kRecord == 0, "'", f, "' is not CIFAR-10 binary data: ", b.size(),
-                    " bytes is not a whole number of ", kRecord, "-byte records (truncated?)");
+    DDP_USAGE_CHECK(!b.empty() && b.size() % kRecord == 0, "'", f,
+                    "' is not CIFAR-10 binary data: ", b.size(), " bytes is not a whole number of ", kRecord,
+                    "-byte records (truncated?)");
     all += b;
   }
   const int64_t n = static_cast<int64_t>(all.size()) / kRecord;
@@ -161,9 +165,10 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
                   "' does not exist; write it with torch.save({\"images\": x, \"labels\": y}, path)");
   NamedTensors t;
   try {
-    t = unpickle_tensors(read_maybe_gzipped(path), path,
-                         "a dict {\"images\": (N, C, H, W) tensor, \"labels\": (N) int64 tensor}; write it with "
-                         "torch.save({\"images\": x, \"labels\": y}, path)");
+    t = unpickle_tensors(
+        read_maybe_gzipped(path), path,
+        "a dict {\"images\": (N, C, H, W) tensor, \"labels\": (N) int64 tensor}; write it with "
+        "torch.save({\"images\": x, \"labels\": y}, path)");
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -173,7 +178,8 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
   }
   DDP_USAGE_CHECK(images_.defined() && labels_.defined(), "'", path,
                   "' must hold {\"images\": (N, C, H, W) tensor, \"labels\": (N) int64 tensor}");
-  DDP_USAGE_CHECK(images_.dim() == 4, "'", path, "': images has shape ", images_.sizes(), "; expected (N, C, H, W)");
+  DDP_USAGE_CHECK(images_.dim() == 4, "'", path, "': images has shape ", images_.sizes(),
+                  "; expected (N, C, H, W)");
   DDP_USAGE_CHECK(images_.scalar_type() == at::kByte || images_.scalar_type() == at::kFloat, "'", path,
                   "': images must be uint8 or float32, not ", images_.scalar_type());
   DDP_USAGE_CHECK(labels_.dim() >= 1 && labels_.size(0) == images_.size(0), "'", path, "': labels has shape ",
@@ -182,29 +188,30 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
   if (labels_.is_floating_point()) {  // regression targets (--loss mse)
     labels_ = labels_.to(at::kFloat);
     const int64_t per_sample = labels_.numel() / std::max<int64_t>(1, labels_.size(0));
-    shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)), static_cast<int>(images_.size(3)),
-              static_cast<int>(per_sample)};
+    shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)),
+              static_cast<int>(images_.size(3)), static_cast<int>(per_sample)};
     return;
   }
   DDP_USAGE_CHECK(labels_.dim() == 1 && labels_.scalar_type() == at::kLong, "'", path,
-                  "': labels must be int64 class indices of shape (", images_.size(0), ") or float targets, not ",
-                  labels_.scalar_type(), " ", labels_.sizes());
+                  "': labels must be int64 class indices of shape (", images_.size(0),
+                  ") or float targets, not ", labels_.scalar_type(), " ", labels_.sizes());
   DDP_USAGE_CHECK(labels_.numel() > 0 && labels_.min().item<int64_t>() >= 0, "'", path,
                   "': labels must be class indices >= 0");
-  shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)), static_cast<int>(images_.size(3)),
-            static_cast<int>(labels_.max().item<int64_t>() + 1)};
+  shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)),
+            static_cast<int>(images_.size(3)), static_cast<int>(labels_.max().item<int64_t>() + 1)};
 }
 
 void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
   const DatasetShape& t = train.shape_;
-  DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'", path_,
-                  "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width, ") but '",
-                  train.path_, "' trains on (", t.channels, ", ", t.height, ", ", t.width,
+  DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'",
+                  path_, "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width,
+                  ") but '", train.path_, "' trains on (", t.channels, ", ", t.height, ", ", t.width,
                   "): the test split must hold images of the training split's shape");
   const bool regression = train.labels_.is_floating_point();
   DDP_USAGE_CHECK(labels_.is_floating_point() == regression, "'", path_, "': labels are ",
-                  labels_.is_floating_point() ? "float targets" : "class indices", " but '", train.path_, "' has ",
-                  regression ? "float targets" : "class indices", ": both splits need the same kind of labels");
+                  labels_.is_floating_point() ? "float targets" : "class indices", " but '", train.path_,
+                  "' has ", regression ? "float targets" : "class indices",
+                  ": both splits need the same kind of labels");
   if (regression) {
     DDP_USAGE_CHECK(shape_.num_classes == t.num_classes, "'", path_, "': ", shape_.num_classes,
                     " targets per image but '", train.path_, "' has ", t.num_classes,
@@ -214,14 +221,16 @@ void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
   const at::Tensor outside = (labels_ >= t.num_classes).nonzero();
   const int64_t i = outside.numel() == 0 ? -1 : outside[0][0].item<int64_t>();
   DDP_USAGE_CHECK(i < 0, "'", path_, "': label ", labels_.data_ptr<int64_t>()[i], " at index ", i,
-                  " is not a class of the training split ('", train.path_, "' has classes 0..", t.num_classes - 1,
-                  "; ", outside.size(0), " of ", size(), " test labels are outside): relabel the test split or ",
+                  " is not a class of the training split ('", train.path_, "' has classes 0..",
+                  t.num_classes - 1, "; ", outside.size(0), " of ", size(),
+                  " test labels are outside): relabel the test split or ",
                   "add the class to the training split");
 }
 
 Example TensorFileDataset::get(int64_t index) const {
   Example e;
-  e.input = images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
+  e.input =
+      images_.scalar_type() == at::kByte ? images_[index].to(at::kFloat).div_(255.0) : images_[index].clone();
   e.target = labels_.is_floating_point() ? labels_[index].clone()
                                          : at::scalar_tensor(labels_.data_ptr<int64_t>()[index], at::kLong);
   return e;
@@ -236,7 +245,8 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
   switch (opts.dataset) {
     case DatasetKind::kSynthetic:
       s.train = std::make_unique<SyntheticDataset>(
-          opts.dataset_size, DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
+          opts.dataset_size,
+          DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
       break;
     case DatasetKind::kFashionMnist:
       s.train = std::make_unique<IdxDataset>(dir, "train", 0.2860, 0.3530, "Fashion-MNIST");
@@ -265,14 +275,16 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", word(opts.dataset),
                       " holds token sequences: use it with --model gpt");
       if (opts.dataset == DatasetKind::kTokens) {
-        s.train = std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
+        s.train =
+            std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
       } else {
         s.train = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true);
         s.test = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false);
       }
       break;
   }
-  if (opts.augment) s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
+  if (opts.augment)
+    s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;
 }
 

@@ -60,7 +60,8 @@ class IdxDataset : public Dataset {
   /// Reads `<prefix>-images-idx3-ubyte[.gz]` and `<prefix>-labels-idx1-ubyte[.gz]` in dir;
   /// UsageError naming the file when one is missing or malformed.
   /// `name` is the dataset's, for messages.
-  IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std, const std::string& name);
+  IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std,
+             const std::string& name);
   int64_t size() const override { return labels_.size(0); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override;

@@ -1,15 +1,15 @@
 #include "data/distributed_sampler.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "util/error.h"
 
 namespace ddptrain {
 
 DistributedSampler::DistributedSampler(SamplerOptions opts) : opts_(opts) {
-  DDP_ASSERT(opts_.world_size >= 1 && opts_.rank >= 0 && opts_.rank < opts_.world_size,
-             "rank ", opts_.rank, " world ", opts_.world_size);
+  DDP_ASSERT(opts_.world_size >= 1 && opts_.rank >= 0 && opts_.rank < opts_.world_size, "rank ", opts_.rank,
+             " world ", opts_.world_size);
   DDP_ASSERT(opts_.dataset_len >= 0);
   const int64_t n = opts_.dataset_len, w = opts_.world_size;
   if (opts_.drop_last && n % w != 0) {

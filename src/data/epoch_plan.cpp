@@ -18,7 +18,8 @@ int64_t EpochPlan::done_after(int64_t micro, int world_now, int64_t batch_now) c
   return std::min(end, done + micro * batch_now * world_now);
 }
 
-std::vector<int64_t> rest_of_epoch(SamplerOptions opts, int64_t epoch, const EpochPlan& plan, int world, int rank) {
+std::vector<int64_t> rest_of_epoch(SamplerOptions opts, int64_t epoch, const EpochPlan& plan, int world,
+                                   int rank) {
   DDP_ASSERT(plan.done >= 0 && plan.done <= plan.end && world >= 1 && rank >= 0 && rank < world);
   opts.world_size = plan.world;
   opts.rank = 0;
@@ -29,7 +30,8 @@ std::vector<int64_t> rest_of_epoch(SamplerOptions opts, int64_t epoch, const Epo
   const int64_t left = plan.end - plan.done;
   const int64_t padded = (left + world - 1) / world * world;  // as PyTorch pads: repeat from the start
   std::vector<int64_t> mine;
-  for (int64_t k = rank; k < padded && left > 0; k += world) mine.push_back(order[static_cast<size_t>(plan.done + k % left)]);
+  for (int64_t k = rank; k < padded && left > 0; k += world)
+    mine.push_back(order[static_cast<size_t>(plan.done + k % left)]);
   return mine;
 }
 

@@ -2,9 +2,9 @@
 // An epoch's samples are consumed in one global order: PyTorch's sampler at the world size W
 // the epoch started at pads the shuffled indices to a multiple of W, and rank r reads positions
 // r, r+W, r+2W, ...; with drop_last batches of B, the epoch trains the first
-// end = (num_samples / B) * B * W positions (without drop_last, all num_samples * W). After m micro-batches on every rank the positions
-// [0, m*B*W) are done: a prefix, whatever the rank. So a checkpoint records the plan (W, B, end)
-// and the prefix done, and a job of another world size W' continues the epoch with the rest:
+// end = (num_samples / B) * B * W positions (without drop_last, all num_samples * W). After m micro-batches
+// on every rank the positions [0, m*B*W) are done: a prefix, whatever the rank. So a checkpoint records the
+// plan (W, B, end) and the prefix done, and a job of another world size W' continues the epoch with the rest:
 // positions [done, end) of the same order, padded to a multiple of W' by repeating from its
 // start (as PyTorch pads) and dealt out the same way (rank r' reads r', r'+W', ...), in batches
 // of this run's size, the last one possibly smaller (the same on every rank). Its progress is
@@ -22,10 +22,10 @@
 namespace ddptrain {
 
 struct EpochPlan {
-  int world = 1;          // the world size the epoch's order was cut for (its padding)
-  int64_t batch = 1;      // the per-rank batch of that world (its drop_last)
-  int64_t end = 0;        // positions of the order the epoch trains
-  int64_t done = 0;       // positions trained before this run's part of the epoch
+  int world = 1;      // the world size the epoch's order was cut for (its padding)
+  int64_t batch = 1;  // the per-rank batch of that world (its drop_last)
+  int64_t end = 0;    // positions of the order the epoch trains
+  int64_t done = 0;   // positions trained before this run's part of the epoch
 
   /// The plan of an epoch that starts at world w with batch b over n samples (drop_last: each
   /// rank's last partial batch is not trained).
@@ -38,6 +38,7 @@ struct EpochPlan {
 
 /// Rank `rank`'s indices for the rest of the epoch (positions [plan.done, plan.end) of the order
 /// that `sampler` opts at plan.world give), dealt over `world` ranks.
-std::vector<int64_t> rest_of_epoch(SamplerOptions opts, int64_t epoch, const EpochPlan& plan, int world, int rank);
+std::vector<int64_t> rest_of_epoch(SamplerOptions opts, int64_t epoch, const EpochPlan& plan, int world,
+                                   int rank);
 
 }  // namespace ddptrain

@@ -69,7 +69,8 @@ void Loader::start(std::vector<int64_t> indices, int64_t skip_batches, bool keep
   // The first batch is fixed here, not read by the thread: a late-starting worker must not
   // see next_ already advanced by the others and skip its batch (a deadlock).
   const int64_t first = next_;
-  for (int w = 0; w < opts_.num_workers; ++w) workers_.emplace_back([this, first, w] { worker_loop(first, w); });
+  for (int w = 0; w < opts_.num_workers; ++w)
+    workers_.emplace_back([this, first, w] { worker_loop(first, w); });
 }
 
 std::optional<Batch> Loader::next() {

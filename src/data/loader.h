@@ -25,8 +25,8 @@
 namespace ddptrain {
 
 struct Batch {
-  at::Tensor inputs;   // (B, C, H, W) float32 images, or (B, T) int64 tokens
-  at::Tensor targets;  // (B) int64 classes, or (B, T) int64 next tokens
+  at::Tensor inputs;             // (B, C, H, W) float32 images, or (B, T) int64 tokens
+  at::Tensor targets;            // (B) int64 classes, or (B, T) int64 next tokens
   std::vector<int64_t> indices;  // the dataset index of each sample
 };
 
@@ -35,7 +35,7 @@ struct LoaderOptions {
   int num_workers = 4;
   int prefetch_per_worker = 2;
   bool drop_last = true;
-  int worker_nice = 10;  // nice value of the worker threads (0 = same as the trainer)
+  int worker_nice = 10;     // nice value of the worker threads (0 = same as the trainer)
   bool pin_memory = false;  // batches in page-locked memory (for non_blocking copies to CUDA)
 };
 

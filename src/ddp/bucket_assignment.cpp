@@ -6,8 +6,8 @@
 
 namespace ddptrain {
 
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params,
-                                                size_t cap_bytes, size_t first_cap_bytes) {
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes,
+                                                size_t first_cap_bytes) {
   DDP_ASSERT(cap_bytes > 0 && first_cap_bytes > 0);
   struct Open {
     std::vector<size_t> indices;

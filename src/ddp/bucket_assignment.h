@@ -23,7 +23,7 @@ struct BucketParam {
 /// Returns buckets of parameter indices, in launch order. Each bucket's indices are in
 /// reverse registration order. A bucket is closed once it reaches its cap (the first bucket:
 /// first_cap_bytes), so a single parameter larger than the cap gets a bucket of its own.
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params,
-                                                size_t cap_bytes, size_t first_cap_bytes);
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes,
+                                                size_t first_cap_bytes);
 
 }  // namespace ddptrain

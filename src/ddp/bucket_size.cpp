@@ -39,7 +39,8 @@ double fastest_all_reduce_s(const DistContext& ctx, at::Tensor t, int reps) {
 BucketCapChoice choose_bucket_cap(const LinkCost& link, int64_t grad_bytes, double backward_s) {
   const double g = static_cast<double>(std::max<int64_t>(grad_bytes, 1));
   double best = 1e30;
-  for (double mib : kBucketCapCandidatesMib) best = std::min(best, exposed_s(link, g, mib * kMib, backward_s));
+  for (double mib : kBucketCapCandidatesMib)
+    best = std::min(best, exposed_s(link, g, mib * kMib, backward_s));
   const double tolerance = std::max(0.5e-3, 0.005 * std::max(0.0, backward_s));
   BucketCapChoice c;
   for (double mib : kBucketCapCandidatesMib) {

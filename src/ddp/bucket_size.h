@@ -28,7 +28,7 @@ namespace ddptrain {
 
 /// What one all-reduce costs on this job's process group, averaged over the ranks.
 struct LinkCost {
-  double latency_s = 0;       // a tiny all-reduce
+  double latency_s = 0;         // a tiny all-reduce
   double seconds_per_byte = 0;  // the growth per byte of a large one
 };
 

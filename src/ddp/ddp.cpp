@@ -43,7 +43,8 @@ void DistributedDataParallel::verify_replicas(const std::vector<std::string>& na
   std::vector<at::Tensor> bytes{at::zeros({len[0].item<int64_t>()}, at::kByte)};
   if (ctx_.is_main()) std::memcpy(bytes[0].data_ptr(), mine.data(), mine.size());
   ctx_.broadcast(bytes, 0, "DDP replica check");
-  const std::string theirs(static_cast<const char*>(bytes[0].data_ptr()), static_cast<size_t>(bytes[0].numel()));
+  const std::string theirs(static_cast<const char*>(bytes[0].data_ptr()),
+                           static_cast<size_t>(bytes[0].numel()));
 
   // Per rank: 1 when it differs from rank 0.
   std::vector<at::Tensor> differs{at::zeros({ctx_.world_size()}, at::kLong)};
@@ -72,8 +73,9 @@ void DistributedDataParallel::verify_replicas(const std::vector<std::string>& na
         break;
       }
   }
-  throw Error(str("[rank ", ctx_.rank(), "/", ctx_.world_size(), "] DDP: the ranks do not build the same model",
-                  detail, "; every rank must construct the model with the same flags"));
+  throw Error(str("[rank ", ctx_.rank(), "/", ctx_.world_size(),
+                  "] DDP: the ranks do not build the same model", detail,
+                  "; every rank must construct the model with the same flags"));
 }
 
 DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
@@ -85,7 +87,9 @@ DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
   if (reducer_) reducer_->set_sync(previous_);
 }
 
-ReducerStats DistributedDataParallel::take_stats() { return reducer_ ? reducer_->take_stats() : ReducerStats{}; }
+ReducerStats DistributedDataParallel::take_stats() {
+  return reducer_ ? reducer_->take_stats() : ReducerStats{};
+}
 
 void DistributedDataParallel::sync_buffers() {
   if (!opts_.broadcast_buffers || !ctx_.communicates() || buffers_.empty()) return;

@@ -52,7 +52,9 @@ class DistributedDataParallel {
   /// The parameters DDP reduces (those that require grad, in the module's order) and its
   /// buckets of them (indices into that list; none without a process group).
   const std::vector<at::Tensor>& parameters() const { return params_; }
-  std::vector<std::vector<size_t>> buckets() const { return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{}; }
+  std::vector<std::vector<size_t>> buckets() const {
+    return reducer_ ? reducer_->buckets() : std::vector<std::vector<size_t>>{};
+  }
   /// zero_stage 2: this rank's shard of bucket b's averaged gradient (ddp/reducer.h).
   const at::Tensor& shard_gradient(size_t b) const { return reducer_->shard_gradient(b); }
   /// See Reducer::on_bucket_grads (no-op without a process group).

@@ -38,8 +38,8 @@ std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& par
     for (const auto& p : units->modules()[u]->parameters()) {
       auto it = index_of.find(p.unsafeGetTensorImpl());
       if (it == index_of.end()) continue;  // frozen: not DDP's
-      DDP_USAGE_CHECK(unit_of[it->second] < 0 || unit_of[it->second] == static_cast<int>(u), "a parameter (shape ",
-                      p.sizes(), ") is in units ", unit_of[it->second], " and ", u,
+      DDP_USAGE_CHECK(unit_of[it->second] < 0 || unit_of[it->second] == static_cast<int>(u),
+                      "a parameter (shape ", p.sizes(), ") is in units ", unit_of[it->second], " and ", u,
                       "; under zero_stage 3 a parameter belongs to one unit (Note [Units])");
       unit_of[it->second] = static_cast<int>(u);
     }
@@ -53,8 +53,9 @@ std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& par
   return buckets;
 }
 
-FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets,
-                                       Units* units, const DistContext& ctx)
+FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params,
+                                       std::vector<std::vector<size_t>> buckets, Units* units,
+                                       const DistContext& ctx)
     : params_(std::move(params)), buckets_(std::move(buckets)), units_(units), ctx_(ctx) {
   std::vector<int64_t> numels;
   for (const auto& p : params_) numels.push_back(p.numel());
@@ -86,11 +87,12 @@ FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params, std::vect
     int64_t off = 0;
     for (size_t i : buckets_[b]) {
       at::Tensor& p = params_[i];
-      DDP_USAGE_CHECK(p.is_non_overlapping_and_dense() && p.scalar_type() == first.scalar_type() &&
-                          p.device() == first.device(),
-                      "zero_stage 3 needs dense parameters of one dtype and device per unit (a parameter of shape ",
-                      p.sizes(), " is ", p.scalar_type(), " on ", p.device(), ", the unit's first ", first.scalar_type(),
-                      " on ", first.device(), ")");
+      DDP_USAGE_CHECK(
+          p.is_non_overlapping_and_dense() && p.scalar_type() == first.scalar_type() &&
+              p.device() == first.device(),
+          "zero_stage 3 needs dense parameters of one dtype and device per unit (a parameter of shape ",
+          p.sizes(), " is ", p.scalar_type(), " on ", p.device(), ", the unit's first ", first.scalar_type(),
+          " on ", first.device(), ")");
       at::Tensor view = flat.as_strided(p.sizes(), p.strides(), off);
       view.copy_(p.detach());
       p.set_data(view);  // the same parameter (autograd, optimizer and hooks keep it), new memory
@@ -150,7 +152,8 @@ void FullyShardedParams::release(size_t b) {
   gathered_[b] = 0;
 }
 
-at::Tensor FullyShardedParams::forward(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x) {
+at::Tensor FullyShardedParams::forward(const std::function<at::Tensor(const at::Tensor&)>& fn,
+                                       const at::Tensor& x) {
   armed_ = false;
   if (root_ >= 0) ensure(static_cast<size_t>(root_));
   gather_ahead(0, +1);  // the first unit

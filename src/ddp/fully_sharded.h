@@ -88,12 +88,12 @@ class FullyShardedParams : public UnitHooks {
   const DistContext& ctx_;
   std::vector<BucketShards> layout_;
   std::vector<int> bucket_of_unit_;
-  int root_ = -1;                      // the root unit's bucket, or -1
-  std::vector<at::Tensor> flat_;       // per bucket: the full values (storage released when not gathered)
-  std::vector<at::Tensor> shard_;      // per bucket: this rank's shard (persistent)
+  int root_ = -1;                  // the root unit's bucket, or -1
+  std::vector<at::Tensor> flat_;   // per bucket: the full values (storage released when not gathered)
+  std::vector<at::Tensor> shard_;  // per bucket: this rank's shard (persistent)
   std::vector<char> gathered_;
   std::vector<compat::WorkHandle> in_flight_;
-  bool armed_ = false;                 // a final callback is queued for this backward
+  bool armed_ = false;  // a final callback is queued for this backward
   int64_t peak_ = 0;
 };
 

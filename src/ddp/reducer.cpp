@@ -22,9 +22,7 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
-at::ScalarType wire_dtype(CommHook h) {
-  return h == CommHook::kFp16 ? at::kHalf : at::kBFloat16;
-}
+at::ScalarType wire_dtype(CommHook h) { return h == CommHook::kFp16 ? at::kHalf : at::kBFloat16; }
 
 }  // namespace
 
@@ -53,10 +51,12 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     const int64_t padded = opts_.shard_gradients ? (n + world - 1) / world * world : n;
     flat_numel_.push_back(padded);
     flat_.push_back(at::zeros({padded}, params_[buckets_[b][0]].options()));
-    if (opts_.shard_gradients) shard_.push_back(at::zeros({padded / world}, params_[buckets_[b][0]].options()));
+    if (opts_.shard_gradients)
+      shard_.push_back(at::zeros({padded / world}, params_[buckets_[b][0]].options()));
   }
   if (opts_.shard_gradients && !ctx_.reduce_scatters())
-    ctx_.log().info(str("zero_stage 2: backend ", ctx_.backend_name(), " of this LibTorch has no reduce_scatter: each ",
+    ctx_.log().info(str("zero_stage 2: backend ", ctx_.backend_name(),
+                        " of this LibTorch has no reduce_scatter: each ",
                         "bucket is all-reduced and this rank keeps its shard (same numbers, more traffic)"));
   wire_ = flat_;
   works_.resize(buckets_.size());
@@ -65,8 +65,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   reset_iteration();
 
   if (opts_.comm_hook != CommHook::kNone && !ctx_.reduces(wire_dtype(opts_.comm_hook)))
-    ctx_.log().warn(str("--ddp_comm_hook: backend ", ctx_.backend_name(), " of this LibTorch cannot all-reduce ",
-                        c10::toString(wire_dtype(opts_.comm_hook)), "; gradients are rounded to it but sent as ",
+    ctx_.log().warn(str("--ddp_comm_hook: backend ", ctx_.backend_name(),
+                        " of this LibTorch cannot all-reduce ", c10::toString(wire_dtype(opts_.comm_hook)),
+                        "; gradients are rounded to it but sent as ",
                         "fp32 (same numerics, no bandwidth saved); fp16 is reduced natively"));
   for (size_t i = 0; i < params_.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
@@ -93,7 +94,8 @@ ReducerStats Reducer::take_stats() {
 at::Tensor Reducer::slot(size_t i) const {
   const at::Tensor& p = params_[i];
   const at::Tensor& f = flat_[bucket_of_[i]];
-  if (p.is_non_overlapping_and_dense()) return f.as_strided(p.sizes(), p.strides(), f.storage_offset() + offset_of_[i]);
+  if (p.is_non_overlapping_and_dense())
+    return f.as_strided(p.sizes(), p.strides(), f.storage_offset() + offset_of_[i]);
   return f.narrow(0, offset_of_[i], p.numel()).view_as(p);
 }
 
@@ -149,13 +151,17 @@ void Reducer::on_grad_ready(size_t i) {
   if (opts_.gradient_as_bucket_view) {
     // The gradient becomes a view into the bucket: after the all-reduce nothing is copied back.
     if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
-      if (grad.defined()) view.copy_(grad);
-      else view.zero_();
+      if (grad.defined())
+        view.copy_(grad);
+      else
+        view.zero_();
       grad = view;
     }
   } else {
-    if (grad.defined()) view.copy_(grad);
-    else view.zero_();
+    if (grad.defined())
+      view.copy_(grad);
+    else
+      view.zero_();
     if (opts_.shard_gradients) grad.reset();  // in its bucket now; the full gradient is not kept
   }
   if (--pending_[bucket_of_[i]] > 0) return;
@@ -170,7 +176,8 @@ void Reducer::launch_ready_buckets() {
 void Reducer::launch(size_t b) {
   torch::NoGradGuard no_grad;
   // Note [ZeRO stage 2]: the full buckets in flight are bounded.
-  while (opts_.shard_gradients && opts_.shard_buckets_in_flight > 0 && b - next_finish_ >= opts_.shard_buckets_in_flight)
+  while (opts_.shard_gradients && opts_.shard_buckets_in_flight > 0 &&
+         b - next_finish_ >= opts_.shard_buckets_in_flight)
     finish_next();
   if (opts_.shard_gradients && ctx_.reduce_scatters()) {
     works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b], str("gradient bucket ", b));

@@ -48,10 +48,10 @@ struct ReducerOptions {
 /// Communication counters since the last take_stats().
 struct ReducerStats {
   int64_t allreduces = 0;
-  int64_t bytes = 0;       // bytes sent into all-reduce (after compression)
-  double wait_s = 0;       // time blocked on all-reduce after backward finished (on a GPU: the
-                           // compute stream's stall, Note [Communication wait on a GPU])
-  int64_t syncs = 0;       // synchronised backward passes
+  int64_t bytes = 0;  // bytes sent into all-reduce (after compression)
+  double wait_s = 0;  // time blocked on all-reduce after backward finished (on a GPU: the
+                      // compute stream's stall, Note [Communication wait on a GPU])
+  int64_t syncs = 0;  // synchronised backward passes
 };
 
 class Reducer {
@@ -95,10 +95,10 @@ class Reducer {
   ReducerOptions opts_;
 
   std::vector<std::vector<size_t>> buckets_;
-  std::vector<size_t> bucket_of_;   // param -> bucket
-  std::vector<int64_t> offset_of_;  // param -> offset in its bucket's flat buffer
-  std::vector<at::Tensor> flat_;    // one per bucket
-  std::vector<at::Tensor> wire_;    // what is all-reduced: flat_ or its 16-bit copy
+  std::vector<size_t> bucket_of_;    // param -> bucket
+  std::vector<int64_t> offset_of_;   // param -> offset in its bucket's flat buffer
+  std::vector<at::Tensor> flat_;     // one per bucket
+  std::vector<at::Tensor> wire_;     // what is all-reduced: flat_ or its 16-bit copy
   std::vector<int64_t> flat_numel_;  // per bucket (padded to a multiple of the world under shard_gradients)
   std::vector<at::Tensor> shard_;    // shard_gradients: this rank's averaged shard per bucket
 
@@ -110,7 +110,7 @@ class Reducer {
   bool sync_ = true;
   bool armed_ = false;  // a final callback is queued for this backward
   std::vector<char> ready_;
-  std::vector<size_t> pending_;  // per bucket: params not yet ready
+  std::vector<size_t> pending_;        // per bucket: params not yet ready
   std::vector<size_t> local_pending_;  // the same under no_sync, for on_bucket_grads_
   std::function<void(size_t)> on_bucket_grads_;
   size_t next_launch_ = 0;

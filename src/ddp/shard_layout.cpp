@@ -18,7 +18,8 @@ std::vector<BucketShards> shard_buckets(const std::vector<int64_t>& numels,
       const int64_t end = start + numels[p];
       for (int r = 0; r < world_size && b.shard_numel > 0; ++r) {
         const int64_t lo = std::max(start, r * b.shard_numel), hi = std::min(end, (r + 1) * b.shard_numel);
-        if (lo < hi) b.by_rank[static_cast<size_t>(r)].push_back({p, lo - start, lo - r * b.shard_numel, hi - lo});
+        if (lo < hi)
+          b.by_rank[static_cast<size_t>(r)].push_back({p, lo - start, lo - r * b.shard_numel, hi - lo});
       }
       start = end;
     }

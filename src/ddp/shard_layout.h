@@ -20,7 +20,7 @@ struct ShardPiece {
 };
 
 struct BucketShards {
-  int64_t shard_numel = 0;                        // elements per rank's shard (padding included)
+  int64_t shard_numel = 0;                       // elements per rank's shard (padding included)
   std::vector<std::vector<ShardPiece>> by_rank;  // world_size lists
 };
 

@@ -39,7 +39,8 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     {
       torch::NoGradGuard no_grad;
       running_mean.mul_(1 - momentum).add_(mean.to(running_mean.scalar_type()), momentum);
-      running_var.mul_(1 - momentum).add_((var * (n / std::max(n - 1, 1.0))).to(running_var.scalar_type()), momentum);
+      running_var.mul_(1 - momentum)
+          .add_((var * (n / std::max(n - 1, 1.0))).to(running_var.scalar_type()), momentum);
     }
     auto shape = channel_shape(x);
     auto mean_f = mean.to(x.scalar_type()).view(shape), invstd_f = invstd.to(x.scalar_type()).view(shape);
@@ -75,7 +76,8 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
 
 }  // namespace
 
-SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels_, const DistContext& ctx_, double eps_, double momentum_)
+SyncBatchNormImpl::SyncBatchNormImpl(int64_t channels_, const DistContext& ctx_, double eps_,
+                                     double momentum_)
     : channels(channels_), eps(eps_), momentum(momentum_), ctx(&ctx_) {
   reset();
 }

@@ -29,14 +29,16 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
   layout_ = shard_buckets(numels, buckets, ctx_.world_size());
   std::unordered_map<const void*, int> group_of;
   for (size_t g = 0; g < full_.param_groups().size(); ++g)
-    for (const auto& p : full_.param_groups()[g].params()) group_of[p.unsafeGetTensorImpl()] = static_cast<int>(g);
+    for (const auto& p : full_.param_groups()[g].params())
+      group_of[p.unsafeGetTensorImpl()] = static_cast<int>(g);
   std::vector<std::vector<at::Tensor>> views(full_.param_groups().size());
   for (size_t b = 0; b < layout_.size(); ++b)
     for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())]) {
       auto it = group_of.find(params_[piece.param].unsafeGetTensorImpl());
       if (it == group_of.end()) continue;  // not optimized (at stage 0 neither)
-      at::Tensor view = shard_values ? shard_values(b).narrow(0, piece.shard_offset, piece.length)
-                                     : flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length);
+      at::Tensor view = shard_values
+                            ? shard_values(b).narrow(0, piece.shard_offset, piece.length)
+                            : flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length);
       own_.push_back({b, piece, view});
       views[static_cast<size_t>(it->second)].push_back(view);
     }
@@ -58,8 +60,9 @@ void ShardedOptimizer::attach_gradients() {
       continue;
     }
     const at::Tensor& p = params_[o.piece.param];
-    o.view.mutable_grad() =
-        p.grad().defined() ? flat_as(p.grad(), p).narrow(0, o.piece.param_offset, o.piece.length) : at::Tensor();
+    o.view.mutable_grad() = p.grad().defined()
+                                ? flat_as(p.grad(), p).narrow(0, o.piece.param_offset, o.piece.length)
+                                : at::Tensor();
   }
 }
 
@@ -88,7 +91,8 @@ void ShardedOptimizer::step() {
   if (inner_) {
     for (size_t g = 0; g < inner_group_.size(); ++g)  // the schedule set full's learning rate
       if (inner_group_[g] >= 0)
-        inner_->param_groups()[static_cast<size_t>(inner_group_[g])].set_options(full_.param_groups()[g].options().clone());
+        inner_->param_groups()[static_cast<size_t>(inner_group_[g])].set_options(
+            full_.param_groups()[g].options().clone());
     if (!shard_of_) attach_gradients();  // stage 2: attached (and unscaled, clipped) before
     inner_->step();
     for (auto& o : own_) o.view.mutable_grad().reset();
@@ -98,27 +102,32 @@ void ShardedOptimizer::step() {
   std::vector<at::Tensor> mine = zero_shards();
   for (size_t b = 0; b < layout_.size(); ++b)
     for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())])
-      mine[b].narrow(0, piece.shard_offset, piece.length)
+      mine[b]
+          .narrow(0, piece.shard_offset, piece.length)
           .copy_(flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length));
-  all_gather_pieces(mine, /*include_mine=*/false, "ZeRO all_gather of the updated parameters",
-                    [&](const ShardPiece& piece, const at::Tensor& values) {
-                      flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length).copy_(values);
-                    });
+  all_gather_pieces(
+      mine, /*include_mine=*/false, "ZeRO all_gather of the updated parameters",
+      [&](const ShardPiece& piece, const at::Tensor& values) {
+        flat_view(params_[piece.param]).narrow(0, piece.param_offset, piece.length).copy_(values);
+      });
 }
 
 std::vector<at::Tensor> ShardedOptimizer::zero_shards() const {
   std::vector<at::Tensor> out;
-  for (const auto& b : layout_) out.push_back(at::zeros({b.shard_numel}, params_[0].options()));  // buckets imply params
+  for (const auto& b : layout_)
+    out.push_back(at::zeros({b.shard_numel}, params_[0].options()));  // buckets imply params
   return out;
 }
 
-void ShardedOptimizer::all_gather_pieces(const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
-                                         const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
+void ShardedOptimizer::all_gather_pieces(
+    const std::vector<at::Tensor>& mine, bool include_mine, const char* what,
+    const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
   for (size_t b = 0; b < layout_.size(); ++b) all_gather_bucket(b, mine[b], include_mine, what, put);
 }
 
-void ShardedOptimizer::all_gather_bucket(size_t b, const at::Tensor& mine, bool include_mine, const char* what,
-                                         const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
+void ShardedOptimizer::all_gather_bucket(
+    size_t b, const at::Tensor& mine, bool include_mine, const char* what,
+    const std::function<void(const ShardPiece&, const at::Tensor&)>& put) {
   if (layout_[b].shard_numel == 0) return;
   std::vector<at::Tensor> per_rank;
   for (int r = 0; r < ctx_.world_size(); ++r) per_rank.push_back(at::empty_like(mine));
@@ -141,7 +150,8 @@ std::vector<at::Tensor> ShardedOptimizer::my_state_shards(int k) const {
   return mine;
 }
 
-void ShardedOptimizer::visit_full_state(const std::function<void(size_t, const std::vector<at::Tensor>&)>& fn) {
+void ShardedOptimizer::visit_full_state(
+    const std::function<void(size_t, const std::vector<at::Tensor>&)>& fn) {
   torch::NoGradGuard no_grad;
   if (!stepped_ || params_.empty()) return;  // the same on every rank
   std::unordered_map<const void*, size_t> key_of;
@@ -157,14 +167,15 @@ void ShardedOptimizer::visit_full_state(const std::function<void(size_t, const s
   for (size_t b = 0; b < layout_.size(); ++b) {
     std::map<size_t, std::vector<at::Tensor>> state;  // param index -> its fields
     for (int k = 0; k < fields; ++k)
-      all_gather_bucket(b, shards[static_cast<size_t>(k)][b], /*include_mine=*/true,
-                        "ZeRO all_gather of a bucket's optimizer state (fingerprint)",
-                        [&](const ShardPiece& piece, const at::Tensor& values) {
-                          auto& t = state[piece.param];
-                          if (t.empty())
-                            for (int f = 0; f < fields; ++f) t.push_back(at::zeros_like(params_[piece.param]));
-                          flat_view(t[static_cast<size_t>(k)]).narrow(0, piece.param_offset, piece.length).copy_(values);
-                        });
+      all_gather_bucket(
+          b, shards[static_cast<size_t>(k)][b], /*include_mine=*/true,
+          "ZeRO all_gather of a bucket's optimizer state (fingerprint)",
+          [&](const ShardPiece& piece, const at::Tensor& values) {
+            auto& t = state[piece.param];
+            if (t.empty())
+              for (int f = 0; f < fields; ++f) t.push_back(at::zeros_like(params_[piece.param]));
+            flat_view(t[static_cast<size_t>(k)]).narrow(0, piece.param_offset, piece.length).copy_(values);
+          });
     for (const auto& [param, tensors] : state) {
       auto it = key_of.find(params_[param].unsafeGetTensorImpl());
       if (it != key_of.end() && has_state[it->second]) fn(it->second, tensors);
@@ -174,10 +185,13 @@ void ShardedOptimizer::visit_full_state(const std::function<void(size_t, const s
 
 int64_t ShardedOptimizer::agreed_step() const {
   double step = 0, have = 0;
-  if (inner_ && !inner_->state().empty()) step = static_cast<double>(state_step(*inner_->state().begin()->second)), have = 1;
+  if (inner_ && !inner_->state().empty())
+    step = static_cast<double>(state_step(*inner_->state().begin()->second)), have = 1;
   std::vector<at::Tensor> count{at::tensor({step, have}, at::kDouble)};
   ctx_.all_reduce_sum(count, "ZeRO optimizer step count");
-  return count[0][1].item<double>() > 0 ? std::llround(count[0][0].item<double>() / count[0][1].item<double>()) : 0;
+  return count[0][1].item<double>() > 0
+             ? std::llround(count[0][0].item<double>() / count[0][1].item<double>())
+             : 0;
 }
 
 void ShardedOptimizer::save_shards(const std::string& name, const PartFiles& files) {
@@ -185,7 +199,8 @@ void ShardedOptimizer::save_shards(const std::string& name, const PartFiles& fil
   if (!stepped_ || params_.empty()) return;  // no state yet (the same on every rank)
   const int64_t step = agreed_step();
   std::vector<int64_t> base;  // each bucket's shard in the rows
-  for (size_t b = 0; b < layout_.size(); ++b) base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);
+  for (size_t b = 0; b < layout_.size(); ++b)
+    base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);
   std::vector<at::Tensor> rows;  // per state field, every bucket's shard end to end
   for (int k = 0; k < state_fields(full_); ++k) rows.push_back(at::cat(my_state_shards(k)));
   const at::Tensor mine = at::stack(rows);
@@ -197,12 +212,14 @@ void ShardedOptimizer::save_shards(const std::string& name, const PartFiles& fil
     for (size_t r = 0; r < by_rank.size(); ++r)
       for (const ShardPiece& pc : layout_[b].by_rank[r]) {
         auto it = key_of.find(params_[pc.param].unsafeGetTensorImpl());
-        if (it != key_of.end()) by_rank[r].push_back({it->second, pc.param_offset, base[b] + pc.shard_offset, pc.length});
+        if (it != key_of.end())
+          by_rank[r].push_back({it->second, pc.param_offset, base[b] + pc.shard_offset, pc.length});
       }
   save_optimizer_shards(ctx_, full_, name, mine, by_rank, step, files);
 }
 
-void ShardedOptimizer::load_shards(const std::string& name, const PartFiles& files, const std::string& origin) {
+void ShardedOptimizer::load_shards(const std::string& name, const PartFiles& files,
+                                   const std::string& origin) {
   std::set<const void*> wanted;
   for (const Own& o : own_) wanted.insert(params_[o.piece.param].unsafeGetTensorImpl());
   if (load_optimizer_shards(full_, name, files, &wanted, origin)) stepped_ = true;  // even owning nothing
@@ -221,7 +238,8 @@ void ShardedOptimizer::scatter_full_state() {
     if (it == full_.state().end()) continue;
     std::vector<at::Tensor> slices;
     for (const at::Tensor& t : state_tensors(*it->second))
-      slices.push_back(t.defined() ? flat_as(t, p).narrow(0, o.piece.param_offset, o.piece.length).clone() : at::Tensor());
+      slices.push_back(t.defined() ? flat_as(t, p).narrow(0, o.piece.param_offset, o.piece.length).clone()
+                                   : at::Tensor());
     inner_->state()[compat::optimizer_state_key(o.view)] = make_state(full_, slices, state_step(*it->second));
   }
   release_full_state();

@@ -62,7 +62,9 @@ class ShardedOptimizer {
   /// options; then every rank's updated shard reaches every rank. A collective.
   void step();
   /// Stage 2: the gradients are the shards this function returns per bucket (Note [ZeRO stage 2]).
-  void use_shard_gradients(std::function<at::Tensor(size_t bucket)> shard_of) { shard_of_ = std::move(shard_of); }
+  void use_shard_gradients(std::function<at::Tensor(size_t bucket)> shard_of) {
+    shard_of_ = std::move(shard_of);
+  }
   bool shards_gradients() const { return static_cast<bool>(shard_of_); }
   /// The shard's views get their gradients: slices of params' grad(), or of the shards.
   void attach_gradients();
@@ -117,11 +119,11 @@ class ShardedOptimizer {
   std::vector<BucketShards> layout_;
   std::vector<Own> own_;
   std::vector<int> inner_group_;  // full's group -> inner's group (-1: this rank owns none of it)
-  std::unique_ptr<torch::optim::Optimizer> inner_;  // null when this rank owns no element
+  std::unique_ptr<torch::optim::Optimizer> inner_;    // null when this rank owns no element
   std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index in params_
   bool stepped_ = false;
-  std::function<at::Tensor(size_t)> shard_of_;      // stage 2: the gradient shards
-  bool values_in_shards_ = false;                   // stage 3: the views are of the parameter shards
+  std::function<at::Tensor(size_t)> shard_of_;  // stage 2: the gradient shards
+  bool values_in_shards_ = false;               // stage 3: the views are of the parameter shards
 };
 
 }  // namespace ddptrain

@@ -16,8 +16,9 @@ std::string resolve_backend(const std::string& requested, const at::Device& devi
     DDP_USAGE_CHECK(device.is_cuda(), "--backend=nccl needs CUDA, but no CUDA device is available ",
                     "to this process; use --backend gloo (or auto) on CPU");
 #ifndef USE_C10D_NCCL
-    throw UsageError("--backend=nccl: this build of LibTorch has no NCCL; use --backend gloo, or "
-                     "build against a CUDA LibTorch (pip torch) for NCCL");
+    throw UsageError(
+        "--backend=nccl: this build of LibTorch has no NCCL; use --backend gloo, or "
+        "build against a CUDA LibTorch (pip torch) for NCCL");
 #endif
   }
   return requested;

@@ -16,13 +16,15 @@ const std::string DeviceCheckingBackend::getBackendName() const {
   return "device-checking(" + inner_->getBackendName() + ")";
 }
 
-compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& tensors, const char* what, const Op& op) {
+compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& tensors, const char* what,
+                                                 const Op& op) {
   std::vector<at::Tensor> cpu;
   cpu.reserve(tensors.size());
   for (const auto& t : tensors) {
     if (t.device() != required_)
-      throw CollectiveError(str(what, " got a tensor on ", t.device().str(), ", but this backend takes tensors on ",
-                                required_.str(), " only (Note [Strict collective device]): stage it through "
+      throw CollectiveError(str(what, " got a tensor on ", t.device().str(),
+                                ", but this backend takes tensors on ", required_.str(),
+                                " only (Note [Strict collective device]): stage it through "
                                 "DistContext, or create it on the context's device"));
     cpu.push_back(t.to(at::kCPU));
   }
@@ -35,7 +37,8 @@ compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& tensor
 
 compat::WorkHandle DeviceCheckingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::AllreduceOptions& opts) {
-  return on_cpu(tensors, "all_reduce", [&](std::vector<at::Tensor>& t) { return inner_->allreduce(t, opts); });
+  return on_cpu(tensors, "all_reduce",
+                [&](std::vector<at::Tensor>& t) { return inner_->allreduce(t, opts); });
 }
 
 compat::WorkHandle DeviceCheckingBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -43,8 +46,9 @@ compat::WorkHandle DeviceCheckingBackend::broadcast(std::vector<at::Tensor>& ten
   return on_cpu(tensors, "broadcast", [&](std::vector<at::Tensor>& t) { return inner_->broadcast(t, opts); });
 }
 
-compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& one, std::vector<std::vector<at::Tensor>>& list,
-                                                 const char* what, const SplitOp& op) {
+compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& one,
+                                                 std::vector<std::vector<at::Tensor>>& list, const char* what,
+                                                 const SplitOp& op) {
   DDP_ASSERT(one.size() == 1 && list.size() == 1, what, ": one tensor and one list");
   std::vector<at::Tensor> all{one[0]};
   all.insert(all.end(), list[0].begin(), list[0].end());
@@ -56,10 +60,12 @@ compat::WorkHandle DeviceCheckingBackend::on_cpu(std::vector<at::Tensor>& one, s
 }
 
 compat::WorkHandle DeviceCheckingBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  return on_cpu(inputs, outputs, "allgather", [&](std::vector<at::Tensor>& in, std::vector<std::vector<at::Tensor>>& out) {
-    return inner_->allgather(out, in, opts);
-  });
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllgatherOptions& opts) {
+  return on_cpu(inputs, outputs, "allgather",
+                [&](std::vector<at::Tensor>& in, std::vector<std::vector<at::Tensor>>& out) {
+                  return inner_->allgather(out, in, opts);
+                });
 }
 
 compat::WorkHandle DeviceCheckingBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -71,6 +77,8 @@ compat::WorkHandle DeviceCheckingBackend::reduce_scatter(std::vector<at::Tensor>
                 });
 }
 
-compat::WorkHandle DeviceCheckingBackend::barrier(const c10d::BarrierOptions& opts) { return inner_->barrier(opts); }
+compat::WorkHandle DeviceCheckingBackend::barrier(const c10d::BarrierOptions& opts) {
+  return inner_->barrier(opts);
+}
 
 }  // namespace ddptrain

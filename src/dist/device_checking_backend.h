@@ -35,7 +35,8 @@ class DeviceCheckingBackend final : public compat::CommBackend {
   compat::WorkHandle broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   compat::WorkHandle allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                const c10d::AllgatherOptions& opts) override;
-  compat::WorkHandle reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+  compat::WorkHandle reduce_scatter(std::vector<at::Tensor>& outputs,
+                                    std::vector<std::vector<at::Tensor>>& inputs,
                                     const c10d::ReduceScatterOptions& opts) override;
   compat::WorkHandle barrier(const c10d::BarrierOptions& opts) override;
 
@@ -48,9 +49,10 @@ class DeviceCheckingBackend final : public compat::CommBackend {
   compat::WorkHandle on_cpu(std::vector<at::Tensor>& tensors, const char* what, const Op& op);
   // The same for a collective of one tensor and one list (allgather: the input and the outputs;
   // reduce_scatter: the output and the inputs).
-  using SplitOp = std::function<compat::WorkHandle(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&)>;
-  compat::WorkHandle on_cpu(std::vector<at::Tensor>& one, std::vector<std::vector<at::Tensor>>& list, const char* what,
-                            const SplitOp& op);
+  using SplitOp =
+      std::function<compat::WorkHandle(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&)>;
+  compat::WorkHandle on_cpu(std::vector<at::Tensor>& one, std::vector<std::vector<at::Tensor>>& list,
+                            const char* what, const SplitOp& op);
 
   compat::CommHandle inner_;
   at::Device required_;

@@ -43,8 +43,7 @@ compat::WorkHandle start_sum(compat::CommBackend& pg, std::vector<at::Tensor>& t
 }
 
 // The first variable of the list that is set, read as an integer in [min, max].
-std::optional<long long> first_int(std::initializer_list<const char*> names, long long min,
-                                   long long max) {
+std::optional<long long> first_int(std::initializer_list<const char*> names, long long min, long long max) {
   for (const char* n : names)
     if (auto v = env::get_int(n, min, max)) return v;
   return std::nullopt;
@@ -66,9 +65,9 @@ EnvContract read_env_contract() {
   e.local_world_size = static_cast<int>(
       first_int({"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxWorld)
           .value_or(e.world_size));
-  e.local_rank = static_cast<int>(
-      first_int({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, kMaxWorld)
-          .value_or(e.rank % e.local_world_size));
+  e.local_rank =
+      static_cast<int>(first_int({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, kMaxWorld)
+                           .value_or(e.rank % e.local_world_size));
   DDP_USAGE_CHECK(e.local_rank < e.local_world_size, "LOCAL_RANK=", e.local_rank,
                   " must be < LOCAL_WORLD_SIZE=", e.local_world_size);
   if (e.world_size > 1) {
@@ -94,7 +93,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       strict_device_(opts.strict_device),
       recorder_(std::make_unique<FlightRecorder>(opts.flight_recorder)) {
   if (torch::cuda::is_available()) {
-    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
+    device_ =
+        at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % torch::cuda::device_count()));
     make_current(device_);
   }
   backend_name_ = resolve_backend(opts.backend, device_);
@@ -107,13 +107,15 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // A world of one needs no rendezvous: an in-process store, so no port can collide.
   if (env_.world_size == 1 && !env_.use_agent_store) {
     store_ = c10::make_intrusive<c10d::HashStore>();
-    pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
+    pg_ = checked(
+        make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
   }
   // Until every rank has joined nothing else is printed: say what this node waits for.
   if (env_.local_rank == 0)
-    log_.info_all_ranks(str("rendezvous at ", env_.master_addr, ":", env_.master_port, ": waiting for the job's ",
-                            env_.world_size, " ranks (at most ", timeout_.count() / 1000, " s)"));
+    log_.info_all_ranks(str("rendezvous at ", env_.master_addr, ":", env_.master_port,
+                            ": waiting for the job's ", env_.world_size, " ranks (at most ",
+                            timeout_.count() / 1000, " s)"));
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env_.master_port);
   // Under torchrun's static rendezvous its agent already serves the store; else rank 0 does.
@@ -140,22 +142,26 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // that joins later starts at 0).
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
-    pg_ = checked(make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
+    pg_ = checked(
+        make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
     const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] ");
-    if (msg.find("Address already in use") != std::string::npos || msg.find("EADDRINUSE") != std::string::npos)
-      throw Error(str(where, "MASTER_PORT ", env_.master_port, " is already in use on this host (another job or "
+    if (msg.find("Address already in use") != std::string::npos ||
+        msg.find("EADDRINUSE") != std::string::npos)
+      throw Error(str(where, "MASTER_PORT ", env_.master_port,
+                      " is already in use on this host (another job or "
                       "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
                       "with --master_port or MASTER_PORT"));
     if (!answered)
       throw Error(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
                       " failed its first requests (", msg, "; they wait at most ", so.timeout.count() / 1000,
-                      " s). This build is LibTorch ", TORCH_VERSION_MAJOR, ".",
-                      TORCH_VERSION_MINOR, ": a torchrun of another torch (e.g. pip's torch 2.x with the LibTorch 1.13 "
-                      "build) serves a store it cannot talk to. Run it under the torchrun of torch ", TORCH_VERSION_MAJOR,
-                      ".", TORCH_VERSION_MINOR, ", or with `ddptrain launch`, or use the build of that torch"));
+                      " s). This build is LibTorch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
+                      ": a torchrun of another torch (e.g. pip's torch 2.x with the LibTorch 1.13 "
+                      "build) serves a store it cannot talk to. Run it under the torchrun of torch ",
+                      TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
+                      ", or with `ddptrain launch`, or use the build of that torch"));
     throw Error(str(where, "rendezvous at ", env_.master_addr, ":", env_.master_port, " failed: ", msg,
                     " (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the port free?)"));
   }
@@ -185,11 +191,12 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   // c10::Error's what() carries a C++ backtrace: keep the message only.
   auto fail = [&](const char* msg) {
     recorder_->complete_work(work.get(), false);
-    const std::string reason = str(what, " failed (", backend_name_, ", timeout ", timeout_.count() / 1000, " s): ", msg);
+    const std::string reason =
+        str(what, " failed (", backend_name_, ", timeout ", timeout_.count() / 1000, " s): ", msg);
     if (watchdog_) {  // Note [Flight recorder]
       const std::string verdict = watchdog_->raise(reason);
-      log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ", watchdog_->dir(),
-                    "`): ", verdict.substr(0, verdict.size() - 1)));
+      log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ",
+                    watchdog_->dir(), "`): ", verdict.substr(0, verdict.size() - 1)));
     }
     throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", reason,
                               " — another rank probably died or is stuck; see its log"));
@@ -216,8 +223,9 @@ std::optional<at::Device> DistContext::stage_for(const at::Tensor& t) const {
 }
 
 // See Note [Collectives on the backend's device].
-compat::WorkHandle DistContext::run_staged(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
-                                           const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+compat::WorkHandle DistContext::run_staged(
+    const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+    const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
   const int64_t seq = recorder_->issue(op_name, what, tensors);
   std::vector<at::Tensor> on_backend = tensors;
   bool staged = false;
@@ -247,11 +255,13 @@ compat::WorkHandle DistContext::recorded(const char* op_name, const std::string&
 
 void DistContext::all_reduce_sum(std::vector<at::Tensor>& tensors, const char* what) const {
   if (!pg_) return;
-  run_staged("all_reduce", tensors, what, [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
+  run_staged("all_reduce", tensors, what,
+             [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
 }
 
-compat::WorkHandle DistContext::run_async(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
-                                          const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
+compat::WorkHandle DistContext::run_async(
+    const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+    const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const {
   // Note [Strict collective device]: staged, and so synchronous, in that mode only.
   if (strict_device_) return run_staged(op_name, tensors, what, op);
   for (const auto& t : tensors)
@@ -260,7 +270,8 @@ compat::WorkHandle DistContext::run_async(const char* op_name, std::vector<at::T
   return recorded(op_name, what, tensors, [&] { return op(tensors); });
 }
 
-compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors, const std::string& what) const {
+compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& tensors,
+                                                     const std::string& what) const {
   DDP_ASSERT(pg_, "all_reduce_sum_async needs a process group (world_size > 1)");
   return run_async("all_reduce", tensors, what,
                    [&](std::vector<at::Tensor>& ts) { return start_sum(*pg_, ts, timeout_); });
@@ -268,8 +279,10 @@ compat::WorkHandle DistContext::all_reduce_sum_async(std::vector<at::Tensor>& te
 
 compat::WorkHandle DistContext::reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output,
                                                          const std::string& what) const {
-  DDP_ASSERT(reduce_scatters(), "reduce_scatter_sum_async on ", backend_name_, ", which has no reduce_scatter");
-  DDP_ASSERT(input.numel() == output.numel() * world_size(), "reduce_scatter: the input is world_size outputs");
+  DDP_ASSERT(reduce_scatters(), "reduce_scatter_sum_async on ", backend_name_,
+             ", which has no reduce_scatter");
+  DDP_ASSERT(input.numel() == output.numel() * world_size(),
+             "reduce_scatter: the input is world_size outputs");
   auto op = [&](std::vector<at::Tensor>& ts) {  // ts: the output, then the input's chunks
     std::vector<at::Tensor> out{ts[0]};
     std::vector<std::vector<at::Tensor>> in{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
@@ -295,7 +308,8 @@ void DistContext::broadcast(std::vector<at::Tensor>& tensors, int root, const ch
 namespace {
 
 // ts: this rank's tensor, then one output per rank.
-compat::WorkHandle start_all_gather(compat::CommBackend& pg, std::vector<at::Tensor>& ts, std::chrono::milliseconds timeout) {
+compat::WorkHandle start_all_gather(compat::CommBackend& pg, std::vector<at::Tensor>& ts,
+                                    std::chrono::milliseconds timeout) {
   std::vector<at::Tensor> in{ts[0]};
   std::vector<std::vector<at::Tensor>> out{std::vector<at::Tensor>(ts.begin() + 1, ts.end())};
   c10d::AllgatherOptions o;
@@ -305,7 +319,8 @@ compat::WorkHandle start_all_gather(compat::CommBackend& pg, std::vector<at::Ten
 
 }  // namespace
 
-void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what) const {
+void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
+                             const char* what) const {
   DDP_ASSERT(static_cast<int>(per_rank.size()) == world_size(), "all_gather needs one output per rank");
   if (!pg_) {
     per_rank[0].copy_(mine);
@@ -315,7 +330,8 @@ void DistContext::all_gather(const at::Tensor& mine, std::vector<at::Tensor>& pe
   std::vector<at::Tensor> all{mine};
   all.insert(all.end(), per_rank.begin(), per_rank.end());
   // Staged copies are written back into per_rank.
-  run_staged("all_gather", all, what, [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
+  run_staged("all_gather", all, what,
+             [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
 }
 
 compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
@@ -342,7 +358,8 @@ void DistContext::dump_flight(const std::string& reason) const {
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
   if (!pg_ || !store_ || !recorder_->enabled() || dir.empty()) return;
-  watchdog_ = std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir, env_.launch_dir);
+  watchdog_ =
+      std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir, env_.launch_dir);
 }
 
 }  // namespace ddptrain

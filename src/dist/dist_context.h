@@ -81,25 +81,27 @@ class DistContext {
   /// The tensors must already be where the backend takes them (an InternalError otherwise:
   /// a copy back after an asynchronous wait would be the caller's to forget). Under a strict
   /// device they are staged and reduced at once (Note [Strict collective device]).
-  compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors, const std::string& what = "all_reduce") const;
+  compat::WorkHandle all_reduce_sum_async(std::vector<at::Tensor>& tensors,
+                                          const std::string& what = "all_reduce") const;
   /// Whether reduce_scatter_sum_async works on this backend (Gloo of LibTorch 1.13 has none).
   bool reduce_scatters() const;
   /// Starts an asynchronous sum of every rank's `input` (world_size() equal chunks) whose
   /// chunk r lands in rank r's `output`. Both on the backend's device, as for
   /// all_reduce_sum_async; the caller waits on the Work before touching either.
   compat::WorkHandle reduce_scatter_sum_async(const at::Tensor& input, at::Tensor& output,
-                                             const std::string& what = "reduce_scatter") const;
+                                              const std::string& what = "reduce_scatter") const;
   /// Copies root's tensors into every rank's tensors (synchronous; staged as all_reduce_sum).
   void broadcast(std::vector<at::Tensor>& tensors, int root, const char* what = "broadcast") const;
   /// Every rank's `mine` (same shape and dtype on every rank) into per_rank[r] (synchronous;
   /// staged as all_reduce_sum). per_rank holds world_size() tensors shaped like `mine`. Without
   /// a process group per_rank[0] is a copy of mine.
-  void all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank, const char* what = "all_gather") const;
+  void all_gather(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
+                  const char* what = "all_gather") const;
   /// all_gather started asynchronously (a process group needed); the tensors must be on the
   /// backend's device, as for all_reduce_sum_async, and the caller waits on the Work before
   /// touching them. Under a strict device it is staged and done at once.
   compat::WorkHandle all_gather_async(const at::Tensor& mine, std::vector<at::Tensor>& per_rank,
-                                     const std::string& what = "all_gather") const;
+                                      const std::string& what = "all_gather") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
   /// Waits on a Work with the context's timeout; Error naming this rank on failure.
@@ -142,14 +144,16 @@ class DistContext {
 
   /// Runs op on tensors the backend takes: the given ones, or staged copies written back after
   /// its (waited) Work, which it returns.
-  compat::WorkHandle run_staged(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
+  compat::WorkHandle run_staged(const char* op_name, std::vector<at::Tensor>& tensors,
+                                const std::string& what,
                                 const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
   /// An asynchronous collective: op on tensors the backend must take as they are (an
   /// InternalError otherwise), recorded; under a strict device staged and done at once.
   compat::WorkHandle run_async(const char* op_name, std::vector<at::Tensor>& tensors, const std::string& what,
                                const std::function<compat::WorkHandle(std::vector<at::Tensor>&)>& op) const;
   // The flight recorder's record of an asynchronous collective started by start().
-  compat::WorkHandle recorded(const char* op_name, const std::string& what, const std::vector<at::Tensor>& tensors,
+  compat::WorkHandle recorded(const char* op_name, const std::string& what,
+                              const std::vector<at::Tensor>& tensors,
                               const std::function<compat::WorkHandle()>& start) const;
 
   std::unique_ptr<FlightRecorder> recorder_;

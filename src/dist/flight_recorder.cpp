@@ -6,7 +6,8 @@ namespace ddptrain {
 
 FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity), phase_since_(unix_seconds()) {}
 
-int64_t FlightRecorder::issue(const char* op, const std::string& what, const std::vector<at::Tensor>& tensors) {
+int64_t FlightRecorder::issue(const char* op, const std::string& what,
+                              const std::vector<at::Tensor>& tensors) {
   if (!enabled()) return 0;
   Entry e;
   e.op = op;
@@ -80,12 +81,19 @@ nlohmann::json FlightRecorder::to_json(int rank, int world, const std::string& r
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json entries = nlohmann::json::array();
   for (const Entry& e : ring_)
-    entries.push_back({{"seq", e.seq}, {"op", e.op}, {"what", e.what}, {"numel", e.numel}, {"dtype", e.dtype},
-                       {"state", e.state}, {"issued", e.issued}, {"completed", e.completed}, {"phase", e.phase},
+    entries.push_back({{"seq", e.seq},
+                       {"op", e.op},
+                       {"what", e.what},
+                       {"numel", e.numel},
+                       {"dtype", e.dtype},
+                       {"state", e.state},
+                       {"issued", e.issued},
+                       {"completed", e.completed},
+                       {"phase", e.phase},
                        {"step", e.step}});
-  return {{"rank", rank},        {"world", world},   {"reason", reason}, {"time", unix_seconds()},
-          {"phase", phase_},     {"phase_since", phase_since_},          {"step", step_},
-          {"entries", entries}};
+  return {{"rank", rank},           {"world", world},    {"reason", reason},
+          {"time", unix_seconds()}, {"phase", phase_},   {"phase_since", phase_since_},
+          {"step", step_},          {"entries", entries}};
 }
 
 nlohmann::json FlightRecorder::progress() const {

@@ -43,7 +43,8 @@ std::string ranks_list(const std::vector<int>& ranks) {
 std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world) {
   std::vector<std::string> lines;
   for (int r = 0; r < world; ++r)
-    if (!records.count(r)) lines.push_back("rank " + std::to_string(r) + " left no record (stopped or killed)");
+    if (!records.count(r))
+      lines.push_back("rank " + std::to_string(r) + " left no record (stopped or killed)");
   std::map<int64_t, std::vector<int>> waiting_at;  // seq -> ranks waiting in it
   std::map<int, Where> where;
   for (const auto& [r, rec] : records) {
@@ -63,8 +64,9 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
     });
     if (differs == at.end()) continue;
     lines.push_back("ranks disagree at #" + std::to_string(seq) + ": rank " + std::to_string(r0) + " " +
-                    first->at("op").get<std::string>() + " (" + first->at("what").get<std::string>() + ") vs rank " +
-                    std::to_string(differs->first) + " " + differs->second->at("op").get<std::string>() + " (" +
+                    first->at("op").get<std::string>() + " (" + first->at("what").get<std::string>() +
+                    ") vs rank " + std::to_string(differs->first) + " " +
+                    differs->second->at("op").get<std::string>() + " (" +
                     differs->second->at("what").get<std::string>() + ")");
     disagree = true;
     break;
@@ -73,21 +75,25 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
     const int64_t seq = waiting_at.rbegin()->first;
     const std::vector<int>& waiters = waiting_at.rbegin()->second;
     for (const auto& [r, w] : where) {
-      const bool reached = w.last_completed >= seq || (w.waiting && w.waiting->at("seq").get<int64_t>() >= seq);
+      const bool reached =
+          w.last_completed >= seq || (w.waiting && w.waiting->at("seq").get<int64_t>() >= seq);
       if (reached) continue;
       const nlohmann::json& rec = records.at(r);
       char secs[32];
-      std::snprintf(secs, sizeof(secs), "%.0f", rec.at("time").get<double>() - rec.at("phase_since").get<double>());
+      std::snprintf(secs, sizeof(secs), "%.0f",
+                    rec.at("time").get<double>() - rec.at("phase_since").get<double>());
       lines.push_back("rank " + std::to_string(r) + " is behind: rank" + (waiters.size() > 1 ? "s " : " ") +
                       ranks_list(waiters) + " wait" + (waiters.size() > 1 ? "" : "s") + " in collective " +
                       describe(*where[waiters[0]].waiting) + "; rank " + std::to_string(r) + " completed #" +
-                      std::to_string(w.last_completed) + " and has been in " + rec.at("phase").get<std::string>() +
-                      " (step " + std::to_string(rec.at("step").get<int64_t>()) + ") for " + secs + " s");
+                      std::to_string(w.last_completed) + " and has been in " +
+                      rec.at("phase").get<std::string>() + " (step " +
+                      std::to_string(rec.at("step").get<int64_t>()) + ") for " + secs + " s");
     }
   }
   if (lines.empty() && !waiting_at.empty())  // every rank reached the same collective
-    lines.push_back("no rank is behind: ranks " + ranks_list(waiting_at.rbegin()->second) + " wait in collective " +
-                    describe(*where[waiting_at.rbegin()->second[0]].waiting) + " (a slow link or a peer's device?)");
+    lines.push_back("no rank is behind: ranks " + ranks_list(waiting_at.rbegin()->second) +
+                    " wait in collective " + describe(*where[waiting_at.rbegin()->second[0]].waiting) +
+                    " (a slow link or a peer's device?)");
   if (lines.empty()) lines.push_back("every rank completed its last collective: no hang on record");
   std::string out;
   for (const auto& l : lines) out += l + "\n";

@@ -14,8 +14,8 @@ const std::string kFlag = "ddptrain/flight/dump";
 
 }  // namespace
 
-FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank,
-                               int world, std::string dir, std::string launch_dir)
+FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder,
+                               int rank, int world, std::string dir, std::string launch_dir)
     : store_(std::move(store)),
       recorder_(recorder),
       rank_(rank),
@@ -61,8 +61,8 @@ void FlightWatchdog::write(const std::string& reason) {
                       recorder_.to_json(rank_, world_, reason).dump(1), ec);
     if (ec) throw std::filesystem::filesystem_error("rename", ec);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_, dir_.c_str(),
-                 e.what());
+    std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_,
+                 dir_.c_str(), e.what());
   }
 }
 
@@ -82,7 +82,8 @@ bool FlightWatchdog::answer_launcher() {
   p["flight_dir"] = dir_;
   std::string text = p.dump();
   if (text == last_progress_) return false;
-  write_flight_file(flight_progress_path(launch_dir_, rank_), text, ec);  // failing: the launch folder is gone
+  write_flight_file(flight_progress_path(launch_dir_, rank_), text,
+                    ec);  // failing: the launch folder is gone
   last_progress_ = std::move(text);
   return false;
 }
@@ -95,7 +96,8 @@ std::string FlightWatchdog::raise(const std::string& reason, double wait_s) {
   }
   int world = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-  while (std::chrono::steady_clock::now() < until && read_flight_records(dir_, world).size() < static_cast<size_t>(world_))
+  while (std::chrono::steady_clock::now() < until &&
+         read_flight_records(dir_, world).size() < static_cast<size_t>(world_))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto records = read_flight_records(dir_, world);
   return hang_verdict(records, world_);

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,11 +40,14 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
       bind_flag("master_addr", &o.master_addr, "address of node 0 (rank 0 serves the TCPStore)"),
       bind_flag("master_port", &o.master_port, "TCP port of the rendezvous on node 0"),
       bind_flag("kill_grace_s", &o.kill_grace_s, "seconds between SIGTERM and SIGKILL on teardown"),
-      bind_flag("max_restarts", &o.max_restarts, "restart the workers this often after a failure (they resume from the newest checkpoint)"),
-      bind_flag("stall_s", &o.stall_s,
-                "a rank waiting this many seconds in one collective is a hang: every rank writes its flight record, "
-                "the launcher prints which rank is behind and stops the workers (0: off; longer than any start-up, "
-                "evaluation or checkpoint write)"),
+      bind_flag("max_restarts", &o.max_restarts,
+                "restart the workers this often after a failure (they resume from the newest checkpoint)"),
+      bind_flag(
+          "stall_s", &o.stall_s,
+          "a rank waiting this many seconds in one collective is a hang: every rank writes its flight "
+          "record, "
+          "the launcher prints which rank is behind and stops the workers (0: off; longer than any start-up, "
+          "evaluation or checkpoint write)"),
   };
 }
 
@@ -117,7 +120,8 @@ ErrorRecord read_error_file(const std::string& path) {
 }
 
 std::string describe(int status) {
-  if (WIFSIGNALED(status)) return detail::concat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFSIGNALED(status))
+    return detail::concat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return detail::concat("exited with code ", WEXITSTATUS(status));
 }
 
@@ -129,7 +133,8 @@ int exit_code_of(int status) {
 pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
             const std::vector<std::pair<std::string, std::string>>& env, int* out_fd, int* err_fd) {
   int out[2], err[2];
-  DDP_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "pipe failed: ", std::strerror(errno));
+  DDP_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
+            "pipe failed: ", std::strerror(errno));
   pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   DDP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
@@ -162,8 +167,8 @@ struct GroupResult {
   std::string stall;      // a stall the launcher saw (then message is the flight verdict)
   pid_t failed_pid = -1;
   int status = 0;
-  int forwarded = 0;      // a signal the launcher received and forwarded
-  std::string message;    // the failed worker's error, from its error file
+  int forwarded = 0;    // a signal the launcher received and forwarded
+  std::string message;  // the failed worker's error, from its error file
 };
 
 // Starts the local workers of one attempt, each with the torchrun contract in its environment.
@@ -187,7 +192,8 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
         {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
     };
     ::unlink(env.back().second.c_str());
-    if (o.stall_s > 0) env.emplace_back("DDPTRAIN_LAUNCH_DIR", error_dir);  // Note [Stall seen by the launcher]
+    if (o.stall_s > 0)
+      env.emplace_back("DDPTRAIN_LAUNCH_DIR", error_dir);  // Note [Stall seen by the launcher]
     env.insert(env.end(), o.worker_env.begin(), o.worker_env.end());
     w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
@@ -205,8 +211,10 @@ void pump_output(std::vector<Worker>& workers) {
     if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0});
     if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0});
   }
-  if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
-  else ::usleep(50 * 1000);
+  if (!fds.empty())
+    ::poll(fds.data(), fds.size(), 100);
+  else
+    ::usleep(50 * 1000);
   for (auto& w : workers) {
     for (auto [fd, pump] : {std::pair{&w.out_fd, w.out.get()}, std::pair{&w.err_fd, w.err.get()}}) {
       if (*fd < 0) continue;
@@ -250,7 +258,8 @@ void reap(std::vector<Worker>& workers, Teardown& t) {
     w.status = st;
     const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
     // Workers ended by our own teardown are not failures of their own.
-    if (!ok && t.forwarded == 0 && (t.first_failed < 0 || !WIFSIGNALED(st))) t.failure_order.push_back(w.rank);
+    if (!ok && t.forwarded == 0 && (t.first_failed < 0 || !WIFSIGNALED(st)))
+      t.failure_order.push_back(w.rank);
     if (!ok && t.first_failed < 0 && t.forwarded == 0) {
       t.first_failed = w.rank;
       std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
@@ -273,8 +282,9 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, int kill_gr
       std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(kill_grace_s)) {
     for (auto& w : workers)
       if (!w.exited)
-        std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
-                     w.rank, w.pid, kill_grace_s);
+        std::fprintf(
+            stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
+            w.rank, w.pid, kill_grace_s);
     signal_all(workers, SIGKILL);
     t.killed = true;
   }
@@ -314,7 +324,8 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
   ErrorRecord root_err;
   for (int pass = 0; pass < 2 && root == nullptr; ++pass) {
     for (int rank : t.failure_order) {
-      const Worker& w = *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
+      const Worker& w =
+          *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
       ErrorRecord e = read_error_file(error_dir + "/error_rank" + std::to_string(rank) + ".json");
       if (pass == 0 && e.secondary) continue;
       root = &w;
@@ -330,8 +341,9 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
 }
 
 // Runs one attempt of the local worker group to its end.
-GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args,
-                      int restart_count, const std::string& error_dir) {
+GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
+                      const std::vector<std::string>& worker_args, int restart_count,
+                      const std::string& error_dir) {
   std::vector<int> local_ranks;
   for (int lr = 0; lr < o.nproc_per_node; ++lr) local_ranks.push_back(o.node_rank * o.nproc_per_node + lr);
   StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes);
@@ -350,7 +362,8 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe, const
     }
     // Output pipes may be held open by a worker's own children: do not wait on them forever.
     if (all_exited && (all_closed || t.killed)) break;
-    if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{}) t.term_sent = std::chrono::steady_clock::now();
+    if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{})
+      t.term_sent = std::chrono::steady_clock::now();
   }
   for (auto& w : workers) {
     w.out->flush();
@@ -379,17 +392,20 @@ std::string find_program(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
     start = end + 1;
   }
-  throw UsageError(detail::concat("launch: '", name, "' is neither a ddptrain command (train, eval) nor a program on "
+  throw UsageError(detail::concat("launch: '", name,
+                                  "' is neither a ddptrain command (train, eval) nor a program on "
                                   "PATH; give its path"));
 }
 
 }  // namespace
 
-int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std::vector<std::string>& worker_args) {
+int run_launcher(const LaunchOptions& o, const std::string& self_exe,
+                 const std::vector<std::string>& worker_args) {
   // Our own commands run as this binary; anything else is a program of its own.
   const bool ours = is_ddptrain_command(worker_args.at(0));
   const std::string exe = ours ? self_exe : find_program(worker_args[0]);
-  const std::vector<std::string> exe_args = ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
+  const std::vector<std::string> exe_args =
+      ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -403,22 +419,24 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe, const std:
     if (attempt > 0 && worker_args[0] == "train") args.insert(args.end(), {"--resume_from", "auto"});
     r = run_group(o, exe, args, attempt, error_dir);
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
-    std::fprintf(stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
-                 r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe(r.status)).c_str()
-                                 : ("a stall: " + r.stall).c_str());
+    std::fprintf(
+        stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
+        r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe(r.status)).c_str()
+                        : ("a stall: " + r.stall).c_str());
   }
   std::error_code ec;
   std::filesystem::remove_all(error_dir, ec);
   const int world = o.nproc_per_node * o.nnodes;
   if (!r.stall.empty()) {
-    std::fprintf(stderr, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s", r.stall.c_str(),
-                 world, o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
+    std::fprintf(stderr, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s",
+                 r.stall.c_str(), world,
+                 o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
                  r.message.c_str());
     return 1;
   }
   if (r.first_failed >= 0) {
-    std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n", r.first_failed,
-                 r.failed_pid, describe(r.status).c_str(), world,
+    std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n",
+                 r.first_failed, r.failed_pid, describe(r.status).c_str(), world,
                  o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
                  r.message.empty() ? "" : "\nlaunch: root cause: ", r.message.c_str());
     int code = exit_code_of(r.status);

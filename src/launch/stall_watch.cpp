@@ -12,7 +12,10 @@
 namespace ddptrain {
 
 StallWatch::StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world)
-    : launch_dir_(std::move(launch_dir)), stall_s_(stall_s), local_ranks_(std::move(local_ranks)), world_(world) {}
+    : launch_dir_(std::move(launch_dir)),
+      stall_s_(stall_s),
+      local_ranks_(std::move(local_ranks)),
+      world_(world) {}
 
 void StallWatch::reset() {
   std::error_code ec;
@@ -59,7 +62,8 @@ std::optional<std::string> StallWatch::poll() {
   }
   int world = 0;
   const auto records = read_flight_records(flight_dir_, world);
-  if (records.size() < static_cast<size_t>(world_) && now - asked_ < std::chrono::seconds(5)) return std::nullopt;
+  if (records.size() < static_cast<size_t>(world_) && now - asked_ < std::chrono::seconds(5))
+    return std::nullopt;
   answered_ = true;
   std::string verdict = hang_verdict(records, world_);
   if (records.size() < static_cast<size_t>(world_) && local_ranks_.size() < static_cast<size_t>(world_))

@@ -40,7 +40,8 @@ void to_channels_last(torch::nn::Module& m) {
 }
 
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
-  if (o.model == ModelKind::kTorchscript) return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
+  if (o.model == ModelKind::kTorchscript)
+    return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
   if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
     DDP_USAGE_CHECK(data.num_classes <= c.vocab_size, "the data has ", data.num_classes,

@@ -28,6 +28,7 @@ void to_channels_last(torch::nn::Module& m);
 
 /// Builds the model from the RNG's current state (the caller seeds it). UsageError when the
 /// data does not fit the model (a vocabulary larger than the model's).
-std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm = default_norm);
+std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data,
+                                   NormFactory norm = default_norm);
 
 }  // namespace ddptrain

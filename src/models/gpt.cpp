@@ -11,7 +11,6 @@
 
 namespace ddptrain {
 
-
 GptConfig gpt_preset(GptPreset preset) {
   GptConfig c;
   switch (preset) {
@@ -49,7 +48,8 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), d = C / n_head;
   auto qkv = c_attn(x).split(C, 2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, d}).transpose(1, 2); };
-  auto y = compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), is_training() ? dropout : 0.0);
+  auto y =
+      compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), is_training() ? dropout : 0.0);
   return resid_drop(c_proj(y.transpose(1, 2).contiguous().view({B, T, C})));
 }
 
@@ -77,8 +77,8 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
                   "GPT sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
                   ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
-  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "--n_embd=", c.n_embd, " must be a multiple of --n_head=", c.n_head,
-                  "; pass e.g. --n_embd ", c.n_head * 64);
+  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "--n_embd=", c.n_embd,
+                  " must be a multiple of --n_head=", c.n_head, "; pass e.g. --n_embd ", c.n_head * 64);
   wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.block_size, c.n_embd));
   {
@@ -108,7 +108,8 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
     // See Note [The last block is not recomputed].
     x = units_.run(i, [&] {
       if (recompute_now && i + 1 < blocks_.size())
-        return recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x, block->parameters(), {});
+        return recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x,
+                         block->parameters(), {});
       return block->forward(x);
     });
   }
@@ -129,8 +130,9 @@ int64_t GptImpl::train_flops_per_token() const {
 int64_t GptImpl::train_flops_per_sample() const { return train_flops_per_token() * cfg_.block_size; }
 
 std::string GptImpl::describe() const {
-  return str("gpt (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads, ", cfg_.n_embd, " wide, block ", cfg_.block_size,
-             ", vocab ", cfg_.vocab_size, cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
+  return str("gpt (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads, ", cfg_.n_embd, " wide, block ",
+             cfg_.block_size, ", vocab ", cfg_.vocab_size,
+             cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
 }
 
 }  // namespace ddptrain

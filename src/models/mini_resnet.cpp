@@ -17,15 +17,20 @@ int64_t scaled_channels(int64_t base, double width) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::lround(static_cast<double>(base) * width)));
 }
 
-torch::nn::AnyModule default_norm(int64_t channels) { return torch::nn::AnyModule(nn::BatchNorm2d(channels)); }
+torch::nn::AnyModule default_norm(int64_t channels) {
+  return torch::nn::AnyModule(nn::BatchNorm2d(channels));
+}
 
-BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm, double p)
+BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm,
+                               double p)
     : dropout(p) {
   // Creation order = Python's (conv1, bn1, conv2, bn2, shortcut): it decides the RNG draws.
-  conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 3).stride(stride).padding(1).bias(false)));
+  conv1 = register_module(
+      "conv1", nn::Conv2d(nn::Conv2dOptions(in_ch, out_ch, 3).stride(stride).padding(1).bias(false)));
   bn1 = norm(out_ch);
   register_module("bn1", bn1.ptr());
-  conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out_ch, out_ch, 3).stride(1).padding(1).bias(false)));
+  conv2 = register_module("conv2",
+                          nn::Conv2d(nn::Conv2dOptions(out_ch, out_ch, 3).stride(1).padding(1).bias(false)));
   bn2 = norm(out_ch);
   register_module("bn2", bn2.ptr());
   if (stride != 1 || in_ch != out_ch) {
@@ -38,7 +43,7 @@ BasicBlockImpl::BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, co
 torch::Tensor BasicBlockImpl::forward(const torch::Tensor& x) {
   auto out = torch::relu(bn1.forward(conv1(x)));  // (B, out, H/s, W/s)
   if (dropout > 0) out = torch::dropout(out, dropout, is_training());
-  out = bn2.forward(conv2(out));                  // (B, out, H/s, W/s)
+  out = bn2.forward(conv2(out));  // (B, out, H/s, W/s)
   out = out + (shortcut ? shortcut->forward(x) : x);
   return torch::relu(out);
 }
@@ -63,7 +68,7 @@ MiniResNetImpl::MiniResNetImpl(const MiniResNetOptions& o) : opts(o) {
 }
 
 torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
-  auto h = stem->forward(x);                      // (B, c1, H, W)
+  auto h = stem->forward(x);  // (B, c1, H, W)
   const bool recompute_now = recompute_blocks && is_training() && at::GradMode::is_enabled();
   for (size_t i = 0; i < stages->size(); ++i) {  // -> (B, c3, H/4, W/4)
     nn::AnyModule block = *(stages->begin() + static_cast<std::ptrdiff_t>(i));
@@ -71,12 +76,12 @@ torch::Tensor MiniResNetImpl::forward(const torch::Tensor& x) {
     h = units_.run(i, [&] {
       if (!recompute_now || i + 1 == stages->size()) return block.forward(h);
       auto m = block.ptr();
-      return recompute([block](const torch::Tensor& t) mutable { return block.forward(t); }, h, m->parameters(),
-                       m->buffers());
+      return recompute([block](const torch::Tensor& t) mutable { return block.forward(t); }, h,
+                       m->parameters(), m->buffers());
     });
   }
-  h = torch::adaptive_avg_pool2d(h, {1, 1});      // (B, c3, 1, 1)
-  return fc(h.flatten(1));                        // (B, classes)
+  h = torch::adaptive_avg_pool2d(h, {1, 1});  // (B, c3, 1, 1)
+  return fc(h.flatten(1));                    // (B, classes)
 }
 
 namespace {
@@ -110,7 +115,8 @@ std::vector<LayerInfo> MiniResNetImpl::layer_table(int64_t h, int64_t w) const {
     rows.push_back(conv_row(prefix + ".conv1", *b->conv1, h, w));
     rows.push_back(conv_row(prefix + ".conv2", *b->conv2, h, w));
     if (b->shortcut)
-      rows.push_back(conv_row(prefix + ".shortcut.0", *b->shortcut->ptr(0)->as<nn::Conv2dImpl>(), h_in, w_in));
+      rows.push_back(
+          conv_row(prefix + ".shortcut.0", *b->shortcut->ptr(0)->as<nn::Conv2dImpl>(), h_in, w_in));
   }
   LayerInfo r;
   r.name = "fc";
@@ -132,9 +138,7 @@ int64_t MiniResNetImpl::train_flops_per_sample() const {
   return train_flops_per_sample(opts.image_height, opts.image_width);
 }
 
-std::string MiniResNetImpl::describe() const {
-  return str("mini_resnet (width ", opts.width, ")");
-}
+std::string MiniResNetImpl::describe() const { return str("mini_resnet (width ", opts.width, ")"); }
 
 int64_t count_parameters(const torch::nn::Module& m) {
   int64_t n = 0;

@@ -28,7 +28,8 @@ using NormFactory = std::function<torch::nn::AnyModule(int64_t channels)>;
 torch::nn::AnyModule default_norm(int64_t channels);
 
 struct BasicBlockImpl : torch::nn::Module {
-  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm, double dropout = 0.0);
+  BasicBlockImpl(int64_t in_ch, int64_t out_ch, int64_t stride, const NormFactory& norm,
+                 double dropout = 0.0);
   torch::Tensor forward(const torch::Tensor& x);
 
   double dropout = 0.0;  // after the first conv-BN-ReLU; 0 in the reference model
@@ -51,8 +52,8 @@ struct MiniResNetOptions {
 
 /// One row of the model's layer table: what `ddptrain inspect model` prints.
 struct LayerInfo {
-  std::string name;   // state_dict prefix, e.g. stages.2.conv1
-  std::string kind;   // conv3x3/s2, linear, ...
+  std::string name;                // state_dict prefix, e.g. stages.2.conv1
+  std::string kind;                // conv3x3/s2, linear, ...
   std::vector<int64_t> out_shape;  // per sample: (C, H, W) or (features)
   int64_t params = 0;
   int64_t forward_flops = 0;  // 2 x multiply-accumulates, per sample

@@ -37,7 +37,8 @@ void set_rng(at::Generator gen, const at::Tensor& state) {
 
 struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
   // inputs = {x, params...}; grad mode is off in here.
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<Replay> replay) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               c10::intrusive_ptr<Replay> replay) {
     const at::Tensor& x = inputs[0];
     replay->device = x.device();
     replay->cpu_rng = get_rng(at::detail::getDefaultCPUGenerator());
@@ -89,8 +90,9 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
       }
     variable_list grads(1 + params.size() + 1);  // {x, params...} and the replay argument
     if (!wrt.empty()) {
-      auto got = torch::autograd::grad({out}, wrt, {grad_out[0]}, /*retain_graph=*/false, /*create_graph=*/false,
-                                       /*allow_unused=*/true);
+      auto got =
+          torch::autograd::grad({out}, wrt, {grad_out[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+                                /*allow_unused=*/true);
       for (size_t k = 0; k < got.size(); ++k) grads[slot[k]] = got[k];
     }
     // The buffers as the first forward left them (after the gradients: the recomputed graph

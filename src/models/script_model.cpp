@@ -29,11 +29,16 @@ void mirror(torch::nn::Module& into, const torch::jit::Module& from) {
 // but the maximum supported version for reading is M ...".
 std::string newer_file_message(const std::string& path, const std::string& what) {
   std::smatch m;
-  if (!std::regex_search(what, m, std::regex("with version (\\d+), but the maximum supported version for reading is (\\d+)")))
+  if (!std::regex_search(
+          what, m,
+          std::regex("with version (\\d+), but the maximum supported version for reading is (\\d+)")))
     return "";
-  return str("--model_path='", path, "' was saved by a newer torch than this build's LibTorch ", TORCH_VERSION,
-             " (its format version is ", m[1].str(), "; this LibTorch reads up to ", m[2].str(), "): script and "
-             "save the model with torch ", TORCH_VERSION, " (or older), or build ddptrain against a newer LibTorch");
+  return str("--model_path='", path, "' was saved by a newer torch than this build's LibTorch ",
+             TORCH_VERSION, " (its format version is ", m[1].str(), "; this LibTorch reads up to ",
+             m[2].str(),
+             "): script and "
+             "save the model with torch ",
+             TORCH_VERSION, " (or older), or build ddptrain against a newer LibTorch");
 }
 
 torch::jit::Module load_script(const std::string& path) {
@@ -46,8 +51,8 @@ torch::jit::Module load_script(const std::string& path) {
     if (!newer.empty()) throw UsageError(newer);
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    throw UsageError(str("--model_path='", path, "' is not a TorchScript archive this LibTorch (", TORCH_VERSION,
-                         ") can read: ", what, "; ", fix));
+    throw UsageError(str("--model_path='", path, "' is not a TorchScript archive this LibTorch (",
+                         TORCH_VERSION, ") can read: ", what, "; ", fix));
   }
 }
 

@@ -24,13 +24,24 @@ void ChromeTrace::add(const char* name, Clock::time_point start, Clock::time_poi
 }
 
 bool ChromeTrace::maybe_write(int64_t run_step) {
-  if (path_.empty() || written_ || run_step + 1 < schedule_.wait + schedule_.warmup + schedule_.active) return false;
+  if (path_.empty() || written_ || run_step + 1 < schedule_.wait + schedule_.warmup + schedule_.active)
+    return false;
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", "rank " + std::to_string(rank_)}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "training"}}}});
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank_},
+                    {"args", {{"name", "rank " + std::to_string(rank_)}}}});
+  events.push_back(
+      {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"name", "training"}}}});
   for (const auto& e : events_)
-    events.push_back({{"name", e.name}, {"cat", "step"}, {"ph", "X"}, {"ts", e.ts_us}, {"dur", e.dur_us}, {"pid", rank_},
-                      {"tid", 0}, {"args", {{"step", e.step}}}});
+    events.push_back({{"name", e.name},
+                      {"cat", "step"},
+                      {"ph", "X"},
+                      {"ts", e.ts_us},
+                      {"dur", e.dur_us},
+                      {"pid", rank_},
+                      {"tid", 0},
+                      {"args", {{"step", e.step}}}});
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   std::ofstream out(path_);
   DDP_CHECK(out.good(), "cannot write the profiler trace '", path_, "'");

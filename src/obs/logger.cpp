@@ -25,8 +25,8 @@ void Logger::emit(LogLevel level, const std::string& msg) const {
   std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
   // One fprintf per line keeps lines whole when loader threads or other ranks also write.
   FILE* out = level >= LogLevel::kWarn ? stderr : stdout;
-  std::fprintf(out, "%s %c [rank %d/%d] %s\n", stamp, kLetters[static_cast<int>(level)], rank_,
-               world_size_, msg.c_str());
+  std::fprintf(out, "%s %c [rank %d/%d] %s\n", stamp, kLetters[static_cast<int>(level)], rank_, world_size_,
+               msg.c_str());
   std::fflush(out);
 }
 

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
-#include <string>
 #include <limits>
+#include <string>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -48,7 +48,8 @@ class CountingCPUAllocator final : public c10::Allocator {
 #endif
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     std::memcpy(base, &n, sizeof(n));
-    const int64_t now = g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
+    const int64_t now =
+        g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
@@ -57,7 +58,9 @@ class CountingCPUAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
 #if TORCH_VERSION_MAJOR >= 2
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
 #endif
 };
 

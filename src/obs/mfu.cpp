@@ -28,12 +28,14 @@ double known_gpu_peak_tflops(const std::string& name, bool half) {
 }
 
 PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, const CpuKernelRates& cpu) {
-  if (override_tflops > 0) return {override_tflops * 1e12, str(override_tflops, " TFLOP/s from --peak_tflops")};
+  if (override_tflops > 0)
+    return {override_tflops * 1e12, str(override_tflops, " TFLOP/s from --peak_tflops")};
 #ifdef USE_CUDA
   if (device.is_cuda()) {
     const std::string name = at::cuda::getDeviceProperties(device.index())->name;
     const double t = known_gpu_peak_tflops(name, half);
-    if (t > 0) return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ", half ? "16-bit" : "fp32/tf32", " (table)")};
+    if (t > 0)
+      return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ", half ? "16-bit" : "fp32/tf32", " (table)")};
     return {0.0, str(name, " is not in the peak table; pass --peak_tflops for MFU")};
   }
 #endif
@@ -41,10 +43,10 @@ PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, cons
   const bool bf16 = half && cpu.conv_bf16 > 0;
   const double conv = bf16 ? cpu.conv_bf16 : cpu.conv_fp32, mm = bf16 ? cpu.matmul_bf16 : cpu.matmul_fp32;
   const double flops = std::max(conv, mm);
-  return {flops, str("CPU peak measured at start-up on ", at::get_num_threads(), " threads: ",
-                     static_cast<int64_t>(flops / 1e9), " GFLOP/s ", bf16 ? "bf16" : "fp32",
-                     " (best of a 3x3 conv probe, ", static_cast<int64_t>(conv / 1e9), ", and a matmul probe, ",
-                     static_cast<int64_t>(mm / 1e9), ")")};
+  return {flops, str("CPU peak measured at start-up on ", at::get_num_threads(),
+                     " threads: ", static_cast<int64_t>(flops / 1e9), " GFLOP/s ", bf16 ? "bf16" : "fp32",
+                     " (best of a 3x3 conv probe, ", static_cast<int64_t>(conv / 1e9),
+                     ", and a matmul probe, ", static_cast<int64_t>(mm / 1e9), ")")};
 }
 
 }  // namespace ddptrain

@@ -20,7 +20,8 @@ struct PeakFlops {
 
 /// The peak for this rank's device. half_precision: whether training runs 16-bit autocast;
 /// cpu: the start-up probe's rates (CPU only).
-PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops, const CpuKernelRates& cpu);
+PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops,
+                     const CpuKernelRates& cpu);
 
 /// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown.
 double known_gpu_peak_tflops(const std::string& name, bool half_precision);

@@ -25,8 +25,9 @@ void ProgressBar::update(int epoch, int64_t step, int64_t total, double loss, do
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
   const long eta = eta_s > 0 ? static_cast<long>(eta_s + 0.5) : 0;
-  std::printf("\r\033[Kepoch %d [%s] %lld/%lld  ETA %ld:%02ld | %.0f samples/s | loss %.4f", epoch, bar.c_str(),
-              static_cast<long long>(step), static_cast<long long>(total), eta / 60, eta % 60, sps, loss);
+  std::printf("\r\033[Kepoch %d [%s] %lld/%lld  ETA %ld:%02ld | %.0f samples/s | loss %.4f", epoch,
+              bar.c_str(), static_cast<long long>(step), static_cast<long long>(total), eta / 60, eta % 60,
+              sps, loss);
   std::fflush(stdout);
 }
 

@@ -23,10 +23,14 @@ std::string num(double v) {
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
@@ -39,13 +43,15 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::string s = "<g transform=\"translate(" + num(ox) + "," + num(oy) + ")\">\n";
-  s += "<text x=\"" + num(kW / 2) + "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" +
-       escape(p.title) + "</text>\n";
+  s += "<text x=\"" + num(kW / 2) +
+       "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">" + escape(p.title) +
+       "</text>\n";
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
-  s += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
-       "\" fill=\"none\" stroke=\"#999\"/>\n";
+  s += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) + "\" height=\"" +
+       num(ph) + "\" fill=\"none\" stroke=\"#999\"/>\n";
   if (!std::isfinite(x0)) {
-    s += "<text x=\"" + num(kW / 2) + "\" y=\"" + num(kTop + ph / 2) + "\" text-anchor=\"middle\" fill=\"#999\">no data</text>\n</g>\n";
+    s += "<text x=\"" + num(kW / 2) + "\" y=\"" + num(kTop + ph / 2) +
+         "\" text-anchor=\"middle\" fill=\"#999\">no data</text>\n</g>\n";
     return s;
   }
   if (x1 == x0) x1 = x0 + 1;
@@ -53,14 +59,14 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
   auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto Y = [&](double y) { return kTop + ph - (y - y0) / (y1 - y0) * ph; };
   for (double yv : nice_ticks(y0, y1, 4, false)) {  // ticks at their values, and grid
-    s += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(yv)) + "\" y2=\"" + num(Y(yv)) +
-         "\" stroke=\"#eee\"/>\n";
-    s += "<text x=\"" + num(kLeft - 4) + "\" y=\"" + num(Y(yv) + 4) + "\" text-anchor=\"end\" font-size=\"10\">" +
-         num(yv) + "</text>\n";
+    s += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(yv)) + "\" y2=\"" +
+         num(Y(yv)) + "\" stroke=\"#eee\"/>\n";
+    s += "<text x=\"" + num(kLeft - 4) + "\" y=\"" + num(Y(yv) + 4) +
+         "\" text-anchor=\"end\" font-size=\"10\">" + num(yv) + "</text>\n";
   }
   for (double xv : nice_ticks(x0, x1, 5, true))
-    s += "<text x=\"" + num(X(xv)) + "\" y=\"" + num(kTop + ph + 14) + "\" text-anchor=\"middle\" font-size=\"10\">" +
-         num(xv) + "</text>\n";
+    s += "<text x=\"" + num(X(xv)) + "\" y=\"" + num(kTop + ph + 14) +
+         "\" text-anchor=\"middle\" font-size=\"10\">" + num(xv) + "</text>\n";
   s += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(kH - 6) +
        "\" text-anchor=\"middle\" font-size=\"11\">optimizer step</text>\n";
   int row = 0;
@@ -77,11 +83,11 @@ std::string panel_svg(const Panel& p, double ox, double oy) {
         if (std::isfinite(x) && std::isfinite(y))
           s += "<circle cx=\"" + num(X(x)) + "\" cy=\"" + num(Y(y)) + "\" r=\"3\" fill=\"" + color + "\"/>\n";
     const double ly = kTop + 12 + 14 * row++;  // legend, top right
-    s += std::string("<line x1=\"") + num(kLeft + pw - 150) + "\" x2=\"" + num(kLeft + pw - 130) + "\" y1=\"" +
-         num(ly - 4) + "\" y2=\"" + num(ly - 4) + "\" stroke=\"" + color + "\"" +
+    s += std::string("<line x1=\"") + num(kLeft + pw - 150) + "\" x2=\"" + num(kLeft + pw - 130) +
+         "\" y1=\"" + num(ly - 4) + "\" y2=\"" + num(ly - 4) + "\" stroke=\"" + color + "\"" +
          (l.dashed ? " stroke-dasharray=\"5,3\"" : "") + "/>\n";
-    s += "<text x=\"" + num(kLeft + pw - 126) + "\" y=\"" + num(ly) + "\" font-size=\"10\">" + escape(l.label) +
-         "</text>\n";
+    s += "<text x=\"" + num(kLeft + pw - 126) + "\" y=\"" + num(ly) + "\" font-size=\"10\">" +
+         escape(l.label) + "</text>\n";
   }
   return s + "</g>\n";
 }
@@ -105,9 +111,11 @@ std::vector<double> nice_ticks(double lo, double hi, int target, bool integer_ax
 }
 
 std::string render_svg(const std::vector<Panel>& panels, int columns) {
-  const int rows = static_cast<int>((panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns));
-  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                  num(kW * columns) + "\" height=\"" + num(kH * rows) + "\" font-family=\"sans-serif\">\n";
+  const int rows =
+      static_cast<int>((panels.size() + static_cast<size_t>(columns) - 1) / static_cast<size_t>(columns));
+  std::string s =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+      num(kW * columns) + "\" height=\"" + num(kH * rows) + "\" font-family=\"sans-serif\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   for (size_t i = 0; i < panels.size(); ++i)
     s += panel_svg(panels[i], kW * static_cast<double>(i % static_cast<size_t>(columns)),

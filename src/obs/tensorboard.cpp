@@ -31,8 +31,12 @@ void varint(std::string& out, uint64_t v) {
   }
   out.push_back(static_cast<char>(v));
 }
-void key(std::string& out, int field, int wire_type) { varint(out, static_cast<uint64_t>(field << 3 | wire_type)); }
-void fixed(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }  // LE host
+void key(std::string& out, int field, int wire_type) {
+  varint(out, static_cast<uint64_t>(field << 3 | wire_type));
+}
+void fixed(std::string& out, const void* p, size_t n) {
+  out.append(static_cast<const char*>(p), n);
+}  // LE host
 void bytes_field(std::string& out, int field, const std::string& b) {
   key(out, field, 2);
   varint(out, b.size());

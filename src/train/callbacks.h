@@ -18,9 +18,9 @@ namespace ddptrain {
 
 /// After each micro-batch's backward.
 struct MicroBatchEvent {
-  int64_t micro = 0;                      // its index in the epoch
-  const std::vector<int64_t>& indices;    // the dataset index of each sample
-  const at::Tensor& loss;                 // its mean loss, detached, float64, on the device
+  int64_t micro = 0;                    // its index in the epoch
+  const std::vector<int64_t>& indices;  // the dataset index of each sample
+  const at::Tensor& loss;               // its mean loss, detached, float64, on the device
 };
 
 /// A timed phase of a step ("data", "fwd", "bwd", "opt"; train/step_timer.h).
@@ -32,8 +32,8 @@ struct PhaseEvent {
 
 /// Where an epoch stands.
 struct EpochPosition {
-  int64_t first_micro = 0;       // the first micro-batch this run trains of it (a resume)
-  int64_t batches = 0;           // micro-batches per rank in the epoch
+  int64_t first_micro = 0;  // the first micro-batch this run trains of it (a resume)
+  int64_t batches = 0;      // micro-batches per rank in the epoch
   int64_t steps_per_epoch = 0;
   Clock::time_point started;
 };
@@ -42,22 +42,22 @@ struct EpochPosition {
 struct StepEvent {
   const EpochPosition& epoch;
   int64_t step_in_epoch = 0;
-  bool stepped = true;           // false: skipped on inf/NaN gradients
-  bool stopping = false;         // --max_steps reached or a stop was agreed: the loop ends after this step
-  const at::Tensor& loss;        // the last micro-batch's (detached, on the device)
+  bool stepped = true;     // false: skipped on inf/NaN gradients
+  bool stopping = false;   // --max_steps reached or a stop was agreed: the loop ends after this step
+  const at::Tensor& loss;  // the last micro-batch's (detached, on the device)
 };
 
 /// After an epoch's summary (an all-reduce) and its evaluation.
 struct EpochEvent {
   explicit EpochEvent(const EpochPosition& p) : position(p) {}
   const EpochPosition& position;
-  bool partial = false;          // this run trained only some of its micro-batches
+  bool partial = false;  // this run trained only some of its micro-batches
   double seconds = 0;
-  double train_loss = 0, train_acc = -1;   // over all ranks; acc -1 without Objective::correct
-  std::optional<EvalResult> eval;          // when it evaluated (and was not interrupted)
+  double train_loss = 0, train_acc = -1;  // over all ranks; acc -1 without Objective::correct
+  std::optional<EvalResult> eval;         // when it evaluated (and was not interrupted)
   bool eval_interrupted = false;
-  std::vector<double> peak_mem_mib;        // per rank; empty where the device has no counter
-  std::vector<double> peak_rss_mib;        // per rank
+  std::vector<double> peak_mem_mib;  // per rank; empty where the device has no counter
+  std::vector<double> peak_rss_mib;  // per rank
   bool stopping = false;
 };
 

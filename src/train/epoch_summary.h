@@ -15,13 +15,14 @@ class EpochSums {
  public:
   explicit EpochSums(c10::Device device);
   /// One micro-batch: its mean loss (float64, detached) weighed by its predictions.
-  void add(const at::Tensor& loss_d, const at::Tensor& output, const at::Tensor& targets, const Objective& objective);
+  void add(const at::Tensor& loss_d, const at::Tensor& output, const at::Tensor& targets,
+           const Objective& objective);
 
   struct Summary {
     double train_loss = 0;
-    double train_acc = -1;              // -1 without Objective::correct
-    std::vector<double> peak_mem_mib;   // per rank; empty where the device has no counter
-    std::vector<double> peak_rss_mib;   // per rank
+    double train_acc = -1;             // -1 without Objective::correct
+    std::vector<double> peak_mem_mib;  // per rank; empty where the device has no counter
+    std::vector<double> peak_rss_mib;  // per rank
   };
   /// Over all ranks: a collective.
   Summary reduce(const DistContext& ctx, bool has_correct) const;

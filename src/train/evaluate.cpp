@@ -15,15 +15,15 @@ constexpr double kProgressEvery_s = 10;  // a progress line at most this often
 
 }  // namespace
 
-EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test, const EvalOptions& opts,
-                    const DistContext& ctx) {
+EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test,
+                    const EvalOptions& opts, const DistContext& ctx) {
   torch::NoGradGuard no_grad;
   model.module->eval();
   std::vector<int64_t> mine;
   for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
   const auto per_rank = static_cast<int64_t>(mine.size());
-  ctx.log().info(str("evaluation starts: ", test.size(), " test samples, ", per_rank, " on this rank, batches of ",
-                     opts.batch_size));
+  ctx.log().info(str("evaluation starts: ", test.size(), " test samples, ", per_rank,
+                     " on this rank, batches of ", opts.batch_size));
   Loader loader(test, {opts.batch_size, opts.num_workers, 2, /*drop_last=*/false});
   loader.start(std::move(mine));
   const auto t0 = Clock::now();
@@ -45,8 +45,8 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
     }
     if (seconds_since(last_report) >= kProgressEvery_s) {
       last_report = Clock::now();
-      ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank, " samples on this rank, ",
-                         fmt("%.0f", seconds_since(t0)), " s"));
+      ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank,
+                         " samples on this rank, ", fmt("%.0f", seconds_since(t0)), " s"));
     }
   }
   loader.stop();
@@ -58,7 +58,8 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   EvalResult r{sums[0][0].item<double>() / n, objective.correct ? sums[0][1].item<double>() / n : -1.0,
                static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0};
   ctx.log().info(str("evaluation ", r.interrupted ? "interrupted by a signal after " : "took ",
-                     r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", seconds_since(t0)), " s"));
+                     r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", seconds_since(t0)),
+                     " s"));
   return r;
 }
 

@@ -29,8 +29,8 @@ struct EvalOptions {
 /// The objective's mean loss and accuracy over every prediction of the test split (per
 /// predicted token for token data: perplexity = exp(loss)); the module is put back in train
 /// mode afterwards. Logs its start, progress every 10 s and its duration. A collective.
-EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test, const EvalOptions& opts,
-                    const DistContext& ctx);
+EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test,
+                    const EvalOptions& opts, const DistContext& ctx);
 
 /// A built-in model (or a scripted one), with the classification objective unless given.
 EvalResult evaluate(const std::shared_ptr<Model>& model, const Dataset& test, const EvalOptions& opts,

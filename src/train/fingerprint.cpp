@@ -61,8 +61,9 @@ uint64_t optimizer_fingerprint(torch::optim::Optimizer& opt) {
   for (auto& group : opt.param_groups())
     for (auto& p : group.params()) {
       auto it = opt.state().find(compat::optimizer_state_key(p));
-      per_param.push_back(it == opt.state().end() ? std::nullopt
-                                                  : std::optional<uint64_t>(param_hash(state_tensors(*it->second))));
+      per_param.push_back(it == opt.state().end()
+                              ? std::nullopt
+                              : std::optional<uint64_t>(param_hash(state_tensors(*it->second))));
     }
   return fold(per_param);
 }
@@ -71,7 +72,8 @@ uint64_t optimizer_fingerprint(ShardedOptimizer& sharded, const torch::optim::Op
   size_t n = 0;
   for (const auto& group : full.param_groups()) n += group.params().size();
   std::vector<std::optional<uint64_t>> per_param(n);
-  sharded.visit_full_state([&](size_t key, const std::vector<at::Tensor>& state) { per_param[key] = param_hash(state); });
+  sharded.visit_full_state(
+      [&](size_t key, const std::vector<at::Tensor>& state) { per_param[key] = param_hash(state); });
   return fold(per_param);
 }
 

@@ -113,7 +113,9 @@ void GradScaler::load(const GradScalerState& s) {
   growth_tracker_.fill_(static_cast<int32_t>(s.growth_tracker));
 }
 
-nlohmann::json to_json(const GradScalerState& s) { return {{"scale", s.scale}, {"growth_tracker", s.growth_tracker}}; }
+nlohmann::json to_json(const GradScalerState& s) {
+  return {{"scale", s.scale}, {"growth_tracker", s.growth_tracker}};
+}
 
 GradScalerState grad_scaler_state_from_json(const nlohmann::json& j) {
   return {j.at("scale").get<double>(), j.at("growth_tracker").get<int64_t>()};

@@ -13,8 +13,8 @@
 #include <functional>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/optim/optimizer.h>
+#include <nlohmann/json.hpp>
 
 #include "dist/dist_context.h"
 

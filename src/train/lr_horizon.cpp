@@ -11,9 +11,12 @@ namespace {
 
 const char* schedule_name(LrSchedule k) {
   switch (k) {
-    case LrSchedule::kEpochCosine: return "epoch_cosine";
-    case LrSchedule::kStepCosine: return "step_cosine";
-    case LrSchedule::kConstant: break;
+    case LrSchedule::kEpochCosine:
+      return "epoch_cosine";
+    case LrSchedule::kStepCosine:
+      return "step_cosine";
+    case LrSchedule::kConstant:
+      break;
   }
   return "constant";
 }
@@ -28,7 +31,8 @@ double horizon_samples(const LrHorizon& h) { return h.steps * static_cast<double
 
 // "cosine over 3 epochs" / "the minimum at step 12 (768 samples)".
 std::string horizon_words(const LrHorizon& h) {
-  if (h.kind == LrSchedule::kEpochCosine) return str("cosine over ", h.epochs, h.epochs == 1 ? " epoch" : " epochs");
+  if (h.kind == LrSchedule::kEpochCosine)
+    return str("cosine over ", h.epochs, h.epochs == 1 ? " epoch" : " epochs");
   if (h.kind == LrSchedule::kStepCosine)
     return str("the minimum at step ", h.last_step, " (", with_commas(horizon_samples(h)), " samples)");
   return "a constant rate";
@@ -73,7 +77,8 @@ std::optional<LrHorizon> LrHorizon::from_json(const nlohmann::json& j) {
 
 double scheduled_lr(const LrHorizon& h, const TrainerOptions& o, double base_lr, double position) {
   if (h.kind == LrSchedule::kEpochCosine) return cosine_lr(base_lr, static_cast<int>(position) - 1, h.epochs);
-  if (h.kind == LrSchedule::kStepCosine) return warmup_cosine_lr(base_lr, position, o.warmup_steps, h.steps, o.min_lr_ratio);
+  if (h.kind == LrSchedule::kStepCosine)
+    return warmup_cosine_lr(base_lr, position, o.warmup_steps, h.steps, o.min_lr_ratio);
   return base_lr;
 }
 
@@ -90,9 +95,10 @@ std::optional<LrHorizonChange> horizon_change(const LrHorizon& before, const LrH
 }
 
 std::string LrHorizonChange::describe(const LrHorizon& now) const {
-  return str("the learning-rate schedule's end moved: the checkpoint's run had ", horizon_words(before), ", this run has ",
-             horizon_words(now), "; the next ", now.kind == LrSchedule::kEpochCosine ? "epoch's" : "step's",
-             " learning rate is ", fmt("%.4e", lr_after), " (it was to be ", fmt("%.4e", lr_before), ")");
+  return str("the learning-rate schedule's end moved: the checkpoint's run had ", horizon_words(before),
+             ", this run has ", horizon_words(now), "; the next ",
+             now.kind == LrSchedule::kEpochCosine ? "epoch's" : "step's", " learning rate is ",
+             fmt("%.4e", lr_after), " (it was to be ", fmt("%.4e", lr_before), ")");
 }
 
 nlohmann::json LrHorizonChange::to_json() const {

@@ -19,7 +19,8 @@ std::string shape_of(const at::Tensor& t) {
 std::string wanted_output(const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
   if (loss == LossKind::kMse) return shape_of(targets) + ", the targets' shape";
   std::string s = shape_of(targets);
-  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + ">= " + std::to_string(shape.num_classes) + ")";
+  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + ">= " + std::to_string(shape.num_classes) +
+      ")";
   return s + (shape.is_tokens() ? ": (B, T, vocab) logits" : ": (B, classes) logits");
 }
 
@@ -58,9 +59,10 @@ at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const 
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw UsageError(c10::str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
-                              inputs.scalar_type(), " inputs from ", c.data_name, ": ", cause_of(e.what()),
-                              " (ddptrain calls forward with one tensor: (B, C, H, W) images or (B, T) int64 tokens)"));
+    throw UsageError(
+        c10::str(c.model_name, ": its forward failed on a batch of ", shape_of(inputs), " ",
+                 inputs.scalar_type(), " inputs from ", c.data_name, ": ", cause_of(e.what()),
+                 " (ddptrain calls forward with one tensor: (B, C, H, W) images or (B, T) int64 tokens)"));
   }
 }
 
@@ -90,7 +92,8 @@ void check_model_fits_data(const Trainable& model, const Dataset& data, const Fi
   const at::Tensor out = forward_once(model, x, c);
   DDP_USAGE_CHECK(output_fits(out, y, c.loss, data.shape()), c.model_name, ": on a batch of ", shape_of(x),
                   " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; --loss ", c.loss,
-                  " needs ", wanted_output(y, c.loss, data.shape()), ". Change the module's output (or the data)");
+                  " needs ", wanted_output(y, c.loss, data.shape()),
+                  ". Change the module's output (or the data)");
 }
 
 }  // namespace ddptrain

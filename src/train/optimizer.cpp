@@ -9,7 +9,8 @@
 
 namespace ddptrain {
 
-std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, const std::vector<at::Tensor>& params) {
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o,
+                                                         const std::vector<at::Tensor>& params) {
   if (o.optimizer == OptimizerKind::kAdamw) {
     std::vector<at::Tensor> decay, no_decay;
     for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -35,7 +36,8 @@ double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
   return base_lr * (1.0 + std::cos(M_PI * epochs_done / total_epochs)) / 2.0;
 }
 
-double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps, double min_ratio) {
+double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps,
+                        double min_ratio) {
   const auto warmup = static_cast<double>(warmup_steps);
   if (step < warmup) return base_lr * (step + 1) / warmup;
   const double decay_steps = std::max(1.0, total_steps - warmup - 1);

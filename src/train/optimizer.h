@@ -20,7 +20,8 @@
 
 namespace ddptrain {
 
-std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o, const std::vector<at::Tensor>& params);
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o,
+                                                         const std::vector<at::Tensor>& params);
 
 /// Sets every parameter group's learning rate.
 void set_lr(torch::optim::Optimizer& opt, double lr);
@@ -32,7 +33,8 @@ double cosine_lr(double base_lr, int epochs_done, int total_epochs);
 /// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps` (both in
 /// steps of the current global batch, fractional after a resume at another one: Note
 /// [Schedule horizon]); the minimum at step total_steps - 1 and after.
-double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps, double min_ratio);
+double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps,
+                        double min_ratio);
 
 /// The optimizer's per-parameter state tensors in parameter order (momentum buffers; AdamW's
 /// exp_avg and exp_avg_sq), with an undefined tensor where a parameter has no state yet.

@@ -33,14 +33,16 @@ Precision with_scaler(Precision p, ScalerMode grad_scaler) {
 Precision measured_cpu_choice(const CpuKernelRates& r) {
   if (r.conv_fp32 <= 0 || r.matmul_fp32 <= 0 || r.conv_bf16 <= 0 || r.matmul_bf16 <= 0)
     return fp32("fp32 on CPU (--amp_dtype auto: bf16 speed not measured)");
-  const std::string measured = str("bf16 runs at ", fmt("%.2fx", r.conv_bf16 / r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
-                                   static_cast<int64_t>(r.conv_bf16 / 1e9), " vs ",
-                                   static_cast<int64_t>(r.conv_fp32 / 1e9), " GFLOP/s) and ",
-                                   fmt("%.2fx", r.matmul_bf16 / r.matmul_fp32), " for a matmul (",
-                                   static_cast<int64_t>(r.matmul_bf16 / 1e9), " vs ",
-                                   static_cast<int64_t>(r.matmul_fp32 / 1e9), " GFLOP/s) on this CPU");
-  const bool faster = r.conv_bf16 >= kBf16MinSpeedup * r.conv_fp32 && r.matmul_bf16 >= kBf16MinSpeedup * r.matmul_fp32;
-  if (faster) return autocast(at::kBFloat16, str("bf16", kMixed, " on CPU: --amp_dtype auto measured ", measured));
+  const std::string measured =
+      str("bf16 runs at ", fmt("%.2fx", r.conv_bf16 / r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
+          static_cast<int64_t>(r.conv_bf16 / 1e9), " vs ", static_cast<int64_t>(r.conv_fp32 / 1e9),
+          " GFLOP/s) and ", fmt("%.2fx", r.matmul_bf16 / r.matmul_fp32), " for a matmul (",
+          static_cast<int64_t>(r.matmul_bf16 / 1e9), " vs ", static_cast<int64_t>(r.matmul_fp32 / 1e9),
+          " GFLOP/s) on this CPU");
+  const bool faster =
+      r.conv_bf16 >= kBf16MinSpeedup * r.conv_fp32 && r.matmul_bf16 >= kBf16MinSpeedup * r.matmul_fp32;
+  if (faster)
+    return autocast(at::kBFloat16, str("bf16", kMixed, " on CPU: --amp_dtype auto measured ", measured));
   return fp32(str("fp32 on CPU: --amp_dtype auto measured ", measured, ", below the ", kBf16MinSpeedup,
                   "x bf16 needs for both; --amp_dtype bf16 forces it"));
 }
@@ -53,25 +55,28 @@ std::string Precision::name() const {
 }
 
 Precision precision_named(const std::string& name, ScalerMode grad_scaler, const std::string& why) {
-  Precision p = name == "bf16" ? autocast(at::kBFloat16, "bf16" + std::string(kMixed))
+  Precision p = name == "bf16"   ? autocast(at::kBFloat16, "bf16" + std::string(kMixed))
                 : name == "fp16" ? autocast(at::kHalf, "fp16" + std::string(kMixed))
                                  : fp32("fp32");
   p.why += why;
   return with_scaler(std::move(p), grad_scaler);
 }
 
-Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16, const CpuKernelRates& cpu) {
+Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16,
+                           const CpuKernelRates& cpu) {
   Precision p;
   if (!req.use_amp) {
     p = fp32("fp32 (--no-use_amp)");
   } else if (req.amp_dtype == AmpDtype::kAuto && !req.resumed.empty()) {
-    return precision_named(req.resumed, req.grad_scaler,
-                           ", as chosen when the resumed run started (--amp_dtype auto measures only at a fresh start)");
+    return precision_named(
+        req.resumed, req.grad_scaler,
+        ", as chosen when the resumed run started (--amp_dtype auto measures only at a fresh start)");
   } else if (device.is_cuda()) {
     const bool bf16 = req.amp_dtype == AmpDtype::kBf16 || (req.amp_dtype == AmpDtype::kAuto && cuda_bf16);
-    p = autocast(bf16 ? at::kBFloat16 : at::kHalf,
-                 str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
-                     req.amp_dtype == AmpDtype::kAuto ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
+    p = autocast(
+        bf16 ? at::kBFloat16 : at::kHalf,
+        str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
+            req.amp_dtype == AmpDtype::kAuto ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
                                                           : " (--amp_dtype auto: the GPU has no bf16)")
                                              : ""));
   } else if (req.amp_dtype == AmpDtype::kBf16) {

@@ -17,9 +17,9 @@
 // kBf16MinSpeedup times as fast as fp32 (a margin, so that noise never flips the choice on a
 // CPU where the two are close). The choice is a pure function of those four rates
 // (choose_precision), which every rank applies to the rates averaged over all ranks (so all
-// train in the same precision), and recorded in every checkpoint, so that a resumed run keeps the precision it started
-// with instead of measuring again (bitwise resume). On CUDA `auto` is bf16 where the GPU has
-// it (compute capability >= 8.0), fp16 with the loss scaler otherwise.
+// train in the same precision), and recorded in every checkpoint, so that a resumed run keeps the precision
+// it started with instead of measuring again (bitwise resume). On CUDA `auto` is bf16 where the GPU has it
+// (compute capability >= 8.0), fp16 with the loss scaler otherwise.
 #pragma once
 
 #include <string>
@@ -54,7 +54,8 @@ struct Precision {
 
 /// Pure: the precision for this request on this device. cuda_bf16: the GPU has bf16;
 /// cpu: the measured rates (used by --amp_dtype auto on CPU).
-Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16, const CpuKernelRates& cpu);
+Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool cuda_bf16,
+                           const CpuKernelRates& cpu);
 
 /// The precision named by Precision::name() (a resumed checkpoint's), with the scaler rule.
 Precision precision_named(const std::string& name, ScalerMode grad_scaler, const std::string& why);

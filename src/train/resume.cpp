@@ -17,10 +17,13 @@ std::string joined(const std::vector<std::string>& items) {
 }
 
 // Usage error: the checkpoint `c` belongs to another run; `what` says where it was found.
-[[noreturn]] void another_run(const std::string& what, const CheckpointEntry& c, const std::vector<std::string>& diff,
-                              const std::string& fix) {
-  throw UsageError(str(what, " '", c.dir, "' (step ", c.meta.global_step, ") belongs to another run; the flags that "
-                       "differ: ", joined(diff), ". ", fix, " (Note [Run identity]; the flags a resume may change "
+[[noreturn]] void another_run(const std::string& what, const CheckpointEntry& c,
+                              const std::vector<std::string>& diff, const std::string& fix) {
+  throw UsageError(str(what, " '", c.dir, "' (step ", c.meta.global_step,
+                       ") belongs to another run; the flags that "
+                       "differ: ",
+                       joined(diff), ". ", fix,
+                       " (Note [Run identity]; the flags a resume may change "
                        "are listed in the README)"));
 }
 
@@ -32,11 +35,13 @@ int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_
   const int64_t samples = meta.batches_done * old;  // per rank, into the epoch
   const int64_t group = static_cast<int64_t>(batch_size) * grad_accum_steps;
   if (samples % group != 0)
-    throw UsageError(str("--batch_size=", batch_size, ": the checkpoint stopped ", samples, " samples per rank into epoch ",
-                         meta.epoch, " (", meta.batches_done, " batches of ", old, "), not a whole number of ",
+    throw UsageError(str("--batch_size=", batch_size, ": the checkpoint stopped ", samples,
+                         " samples per rank into epoch ", meta.epoch, " (", meta.batches_done, " batches of ",
+                         old, "), not a whole number of ",
                          grad_accum_steps > 1 ? "accumulation groups of " : "batches of ", group,
                          " samples, so training on would repeat or skip samples; resume with a --batch_size "
-                         "that divides ", samples, " (e.g. ", old, "), or from a checkpoint at an epoch's end"));
+                         "that divides ",
+                         samples, " (e.g. ", old, "), or from a checkpoint at an epoch's end"));
   return samples / batch_size;
 }
 
@@ -63,7 +68,8 @@ namespace {
 // The checkpoint run's global batch (older checkpoints: with this run's accumulation).
 int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
   if (meta.extra.contains("global_batch")) return meta.extra["global_batch"].get<int64_t>();
-  return static_cast<int64_t>(meta.batch_size > 0 ? meta.batch_size : batch_size) * meta.world_size * grad_accum_steps;
+  return static_cast<int64_t>(meta.batch_size > 0 ? meta.batch_size : batch_size) * meta.world_size *
+         grad_accum_steps;
 }
 
 }  // namespace
@@ -73,8 +79,10 @@ int kept_accumulation(const CheckpointMeta& meta, int world, int batch_size, int
   const int64_t per_step = static_cast<int64_t>(batch_size) * world;
   DDP_USAGE_CHECK(global % per_step == 0, "--keep_global_batch: the checkpoint's global batch ", global,
                   " is not a multiple of --batch_size ", batch_size, " x world ", world, " = ", per_step,
-                  "; resume at a world size that divides ", global / batch_size, " (or with a --batch_size that fits), "
-                  "or without --keep_global_batch (the global batch then becomes ", per_step * grad_accum_steps, ")");
+                  "; resume at a world size that divides ", global / batch_size,
+                  " (or with a --batch_size that fits), "
+                  "or without --keep_global_batch (the global batch then becomes ",
+                  per_step * grad_accum_steps, ")");
   return static_cast<int>(global / per_step);
 }
 
@@ -93,9 +101,11 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
     CheckpointEntry c{from, verify_checkpoint(from)};
     const auto diff = identity_differences(mine, c.meta.run);
     if (!diff.empty())
-      another_run("--resume_from: the checkpoint", c, diff,
-                  "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
-    resume_point(c.meta, world, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
+      another_run(
+          "--resume_from: the checkpoint", c, diff,
+          "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
+    resume_point(c.meta, world, cfg.data.batch_size,
+                 cfg.optim.grad_accum_steps);  // refuses before anything runs
     return from;
   }
   const std::string& root = cfg.run.checkpoint_dir;
@@ -103,17 +113,19 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
   const CheckpointEntry* theirs = nullptr;
   const auto all = list_valid_checkpoints(root, log);  // oldest step first
   for (const auto& c : all) (identity_differences(mine, c.meta.run).empty() ? ours : theirs) = &c;
-  const std::string fix = "Continue that run with its flags (and --resume_from auto), or pass another "
-                          "--checkpoint_dir for this one";
+  const std::string fix =
+      "Continue that run with its flags (and --resume_from auto), or pass another "
+      "--checkpoint_dir for this one";
   if (from == "auto") {
     if (ours) {
       log.info(str("--resume_from auto: resuming from ", ours->dir, " (this run's newest checkpoint)"));
-      resume_point(ours->meta, world, cfg.data.batch_size, cfg.optim.grad_accum_steps);  // refuses before anything runs
+      resume_point(ours->meta, world, cfg.data.batch_size,
+                   cfg.optim.grad_accum_steps);  // refuses before anything runs
       return ours->dir;
     }
     if (theirs)
-      another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest", *theirs,
-                  identity_differences(mine, theirs->meta.run), fix);
+      another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest",
+                  *theirs, identity_differences(mine, theirs->meta.run), fix);
     log.info(str("--resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
     return "";
   }
@@ -121,7 +133,8 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
     another_run("a new run: --checkpoint_dir holds another run's checkpoints; the newest", *theirs,
                 identity_differences(mine, theirs->meta.run), fix);
   if (ours)
-    log.warn(str(root, " holds this run's checkpoints up to step ", ours->meta.global_step, "; starting fresh as "
+    log.warn(str(root, " holds this run's checkpoints up to step ", ours->meta.global_step,
+                 "; starting fresh as "
                  "asked (--resume_from auto continues instead), and this run's saves replace them"));
   return "";
 }

@@ -51,12 +51,17 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
       tensorboard_(opts.tensorboard_dir, ctx.is_main()),
       interval_loss_(at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx.device()))) {
   const Precision& p = facts_.precision;
-  nlohmann::json run = {{"precision", p.name()}, {"precision_why", p.why}, {"world_size", ctx.world_size()},
-                  {"backend", ctx.backend_name()}, {"threads_per_rank", facts_.threads_per_rank},
-                  {"batch_size", opts.batch_size}, {"grad_accum_steps", opts.grad_accum_steps},
-                  {"buckets", ddp.num_buckets()},
-                  {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
-                  {"peak_flops_per_s", facts_.peak.flops_per_s}, {"peak_source", facts_.peak.source}};
+  nlohmann::json run = {{"precision", p.name()},
+                        {"precision_why", p.why},
+                        {"world_size", ctx.world_size()},
+                        {"backend", ctx.backend_name()},
+                        {"threads_per_rank", facts_.threads_per_rank},
+                        {"batch_size", opts.batch_size},
+                        {"grad_accum_steps", opts.grad_accum_steps},
+                        {"buckets", ddp.num_buckets()},
+                        {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
+                        {"peak_flops_per_s", facts_.peak.flops_per_s},
+                        {"peak_source", facts_.peak.source}};
   if (state.resumed_from_world > 0) {  // Note [Resume at another world size]
     run["resumed_from_world"] = state.resumed_from_world;
     run["samples_left_in_epoch"] = state.samples_left_in_epoch;
@@ -91,9 +96,9 @@ void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
   const int64_t done_here = e.step_in_epoch - p.first_micro / opts_.grad_accum_steps;
   const double samples_per_s =
       static_cast<double>(s.micro_done - p.first_micro) * opts_.batch_size * ctx_.world_size() / elapsed;
-  const double eta =
-      done_here > 0 ? elapsed / static_cast<double>(done_here) * static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
-                    : 0.0;
+  const double eta = done_here > 0 ? elapsed / static_cast<double>(done_here) *
+                                         static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
+                                   : 0.0;
   progress_.update(s.epoch, e.step_in_epoch, p.steps_per_epoch, e.loss.item<double>(), samples_per_s, eta);
 }
 
@@ -101,7 +106,8 @@ void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
 // at this step), its rates, phases, communication and memory.
 void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   const auto opts = at::TensorOptions().dtype(at::kDouble).device(ctx_.device());
-  std::vector<at::Tensor> l{at::cat({interval_loss_, at::full({1}, static_cast<double>(interval_micro_), opts)})};
+  std::vector<at::Tensor> l{
+      at::cat({interval_loss_, at::full({1}, static_cast<double>(interval_micro_), opts)})};
   ctx_.all_reduce_sum(l, "step-line loss all_reduce");
   l[0] = l[0].cpu();
   StepReport r;
@@ -137,22 +143,25 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
 
 std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) const {
   const EpochPosition& p = e.position;
-  std::string line = str("epoch ", s.epoch,
-                         e.partial ? str(" part (", epoch_part(s.epoch, p.first_micro, s.micro_done, p.batches), ")")
-                                   : std::string(" done"),
-                         " | train loss ", fmt("%.4f", e.train_loss));
+  std::string line =
+      str("epoch ", s.epoch,
+          e.partial ? str(" part (", epoch_part(s.epoch, p.first_micro, s.micro_done, p.batches), ")")
+                    : std::string(" done"),
+          " | train loss ", fmt("%.4f", e.train_loss));
   if (e.train_acc >= 0) line += str(" | train acc ", fmt("%.4f", e.train_acc));
   line += str(" | ", fmt("%.1f", e.seconds), " s");
   if (!e.peak_mem_mib.empty()) {
     std::string per_rank;
-    for (size_t r = 0; r < e.peak_mem_mib.size(); ++r) per_rank += str(r ? ", " : "", fmt("%.0f", e.peak_mem_mib[r]));
+    for (size_t r = 0; r < e.peak_mem_mib.size(); ++r)
+      per_rank += str(r ? ", " : "", fmt("%.0f", e.peak_mem_mib[r]));
     line += str(" | peak mem per rank [", per_rank, "] MiB");
   }
   if (s.skipped_steps > 0) line += str(" | ", s.skipped_steps, " steps skipped (inf/NaN)");
   if (e.eval_interrupted) line += " | evaluation interrupted";
   if (!e.eval) return line;
   if (facts_.tokens_per_sample > 0)
-    return line + str(" | val loss ", fmt("%.4f", e.eval->loss), " | val perplexity ", fmt("%.2f", std::exp(e.eval->loss)));
+    return line + str(" | val loss ", fmt("%.4f", e.eval->loss), " | val perplexity ",
+                      fmt("%.2f", std::exp(e.eval->loss)));
   line += str(" | test loss ", fmt("%.4f", e.eval->loss));
   if (e.eval->accuracy >= 0) line += str(" | test acc ", fmt("%.4f", e.eval->accuracy));
   return line;
@@ -161,9 +170,10 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
 void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   ctx_.log().info(epoch_line(s, e));
   const EpochPosition& p = e.position;
-  nlohmann::json rec = {{"train_loss", e.train_loss}, {"epoch_s", e.seconds}, {"skipped_steps", s.skipped_steps},
-                        {"partial", e.partial}, {"micro_batches_from", p.first_micro},
-                        {"micro_batches_to", s.micro_done}, {"micro_batches_per_epoch", p.batches}};
+  nlohmann::json rec = {{"train_loss", e.train_loss},          {"epoch_s", e.seconds},
+                        {"skipped_steps", s.skipped_steps},    {"partial", e.partial},
+                        {"micro_batches_from", p.first_micro}, {"micro_batches_to", s.micro_done},
+                        {"micro_batches_per_epoch", p.batches}};
   if (e.train_acc >= 0) rec["train_acc"] = e.train_acc;
   if (e.eval) {
     rec["test_loss"] = e.eval->loss;

@@ -31,8 +31,8 @@ struct RunFacts {
 
 class RunReporter : public Callback {
  public:
-  RunReporter(const DistContext& ctx, const TrainerOptions& opts, DistributedDataParallel& ddp, StepTimer& timer,
-              RunFacts facts, const TrainState& state);
+  RunReporter(const DistContext& ctx, const TrainerOptions& opts, DistributedDataParallel& ddp,
+              StepTimer& timer, RunFacts facts, const TrainState& state);
 
   void on_epoch_begin(const TrainState&, const EpochPosition&) override;
   void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override;

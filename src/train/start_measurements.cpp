@@ -13,10 +13,11 @@ namespace {
 // depends only on the options, the device type and the checkpoint resumed: every rank joins
 // the all-reduce, or none does.
 Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKernelRates rates) {
-  const bool measured = ctx.device().is_cpu() && req.use_amp && req.amp_dtype == AmpDtype::kAuto && req.resumed.empty();
+  const bool measured =
+      ctx.device().is_cpu() && req.use_amp && req.amp_dtype == AmpDtype::kAuto && req.resumed.empty();
   if (measured && ctx.communicates()) {
-    std::vector<at::Tensor> sums{at::tensor({rates.conv_fp32, rates.matmul_fp32, rates.conv_bf16, rates.matmul_bf16},
-                                            at::kDouble)};
+    std::vector<at::Tensor> sums{
+        at::tensor({rates.conv_fp32, rates.matmul_fp32, rates.conv_bf16, rates.matmul_bf16}, at::kDouble)};
     ctx.all_reduce_sum(sums, "kernel-probe all_reduce (--amp_dtype auto)");
     const at::Tensor mean = sums[0] / ctx.world_size();
     rates = {mean[0].item<double>(), mean[1].item<double>(), mean[2].item<double>(), mean[3].item<double>()};
@@ -35,7 +36,8 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   const bool amp_auto = req.use_amp && req.amp_dtype == AmpDtype::kAuto;
   const bool wants_peak = flops_per_sample > 0 && o.peak_tflops <= 0;
   const bool probe = ctx.device().is_cpu() && (wants_peak || amp_auto);
-  const CpuKernelRates rates = probe ? probe_cpu_kernels(req.use_amp && req.amp_dtype != AmpDtype::kFp16) : CpuKernelRates{};
+  const CpuKernelRates rates =
+      probe ? probe_cpu_kernels(req.use_amp && req.amp_dtype != AmpDtype::kFp16) : CpuKernelRates{};
   StartMeasurements m;
   m.precision = agreed_precision(req, ctx, rates);
   ctx.log().info("precision: " + m.precision.why);

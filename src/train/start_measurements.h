@@ -16,8 +16,8 @@ namespace ddptrain {
 
 struct StartMeasurements {
   Precision precision;
-  PeakFlops peak;             // for MFU
-  double backward_s = 0;      // estimated, for the bucket size; 0 when unknown
+  PeakFlops peak;         // for MFU
+  double backward_s = 0;  // estimated, for the bucket size; 0 when unknown
 };
 
 /// The kernel probe (skipped where neither MFU nor --amp_dtype auto needs it), the agreed

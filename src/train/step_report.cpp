@@ -23,34 +23,41 @@ std::string format_step_line(const StepReport& r) {
   if (r.loss_scale > 0) extra += str(" | loss scale ", r.loss_scale);
   if (r.grad_norm >= 0) extra += str(" | grad norm ", fmt("%.3f", r.grad_norm));
   if (r.has_peak) extra += str(" | MFU ", fmt("%.1f", 100 * r.mfu), "%");
-  if (r.mem.peak_bytes >= 0) extra += str(" | peak mem ", fmt("%.0f", mib(static_cast<double>(r.mem.peak_bytes))), " MiB");
+  if (r.mem.peak_bytes >= 0)
+    extra += str(" | peak mem ", fmt("%.0f", mib(static_cast<double>(r.mem.peak_bytes))), " MiB");
   extra += str(" | state MiB: params ", fmt("%.1f", r.param_mib),
-               r.param_peak_mib >= 0 ? str(" (peak ", fmt("%.1f", r.param_peak_mib), ")") : std::string(), " grads ",
-               fmt("%.1f", r.grad_mib), " optim ", fmt("%.1f", r.optim_mib));
-  return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | global step ", r.global_step, "/",
-             r.last_step, " | loss ", fmt("%.4f", r.loss),
-             " | lr ", fmt("%.3e", r.lr), " | ", with_commas(r.samples_per_s), " samples/s | ",
-             r.tokens_per_sample > 0 ? with_commas(r.samples_per_s * static_cast<double>(r.tokens_per_sample)) + " tokens/s | "
-                                     : std::string(),
-             fmt("%.0f", 1000 * r.seconds / r.steps), " ms/step | ", fmt("%.0f", static_cast<double>(r.comm.allreduces) / r.steps),
-             " all-reduce ", fmt("%.2f", mib(static_cast<double>(r.comm.bytes)) / r.steps), " MiB/step, comm wait ",
-             fmt("%.1f", 1000 * r.comm.wait_s / r.steps), " ms/step", extra, StepTimer::format(r.phases, r.steps));
+               r.param_peak_mib >= 0 ? str(" (peak ", fmt("%.1f", r.param_peak_mib), ")") : std::string(),
+               " grads ", fmt("%.1f", r.grad_mib), " optim ", fmt("%.1f", r.optim_mib));
+  return str("epoch ", r.epoch, " step ", r.step_in_epoch, "/", r.steps_per_epoch, " | global step ",
+             r.global_step, "/", r.last_step, " | loss ", fmt("%.4f", r.loss), " | lr ", fmt("%.3e", r.lr),
+             " | ", with_commas(r.samples_per_s), " samples/s | ",
+             r.tokens_per_sample > 0
+                 ? with_commas(r.samples_per_s * static_cast<double>(r.tokens_per_sample)) + " tokens/s | "
+                 : std::string(),
+             fmt("%.0f", 1000 * r.seconds / r.steps), " ms/step | ",
+             fmt("%.0f", static_cast<double>(r.comm.allreduces) / r.steps), " all-reduce ",
+             fmt("%.2f", mib(static_cast<double>(r.comm.bytes)) / r.steps), " MiB/step, comm wait ",
+             fmt("%.1f", 1000 * r.comm.wait_s / r.steps), " ms/step", extra,
+             StepTimer::format(r.phases, r.steps));
 }
 
 nlohmann::json step_record(const StepReport& r) {
-  nlohmann::json rec = {{"loss", r.loss},
-                        {"lr", r.lr},
-                        {"samples_per_s", r.samples_per_s},
-                        {"ms_per_step", 1000 * r.seconds / r.steps},
-                        {"mfu", r.mfu},
-                        {"allreduces_per_step", static_cast<double>(r.comm.allreduces) / r.steps},
-                        {"allreduce_mib_per_step", mib(static_cast<double>(r.comm.bytes)) / r.steps},
-                        {"comm_wait_ms", 1000 * r.comm.wait_s / r.steps},
-                        {"peak_mem_mib", r.mem.peak_bytes >= 0 ? mib(static_cast<double>(r.mem.peak_bytes)) : -1.0}};
+  nlohmann::json rec = {
+      {"loss", r.loss},
+      {"lr", r.lr},
+      {"samples_per_s", r.samples_per_s},
+      {"ms_per_step", 1000 * r.seconds / r.steps},
+      {"mfu", r.mfu},
+      {"allreduces_per_step", static_cast<double>(r.comm.allreduces) / r.steps},
+      {"allreduce_mib_per_step", mib(static_cast<double>(r.comm.bytes)) / r.steps},
+      {"comm_wait_ms", 1000 * r.comm.wait_s / r.steps},
+      {"peak_mem_mib", r.mem.peak_bytes >= 0 ? mib(static_cast<double>(r.mem.peak_bytes)) : -1.0}};
   rec["data_wait_share"] = StepTimer::data_share(r.phases);
-  if (r.tokens_per_sample > 0) rec["tokens_per_s"] = r.samples_per_s * static_cast<double>(r.tokens_per_sample);
+  if (r.tokens_per_sample > 0)
+    rec["tokens_per_s"] = r.samples_per_s * static_cast<double>(r.tokens_per_sample);
   for (int p = 0; p < StepTimer::kNumPhases; ++p)
-    rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] = 1000 * r.phases[static_cast<size_t>(p)] / r.steps;
+    rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] =
+        1000 * r.phases[static_cast<size_t>(p)] / r.steps;
   if (r.loss_scale > 0) rec["loss_scale"] = r.loss_scale;
   if (r.grad_norm >= 0) rec["grad_norm"] = r.grad_norm;
   rec["param_mib"] = r.param_mib;

@@ -18,20 +18,20 @@ namespace ddptrain {
 struct StepReport {
   int epoch = 0;
   int64_t step_in_epoch = 0, steps_per_epoch = 0;  // of the epoch (a resumed one: of its rest)
-  int64_t global_step = 0, last_step = 0;           // of the whole run, resumes counted (last: unless stopped early)
-  double steps = 1;            // optimizer steps in the interval
-  double seconds = 0;          // the interval's wall time
-  double loss = 0;             // mean over ranks and micro-batches
+  int64_t global_step = 0, last_step = 0;  // of the whole run, resumes counted (last: unless stopped early)
+  double steps = 1;                        // optimizer steps in the interval
+  double seconds = 0;                      // the interval's wall time
+  double loss = 0;                         // mean over ranks and micro-batches
   double lr = 0;
-  double samples_per_s = 0;    // global
+  double samples_per_s = 0;       // global
   int64_t tokens_per_sample = 0;  // token data: block_size (tokens/s is shown); 0 for images
-  double mfu = 0;              // fraction of the peak; shown when has_peak
+  double mfu = 0;                 // fraction of the peak; shown when has_peak
   bool has_peak = false;
-  ReducerStats comm;           // totals over the interval
+  ReducerStats comm;  // totals over the interval
   MemoryStats mem;
   std::array<double, StepTimer::kNumPhases> phases{};  // seconds, totals over the interval
-  double loss_scale = 0;       // > 0: the GradScaler is on
-  double grad_norm = -1;       // >= 0: clipping is on
+  double loss_scale = 0;                               // > 0: the GradScaler is on
+  double grad_norm = -1;                               // >= 0: clipping is on
   // What this rank holds of the training state (Note [ZeRO stage 1]): the parameters, the
   // gradients (DDP's buckets and the parameters' gradients at the step), the optimizer state.
   double param_mib = 0, grad_mib = 0, optim_mib = 0;

@@ -25,7 +25,9 @@ Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx)
       path_(checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"),
       trace_(path_, ctx.rank()) {}
 
-void Profiler::on_phase(const TrainState&, const PhaseEvent& e) { trace_.add(e.name, e.start, e.end, e.run_step); }
+void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
+  trace_.add(e.name, e.start, e.end, e.run_step);
+}
 
 void Profiler::on_step_end(const TrainState& s, const StepEvent&) {
   if (trace_.maybe_write(s.run_steps - 1))

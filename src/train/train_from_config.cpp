@@ -27,8 +27,8 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.prefetch_factor = cfg.data.prefetch_factor;
   o.seed = static_cast<uint64_t>(cfg.run.seed);
   o.channels_last = uses_channels_last(cfg.model);
-  o.lr_schedule =
-      cfg.effective_lr_schedule() == ScheduleChoice::kStepCosine ? LrSchedule::kStepCosine : LrSchedule::kEpochCosine;
+  o.lr_schedule = cfg.effective_lr_schedule() == ScheduleChoice::kStepCosine ? LrSchedule::kStepCosine
+                                                                             : LrSchedule::kEpochCosine;
   o.warmup_steps = cfg.optim.warmup_steps;
   o.min_lr_ratio = cfg.optim.min_lr_ratio;
   o.clip_grad_norm = cfg.optim.clip_grad_norm;
@@ -72,7 +72,8 @@ FitCheck fit_check(const TrainConfig& cfg, const DistContext& ctx) {
   c.run_forward = scripted || cfg.optim.loss != LossKind::kCrossEntropy;
   c.channels_last = uses_channels_last(cfg.model);
   c.device = ctx.device();
-  c.model_name = scripted ? str("--model_path='", cfg.model.model_path, "'") : str("--model ", cfg.model.model);
+  c.model_name =
+      scripted ? str("--model_path='", cfg.model.model_path, "'") : str("--model ", cfg.model.model);
   c.data_name = str("--dataset ", cfg.data.dataset);
   return c;
 }
@@ -84,13 +85,15 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   DataSplits data = make_datasets(cfg.data, token_spec(cfg.model), static_cast<uint64_t>(cfg.run.seed));
   log.info(str("dataset ", word(cfg.data.dataset), ": ", data.train->size(), " training samples",
                data.test ? str(", ", data.test->size(), " test samples") : std::string()));
-  if (cfg.data.augment) log.info("augmentation: " + augment_summary(cfg.data.dataset));  // Note [Augmentation is a pure function]
+  if (cfg.data.augment)
+    log.info("augmentation: " + augment_summary(cfg.data.dataset));  // Note [Augmentation is a pure function]
 
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.
   torch::manual_seed(static_cast<uint64_t>(cfg.run.seed));
-  std::shared_ptr<Model> model = build_model(cfg.model, data.train->shape(),
-                                             cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
+  std::shared_ptr<Model> model =
+      build_model(cfg.model, data.train->shape(),
+                  cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
   if (!cfg.run.init_from.empty() && cfg.run.resume_from.empty()) {
     const auto weights = read_weights_file(cfg.run.init_from, log);
     try {

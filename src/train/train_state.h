@@ -10,8 +10,8 @@
 #include <torch/optim/optimizer.h>
 
 #include "data/epoch_plan.h"
-#include "train/lr_horizon.h"
 #include "train/grad_scaler.h"
+#include "train/lr_horizon.h"
 
 namespace ddptrain {
 
@@ -24,14 +24,14 @@ struct TrainState {
   GradScaler& scaler;
   ShardedOptimizer* sharded = nullptr;  // --zero_stage 1: steps instead of optimizer (Note [ZeRO stage 1])
   const FullyShardedParams* fsdp = nullptr;  // --zero_stage 3: holds the parameters (Note [ZeRO stage 3])
-  int64_t global_step = 0;     // optimizer steps taken, over all runs of a resumed job
-  int epoch = 1;               // the epoch being trained (1-based)
-  int64_t micro_done = 0;      // micro-batches of that epoch trained
-  int64_t run_steps = 0;       // optimizer steps taken by this run
-  int64_t skipped_steps = 0;   // of this run, on inf/NaN gradients
-  double last_grad_norm = 0;   // of the last step, when clipping is on
-  int64_t grad_bytes = 0;      // of the parameters' gradients at the last optimizer step
-  int stopped_by_signal = 0;   // the agreed stop's signal, or 0
+  int64_t global_step = 0;                   // optimizer steps taken, over all runs of a resumed job
+  int epoch = 1;                             // the epoch being trained (1-based)
+  int64_t micro_done = 0;                    // micro-batches of that epoch trained
+  int64_t run_steps = 0;                     // optimizer steps taken by this run
+  int64_t skipped_steps = 0;                 // of this run, on inf/NaN gradients
+  double last_grad_norm = 0;                 // of the last step, when clipping is on
+  int64_t grad_bytes = 0;                    // of the parameters' gradients at the last optimizer step
+  int stopped_by_signal = 0;                 // the agreed stop's signal, or 0
   // Note [Resume at another world size]: the epoch's order, and what was done of it before this
   // run's part; the schedule's steps taken at another global batch, in this one's; the world
   // size of the checkpoint resumed from when it differs (else 0) and what it left of its epoch.

@@ -16,7 +16,9 @@ Objective Objective::classification() {
   o.loss = [](const at::Tensor& logits, const at::Tensor& targets) {
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
   };
-  o.correct = [](const at::Tensor& logits, const at::Tensor& targets) { return logits.argmax(-1).eq(targets).sum(); };
+  o.correct = [](const at::Tensor& logits, const at::Tensor& targets) {
+    return logits.argmax(-1).eq(targets).sum();
+  };
   return o;
 }
 
@@ -41,7 +43,8 @@ ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model,
   return r;
 }
 
-void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor& loss, int64_t group_size, bool reduce) {
+void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor& loss, int64_t group_size,
+              bool reduce) {
   std::optional<DistributedDataParallel::NoSyncGuard> local;
   if (!reduce) local.emplace(ddp);
   scaler.scale(loss / static_cast<double>(group_size)).backward();

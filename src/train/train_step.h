@@ -25,7 +25,8 @@ ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model,
 
 /// Backward of loss / group_size, scaled; `reduce`: DDP all-reduces the group's gradients
 /// (false: under no_sync).
-void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor& loss, int64_t group_size, bool reduce);
+void backward(DistributedDataParallel& ddp, GradScaler& scaler, const at::Tensor& loss, int64_t group_size,
+              bool reduce);
 
 /// Unscale, clip (clip_grad_norm > 0; the norm goes to state.last_grad_norm), step unless
 /// inf/NaN, update the scale, set the gradients to none. Counts the step in `state`; returns

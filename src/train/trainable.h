@@ -31,7 +31,7 @@ struct Trainable {
   std::function<at::Tensor(const at::Tensor&)> forward;
   int64_t flops_per_sample = 0;  // training FLOPs of one sample (forward and backward); 0 = no MFU
   std::string description;       // for the log
-  Units* units = nullptr;         // the module's units (Note [Units]); null: one root unit
+  Units* units = nullptr;        // the module's units (Note [Units]); null: one root unit
 };
 
 template <typename M, typename = void>
@@ -52,7 +52,8 @@ Trainable trainable(std::shared_ptr<M> module, int64_t flops_per_sample = 0, std
 }
 
 template <typename Impl>
-Trainable trainable(torch::nn::ModuleHolder<Impl> holder, int64_t flops_per_sample = 0, std::string description = "") {
+Trainable trainable(torch::nn::ModuleHolder<Impl> holder, int64_t flops_per_sample = 0,
+                    std::string description = "") {
   return trainable(holder.ptr(), flops_per_sample, std::move(description));
 }
 

@@ -58,13 +58,17 @@ const TrainerOptions& checked(const TrainerOptions& o) {
   at_least("eval_every", o.eval_every, 0);
   DDP_USAGE_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "TrainerOptions::min_lr_ratio=", o.min_lr_ratio,
                   " must be in [0, 1]");
-  DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0, "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
-  DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb, " must be > 0");
+  DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0,
+                  "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
+  DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb,
+                  " must be > 0");
   DDP_USAGE_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "TrainerOptions::zero_stage=", o.zero_stage,
                   " must be 0, 1, 2 or 3");
-  DDP_USAGE_CHECK(o.zero_stage < 2 || (o.comm_hook == CommHook::kNone && !o.gradient_as_bucket_view),
-                  "zero_stage ", o.zero_stage, " keeps only this rank's gradient shard: it does not combine with a "
-                  "compression hook (--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
+  DDP_USAGE_CHECK(
+      o.zero_stage < 2 || (o.comm_hook == CommHook::kNone && !o.gradient_as_bucket_view), "zero_stage ",
+      o.zero_stage,
+      " keeps only this rank's gradient shard: it does not combine with a "
+      "compression hook (--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
   DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
                   "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
   return o;
@@ -99,7 +103,8 @@ struct Trainer::Run {
         sampler(sampler_options),
         loader(data, loader_options(t)),
         batches(loader.num_batches(sampler.num_samples())),
-        steps_per_epoch((batches + t.opts_.grad_accum_steps - 1) / t.opts_.grad_accum_steps),  // Note [Partial accumulation groups]
+        steps_per_epoch((batches + t.opts_.grad_accum_steps - 1) /
+                        t.opts_.grad_accum_steps),  // Note [Partial accumulation groups]
         vote(t.ctx_, t.opts_.stop_requested),
         sums(t.ctx_.device()) {}
   static LoaderOptions loader_options(const Trainer& t) {
@@ -120,14 +125,14 @@ struct Trainer::Run {
   std::shared_ptr<CheckpointPolicy> checkpoints;
   int start_epoch = 1;
   int64_t start_micro = 0;
-  std::optional<EpochPlan> rest;  // the resumed epoch, planned at another world size
+  std::optional<EpochPlan> rest;             // the resumed epoch, planned at another world size
   std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
   double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
 };
 
-Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts,
-                 Objective objective)
+Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
+                 TrainerOptions opts, Objective objective)
     : ctx_(ctx),
       model_(std::move(model)),
       optimizer_(optimizer),
@@ -135,19 +140,22 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
       start_((ctx.log().info(str("model ", model_.description, ": ",
-                                 with_commas(static_cast<double>(count_parameters(*model_.module))), " parameters")),
+                                 with_commas(static_cast<double>(count_parameters(*model_.module))),
+                                 " parameters")),
               measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision(opts_)))),
       ddp_(std::make_unique<DistributedDataParallel>(
           model_.module, ctx, ddp_options(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
-      scaler_({start_.precision.grad_scaler, opts_.scaler_init_scale, 2.0, 0.5, opts_.scaler_growth_interval}),
+      scaler_(
+          {start_.precision.grad_scaler, opts_.scaler_init_scale, 2.0, 0.5, opts_.scaler_growth_interval}),
       state_{*model_.module, optimizer_, scaler_},
       parts_(training_parts(*model_.module, optimizer_)) {
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
   // rank converts the same way. See Note [Channels last].
   if (opts_.channels_last) to_channels_last(*model_.module);
-  ctx.log().info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ", ctx.device().str(),
-                     ", ", ddp_->num_buckets(), " gradient buckets, ", at::get_num_threads(),
-                     " intra-op threads per rank", opts_.channels_last ? ", channels-last layout" : ""));
+  ctx.log().info(str("DDP: world ", ctx.world_size(), ", backend ", ctx.backend_name(), ", device ",
+                     ctx.device().str(), ", ", ddp_->num_buckets(), " gradient buckets, ",
+                     at::get_num_threads(), " intra-op threads per rank",
+                     opts_.channels_last ? ", channels-last layout" : ""));
   if (opts_.zero_stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero_stage >= 1) shard_optimizer();
 }
@@ -173,8 +181,9 @@ void Trainer::shard_parameters() {
     };
   }
   const size_t units = f->buckets().size();
-  ctx_.log().info(str("ZeRO stage 3: the parameters are sharded in ", units, units == 1 ? " unit (" : " units (",
-                      model_.units ? model_.units->size() : 0, " named by the model, and the root)"));
+  ctx_.log().info(str("ZeRO stage 3: the parameters are sharded in ", units,
+                      units == 1 ? " unit (" : " units (", model_.units ? model_.units->size() : 0,
+                      " named by the model, and the root)"));
 }
 
 // The whole parameters on every rank (a collective under zero_stage 3), e.g. after fit().
@@ -187,13 +196,15 @@ void Trainer::gather_parameters() {
 // shard files or a stage-0 archive (Note [Optimizer shard files]).
 void Trainer::shard_optimizer() {
   if (!ctx_.communicates()) {
-    ctx_.log().warn(str("zero_stage ", opts_.zero_stage, " at world 1: nothing to shard over one rank, so it trains ",
-                        "and holds memory as stage 0 (it shards once the run has more ranks, e.g. a resume at world 2)"));
+    ctx_.log().warn(
+        str("zero_stage ", opts_.zero_stage, " at world 1: nothing to shard over one rank, so it trains ",
+            "and holds memory as stage 0 (it shards once the run has more ranks, e.g. a resume at world 2)"));
     return;
   }
   std::function<at::Tensor(size_t)> shard_values;
   if (fsdp_) shard_values = [f = fsdp_.get()](size_t b) { return f->shard(b); };
-  sharded_ = std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_, shard_values);
+  sharded_ =
+      std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_, shard_values);
   if (opts_.zero_stage >= 2)  // Note [ZeRO stage 2]
     sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); });
   state_.sharded = sharded_.get();
@@ -201,7 +212,9 @@ void Trainer::shard_optimizer() {
     if (part.name != "optimizer") continue;
     ShardedOptimizer* s = sharded_.get();  // Note [Optimizer shard files]
     part.save_more = [s, name = part.name](const PartFiles& files) { s->save_shards(name, files); };
-    part.load_more = [s, name = part.name](const PartFiles& files) { s->load_shards(name, files, files.dir); };
+    part.load_more = [s, name = part.name](const PartFiles& files) {
+      s->load_shards(name, files, files.dir);
+    };
   }
   ctx_.log().info(str("ZeRO stage ", opts_.zero_stage, ": each rank holds the optimizer state",
                       opts_.zero_stage >= 2 ? " and the averaged gradients" : "",
@@ -211,12 +224,15 @@ void Trainer::shard_optimizer() {
 
 // The optimizer's state (from the shards under zero_stage >= 1, a bucket at a time: a collective).
 std::string Trainer::optimizer_fingerprint_hex() {
-  return hex_fingerprint(sharded_ ? optimizer_fingerprint(*sharded_, optimizer_) : optimizer_fingerprint(optimizer_));
+  return hex_fingerprint(sharded_ ? optimizer_fingerprint(*sharded_, optimizer_)
+                                  : optimizer_fingerprint(optimizer_));
 }
 
 Trainer::~Trainer() = default;
 
-void Trainer::add_callback(std::shared_ptr<Callback> callback) { user_callbacks_.push_back(std::move(callback)); }
+void Trainer::add_callback(std::shared_ptr<Callback> callback) {
+  user_callbacks_.push_back(std::move(callback));
+}
 
 void Trainer::add_checkpoint_part(CheckpointPart part) { parts_.push_back(std::move(part)); }
 
@@ -231,13 +247,14 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   DDP_USAGE_CHECK(run.batches > 0, "an epoch has no full batch per rank (", run.sampler.num_samples(),
                   " samples, --batch_size=", opts_.batch_size, "); lower --batch_size or add data");
   if (const int64_t left = run.sampler.num_samples() % opts_.batch_size; left != 0)
-    log.info(opts_.drop_last ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
-                                   " (a partial batch; --no-drop_last trains it)")
-                             : str("each epoch's last batch holds ", left, left == 1 ? " sample" : " samples",
-                                   " per rank (--no-drop_last)"));
+    log.info(opts_.drop_last
+                 ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
+                       " (a partial batch; --no-drop_last trains it)")
+                 : str("each epoch's last batch holds ", left, left == 1 ? " sample" : " samples",
+                       " per rank (--no-drop_last)"));
   if (run.batches % K != 0)
-    log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K, " micro-batches instead of ", K,
-                 " (its loss is averaged over ", run.batches % K, ")"));
+    log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K,
+                 " micro-batches instead of ", K, " (its loss is averaged over ", run.batches % K, ")"));
   const DatasetShape shape = train.shape();
   log.info(str("data: ", train.size(), " samples, ", run.steps_per_epoch, " steps per epoch, global batch ",
                static_cast<int64_t>(opts_.batch_size) * K * ctx_.world_size(),
@@ -259,7 +276,8 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
   log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
   const double global_batch = static_cast<double>(opts_.batch_size) * K * ctx_.world_size();
-  result.samples_per_s = run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
+  result.samples_per_s =
+      run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
   return result;
 }
 
@@ -269,7 +287,8 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
                  at::get_num_threads()};
   std::vector<std::shared_ptr<Callback>> c{
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
-  if (!opts_.trace_samples_dir.empty()) c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
+  if (!opts_.trace_samples_dir.empty())
+    c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
   if (opts_.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint_dir, ctx_));
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_);
   c.push_back(run.checkpoints);
@@ -282,32 +301,36 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
 bool Trainer::resume(Run& run, TrainResult& result) {
   if (opts_.resume_from.empty()) return true;
   const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, parts_);
-  if (meta.extra.contains("grad_scaler")) scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
+  if (meta.extra.contains("grad_scaler"))
+    scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();
   const ResumePoint at = resume_point(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   run.start_micro = at.micro;  // in this run's batches
   run.rest = at.rest;
-  if (run.rest && run.rest->end < 0)  // a checkpoint from before plans were recorded (and --drop_last existed)
+  if (run.rest &&
+      run.rest->end < 0)  // a checkpoint from before plans were recorded (and --drop_last existed)
     run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
   state_.global_step = result.global_step = meta.global_step;
   state_.lr_step_offset = lr_step_offset(meta, world, opts_.batch_size, opts_.grad_accum_steps);
   if (meta.extra.contains("lr_horizon")) run.resumed_horizon = LrHorizon::from_json(meta.extra["lr_horizon"]);
   if (run.resumed_horizon) {  // the checkpoint's run's next learning rate, in its own steps
-    const double before = run.resumed_horizon->kind == LrSchedule::kEpochCosine
-                              ? run.start_epoch
-                              : static_cast<double>(meta.global_step) + meta.extra.value("lr_step_offset", 0.0);
+    const double before =
+        run.resumed_horizon->kind == LrSchedule::kEpochCosine
+            ? run.start_epoch
+            : static_cast<double>(meta.global_step) + meta.extra.value("lr_step_offset", 0.0);
     run.resumed_lr = scheduled_lr(*run.resumed_horizon, opts_, base_lr_, before);
   }
-  ctx_.log().info(str("resumed from ", opts_.resume_from, ": step ", meta.global_step, ", continuing at epoch ",
-                      run.start_epoch, run.rest ? std::string(" (its rest)") : str(" micro-batch ", run.start_micro)));
+  ctx_.log().info(str("resumed from ", opts_.resume_from, ": step ", meta.global_step,
+                      ", continuing at epoch ", run.start_epoch,
+                      run.rest ? std::string(" (its rest)") : str(" micro-batch ", run.start_micro)));
   if (meta.world_size != world) {  // Note [Resume at another world size]
     state_.resumed_from_world = meta.world_size;
     state_.samples_left_in_epoch = run.rest ? run.rest->end - run.rest->done : 0;
-    ctx_.log().info(str("resumed at world ", world, " from a checkpoint written at world ", meta.world_size, ": ",
-                        with_commas(static_cast<double>(state_.samples_left_in_epoch)), " samples left in epoch ",
-                        run.start_epoch));
+    ctx_.log().info(str("resumed at world ", world, " from a checkpoint written at world ", meta.world_size,
+                        ": ", with_commas(static_cast<double>(state_.samples_left_in_epoch)),
+                        " samples left in epoch ", run.start_epoch));
   }
   result.nothing_to_train = nothing_left_to_train(opts_, meta.global_step, run.start_epoch);
   if (result.nothing_to_train.empty()) return true;
@@ -376,7 +399,8 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
 bool Trainer::train_epoch(Run& run) {
   const int epoch = state_.epoch;
   const int64_t K = opts_.grad_accum_steps;
-  if (opts_.lr_schedule == LrSchedule::kEpochCosine) set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
+  if (opts_.lr_schedule == LrSchedule::kEpochCosine)
+    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
   const int64_t first_micro = start_epoch_data(run, epoch);
   const int64_t batches = run.pos.batches;
   model_.module->train();
@@ -406,7 +430,8 @@ bool Trainer::train_epoch(Run& run) {
       std::vector<at::Tensor> extra{at::zeros({3}, at::TensorOptions().device(ctx_.device()))};
       ctx_.broadcast(extra, 0, "injected fault: a broadcast only this rank issues");
     }
-    ForwardResult f = forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
+    ForwardResult f =
+        forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
     if (opts_.faults.poison_loss(ctx_.rank(), state_.global_step + 1)) f.loss = f.loss * std::nan("");
     phase(run, StepTimer::kForward);
     flight.set_phase("backward", state_.global_step + 1);

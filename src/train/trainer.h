@@ -39,16 +39,17 @@ namespace ddptrain {
 struct TrainResult {
   double test_accuracy = -1;  // of the last evaluation; -1 without one (or without Objective::correct)
   double test_loss = -1;
-  bool evaluated = false;     // an evaluation completed
-  double train_loss = 0;      // mean over all ranks of the last epoch's micro-batch losses (this run's)
+  bool evaluated = false;       // an evaluation completed
+  double train_loss = 0;        // mean over all ranks of the last epoch's micro-batch losses (this run's)
   std::string last_epoch_part;  // "micro-batches 11-16 of 16 of epoch 1" when this run trained part of it
   int64_t global_step = 0;
-  double samples_per_s = 0;   // global, over the whole run's training steps
+  double samples_per_s = 0;  // global, over the whole run's training steps
   std::string last_checkpoint;
-  std::string fingerprint;       // hash of all parameters and buffers (train/fingerprint.h)
-  std::string optimizer_fingerprint;  // hash of the optimizer's state (under zero_stage >= 1 from the shards: a collective)
-  std::string nothing_to_train;  // why a resumed run had nothing left to train, or ""
-  int stopped_by_signal = 0;     // the signal that stopped training early, or 0
+  std::string fingerprint;            // hash of all parameters and buffers (train/fingerprint.h)
+  std::string optimizer_fingerprint;  // hash of the optimizer's state (under zero_stage >= 1 from the shards:
+                                      // a collective)
+  std::string nothing_to_train;       // why a resumed run had nothing left to train, or ""
+  int stopped_by_signal = 0;          // the signal that stopped training early, or 0
 };
 
 class Trainer {
@@ -56,8 +57,8 @@ class Trainer {
   /// Measures what the options leave to measurement (precision, bucket size: collectives)
   /// and wraps the module in DDP (a broadcast from rank 0). `optimizer` is over the module's
   /// parameters; its learning rate is the base of the schedule.
-  Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts = {},
-          Objective objective = Objective::classification());
+  Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
+          TrainerOptions opts = {}, Objective objective = Objective::classification());
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

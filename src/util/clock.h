@@ -8,7 +8,9 @@ namespace ddptrain {
 
 using Clock = std::chrono::steady_clock;
 
-inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 /// Wall-clock seconds since the Unix epoch: for records other processes compare (metrics,
 /// flight records, a launcher reading a rank's progress), not for durations.

@@ -39,8 +39,7 @@ std::optional<long long> get_int(const std::string& name, long long min, long lo
   if (!s) return std::nullopt;
   long long v = 0;
   DDP_USAGE_CHECK(parse_int(*s, &v), "environment variable ", name, "='", *s,
-                  "' is not an integer; set it to a whole number in [", min, ", ", max,
-                  "] or unset it");
+                  "' is not an integer; set it to a whole number in [", min, ", ", max, "] or unset it");
   DDP_USAGE_CHECK(v >= min && v <= max, "environment variable ", name, "=", v,
                   " is out of range; it must be in [", min, ", ", max, "]");
   return v;

@@ -43,17 +43,21 @@ std::string concat(const Args&... args) {
 }  // namespace ddptrain
 
 /// Throws UsageError with the concatenated message when cond is false.
-#define DDP_USAGE_CHECK(cond, ...) \
-  do { if (!(cond)) throw ::ddptrain::UsageError(::ddptrain::detail::concat(__VA_ARGS__)); } while (0)
+#define DDP_USAGE_CHECK(cond, ...)                                                      \
+  do {                                                                                  \
+    if (!(cond)) throw ::ddptrain::UsageError(::ddptrain::detail::concat(__VA_ARGS__)); \
+  } while (0)
 
 /// Throws Error with the concatenated message when cond is false.
-#define DDP_CHECK(cond, ...) \
-  do { if (!(cond)) throw ::ddptrain::Error(::ddptrain::detail::concat(__VA_ARGS__)); } while (0)
+#define DDP_CHECK(cond, ...)                                                       \
+  do {                                                                             \
+    if (!(cond)) throw ::ddptrain::Error(::ddptrain::detail::concat(__VA_ARGS__)); \
+  } while (0)
 
 /// Internal invariant: a failure is a ddptrain bug.
-#define DDP_ASSERT(cond, ...)                                                          \
-  do {                                                                                 \
-    if (!(cond))                                                                       \
-      ::ddptrain::detail::assert_fail(#cond, __FILE__, __LINE__,                       \
+#define DDP_ASSERT(cond, ...)                                                                     \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      ::ddptrain::detail::assert_fail(#cond, __FILE__, __LINE__,                                  \
                                       ::ddptrain::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -70,11 +70,14 @@ struct FaultPlan {
   /// Whether this rank's loss is poisoned in the micro-batches of optimizer step `step`.
   bool poison_loss(int rank, int64_t step) const { return rank == this->rank && step == nan_at_step; }
   /// Whether this rank issues a collective of its own before step `step`'s first forward.
-  bool extra_collective(int rank, int64_t step) const { return rank == this->rank && step == mismatch_at_step; }
+  bool extra_collective(int rank, int64_t step) const {
+    return rank == this->rank && step == mismatch_at_step;
+  }
   /// Called before each evaluation.
   void in_evaluation(int rank, int64_t epoch) const {
     if (rank == this->rank && epoch == throw_in_eval_epoch)
-      throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch ", epoch, "'s evaluation"));
+      throw Error(
+          detail::concat("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch ", epoch, "'s evaluation"));
   }
   /// Called by rank 0 at each stage of a checkpoint save.
   void in_save(int64_t global_step, const char* stage) const {

@@ -93,7 +93,8 @@ using GradAccumulator = decltype(torch::autograd::impl::grad_accumulator(std::de
 /// enabled=false leaves everything as it is.
 class AutocastGuard {
  public:
-  AutocastGuard(at::DeviceType device, at::ScalarType dtype, bool enabled) : device_(device), active_(enabled) {
+  AutocastGuard(at::DeviceType device, at::ScalarType dtype, bool enabled)
+      : device_(device), active_(enabled) {
     if (!active_) return;
     prev_enabled_ = is_enabled(device_);
     prev_dtype_ = get_dtype(device_);
@@ -131,14 +132,20 @@ class AutocastGuard {
 #if TORCH_VERSION_MAJOR >= 2
     at::autocast::set_autocast_enabled(d, on);
 #else
-    if (d == at::kCUDA) at::autocast::set_enabled(on); else at::autocast::set_cpu_enabled(on);
+    if (d == at::kCUDA)
+      at::autocast::set_enabled(on);
+    else
+      at::autocast::set_cpu_enabled(on);
 #endif
   }
   static void set_dtype(at::DeviceType d, at::ScalarType t) {
 #if TORCH_VERSION_MAJOR >= 2
     at::autocast::set_autocast_dtype(d, t);
 #else
-    if (d == at::kCUDA) at::autocast::set_autocast_gpu_dtype(t); else at::autocast::set_autocast_cpu_dtype(t);
+    if (d == at::kCUDA)
+      at::autocast::set_autocast_gpu_dtype(t);
+    else
+      at::autocast::set_autocast_cpu_dtype(t);
 #endif
   }
   at::DeviceType device_;

@@ -25,7 +25,9 @@ namespace {
 
 class Cuda : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(torch::cuda::is_available()) << "no CUDA device: these tests need a GPU"; }
+  void SetUp() override {
+    ASSERT_TRUE(torch::cuda::is_available()) << "no CUDA device: these tests need a GPU";
+  }
 };
 
 const at::Device kGpu(at::kCUDA, 0);

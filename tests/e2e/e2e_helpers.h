@@ -21,16 +21,17 @@ namespace ddptrain::e2e {
 // --amp_dtype auto's measured choice is not the test's subject there (see Note [Precision
 // chosen by measurement]; E2E.AutoPrecisionIsMeasuredAndKeptByAResume tests it).
 inline std::vector<std::string> tiny_train(const std::string& ckpt, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {"train", "--dataset_size", "256", "--image_size", "8", "--width", "0.125",
-                                "--batch_size", "16", "--num_workers", "1", "--epochs", "2", "--lr", "0.05",
-                                "--log_interval", "4", "--checkpoint_dir", ckpt, "--threads", "1", "--no-use_amp"};
+  std::vector<std::string> a = {"train", "--dataset_size", "256",  "--image_size",   "8", "--width",
+                                "0.125", "--batch_size",   "16",   "--num_workers",  "1", "--epochs",
+                                "2",     "--lr",           "0.05", "--log_interval", "4", "--checkpoint_dir",
+                                ckpt,    "--threads",      "1",    "--no-use_amp"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
 inline std::vector<std::string> launch(int nproc, int port, const std::vector<std::string>& worker) {
-  std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", std::to_string(nproc),
-                                "--master_port", std::to_string(port)};
+  std::vector<std::string> a = {
+      binary(), "launch", "--nproc_per_node", std::to_string(nproc), "--master_port", std::to_string(port)};
   a.insert(a.end(), worker.begin(), worker.end());
   return a;
 }
@@ -48,7 +49,8 @@ inline std::map<int, std::string> fingerprints(const std::string& out) {
 // The loss of every step line, in order, printed on one line under `title`.
 inline std::vector<double> step_losses(const std::string& out, const char* title) {
   std::vector<double> losses;
-  for (const auto& l : lines_with(out, " | loss ")) losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
+  for (const auto& l : lines_with(out, " | loss "))
+    losses.push_back(std::stod(l.substr(l.find(" | loss ") + 8)));
   std::printf("%s:", title);
   for (double v : losses) std::printf(" %.4f", v);
   std::printf("\n");

@@ -23,13 +23,13 @@ class MultiNode : public ::testing::Test {
     const std::string v0 = "dv" + tag_ + "a", v1 = "dv" + tag_ + "b";
     ifname_[0] = v0;
     ifname_[1] = v1;
-    for (const std::string& cmd : {"ip netns add " + ns_[0], "ip netns add " + ns_[1],
-                                   "ip link add " + v0 + " type veth peer name " + v1,
-                                   "ip link set " + v0 + " netns " + ns_[0], "ip link set " + v1 + " netns " + ns_[1],
-                                   "ip -n " + ns_[0] + " addr add 10.213.0.1/24 dev " + v0,
-                                   "ip -n " + ns_[1] + " addr add 10.213.0.2/24 dev " + v1,
-                                   "ip -n " + ns_[0] + " link set " + v0 + " up", "ip -n " + ns_[1] + " link set " + v1 + " up",
-                                   "ip -n " + ns_[0] + " link set lo up", "ip -n " + ns_[1] + " link set lo up"}) {
+    for (const std::string& cmd :
+         {"ip netns add " + ns_[0], "ip netns add " + ns_[1],
+          "ip link add " + v0 + " type veth peer name " + v1, "ip link set " + v0 + " netns " + ns_[0],
+          "ip link set " + v1 + " netns " + ns_[1], "ip -n " + ns_[0] + " addr add 10.213.0.1/24 dev " + v0,
+          "ip -n " + ns_[1] + " addr add 10.213.0.2/24 dev " + v1,
+          "ip -n " + ns_[0] + " link set " + v0 + " up", "ip -n " + ns_[1] + " link set " + v1 + " up",
+          "ip -n " + ns_[0] + " link set lo up", "ip -n " + ns_[1] + " link set lo up"}) {
       ProcResult r = run({"/bin/sh", "-c", cmd}, {}, 30);
       ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
     }

@@ -27,7 +27,8 @@ int decode(int status) {
   return WEXITSTATUS(status);
 }
 
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+[[noreturn]] void exec_child(const std::vector<std::string>& argv,
+                             const std::map<std::string, std::string>& env) {
   ::setpgid(0, 0);
   for (const auto& [k, v] : env) {
     if (v.empty())
@@ -45,7 +46,8 @@ int decode(int status) {
 
 }  // namespace
 
-ProcResult run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, int timeout_s) {
+ProcResult run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               int timeout_s) {
   int p[2];
   if (::pipe(p) != 0) throw std::runtime_error("pipe failed");
   auto t0 = Clock::now();
@@ -72,8 +74,10 @@ ProcResult run(const std::vector<std::string>& argv, const std::map<std::string,
       if (::poll(&pf, 1, 100) > 0) {
         char buf[8192];
         ssize_t n = ::read(p[0], buf, sizeof(buf));
-        if (n > 0) r.output.append(buf, static_cast<size_t>(n));
-        else open = false;
+        if (n > 0)
+          r.output.append(buf, static_cast<size_t>(n));
+        else
+          open = false;
       }
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

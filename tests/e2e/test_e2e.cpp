@@ -39,40 +39,54 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"train", "--unknown_flag"}, {}, "unknown option '--unknown_flag'"},
       {{"train", "--epochs", "two"}, {}, "--epochs='two' is not an integer"},
       {{"train", "--config", "/no/such.toml"}, {}, "--config='/no/such.toml' does not exist"},
-      {{"train", "--dataset", "fashion-mnist", "--data_dir", "/no/such/dir"}, {}, "--data_dir='/no/such/dir' has no"},
+      {{"train", "--dataset", "fashion-mnist", "--data_dir", "/no/such/dir"},
+       {},
+       "--data_dir='/no/such/dir' has no"},
       {{"train", "--backend", "nccl"}, {}, "--backend=nccl needs CUDA"},
       {{"train", "--cpu_heap_keep_mb", "4096"}, {}, "--cpu_heap_keep_mb=4096 must be in -1..2047"},
       {{"train"}, {{"RANK", "5"}, {"WORLD_SIZE", "2"}}, "RANK=5 must be < WORLD_SIZE=2"},
       {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "x"}}, "WORLD_SIZE='x' is not an integer"},
       {{"train"}, {{"RANK", "0"}}, "RANK and WORLD_SIZE must be set together"},
-      {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}}, "MASTER_PORT is not set"},
+      {{"train"},
+       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}},
+       "MASTER_PORT is not set"},
       {{"launch", "--nproc_per_node", "0", "train"}, {}, "--nproc_per_node=0 must be >= 1"},
       {{"launch", "--nproc_per_node", "2", "train", "--batch_size", "-3"}, {}, "--batch_size=-3 must be > 0"},
       {{"launch", "--nproc_per_node", "2"}, {}, "launch needs the worker command"},
       {{"frobnicate"}, {}, "unknown command 'frobnicate'"},
       // Flags the chosen dataset or model does not use (they were ignored without a word; a
       // folder of their own, so that a run that is not refused leaves the build folder alone).
-      {{"train", "--model", "gpt", "--dataset", "tokens", "--data_path", source_dir() + "/README.md", "--max_steps", "1",
-        "--checkpoint_dir", unused_ck},
-       {}, "is the text file of --dataset text; --dataset tokens is synthetic tokens"},
-      {{"train", "--model", "gpt", "--dataset", "text", "--data_path", source_dir() + "/README.md", "--data_dir", "/tmp",
+      {{"train", "--model", "gpt", "--dataset", "tokens", "--data_path", source_dir() + "/README.md",
         "--max_steps", "1", "--checkpoint_dir", unused_ck},
-       {}, "--data_dir='/tmp': --dataset text reads no folder"},
-      {{"train", "--n_layer", "2", "--max_steps", "1", "--checkpoint_dir", unused_ck}, {},
+       {},
+       "is the text file of --dataset text; --dataset tokens is synthetic tokens"},
+      {{"train", "--model", "gpt", "--dataset", "text", "--data_path", source_dir() + "/README.md",
+        "--data_dir", "/tmp", "--max_steps", "1", "--checkpoint_dir", unused_ck},
+       {},
+       "--data_dir='/tmp': --dataset text reads no folder"},
+      {{"train", "--n_layer", "2", "--max_steps", "1", "--checkpoint_dir", unused_ck},
+       {},
        "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model mini_resnet"},
-      {{"train", "--dataset", "fashion-mnist", "--num_classes", "5", "--max_steps", "1", "--checkpoint_dir", unused_ck}, {},
+      {{"train", "--dataset", "fashion-mnist", "--num_classes", "5", "--max_steps", "1", "--checkpoint_dir",
+        unused_ck},
+       {},
        "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset fashion-mnist"},
-      {{"train", "--dataset", "fashion-mnist", "--dataset_size", "100", "--max_steps", "1", "--checkpoint_dir", unused_ck},
-       {}, "--dataset_size=100 sizes the generated"},
+      {{"train", "--dataset", "fashion-mnist", "--dataset_size", "100", "--max_steps", "1",
+        "--checkpoint_dir", unused_ck},
+       {},
+       "--dataset_size=100 sizes the generated"},
       {{"inspect", "sampler", "--rank", "4", "--world_size", "2"}, {}, "--rank=4 must be in [0, 2)"},
-      {{"inspect", "loader", "--dataset", "imagenet"}, {}, "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
+      {{"inspect", "loader", "--dataset", "imagenet"},
+       {},
+       "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {binary()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     ProcResult r = run(argv, c.env, 60);
     EXPECT_EQ(r.exit_code, 2) << c.expect << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos)
+        << "expected: " << c.expect << "\ngot: " << r.output;
     EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   }
 }
@@ -84,7 +98,8 @@ TEST(E2E, HelpNamesEveryCommandAndInspectTarget) {
   for (const char* c : {"train", "launch", "export", "plot", "eval"})
     EXPECT_NE(help.output.find(std::string("  ") + c + " "), std::string::npos) << c << "\n" << help.output;
   for (const char* what : {"sampler", "model", "loader", "hang"})
-    EXPECT_NE(help.output.find(std::string("ddptrain inspect ") + what), std::string::npos) << what << "\n" << help.output;
+    EXPECT_NE(help.output.find(std::string("ddptrain inspect ") + what), std::string::npos) << what << "\n"
+                                                                                            << help.output;
 }
 
 TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
@@ -96,8 +111,9 @@ TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
     std::istringstream h(line.substr(0, line.find(':')));
     std::string n, w, r, sh, seed, ep, dl;
     h >> n >> w >> r >> sh >> seed >> ep >> dl;
-    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", n, "--world_size", w,
-                                     "--rank", r, "--seed", seed, "--epoch", ep};
+    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", n,    "--world_size",
+                                     w,        "--rank",  r,         "--seed",        seed, "--epoch",
+                                     ep};
     if (sh == "0") argv.push_back("--no-shuffle");
     if (dl == "1") argv.push_back("--drop_last");
     ProcResult res = run(argv, {}, 30);
@@ -110,8 +126,8 @@ TEST(E2E, InspectSamplerPrintsPyTorchIndices) {
   EXPECT_EQ(checked, 12);
   // Without --seed it shows what train's default seed (42) gives.
   auto indices = [&](std::vector<std::string> seed) {
-    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", "10", "--world_size", "3",
-                                     "--rank", "1", "--epoch", "1"};
+    std::vector<std::string> argv = {binary(), "inspect", "sampler", "--dataset_len", "10", "--world_size",
+                                     "3",      "--rank",  "1",       "--epoch",       "1"};
     argv.insert(argv.end(), seed.begin(), seed.end());
     ProcResult res = run(argv, {}, 30);
     EXPECT_EQ(res.exit_code, 0) << res.output;
@@ -134,8 +150,9 @@ TEST(E2E, TwoRanksTrainAgreeAndPythonLoadsTheCheckpoint) {
   for (const char* d : {"/epoch_0001", "/epoch_0002"})
     for (const char* f : {"/model.pt", "/optimizer.pt", "/meta.json", "/config.json"})
       EXPECT_TRUE(fs::exists(ckpt + d + f)) << d << f;
-  ProcResult py = run({python(), source_dir() + "/tests/python/check_state_dict.py",
-                       ckpt + "/epoch_0002/model.pt", "0.125"}, {}, 120);
+  ProcResult py = run(
+      {python(), source_dir() + "/tests/python/check_state_dict.py", ckpt + "/epoch_0002/model.pt", "0.125"},
+      {}, 120);
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_NE(py.output.find("OK"), std::string::npos) << py.output;
 }
@@ -162,9 +179,9 @@ TEST(E2E, SameSeedSameBitsAndResumeEqualsUninterrupted) {
 TEST(E2E, MetricsFileMfuAndInspectModel) {
   const std::string dir = fresh_dir("metrics");
   const std::string path = dir + "/run/metrics.jsonl";
-  ProcResult r = run(launch(2, free_port(), tiny_train(dir, {"--epochs", "2", "--metrics_file", path,
-                                                              "--tensorboard_dir", dir + "/tb", "--grad_scaler", "on",
-                                                              "--clip_grad_norm", "5"})),
+  ProcResult r = run(launch(2, free_port(),
+                            tiny_train(dir, {"--epochs", "2", "--metrics_file", path, "--tensorboard_dir",
+                                             dir + "/tb", "--grad_scaler", "on", "--clip_grad_norm", "5"})),
                      {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "peak for MFU: CPU peak measured at start-up on 1 threads").empty())
@@ -182,9 +199,9 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
     last_step = j.at("step").get<int64_t>();
     if (kind == "step") {
       ++steps;
-      for (const char* k : {"loss", "lr", "samples_per_s", "ms_per_step", "mfu", "comm_wait_ms", "peak_mem_mib",
-                            "data_ms", "fwd_ms", "bwd_ms", "opt_ms", "data_wait_share", "loss_scale", "grad_norm",
-                            "allreduces_per_step", "allreduce_mib_per_step"})
+      for (const char* k : {"loss", "lr", "samples_per_s", "ms_per_step", "mfu", "comm_wait_ms",
+                            "peak_mem_mib", "data_ms", "fwd_ms", "bwd_ms", "opt_ms", "data_wait_share",
+                            "loss_scale", "grad_norm", "allreduces_per_step", "allreduce_mib_per_step"})
         EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
       EXPECT_GT(j.at("mfu").get<double>(), 0.0) << line;
       EXPECT_LT(j.at("mfu").get<double>(), 1.0) << line;
@@ -201,7 +218,8 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
     } else {
       ASSERT_EQ(kind, "epoch") << line;
       ++epochs;
-      for (const char* k : {"train_loss", "train_acc", "epoch_s", "peak_mem_mib_per_rank", "peak_rss_mib_per_rank"})
+      for (const char* k :
+           {"train_loss", "train_acc", "epoch_s", "peak_mem_mib_per_rank", "peak_rss_mib_per_rank"})
         EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
       EXPECT_EQ(j.at("peak_mem_mib_per_rank").size(), 2u) << line;
       ASSERT_EQ(j.at("peak_rss_mib_per_rank").size(), 2u) << line;
@@ -217,8 +235,9 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
 
   // TensorBoard's own reader (PyPI tensorboard, kept apart from torch's numpy) finds the
   // same numbers in the event file.
-  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py", dir + "/tb", path},
-                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  ProcResult tb =
+      run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py", dir + "/tb", path},
+          {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
   EXPECT_EQ(tb.exit_code, 0) << tb.output;
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 
@@ -236,8 +255,10 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   EXPECT_EQ(count_of(cmp, "<polyline"), 2u * 4u)
       << "2 runs x (train loss, train accuracy, samples/s, MFU); synthetic data has no test split";
   EXPECT_NE(cmp.find("other train"), std::string::npos) << "no legend per run";
-  ProcResult xml = run({python(), "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('XML OK')",
-                        dir + "/cmp.svg"}, {}, 60);
+  ProcResult xml =
+      run({python(), "-c", "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1]); print('XML OK')",
+           dir + "/cmp.svg"},
+          {}, 60);
   EXPECT_NE(xml.output.find("XML OK"), std::string::npos) << xml.output;
   EXPECT_EQ(run({binary(), "plot", dir + "/missing.jsonl", "-o", dir + "/x.svg"}, {}, 60).exit_code, 2);
   // Two files of one name in two folders are told apart by their folder; the output's folder
@@ -246,7 +267,8 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   fs::create_directories(dir + "/b");
   fs::copy_file(path, dir + "/a/m.jsonl");
   fs::copy_file(path, dir + "/b/m.jsonl");
-  ProcResult p3 = run({binary(), "plot", dir + "/a/m.jsonl", dir + "/b/m.jsonl", "-o", dir + "/new/sub/ab.svg"}, {}, 60);
+  ProcResult p3 =
+      run({binary(), "plot", dir + "/a/m.jsonl", dir + "/b/m.jsonl", "-o", dir + "/new/sub/ab.svg"}, {}, 60);
   ASSERT_EQ(p3.exit_code, 0) << p3.output;
   const std::string ab = read_text(dir + "/new/sub/ab.svg");
   EXPECT_NE(ab.find("a/m train"), std::string::npos) << "runs of a/m.jsonl and b/m.jsonl look alike";
@@ -266,12 +288,15 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
 
 TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
   const std::string dir = fresh_dir("progress");
-  const std::string cmd = binary() + " train --dataset_size 256 --image_size 8 --width 0.125 --batch_size 16 "
-                          "--num_workers 1 --epochs 1 --threads 1 --log_interval 4 --checkpoint_dir " + dir;
+  const std::string cmd = binary() +
+                          " train --dataset_size 256 --image_size 8 --width 0.125 --batch_size 16 "
+                          "--num_workers 1 --epochs 1 --threads 1 --log_interval 4 --checkpoint_dir " +
+                          dir;
   // `script` runs the command on a pseudo-terminal, as a user's shell would.
   ProcResult tty = run({"script", "-qfec", cmd, "/dev/null"}, {{"TERM", "xterm"}}, 120);
   ASSERT_EQ(tty.exit_code, 0) << tty.output;
-  EXPECT_NE(tty.output.find("\r\033[Kepoch 1 [##############################] 16/16  ETA 0:00"), std::string::npos)
+  EXPECT_NE(tty.output.find("\r\033[Kepoch 1 [##############################] 16/16  ETA 0:00"),
+            std::string::npos)
       << tty.output;
   EXPECT_TRUE(lines_with(tty.output, "ms/step").empty()) << "step lines on a terminal: " << tty.output;
   EXPECT_FALSE(lines_with(tty.output, "epoch 1 done").empty()) << tty.output;
@@ -285,15 +310,22 @@ TEST(E2E, EvalCountsTheTestSetOnceForAnyWorldSize) {
   // Train 1 epoch on Fashion-MNIST (a slice: --max_steps), then evaluate the checkpoint at
   // world 1, 2 and 3: every run counts exactly the 10,000 test images and agrees.
   const std::string ckpt = fresh_dir("eval");
-  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
-                      "--max_steps", "20", "--lr", "0.05", "--num_workers", "1", "--eval_every", "0",
-                      "--checkpoint_dir", ckpt}, {}, 300);
+  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size",
+                      "64", "--max_steps", "20", "--lr", "0.05", "--num_workers", "1", "--eval_every", "0",
+                      "--checkpoint_dir", ckpt},
+                     {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_TRUE(lines_with(t.output, "test acc").empty()) << "--eval_every 0 evaluated: " << t.output;
   std::vector<std::string> accs;
   for (int world : {1, 2, 3}) {
     std::vector<std::string> eval = {"eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256"};
-    ProcResult r = world == 1 ? run([&] { auto a = eval; a.insert(a.begin(), binary()); return a; }(), {}, 300)
+    ProcResult r = world == 1 ? run(
+                                    [&] {
+                                      auto a = eval;
+                                      a.insert(a.begin(), binary());
+                                      return a;
+                                    }(),
+                                    {}, 300)
                               : run(launch(world, free_port(), eval), {}, 300);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto l = lines_with(r.output, "test split: 10000 samples");
@@ -309,7 +341,8 @@ TEST(E2E, EvalCountsTheTestSetOnceForAnyWorldSize) {
 TEST(E2E, SingleProcessByDefault) {
   std::string ckpt = fresh_dir("single");
   std::vector<std::string> argv = {binary()};
-  auto t = tiny_train(ckpt, {"--epochs", "1", "--max_steps", "6", "--log_interval", "1", "--enable_profiling"});
+  auto t =
+      tiny_train(ckpt, {"--epochs", "1", "--max_steps", "6", "--log_interval", "1", "--enable_profiling"});
   argv.insert(argv.end(), t.begin(), t.end());
   ProcResult r = run(argv, {}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -337,9 +370,10 @@ TEST(E2E, SingleProcessByDefault) {
 
 TEST(E2E, SyncBatchNormAndAccumulationKeepReplicasBitwiseEqual) {
   std::string ckpt = fresh_dir("syncbn");
-  ProcResult r = run(launch(2, free_port(), tiny_train(ckpt, {"--epochs", "1", "--sync_bn", "--grad_accum_steps", "2",
-                                                               "--ddp_comm_hook", "fp16", "--gradient_as_bucket_view",
-                                                               "--bucket_cap_mb", "0.01", "--first_bucket_mb", "0.001"})),
+  ProcResult r = run(launch(2, free_port(),
+                            tiny_train(ckpt, {"--epochs", "1", "--sync_bn", "--grad_accum_steps", "2",
+                                              "--ddp_comm_hook", "fp16", "--gradient_as_bucket_view",
+                                              "--bucket_cap_mb", "0.01", "--first_bucket_mb", "0.001"})),
                      {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto fp = fingerprints(r.output);
@@ -355,11 +389,13 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
   const int port = free_port();
   // A NaN in rank 1's loss at step 3: the all-reduce spreads it, every rank skips step 3,
   // the scale backs off, and the replicas stay bitwise equal.
-  ProcResult nan = run(launch(2, port, tiny_train(fresh_dir("amp_nan"), {"--epochs", "1", "--grad_scaler", "on",
-                                                                          "--clip_grad_norm", "1.0"})),
+  ProcResult nan = run(launch(2, port,
+                              tiny_train(fresh_dir("amp_nan"), {"--epochs", "1", "--grad_scaler", "on",
+                                                                "--clip_grad_norm", "1.0"})),
                        {{"DDPTRAIN_FAULT_NAN_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_EQ(nan.exit_code, 0) << nan.output;
-  EXPECT_EQ(lines_with(nan.output, "optimizer step 3 skipped: inf/NaN gradients; loss scale now 32768").size(), 2u)
+  EXPECT_EQ(
+      lines_with(nan.output, "optimizer step 3 skipped: inf/NaN gradients; loss scale now 32768").size(), 2u)
       << nan.output;
   EXPECT_EQ(lines_with(nan.output, "skipped:").size(), 2u) << "only step 3 is skipped: " << nan.output;
   EXPECT_FALSE(lines_with(nan.output, "1 steps skipped (inf/NaN)").empty()) << nan.output;
@@ -381,8 +417,10 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
 
   // A partial accumulation group ends each epoch: 256 samples / 2 ranks / batch 16 = 8
   // micro-batches, K = 3 -> steps of 3, 3 and 2.
-  ProcResult acc = run(launch(2, port, tiny_train(fresh_dir("acc_partial"), {"--epochs", "1", "--grad_accum_steps", "3",
-                                                                             "--log_interval", "1"})), {}, 300);
+  ProcResult acc = run(launch(2, port,
+                              tiny_train(fresh_dir("acc_partial"), {"--epochs", "1", "--grad_accum_steps",
+                                                                    "3", "--log_interval", "1"})),
+                       {}, 300);
   ASSERT_EQ(acc.exit_code, 0) << acc.output;
   EXPECT_FALSE(lines_with(acc.output, "accumulates 2 micro-batches instead of 3").empty()) << acc.output;
   EXPECT_FALSE(lines_with(acc.output, "epoch 1 step 3/3").empty()) << acc.output;
@@ -394,8 +432,8 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
 TEST(E2E, DropLastIsAFlag) {
   for (bool drop : {true, false}) {
     const std::string ck = fresh_dir(drop ? "drop_last" : "no_drop_last");
-    std::vector<std::string> a = tiny_train(ck, {"--epochs", "1", "--dataset_size", "250", "--eval_every", "0",
-                                                 "--metrics_file", ck + "/m.jsonl"});
+    std::vector<std::string> a = tiny_train(ck, {"--epochs", "1", "--dataset_size", "250", "--eval_every",
+                                                 "0", "--metrics_file", ck + "/m.jsonl"});
     if (!drop) a.push_back("--no-drop_last");
     a.insert(a.begin(), binary());
     ProcResult r = run(a, {}, 120);
@@ -422,9 +460,11 @@ nlohmann::json run_record(const std::string& metrics_path) {
 
 TEST(E2E, Bf16OnCpuTrainsFashionMnist) {
   const std::string dir = fresh_dir("bf16");
-  ProcResult r = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.25", "--batch_size", "64",
-                      "--lr", "0.05", "--max_steps", "50", "--log_interval", "10", "--amp_dtype", "bf16",
-                      "--num_workers", "1", "--checkpoint_dir", dir, "--metrics_file", dir + "/m.jsonl"}, {}, 300);
+  ProcResult r = run({binary(),           "train", "--dataset",      "fashion-mnist", "--width",       "0.25",
+                      "--batch_size",     "64",    "--lr",           "0.05",          "--max_steps",   "50",
+                      "--log_interval",   "10",    "--amp_dtype",    "bf16",          "--num_workers", "1",
+                      "--checkpoint_dir", dir,     "--metrics_file", dir + "/m.jsonl"},
+                     {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "precision: bf16 autocast").empty()) << r.output;
   EXPECT_EQ(run_record(dir + "/m.jsonl").at("precision"), "bf16");
@@ -439,8 +479,10 @@ TEST(E2E, Bf16OnCpuTrainsFashionMnist) {
 TEST(E2E, AutoPrecisionIsMeasuredAndKeptByAResume) {
   const int port = free_port();
   const std::string fresh = fresh_dir("auto_fresh"), dir = fresh_dir("auto_resume");
-  ProcResult r = run(launch(2, port, tiny_train(fresh, {"--use_amp", "--epochs", "1", "--metrics_file",
-                                                        fresh + "/m.jsonl"})), {}, 300);
+  ProcResult r =
+      run(launch(2, port,
+                 tiny_train(fresh, {"--use_amp", "--epochs", "1", "--metrics_file", fresh + "/m.jsonl"})),
+          {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto measured = run_record(fresh + "/m.jsonl");
   const std::string chosen = measured.at("precision"), why = measured.at("precision_why");
@@ -452,15 +494,19 @@ TEST(E2E, AutoPrecisionIsMeasuredAndKeptByAResume) {
   EXPECT_EQ(nlohmann::json::parse(read_text(fresh + "/epoch_0001/meta.json")).at("precision"), chosen);
 
   // Started in bf16, resumed with auto: bf16, from the checkpoint.
-  ProcResult first = run(launch(2, port, tiny_train(dir, {"--use_amp", "--amp_dtype", "bf16", "--epochs", "1"})), {}, 300);
+  ProcResult first =
+      run(launch(2, port, tiny_train(dir, {"--use_amp", "--amp_dtype", "bf16", "--epochs", "1"})), {}, 300);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  ProcResult resumed = run(launch(2, port, tiny_train(dir, {"--use_amp", "--resume_from", "auto", "--metrics_file",
-                                                            dir + "/m.jsonl"})), {}, 300);
+  ProcResult resumed =
+      run(launch(2, port,
+                 tiny_train(dir, {"--use_amp", "--resume_from", "auto", "--metrics_file", dir + "/m.jsonl"})),
+          {}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const auto kept = run_record(dir + "/m.jsonl");
   EXPECT_EQ(kept.at("precision"), "bf16");
   EXPECT_NE(kept.at("precision_why").get<std::string>().find("as chosen when the resumed run started"),
-            std::string::npos) << kept;
+            std::string::npos)
+      << kept;
 }
 
 // GPT on byte-level text (the GPL-3 text Debian ships in base-files), world 2, AdamW with
@@ -471,11 +517,38 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
   const std::string text = "/usr/share/common-licenses/GPL-3";
   ASSERT_TRUE(fs::is_regular_file(text)) << text << " is missing (Debian's base-files package)";
   auto gpt = [&](const std::string& ckpt, std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train", "--model", "gpt", "--gpt_preset", "debug", "--dataset", "text",
-                                  "--data_path", text, "--batch_size", "8", "--optimizer", "adamw", "--lr", "3e-3",
-                                  "--warmup_steps", "5", "--weight_decay", "0.1", "--epochs", "2",
-                                  "--max_steps", "50", "--log_interval", "10", "--num_workers", "1",
-                                  "--threads", "1", "--no-use_amp", "--checkpoint_dir", ckpt};
+    std::vector<std::string> a = {"train",
+                                  "--model",
+                                  "gpt",
+                                  "--gpt_preset",
+                                  "debug",
+                                  "--dataset",
+                                  "text",
+                                  "--data_path",
+                                  text,
+                                  "--batch_size",
+                                  "8",
+                                  "--optimizer",
+                                  "adamw",
+                                  "--lr",
+                                  "3e-3",
+                                  "--warmup_steps",
+                                  "5",
+                                  "--weight_decay",
+                                  "0.1",
+                                  "--epochs",
+                                  "2",
+                                  "--max_steps",
+                                  "50",
+                                  "--log_interval",
+                                  "10",
+                                  "--num_workers",
+                                  "1",
+                                  "--threads",
+                                  "1",
+                                  "--no-use_amp",
+                                  "--checkpoint_dir",
+                                  ckpt};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
@@ -494,20 +567,22 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "25"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_NE(first.exit_code, 0) << first.output;
   ASSERT_TRUE(fs::is_directory(b + "/step_00000020")) << first.output;
-  ProcResult resumed =
-      run(launch(2, port, gpt(b, {"--save_every_steps", "20", "--resume_from", b + "/step_00000020"})), {}, 300);
+  ProcResult resumed = run(
+      launch(2, port, gpt(b, {"--save_every_steps", "20", "--resume_from", b + "/step_00000020"})), {}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
   // ddptrain eval on the saved GPT: the validation split, once.
   // Reported as training reports it (#28 item 8): val loss and perplexity, also in --metrics_file.
-  ProcResult ev = run({binary(), "eval", "--checkpoint", a + "/epoch_0001", "--threads", "1", "--metrics_file",
-                       a + "/eval.jsonl"}, {}, 120);
+  ProcResult ev = run({binary(), "eval", "--checkpoint", a + "/epoch_0001", "--threads", "1",
+                       "--metrics_file", a + "/eval.jsonl"},
+                      {}, 120);
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_FALSE(lines_with(ev.output, "validation split: 54 sequences | val loss ").empty()) << ev.output;
   const auto evals = read_jsonl(a + "/eval.jsonl");
   ASSERT_EQ(evals.size(), 1u) << ev.output;
   EXPECT_EQ(evals[0].at("kind").get<std::string>(), "eval");
   EXPECT_EQ(evals[0].at("samples").get<int64_t>(), 54);
-  EXPECT_NEAR(evals[0].at("val_perplexity").get<double>(), std::exp(evals[0].at("val_loss").get<double>()), 1e-9);
+  EXPECT_NEAR(evals[0].at("val_perplexity").get<double>(), std::exp(evals[0].at("val_loss").get<double>()),
+              1e-9);
   EXPECT_FALSE(evals[0].contains("test_acc")) << "no accuracy for a language model";
 }

@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Every index traced in `epoch` by runs of `world`, micro-batches below micro_to (-1: all).
-void collect(const std::vector<std::string>& files, int world, int epoch, int64_t micro_to, std::vector<int64_t>& out) {
+void collect(const std::vector<std::string>& files, int world, int epoch, int64_t micro_to,
+             std::vector<int64_t>& out) {
   for (const auto& f : files)
     for (const auto& run : read_sample_trace(f)) {
       if (run.world != world || !run.epochs.count(epoch)) continue;
@@ -41,11 +42,42 @@ void collect(const std::vector<std::string>& files, int world, int epoch, int64_
 }
 
 std::vector<std::string> train_args(const std::string& dir, const std::string& trace) {
-  return {"train", "--dataset_size", "4000", "--image_size", "8", "--width", "0.125", "--batch_size", "8",
-          "--num_workers", "1", "--epochs", "4", "--lr", "0.05", "--log_interval", "20", "--threads", "1",
-          "--no-use_amp", "--eval_every", "0", "--checkpoint_dir", dir + "/ck", "--save_every_steps", "20",
-          "--keep_checkpoints", "0", "--resume_from", "auto", "--dist_timeout_s", "30", "--metrics_file",
-          dir + "/m.jsonl", "--trace_samples_dir", trace};
+  return {"train",
+          "--dataset_size",
+          "4000",
+          "--image_size",
+          "8",
+          "--width",
+          "0.125",
+          "--batch_size",
+          "8",
+          "--num_workers",
+          "1",
+          "--epochs",
+          "4",
+          "--lr",
+          "0.05",
+          "--log_interval",
+          "20",
+          "--threads",
+          "1",
+          "--no-use_amp",
+          "--eval_every",
+          "0",
+          "--checkpoint_dir",
+          dir + "/ck",
+          "--save_every_steps",
+          "20",
+          "--keep_checkpoints",
+          "0",
+          "--resume_from",
+          "auto",
+          "--dist_timeout_s",
+          "30",
+          "--metrics_file",
+          dir + "/m.jsonl",
+          "--trace_samples_dir",
+          trace};
 }
 
 double now_unix() {
@@ -64,13 +96,37 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
 
   const std::string port = std::to_string(free_port()), addr[2] = {"10.213.0.1", "10.213.0.2"};
   auto node = [&](int n) {
-    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n],
-                                  "OMP_NUM_THREADS=1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", python(), "-m",
-                                  "torch.distributed.run", "--nnodes", "1:2",
-                                  "--nproc_per_node", "2", "--max_restarts", "3", "--rdzv_backend", "c10d",
-                                  "--rdzv_endpoint", addr[0] + ":" + port, "--rdzv_id", "elastic" + tag_,
-                                  "--rdzv_conf", std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
-                                  "--monitor_interval", "1", "--local_addr", addr[n], "--no-python", binary()};
+    std::vector<std::string> a = {"ip",
+                                  "netns",
+                                  "exec",
+                                  ns_[n],
+                                  "env",
+                                  "GLOO_SOCKET_IFNAME=" + ifname_[n],
+                                  "OMP_NUM_THREADS=1",
+                                  "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+                                  python(),
+                                  "-m",
+                                  "torch.distributed.run",
+                                  "--nnodes",
+                                  "1:2",
+                                  "--nproc_per_node",
+                                  "2",
+                                  "--max_restarts",
+                                  "3",
+                                  "--rdzv_backend",
+                                  "c10d",
+                                  "--rdzv_endpoint",
+                                  addr[0] + ":" + port,
+                                  "--rdzv_id",
+                                  "elastic" + tag_,
+                                  "--rdzv_conf",
+                                  std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
+                                  "--monitor_interval",
+                                  "1",
+                                  "--local_addr",
+                                  addr[n],
+                                  "--no-python",
+                                  binary()};
     const auto t = train_args(dir, dir + "/trace" + std::to_string(n));
     a.insert(a.end(), t.begin(), t.end());
     return a;
@@ -78,7 +134,8 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1), dir + "/node1.log");
   for (int i = 0; i < 1200 && !fs::exists(dir + "/ck/step_00000040"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(fs::exists(dir + "/ck/step_00000040")) << read_text(dir + "/node0.log") << read_text(dir + "/node1.log");
+  ASSERT_TRUE(fs::exists(dir + "/ck/step_00000040"))
+      << read_text(dir + "/node0.log") << read_text(dir + "/node1.log");
   const double died = now_unix();
   run({"/bin/sh", "-c", "ip netns pids " + ns_[1] + " | xargs -r kill -9"}, {}, 30);  // node 1 dies
   wait_for(n1, 10);
@@ -112,14 +169,17 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
       from_step = rec.at("step").get<int64_t>();
       resumed_at = rec.at("unix_time").get<double>();
     }
-    if (rec.value("kind", "") == "run" && rec.value("resumed_from_world", 0) == 2) grew = rec.value("world_size", 0) == 4;
+    if (rec.value("kind", "") == "run" && rec.value("resumed_from_world", 0) == 2)
+      grew = rec.value("world_size", 0) == 4;
     if (rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == 4) finished = grew;
   }
-  ASSERT_GE(from_step, 40) << "no run resumed at world 2 from the world-4 checkpoints: " << read_text(dir + "/node0.log");
+  ASSERT_GE(from_step, 40) << "no run resumed at world 2 from the world-4 checkpoints: "
+                           << read_text(dir + "/node0.log");
   EXPECT_TRUE(grew) << "the job did not grow back to world 4: " << read_text(dir + "/node0.log");
   EXPECT_TRUE(finished) << "the last epoch did not end at world 4";
-  std::printf("node 1 killed; node 0 training again at world 2 (from the checkpoint of step %lld) %.1f s later\n",
-              static_cast<long long>(from_step), resumed_at - died);
+  std::printf(
+      "node 1 killed; node 0 training again at world 2 (from the checkpoint of step %lld) %.1f s later\n",
+      static_cast<long long>(from_step), resumed_at - died);
 
   // Epoch 1: what world 4 trained up to the checkpoint, and what world 2 trained after it.
   char name[32];
@@ -128,7 +188,8 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   ASSERT_EQ(meta.at("epoch").get<int>(), 1) << "the kill must land in epoch 1";
   std::vector<std::string> files, ref_files;
   for (int n : {0, 1})
-    for (int r = 0; r < 4; ++r) files.push_back(dir + "/trace" + std::to_string(n) + "/rank" + std::to_string(r) + ".txt");
+    for (int r = 0; r < 4; ++r)
+      files.push_back(dir + "/trace" + std::to_string(n) + "/rank" + std::to_string(r) + ".txt");
   for (int r = 0; r < 4; ++r) ref_files.push_back(ref + "/trace/rank" + std::to_string(r) + ".txt");
   std::vector<int64_t> planned, covered;
   collect(ref_files, 4, 1, -1, planned);
@@ -138,11 +199,14 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   std::sort(planned.begin(), planned.end());
   std::sort(covered.begin(), covered.end());
   std::vector<int64_t> extra, missing;
-  std::set_difference(covered.begin(), covered.end(), planned.begin(), planned.end(), std::back_inserter(extra));
-  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(), std::back_inserter(missing));
-  std::printf("epoch 1: %zu samples planned at world 4, %zu trained there before the checkpoint, %zu at world 2 "
-              "after it; %zu missing, %zu repeated\n",
-              planned.size(), before, covered.size() - before, missing.size(), extra.size());
+  std::set_difference(covered.begin(), covered.end(), planned.begin(), planned.end(),
+                      std::back_inserter(extra));
+  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
+                      std::back_inserter(missing));
+  std::printf(
+      "epoch 1: %zu samples planned at world 4, %zu trained there before the checkpoint, %zu at world 2 "
+      "after it; %zu missing, %zu repeated\n",
+      planned.size(), before, covered.size() - before, missing.size(), extra.size());
   EXPECT_GT(before, 0u);
   EXPECT_TRUE(missing.empty());
   EXPECT_LT(extra.size(), 2u);

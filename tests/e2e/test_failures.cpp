@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   // 512 samples, world 2, batch 16: 16 steps per epoch; checkpoints every 5 steps.
   const int port = free_port();
-  std::vector<std::string> extra = {"--dataset_size", "512", "--save_every_steps", "5", "--keep_checkpoints", "2"};
+  std::vector<std::string> extra = {"--dataset_size",     "512", "--save_every_steps", "5",
+                                    "--keep_checkpoints", "2"};
   std::string a = fresh_dir("midepoch_a"), b = fresh_dir("midepoch_b");
   const std::string trace_a = fresh_dir("midepoch_trace_a"), trace_r = fresh_dir("midepoch_trace_r");
   auto traced = [](std::vector<std::string> args, const std::string& dir) {
@@ -63,7 +64,8 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
     ASSERT_EQ(all.size(), 32u);  // 2 epochs x 16 micro-batches
     ASSERT_EQ(after.size(), 32u - 10u) << "rank " << r;
     EXPECT_EQ(after.front().rfind("epoch 1 micro 10:", 0), 0u) << after.front();
-    EXPECT_TRUE(std::equal(after.begin(), after.end(), all.begin() + 10)) << "rank " << r << " saw other samples";
+    EXPECT_TRUE(std::equal(after.begin(), after.end(), all.begin() + 10))
+        << "rank " << r << " saw other samples";
   }
   EXPECT_FALSE(lines_with(resumed.output, "resuming from " + b + "/step_00000010").empty()) << resumed.output;
   EXPECT_FALSE(lines_with(resumed.output, "continuing at epoch 1 micro-batch 10").empty()) << resumed.output;
@@ -90,7 +92,8 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   std::string c = fresh_dir("midepoch_c");
   auto restart_cmd = launch(2, port, tiny_train(c, extra));
   restart_cmd.insert(restart_cmd.begin() + 2, {"--max_restarts", "1"});
-  ProcResult restarted = run(restart_cmd, {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult restarted =
+      run(restart_cmd, {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_NE(restarted.output.find("restarting the workers (restart 1 of 1) after rank 1"), std::string::npos)
       << restarted.output;
@@ -111,7 +114,8 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
   for (const std::string stage : {"files_written", "manifest_written", "renamed"}) {
     SCOPED_TRACE(stage);
     const std::string dir = fresh_dir("save_" + stage);
-    ProcResult killed = run(launch(2, port, tiny_train(dir, extra)), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", stage + "@10"}}, 300);
+    ProcResult killed =
+        run(launch(2, port, tiny_train(dir, extra)), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", stage + "@10"}}, 300);
     EXPECT_NE(killed.exit_code, 0) << killed.output;
     EXPECT_NE(killed.output.find("FAILED: rank 0"), std::string::npos) << killed.output;
     EXPECT_TRUE(fs::exists(dir + "/step_00000005/manifest.json")) << "the previous checkpoint was damaged";
@@ -121,7 +125,8 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
     EXPECT_EQ(fs::exists(dir + "/.tmp-step_00000010"), !complete);
     ProcResult resumed = resume_auto(dir);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    EXPECT_FALSE(lines_with(resumed.output, complete ? "step_00000010" : "step_00000005").empty()) << resumed.output;
+    EXPECT_FALSE(lines_with(resumed.output, complete ? "step_00000010" : "step_00000005").empty())
+        << resumed.output;
     EXPECT_FALSE(fs::exists(dir + "/.tmp-step_00000010")) << "leftover not cleaned";
     EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
   }
@@ -135,14 +140,17 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
   ASSERT_TRUE(fs::exists(dir + "/step_00000010/manifest.json")) << first.output;
   auto rerun = first_args;
   rerun.insert(rerun.end(), {"--resume_from", dir + "/step_00000005"});
-  ProcResult killed = run(launch(2, port, rerun), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", "old_moved_aside@10"}}, 300);
+  ProcResult killed =
+      run(launch(2, port, rerun), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", "old_moved_aside@10"}}, 300);
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_FALSE(fs::exists(dir + "/step_00000010"));
   EXPECT_TRUE(fs::exists(dir + "/.old-step_00000010/manifest.json"));
   ProcResult resumed = resume_auto(dir);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "restoring " + dir + "/.old-step_00000010").empty()) << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/step_00000010").empty()) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "restoring " + dir + "/.old-step_00000010").empty())
+      << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/step_00000010").empty())
+      << resumed.output;
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
 }
 
@@ -150,20 +158,24 @@ TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
   std::string ckpt = fresh_dir("budget");
   auto cmd = launch(2, free_port(), tiny_train(ckpt));
   cmd.insert(cmd.begin() + 2, {"--max_restarts", "2"});
-  ProcResult r = run(cmd, {{"DDPTRAIN_FAULT_THROW_AT_STEP", "1"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "-1"}},
-                     300);
-  std::printf("restart budget 2, a worker that always raises: exit %d after %.1f s (3 attempts)\n", r.exit_code,
-              r.seconds);
+  ProcResult r = run(
+      cmd,
+      {{"DDPTRAIN_FAULT_THROW_AT_STEP", "1"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "-1"}},
+      300);
+  std::printf("restart budget 2, a worker that always raises: exit %d after %.1f s (3 attempts)\n",
+              r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_with(r.output, "restarting the workers").size(), 2u) << r.output;  // 3 attempts in all
   EXPECT_NE(r.output.find("FAILED: rank 1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("root cause: [rank 1/2] injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step 1"),
-            std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("root cause: [rank 1/2] injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step 1"),
+      std::string::npos)
+      << r.output;
 }
 
 TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
-  const std::vector<std::string> job = {"train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                                        "--batch_size", "16", "--num_workers", "0"};
+  const std::vector<std::string> job = {"train", "--dataset_size", "64", "--image_size",  "8", "--width",
+                                        "0.125", "--batch_size",   "16", "--num_workers", "0"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {binary()};
     a.insert(a.end(), job.begin(), job.end());
@@ -174,7 +186,9 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     std::vector<std::string> v;
     for (const auto& e : fs::recursive_directory_iterator(root))
       v.push_back(e.path().string() + ":" +
-                  (e.is_regular_file() ? std::to_string(std::hash<std::string>{}(read_text(e.path().string()))) : "d"));
+                  (e.is_regular_file()
+                       ? std::to_string(std::hash<std::string>{}(read_text(e.path().string())))
+                       : "d"));
     std::sort(v.begin(), v.end());
     return v;
   };
@@ -184,7 +198,8 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     std::string expect;
     int world;
   } cases[] = {
-      {"truncated", [](const std::string& d) { fs::resize_file(d + "/model.pt", fs::file_size(d + "/model.pt") - 1); },
+      {"truncated",
+       [](const std::string& d) { fs::resize_file(d + "/model.pt", fs::file_size(d + "/model.pt") - 1); },
        "model.pt has", 1},
       {"flipped",
        [](const std::string& d) {
@@ -199,7 +214,9 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
        "optimizer.pt fails its CRC-32 check", 1},
       // (Another world size is no damage: Note [Resume at another world size], test_world_change.cpp.)
       {"rng states",
-       [](const std::string& d) { fs::resize_file(d + "/rng_states.bin", fs::file_size(d + "/rng_states.bin") / 2); },
+       [](const std::string& d) {
+         fs::resize_file(d + "/rng_states.bin", fs::file_size(d + "/rng_states.bin") / 2);
+       },
        "rng_states.bin", 2},
   };
   for (const auto& c : cases) {
@@ -211,13 +228,16 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     c.damage(dir);
     auto before = listing(ckpt);
     auto args = with({"--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir});
-    ProcResult r = c.world == 1 ? run(args, {}, 60)
-                                : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 60);
+    ProcResult r =
+        c.world == 1
+            ? run(args, {}, 60)
+            : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 60);
     std::printf("damaged checkpoint (%s): exit %d after %.1f s\n", c.name.c_str(), r.exit_code, r.seconds);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, 10.0);
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find(dir), std::string::npos) << "the error does not name the checkpoint: " << r.output;
+    EXPECT_NE(r.output.find(dir), std::string::npos)
+        << "the error does not name the checkpoint: " << r.output;
     EXPECT_EQ(listing(ckpt), before) << "a failed resume changed the checkpoint directory";
     if (c.world != 1) continue;
     // auto falls back to a fresh start (the only checkpoint is damaged) and says why.
@@ -251,7 +271,9 @@ TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
   ASSERT_NE(code, -1) << "launcher still running 60 s after a worker was killed";
   EXPECT_NE(code, 0);
   const std::string log = read_text(out);
-  EXPECT_NE(log.find("FAILED: rank 2 (pid " + std::to_string(victim) + ") was killed by signal 9"), std::string::npos) << log;
+  EXPECT_NE(log.find("FAILED: rank 2 (pid " + std::to_string(victim) + ") was killed by signal 9"),
+            std::string::npos)
+      << log;
   for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
 }
 
@@ -273,7 +295,8 @@ TEST(E2E, MasterPortInUseIsAClearErrorWithinTenSeconds) {
   std::printf("MASTER_PORT in use: exit %d after %.1f s\n", r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 10.0) << r.output;
-  EXPECT_NE(r.output.find("MASTER_PORT " + std::to_string(port) + " is already in use"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MASTER_PORT " + std::to_string(port) + " is already in use"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("root cause: [rank 0/2] MASTER_PORT"), std::string::npos) << r.output;
 }
 
@@ -291,16 +314,19 @@ TEST(E2E, AHungWorkerEndsTheJobWithinTimeoutPlusGrace) {
   EXPECT_LT(r.seconds, 3 + 2 + 20.0) << r.output;  // timeout + grace + start-up and 3 steps
   EXPECT_NE(r.output.find("FAILED: rank 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("buffer broadcast before forward (--broadcast_buffers) failed (gloo, timeout 3 s)"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("did not stop within 2 s of SIGTERM (hung?)"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << "a C++ backtrace in a user-facing error: " << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos)
+      << "a C++ backtrace in a user-facing error: " << r.output;
 }
 
 TEST(E2E, LauncherForwardsSigterm) {
   std::string ckpt = fresh_dir("sigterm");
   std::string out = ckpt + "/launch.log";
-  pid_t launcher = spawn(launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"})), out);
+  pid_t launcher = spawn(
+      launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"})), out);
   std::vector<pid_t> kids = wait_for_children(launcher, 2);
   ASSERT_EQ(kids.size(), 2u);
   // Signal only once training runs (before that, SIGTERM simply ends a worker).
@@ -332,7 +358,9 @@ TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {
     auto t = tiny_train(ckpt, {"--width", r == 0 ? "0.125" : "0.25", "--dist_timeout_s", "20"});
     argv.insert(argv.end(), t.begin(), t.end());
     pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
-                         {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                         {{"RANK", std::to_string(r)},
+                          {"WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "127.0.0.1"},
                           {"MASTER_PORT", port}}));
   }
   for (int r = 0; r < 2; ++r) {
@@ -355,20 +383,39 @@ TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {
 TEST(E2E, AnEvaluationThatFailsLosesNoTraining) {
   const std::string ck = fresh_dir("eval_fails");
   const auto gpt = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train", "--model", "gpt", "--gpt_preset", "debug", "--dataset", "text",
-                                  "--data_path", "/usr/share/common-licenses/GPL-3", "--batch_size", "8",
-                                  "--epochs", "2", "--num_workers", "1", "--threads", "1", "--no-use_amp",
-                                  "--checkpoint_dir", ck};
+    std::vector<std::string> a = {"train",
+                                  "--model",
+                                  "gpt",
+                                  "--gpt_preset",
+                                  "debug",
+                                  "--dataset",
+                                  "text",
+                                  "--data_path",
+                                  "/usr/share/common-licenses/GPL-3",
+                                  "--batch_size",
+                                  "8",
+                                  "--epochs",
+                                  "2",
+                                  "--num_workers",
+                                  "1",
+                                  "--threads",
+                                  "1",
+                                  "--no-use_amp",
+                                  "--checkpoint_dir",
+                                  ck};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   };
   ProcResult f = run(launch(2, free_port(), gpt({})), {{"DDPTRAIN_FAULT_THROW_IN_EVAL", "1"}}, 300);
   EXPECT_NE(f.exit_code, 0) << f.output;
-  EXPECT_NE(f.output.find("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch 1's evaluation"), std::string::npos)
+  EXPECT_NE(f.output.find("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch 1's evaluation"),
+            std::string::npos)
       << f.output;
   ASSERT_TRUE(fs::exists(ck + "/epoch_0001/manifest.json")) << f.output;
-  const auto epoch_steps = nlohmann::json::parse(read_text(ck + "/epoch_0001/meta.json")).at("global_step").get<int64_t>();
-  ProcResult r = run(launch(2, free_port(), gpt({"--resume_from", "auto", "--metrics_file", ck + "/m.jsonl"})), {}, 300);
+  const auto epoch_steps =
+      nlohmann::json::parse(read_text(ck + "/epoch_0001/meta.json")).at("global_step").get<int64_t>();
+  ProcResult r =
+      run(launch(2, free_port(), gpt({"--resume_from", "auto", "--metrics_file", ck + "/m.jsonl"})), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int64_t first_step = -1;
   for (const auto& rec : read_jsonl(ck + "/m.jsonl"))

@@ -25,9 +25,11 @@ namespace {
 
 // `ddptrain launch` of 2 ranks that kills the others 2 s after one fails (with --stall_s S > 0:
 // and watches for stalls).
-std::vector<std::string> launch_two(const std::vector<std::string>& worker, const std::string& stall_s = "0") {
-  std::vector<std::string> a = {binary(), "launch", "--nproc_per_node", "2", "--master_port",
-                                std::to_string(free_port()), "--kill_grace_s", "2", "--stall_s", stall_s};
+std::vector<std::string> launch_two(const std::vector<std::string>& worker,
+                                    const std::string& stall_s = "0") {
+  std::vector<std::string> a = {
+      binary(),         "launch", "--nproc_per_node", "2",    "--master_port", std::to_string(free_port()),
+      "--kill_grace_s", "2",      "--stall_s",        stall_s};
   a.insert(a.end(), worker.begin(), worker.end());
   return a;
 }
@@ -41,7 +43,8 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
   std::printf("rank 1 hangs after step 3: the job ended (exit %d) after %.1f s\n", r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 8 + 10 + 3) << r.output;  // --dist_timeout_s + 10 s, and the start-up
-  ASSERT_TRUE(fs::exists(ck + "/flight_rank1.json")) << "the hung rank's watchdog wrote nothing: " << r.output;
+  ASSERT_TRUE(fs::exists(ck + "/flight_rank1.json"))
+      << "the hung rank's watchdog wrote nothing: " << r.output;
   const nlohmann::json hung = nlohmann::json::parse(read_text(ck + "/flight_rank1.json"));
   EXPECT_EQ(hung.at("phase"), "optimizer");
   ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
@@ -49,7 +52,8 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
   EXPECT_NE(v.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos) << v.output;
   EXPECT_NE(v.output.find("rank 1 completed #"), std::string::npos) << v.output;
   EXPECT_NE(v.output.find("has been in optimizer (step 3)"), std::string::npos) << v.output;
-  EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos) << "the log gives no verdict";
+  EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos)
+      << "the log gives no verdict";
 }
 
 // Note [Stall seen by the launcher]: with --stall_s 3 the launcher ends a hang long before the
@@ -58,21 +62,25 @@ TEST(Flight, TheLauncherSeesAStallLongBeforeTheTimeout) {
   const std::string ck = fresh_dir("flight_stall");
   ProcResult r = run(launch_two(tiny_train(ck, {"--dist_timeout_s", "120"}), "3"),
                      {{"DDPTRAIN_FAULT_HANG_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 110);
-  std::printf("rank 1 hangs after step 3, --stall_s 3: the job ended (exit %d) after %.1f s\n", r.exit_code, r.seconds);
+  std::printf("rank 1 hangs after step 3, --stall_s 3: the job ended (exit %d) after %.1f s\n", r.exit_code,
+              r.seconds);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_LT(r.seconds, 40) << "the launcher did not act on the stall: " << r.output;
   for (int rank : {0, 1}) {
     const std::string path = ck + "/flight_rank" + std::to_string(rank) + ".json";
     ASSERT_TRUE(fs::exists(path)) << "rank " << rank << " wrote no record: " << r.output;
     const nlohmann::json rec = nlohmann::json::parse(read_text(path));
-    EXPECT_EQ(rec.at("reason").get<std::string>().rfind("the launcher saw a stall: rank 0 has waited ", 0), 0u) << rec;
+    EXPECT_EQ(rec.at("reason").get<std::string>().rfind("the launcher saw a stall: rank 0 has waited ", 0),
+              0u)
+        << rec;
     if (rank == 1) {
       EXPECT_EQ(rec.at("phase"), "optimizer");
     }
   }
   ProcResult v = run({binary(), "inspect", "hang", ck}, {}, 60);
   EXPECT_NE(v.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos) << v.output;
-  EXPECT_NE(r.output.find("launch: FAILED: the job stalled (rank 0 has waited "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: FAILED: the job stalled (rank 0 has waited "), std::string::npos)
+      << r.output;
 }
 
 TEST(Flight, AHealthyRunUnderAStallWatchIsLeftAlone) {
@@ -85,9 +93,9 @@ TEST(Flight, AHealthyRunUnderAStallWatchIsLeftAlone) {
 
 TEST(Flight, AStoppedRankIsNamedAsLeavingNoRecord) {
   const std::string ck = fresh_dir("flight_stop");
-  const std::vector<std::string> args = launch_two(tiny_train(
-      ck, {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "8", "--metrics_file", ck + "/m.jsonl",
-           "--log_interval", "1"}));
+  const std::vector<std::string> args =
+      launch_two(tiny_train(ck, {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "8",
+                                 "--metrics_file", ck + "/m.jsonl", "--log_interval", "1"}));
   const pid_t launcher = spawn(args, ck + "/out.log");
   const std::vector<pid_t> ranks = wait_for_children(launcher, 2, 60);
   ASSERT_EQ(ranks.size(), 2u);

@@ -35,14 +35,16 @@ std::map<std::string, std::vector<double>> golden_losses() {
 TEST(GoldenLosses, TinyRunsTrainAsRecorded) {
   const auto golden = golden_losses();
   ASSERT_EQ(golden.size(), 2u) << "tests/golden/step_losses.txt";
-  const std::vector<std::string> common = {"--dataset_size", "256", "--image_size", "8", "--width", "0.125",
-                                           "--batch_size", "16", "--num_workers", "1", "--epochs", "1", "--lr", "0.05",
-                                           "--log_interval", "1", "--threads", "1", "--no-use_amp", "--max_steps", "8"};
+  const std::vector<std::string> common = {
+      "--dataset_size", "256", "--image_size", "8",           "--width", "0.125", "--batch_size",   "16",
+      "--num_workers",  "1",   "--epochs",     "1",           "--lr",    "0.05",  "--log_interval", "1",
+      "--threads",      "1",   "--no-use_amp", "--max_steps", "8"};
   for (const auto& [name, want] : golden) {
     const std::string dir = fresh_dir("golden_" + name);
     std::vector<std::string> argv = {binary()};
     if (name == "w2_accum2")
-      argv.insert(argv.end(), {"launch", "--nproc_per_node", "2", "--master_port", std::to_string(free_port())});
+      argv.insert(argv.end(),
+                  {"launch", "--nproc_per_node", "2", "--master_port", std::to_string(free_port())});
     argv.push_back("train");
     argv.insert(argv.end(), common.begin(), common.end());
     argv.insert(argv.end(), {"--checkpoint_dir", dir, "--metrics_file", dir + "/m.jsonl"});

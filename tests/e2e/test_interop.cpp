@@ -33,9 +33,10 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
   // One step at a negligible lr: the parameters are still Python's (init seed 7, not ours 42).
   auto job = [&](const std::string& ckpt, std::vector<std::string> extra) {
-    std::vector<std::string> a = {binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                                  "--batch_size", "16", "--num_workers", "0", "--epochs", "1", "--max_steps", "1",
-                                  "--lr", "1e-30", "--checkpoint_dir", ckpt};
+    std::vector<std::string> a = {
+        binary(),       "train", "--dataset_size",   "64", "--image_size", "8", "--width",     "0.125",
+        "--batch_size", "16",    "--num_workers",    "0",  "--epochs",     "1", "--max_steps", "1",
+        "--lr",         "1e-30", "--checkpoint_dir", ckpt};
     a.insert(a.end(), extra.begin(), extra.end());
     return run(a, {}, 120);
   };
@@ -47,14 +48,16 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   EXPECT_EQ(same.exit_code, 0) << same.output;
   ProcResult fresh = job(dir + "/ck_fresh", {});  // the check can fail: without init_from it does
   ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
-  ProcResult differ = run({python(), py, "same_params", dir + "/init.pt",
-                           dir + "/ck_fresh/step_00000001/model.pt", "1e-12"}, {}, 120);
+  ProcResult differ =
+      run({python(), py, "same_params", dir + "/init.pt", dir + "/ck_fresh/step_00000001/model.pt", "1e-12"},
+          {}, 120);
   EXPECT_EQ(differ.exit_code, 1) << differ.output;
 
   // Export: pt for torch.load, safetensors read back by the safetensors package (PyPI).
   for (const std::string fmt : {"pt", "safetensors"}) {
-    ProcResult e = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", fmt, "--out",
-                        dir + "/weights." + fmt}, {}, 60);
+    ProcResult e = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", fmt,
+                        "--out", dir + "/weights." + fmt},
+                       {}, 60);
     ASSERT_EQ(e.exit_code, 0) << e.output;
   }
   ProcResult check = run({python(), py, "check_export", dir + "/weights.pt", dir + "/weights.safetensors"},
@@ -67,7 +70,9 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   // Refusals: a pickle that would run code, the wrong model, a missing file, a bad format.
   ProcResult evil_py = run({python(), "-c",
                             "import torch\nclass E:\n  def __reduce__(self): return (print, ('ran',))\n"
-                            "torch.save({'w': torch.zeros(1), 'e': E()}, '" + dir + "/evil.pt')"}, {}, 60);
+                            "torch.save({'w': torch.zeros(1), 'e': E()}, '" +
+                                dir + "/evil.pt')"},
+                           {}, 60);
   ASSERT_EQ(evil_py.exit_code, 0) << evil_py.output;
   ProcResult evil = job(dir + "/ck_evil", {"--init_from", dir + "/evil.pt"});
   EXPECT_EQ(evil.exit_code, 1) << evil.output;
@@ -76,20 +81,25 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
   ProcResult wrong = job(dir + "/ck_wrong", {"--init_from", dir + "/init.pt", "--width", "0.25"});
   EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("'stem.0.weight' has shape [8, 3, 3, 3] but the model expects [16, 3, 3, 3]"),
-            std::string::npos) << wrong.output;
+            std::string::npos)
+      << wrong.output;
   EXPECT_EQ(job(dir + "/ck_missing", {"--init_from", dir + "/nope.pt"}).exit_code, 2);
-  ProcResult bad = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", "onnx", "--out",
-                        dir + "/w.onnx"}, {}, 60);
+  ProcResult bad = run({binary(), "export", "--checkpoint", dir + "/ck/step_00000001", "--format", "onnx",
+                        "--out", dir + "/w.onnx"},
+                       {}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
   // --checkpoint as eval takes it: a --checkpoint_dir means its newest checkpoint; a missing
   // path or a file is a usage error saying so; --out's folder is created.
-  ProcResult from_dir = run({binary(), "export", "--checkpoint", dir + "/ck", "--out", dir + "/new/sub/w.pt"}, {}, 60);
+  ProcResult from_dir =
+      run({binary(), "export", "--checkpoint", dir + "/ck", "--out", dir + "/new/sub/w.pt"}, {}, 60);
   ASSERT_EQ(from_dir.exit_code, 0) << from_dir.output;
   EXPECT_EQ(read_text(dir + "/new/sub/w.pt"), read_text(dir + "/weights.pt"));
-  ProcResult missing = run({binary(), "export", "--checkpoint", dir + "/nope", "--out", dir + "/w2.pt"}, {}, 60);
+  ProcResult missing =
+      run({binary(), "export", "--checkpoint", dir + "/nope", "--out", dir + "/w2.pt"}, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
-  EXPECT_NE(missing.output.find("--checkpoint='" + dir + "/nope' does not exist"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("--checkpoint='" + dir + "/nope' does not exist"), std::string::npos)
+      << missing.output;
   ProcResult file = run({binary(), "export", "--checkpoint", model_pt, "--out", dir + "/w3.pt"}, {}, 60);
   EXPECT_EQ(file.exit_code, 2) << file.output;
   EXPECT_NE(file.output.find("is a file"), std::string::npos) << file.output;
@@ -103,12 +113,15 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
                        "    x = torch.randint(0, 256, (n, 1, 12, 12), dtype=torch.uint8, generator=g)\n"
                        "    y = torch.randint(0, 4, (n,), generator=g)\n"
                        "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + split + '.pt')\n"
-                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4, dtype=torch.int32)}, sys.argv[1] + '/bad.pt')\n",
-                       dir}, {}, 120);
+                       "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4, "
+                       "dtype=torch.int32)}, sys.argv[1] + '/bad.pt')\n",
+                       dir},
+                      {}, 120);
   ASSERT_EQ(py.exit_code, 0) << py.output;
   auto job = [&](const std::string& data_dir) {
-    return run({binary(), "train", "--dataset", "tensors", "--data_dir", data_dir, "--width", "0.125", "--batch_size",
-                "16", "--epochs", "1", "--num_workers", "1", "--checkpoint_dir", dir + "/ck"}, {}, 120);
+    return run({binary(), "train", "--dataset", "tensors", "--data_dir", data_dir, "--width", "0.125",
+                "--batch_size", "16", "--epochs", "1", "--num_workers", "1", "--checkpoint_dir", dir + "/ck"},
+               {}, 120);
   };
   ProcResult r = job(dir);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -130,34 +143,41 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
 // index), images of another size, another kind of label.
 TEST(E2E, ATestSplitThatDoesNotMatchTheTrainingSplitIsRefusedAtLoad) {
   const std::string dir = fresh_dir("tensors_bad_test");
-  ProcResult py = run({python(), "-c",
-                       "import os, sys, torch\n"
-                       "def save(case, x, y):\n"
-                       "    os.makedirs(sys.argv[1] + '/' + case, exist_ok=True)\n"
-                       "    torch.save({'images': torch.zeros(16, 1, 12, 12, dtype=torch.uint8),\n"
-                       "                'labels': torch.arange(16) % 4}, sys.argv[1] + '/' + case + '/train.pt')\n"
-                       "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + case + '/test.pt')\n"
-                       "y = torch.arange(8) % 4\n"
-                       "y[5] = 7\n"
-                       "save('label', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), y)\n"
-                       "save('size', torch.zeros(8, 1, 8, 8, dtype=torch.uint8), torch.arange(8) % 4)\n"
-                       "save('kind', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), torch.zeros(8))\n"
-                       "os.makedirs(sys.argv[1] + '/bare'); torch.save(torch.zeros(16, 1, 12, 12), sys.argv[1] + '/bare/train.pt')\n"
-                       "os.makedirs(sys.argv[1] + '/junk'); open(sys.argv[1] + '/junk/train.pt', 'w').write('not a zip')\n",
-                       dir}, {}, 120);
+  ProcResult py = run(
+      {python(), "-c",
+       "import os, sys, torch\n"
+       "def save(case, x, y):\n"
+       "    os.makedirs(sys.argv[1] + '/' + case, exist_ok=True)\n"
+       "    torch.save({'images': torch.zeros(16, 1, 12, 12, dtype=torch.uint8),\n"
+       "                'labels': torch.arange(16) % 4}, sys.argv[1] + '/' + case + '/train.pt')\n"
+       "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + case + '/test.pt')\n"
+       "y = torch.arange(8) % 4\n"
+       "y[5] = 7\n"
+       "save('label', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), y)\n"
+       "save('size', torch.zeros(8, 1, 8, 8, dtype=torch.uint8), torch.arange(8) % 4)\n"
+       "save('kind', torch.zeros(8, 1, 12, 12, dtype=torch.uint8), torch.zeros(8))\n"
+       "os.makedirs(sys.argv[1] + '/bare'); torch.save(torch.zeros(16, 1, 12, 12), sys.argv[1] + "
+       "'/bare/train.pt')\n"
+       "os.makedirs(sys.argv[1] + '/junk'); open(sys.argv[1] + '/junk/train.pt', 'w').write('not a zip')\n",
+       dir},
+      {}, 120);
   ASSERT_EQ(py.exit_code, 0) << py.output;
   const std::map<std::string, std::string> expected = {
       {"label", "label/test.pt': label 7 at index 5 is not a class of the training split"},
-      {"size", "size/test.pt': images of shape (1, 8, 8) but '" + dir + "/size/train.pt' trains on (1, 12, 12)"},
+      {"size",
+       "size/test.pt': images of shape (1, 8, 8) but '" + dir + "/size/train.pt' trains on (1, 12, 12)"},
       {"kind", "kind/test.pt': labels are float targets but '" + dir + "/kind/train.pt' has class indices"},
       // #28 item 7: the dataset's own hint, not the weights file's; LibTorch's miniz paragraph left out.
       {"bare", "bare/train.pt holds a single tensor, not a dict {\"images\": (N, C, H, W) tensor"},
-      {"junk", "junk/train.pt is not a readable torch.save archive (PytorchStreamReader failed reading zip archive: "}};
+      {"junk",
+       "junk/train.pt is not a readable torch.save archive (PytorchStreamReader failed reading zip "
+       "archive: "}};
   for (const auto& [name, message] : expected) {
     const std::string ck = dir + "/" + name + "_ck";
-    ProcResult r = run({binary(), "train", "--dataset", "tensors", "--data_dir", dir + "/" + name, "--width", "0.125",
-                        "--batch_size", "4", "--epochs", "1", "--checkpoint_dir", ck, "--metrics_file",
-                        ck + "/metrics.jsonl"}, {}, 120);
+    ProcResult r = run({binary(), "train", "--dataset", "tensors", "--data_dir", dir + "/" + name, "--width",
+                        "0.125", "--batch_size", "4", "--epochs", "1", "--checkpoint_dir", ck,
+                        "--metrics_file", ck + "/metrics.jsonl"},
+                       {}, 120);
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << name << ": " << r.output;
     EXPECT_FALSE(fs::exists(ck + "/metrics.jsonl")) << name << ": it trained before refusing";
@@ -167,32 +187,38 @@ TEST(E2E, ATestSplitThatDoesNotMatchTheTrainingSplitIsRefusedAtLoad) {
 
 TEST(E2E, RunsUnderTorchrun) {
   std::string ckpt = fresh_dir("torchrun");
-  std::vector<std::string> argv = {python(), source_dir() + "/tests/python/torchrun_wrapper.py",
-                                   "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-                                   "--master_port", std::to_string(free_port()), "--no_python", binary()};
+  std::vector<std::string> argv = {python(),           source_dir() + "/tests/python/torchrun_wrapper.py",
+                                   "--nproc_per_node", "2",
+                                   "--master_addr",    "127.0.0.1",
+                                   "--master_port",    std::to_string(free_port()),
+                                   "--no_python",      binary()};
   auto t = tiny_train(ckpt, {"--epochs", "1"});
   argv.insert(argv.end(), t.begin(), t.end());
   ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "DDP: world 2, backend gloo").empty()) << r.output;
   std::vector<std::string> fps;
-  for (const auto& l : lines_with(r.output, "parameter fingerprint: ")) fps.push_back(l.substr(l.rfind(' ') + 1));
+  for (const auto& l : lines_with(r.output, "parameter fingerprint: "))
+    fps.push_back(l.substr(l.rfind(' ') + 1));
   ASSERT_EQ(fps.size(), 2u) << r.output;
   EXPECT_EQ(fps[0], fps[1]);
   EXPECT_TRUE(fs::exists(ckpt + "/epoch_0001/model.pt"));
 
   // A worker that raises: torchrun's root-cause report quotes our error file.
   argv[7] = std::to_string(free_port());  // the --master_port value
-  ProcResult failed = run(argv, {{"OMP_NUM_THREADS", "1"}, {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
-                                 {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
-  std::printf("torchrun, rank 1 raises after step 2: exit %d after %.1f s\n", failed.exit_code, failed.seconds);
+  ProcResult failed = run(
+      argv, {{"OMP_NUM_THREADS", "1"}, {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"}, {"DDPTRAIN_FAULT_RANK", "1"}},
+      300);
+  std::printf("torchrun, rank 1 raises after step 2: exit %d after %.1f s\n", failed.exit_code,
+              failed.seconds);
   EXPECT_NE(failed.exit_code, 0) << failed.output;
   const size_t root = failed.output.find("Root Cause (first observed failure):");
   ASSERT_NE(root, std::string::npos) << failed.output;
   const std::string report = failed.output.substr(root);
   EXPECT_NE(report.find("rank      : 1 (local_rank: 1)"), std::string::npos) << report;
   EXPECT_NE(report.find("traceback : [rank 1/2] injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step 2"),
-            std::string::npos) << report;
+            std::string::npos)
+      << report;
 }
 
 // Note [An agent store of another torch]: this build under the torchrun of the other torch
@@ -208,14 +234,21 @@ TEST(E2E, UnderTheOtherTorchsTorchrunFailsInSeconds) {
     ASSERT_EQ(p.exit_code, 0) << p.output;
     other = p.output.substr(0, p.output.find_last_not_of("\n") + 1);
   }
-  std::vector<std::string> argv = {other, source_dir() + "/tests/python/torchrun_wrapper.py", "--nproc_per_node", "2",
-                                   "--master_addr", "127.0.0.1", "--master_port", std::to_string(free_port()),
-                                   "--no_python", binary()};
+  std::vector<std::string> argv = {other,
+                                   source_dir() + "/tests/python/torchrun_wrapper.py",
+                                   "--nproc_per_node",
+                                   "2",
+                                   "--master_addr",
+                                   "127.0.0.1",
+                                   "--master_port",
+                                   std::to_string(free_port()),
+                                   "--no_python",
+                                   binary()};
   auto t = tiny_train(fresh_dir("other_torchrun"), {"--epochs", "1"});  // --dist_timeout_s stays 600
   argv.insert(argv.end(), t.begin(), t.end());
   ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 120);
-  std::printf("the %s build under the other torch's torchrun: exit %d after %.1f s\n", build_is_1_13 ? "1.13" : "2.x",
-              r.exit_code, r.seconds);
+  std::printf("the %s build under the other torch's torchrun: exit %d after %.1f s\n",
+              build_is_1_13 ? "1.13" : "2.x", r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   // The store's first requests wait 10 s at most; the rest is two Pythons and torchrun starting:
   // 17-19 s alone on 2 cores, 36-91 s beside another multi-threaded test of the suite (ctest
@@ -223,17 +256,34 @@ TEST(E2E, UnderTheOtherTorchsTorchrunFailsInSeconds) {
   // otherwise wait.
   EXPECT_LT(r.seconds, 180.0) << r.output;
   EXPECT_NE(r.output.find("failed its first requests"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(build_is_1_13 ? "Run it under the torchrun of torch 1.13" : "Run it under the torchrun of torch 2."),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(build_is_1_13 ? "Run it under the torchrun of torch 1.13"
+                                        : "Run it under the torchrun of torch 2."),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(MultiNode, TwoNodesOverNetworkNamespaces) {
   std::string ckpt[2] = {fresh_dir("node0"), fresh_dir("node1") + "/ckpt"};
   std::string log0 = fresh_dir("node0_log") + "/out.log";
   auto node = [&](int n) {
-    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n], binary(),
-                                  "launch", "--nnodes", "2", "--node_rank", std::to_string(n), "--nproc_per_node", "1",
-                                  "--master_addr", "10.213.0.1", "--master_port", "29577"};
+    std::vector<std::string> a = {"ip",
+                                  "netns",
+                                  "exec",
+                                  ns_[n],
+                                  "env",
+                                  "GLOO_SOCKET_IFNAME=" + ifname_[n],
+                                  binary(),
+                                  "launch",
+                                  "--nnodes",
+                                  "2",
+                                  "--node_rank",
+                                  std::to_string(n),
+                                  "--nproc_per_node",
+                                  "1",
+                                  "--master_addr",
+                                  "10.213.0.1",
+                                  "--master_port",
+                                  "29577"};
     auto t = tiny_train(ckpt[n], {"--epochs", "1"});
     a.insert(a.end(), t.begin(), t.end());
     return a;
@@ -257,15 +307,31 @@ TEST_F(MultiNode, TwoNodesOverNetworkNamespaces) {
 
 TEST_F(MultiNode, TwoNodesOfTwoWorkersEqualOneHostOfFourAndAKilledHostEndsTheJob) {
   auto node = [&](int n, const std::string& ckpt, std::vector<std::string> extra) {
-    std::vector<std::string> a = {"ip", "netns", "exec", ns_[n], "env", "GLOO_SOCKET_IFNAME=" + ifname_[n], binary(),
-                                  "launch", "--nnodes", "2", "--node_rank", std::to_string(n), "--nproc_per_node", "2",
-                                  "--master_addr", "10.213.0.1", "--master_port", "29578"};
+    std::vector<std::string> a = {"ip",
+                                  "netns",
+                                  "exec",
+                                  ns_[n],
+                                  "env",
+                                  "GLOO_SOCKET_IFNAME=" + ifname_[n],
+                                  binary(),
+                                  "launch",
+                                  "--nnodes",
+                                  "2",
+                                  "--node_rank",
+                                  std::to_string(n),
+                                  "--nproc_per_node",
+                                  "2",
+                                  "--master_addr",
+                                  "10.213.0.1",
+                                  "--master_port",
+                                  "29578"};
     auto t = tiny_train(ckpt, extra);
     a.insert(a.end(), t.begin(), t.end());
     return a;
   };
   // World 4 on one host, then as 2 nodes x 2 workers: the same parameters, bitwise.
-  ProcResult single = run(launch(4, free_port(), tiny_train(fresh_dir("one_host4"), {"--epochs", "1"})), {}, 300);
+  ProcResult single =
+      run(launch(4, free_port(), tiny_train(fresh_dir("one_host4"), {"--epochs", "1"})), {}, 300);
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const std::string log0 = fresh_dir("node0_4_log") + "/out.log";
   pid_t node0 = spawn(node(0, fresh_dir("node0_4"), {"--epochs", "1"}), log0);
@@ -284,8 +350,10 @@ TEST_F(MultiNode, TwoNodesOfTwoWorkersEqualOneHostOfFourAndAKilledHostEndsTheJob
   for (int r : {2, 3}) EXPECT_EQ(fp1[r], fp_single[0]) << "rank " << r;
 
   // Kill node 1's launcher (SIGKILL: its workers die with it): node 0 ends, non-zero, in time.
-  const std::string log_a = fresh_dir("kill_node0_log") + "/out.log", log_b = fresh_dir("kill_node1_log") + "/out.log";
-  const std::vector<std::string> long_job = {"--dataset_size", "2000000", "--epochs", "1", "--dist_timeout_s", "20"};
+  const std::string log_a = fresh_dir("kill_node0_log") + "/out.log",
+                    log_b = fresh_dir("kill_node1_log") + "/out.log";
+  const std::vector<std::string> long_job = {"--dataset_size",   "2000000", "--epochs", "1",
+                                             "--dist_timeout_s", "20"};
   pid_t a = spawn(node(0, fresh_dir("kill_node0"), long_job), log_a);
   pid_t b = spawn(node(1, fresh_dir("kill_node1"), long_job), log_b);
   for (int i = 0; i < 600 && read_text(log_a).find("samples/s") == std::string::npos; ++i)

@@ -16,10 +16,13 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   const std::string marker = fresh_dir("launch_program") + "/rank0_printed";
   const std::string script =
       "echo \"contract $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $1\"; "
-      "if [ \"$RANK\" = 0 ]; then touch " + marker + "; fi; "
-      "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + marker + " ] && break; sleep 0.05; done; exit 3; fi";
-  ProcResult r = run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(port), "sh", "-c",
-                      script, "sh", "--help"},
+      "if [ \"$RANK\" = 0 ]; then touch " +
+      marker +
+      "; fi; "
+      "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " +
+      marker + " ] && break; sleep 0.05; done; exit 3; fi";
+  ProcResult r = run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(port),
+                      "sh", "-c", script, "sh", "--help"},
                      {}, 60);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   for (int rank : {0, 1}) {
@@ -28,8 +31,9 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("FAILED: rank 1"), std::string::npos) << r.output;
-  ProcResult ok = run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(free_port()), "true"},
-                      {}, 60);
+  ProcResult ok =
+      run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(free_port()), "true"},
+          {}, 60);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   ProcResult missing = run({binary(), "launch", "--nproc_per_node", "2", "no-such-program-xyz"}, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;

@@ -20,10 +20,32 @@ namespace {
 
 std::vector<std::string> script_train(const std::string& dir, const std::string& model_path,
                                       std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {"train", "--model", "torchscript", "--model_path", model_path, "--dataset_size", "64",
-                                "--image_size", "8", "--batch_size", "8", "--num_workers", "0", "--epochs", "1",
-                                "--max_steps", "3", "--no-use_amp", "--log_interval", "1", "--eval_every", "0",
-                                "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
+  std::vector<std::string> a = {"train",
+                                "--model",
+                                "torchscript",
+                                "--model_path",
+                                model_path,
+                                "--dataset_size",
+                                "64",
+                                "--image_size",
+                                "8",
+                                "--batch_size",
+                                "8",
+                                "--num_workers",
+                                "0",
+                                "--epochs",
+                                "1",
+                                "--max_steps",
+                                "3",
+                                "--no-use_amp",
+                                "--log_interval",
+                                "1",
+                                "--eval_every",
+                                "0",
+                                "--checkpoint_dir",
+                                dir + "/ck",
+                                "--metrics_file",
+                                dir + "/m.jsonl"};
   // Another dataset than the synthetic one takes its size and shape from its files.
   if (std::find(extra.begin(), extra.end(), "--dataset") != extra.end())
     for (const char* synthetic_only : {"--dataset_size", "--image_size"}) {
@@ -49,7 +71,6 @@ std::string save_script(const std::string& dir, const std::string& kind) {
   return path;
 }
 
-
 }  // namespace
 
 TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
@@ -74,10 +95,12 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
   EXPECT_EQ(back.exit_code, 0) << back.output;
   EXPECT_NE(back.output.find("LOADED 8 tensors"), std::string::npos) << back.output;
   // Trained from the file's weights, not re-initialised: one step at a negligible lr keeps them.
-  ProcResult tiny = run(with_binary(script_train(dir + "/tiny", dir + "/net.pt", {"--max_steps", "1", "--lr", "1e-30"})),
-                        {}, 120);
+  ProcResult tiny =
+      run(with_binary(script_train(dir + "/tiny", dir + "/net.pt", {"--max_steps", "1", "--lr", "1e-30"})),
+          {}, 120);
   ASSERT_EQ(tiny.exit_code, 0) << tiny.output;
-  ProcResult same = run({python(), py, "same", dir + "/net.pt", dir + "/tiny/ck/step_00000001/model.pt"}, {}, 120);
+  ProcResult same =
+      run({python(), py, "same", dir + "/net.pt", dir + "/tiny/ck/step_00000001/model.pt"}, {}, 120);
   EXPECT_EQ(same.exit_code, 0) << same.output;
   // Without --flops_per_sample no MFU; with it (and bf16 autocast) MFU is reported.
   for (const auto& rec : records)
@@ -85,8 +108,9 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
       EXPECT_EQ(rec.at("mfu").get<double>(), 0.0) << rec.dump();
     }
   ProcResult amp = run(with_binary(script_train(dir + "/amp", dir + "/net.pt",
-                                                {"--use_amp", "--amp_dtype", "bf16", "--flops_per_sample", "2000000",
-                                                 "--peak_tflops", "0.1", "--max_steps", "2"})), {}, 120);
+                                                {"--use_amp", "--amp_dtype", "bf16", "--flops_per_sample",
+                                                 "2000000", "--peak_tflops", "0.1", "--max_steps", "2"})),
+                       {}, 120);
   ASSERT_EQ(amp.exit_code, 0) << amp.output;
   int amp_steps = 0, runs = 0;
   for (const auto& rec : read_jsonl(dir + "/amp/m.jsonl")) {
@@ -133,28 +157,31 @@ TEST(TorchScript, ACheckpointFollowsItsModuleNotItsPath) {
   ProcResult other = run(train(dir + "/net.pt", {"--resume_from", "auto"}), {}, 120);
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("the content of --model_path's file"), std::string::npos) << other.output;
-  ProcResult moved = in_folder(dir + "/moved", train("regressor.pt", {"--resume_from", "auto", "--max_steps", "5"}));
+  ProcResult moved =
+      in_folder(dir + "/moved", train("regressor.pt", {"--resume_from", "auto", "--max_steps", "5"}));
   ASSERT_EQ(moved.exit_code, 0) << moved.output;
   EXPECT_TRUE(fs::exists(dir + "/ck/step_00000005")) << moved.output;
   fs::rename(dir + "/moved/regressor.pt", dir + "/copy.pt");
   ProcResult gone = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
   EXPECT_EQ(gone.exit_code, 2) << gone.output;
   EXPECT_NE(gone.output.find("was trained from the scripted module '" + dir + "/moved/regressor.pt'"),
-            std::string::npos) << gone.output;
-  ProcResult given = run({binary(), "eval", "--checkpoint", dir + "/ck", "--model_path", dir + "/copy.pt"}, {}, 120);
+            std::string::npos)
+      << gone.output;
+  ProcResult given =
+      run({binary(), "eval", "--checkpoint", dir + "/ck", "--model_path", dir + "/copy.pt"}, {}, 120);
   EXPECT_EQ(given.exit_code, 0) << given.output;
 }
 
 TEST(TorchScript, BadInputsAreUsageErrors) {
   const std::string dir = fresh_dir("torchscript_bad");
-  {
-    std::ofstream(dir + "/not_an_archive.pt") << "hello";
-  }
+  { std::ofstream(dir + "/not_an_archive.pt") << "hello"; }
   const std::string two = save_script(dir, "two_inputs"), none = save_script(dir, "no_params");
-  const std::string net = save_script(dir, "net"), newer = dir + "/newer.pt", flat = save_script(dir, "flat_linear");
+  const std::string net = save_script(dir, "net"), newer = dir + "/newer.pt",
+                    flat = save_script(dir, "flat_linear");
   ASSERT_EQ(run({python(), script_py(), "newer", net, newer}, {}, 120).exit_code, 0);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {script_train(dir, two), "its forward failed on a batch of (2, 3, 8, 8) Float inputs from --dataset synthetic"},
+      {script_train(dir, two),
+       "its forward failed on a batch of (2, 3, 8, 8) Float inputs from --dataset synthetic"},
       // The interpreter's cause, not its first line ("The following operation failed ..."):
       {script_train(dir, flat), "mat1 and mat2 shapes cannot be multiplied (2x192 and 2352x10)"},
       {script_train(dir, none), "holds a module without parameters: nothing to train"},
@@ -163,7 +190,8 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
       {script_train(dir, dir + "/missing.pt"), "is not a file"},
       {script_train(dir, dir + "/not_an_archive.pt"), "is not a TorchScript archive this LibTorch"},
       {{"train", "--model", "torchscript"}, "--model torchscript needs --model_path FILE"},
-      {script_train(dir, dir + "/missing.pt", {"--sync_bn"}), "--sync_bn cannot replace a scripted module's BatchNorm"},
+      {script_train(dir, dir + "/missing.pt", {"--sync_bn"}),
+       "--sync_bn cannot replace a scripted module's BatchNorm"},
       {{"train", "--model_path", dir + "/x.pt"}, "--model_path applies to --model torchscript"},
   };
   for (const auto& [args, expected] : cases) {
@@ -176,16 +204,23 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
   // #28 item 3: inspect model feeds a sample of --dataset, as train does; without the dataset a
   // Fashion-MNIST module does not take the default 3x32x32 input: exit 2 with the cause.
   const std::string fm = save_script(dir, "fmnist_linear");
-  ProcResult ok = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", fm, "--dataset",
-                       "fashion-mnist"}, {}, 60);
+  ProcResult ok = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", fm,
+                       "--dataset", "fashion-mnist"},
+                      {}, 60);
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
-  EXPECT_NE(ok.output.find("output for an input of shape [1, 1, 28, 28]: [1, 10]"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("output for an input of shape [1, 1, 28, 28]: [1, 10]"), std::string::npos)
+      << ok.output;
   ProcResult bad = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", fm}, {}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("its forward failed on an input of shape [1, 3, 32, 32] from --dataset synthetic: "),
-            std::string::npos) << bad.output;
-  EXPECT_NE(bad.output.find("mat1 and mat2 shapes cannot be multiplied (1x3072 and 784x10); pass the --dataset it trains on"),
-            std::string::npos) << bad.output;
+  EXPECT_NE(
+      bad.output.find("its forward failed on an input of shape [1, 3, 32, 32] from --dataset synthetic: "),
+      std::string::npos)
+      << bad.output;
+  EXPECT_NE(
+      bad.output.find(
+          "mat1 and mat2 shapes cannot be multiplied (1x3072 and 784x10); pass the --dataset it trains on"),
+      std::string::npos)
+      << bad.output;
 }
 
 // The same scripted file trained 3 steps at world 2 by Python DDP (torchrun, PyTorch's sampler,
@@ -195,10 +230,25 @@ TEST(TorchScript, TrainsTheSameFileAsPythonDdpDoes) {
   const std::string net = save_script(dir, "net");
   ProcResult ours = run(launch(2, free_port(), script_train(dir, net, {"--threads", "1"})), {}, 180);
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  const std::vector<std::string> python_ddp = {
-      python(), source_dir() + "/tests/python/torchrun_wrapper.py", "--nproc_per_node", "2", "--master_addr",
-      "127.0.0.1", "--master_port", std::to_string(free_port()), source_dir() + "/tests/python/script_ddp.py", net,
-      dir + "/python.pt", "--steps", "3", "--batch_size", "8", "--image_size", "8", "--dataset_size", "64"};
+  const std::vector<std::string> python_ddp = {python(),
+                                               source_dir() + "/tests/python/torchrun_wrapper.py",
+                                               "--nproc_per_node",
+                                               "2",
+                                               "--master_addr",
+                                               "127.0.0.1",
+                                               "--master_port",
+                                               std::to_string(free_port()),
+                                               source_dir() + "/tests/python/script_ddp.py",
+                                               net,
+                                               dir + "/python.pt",
+                                               "--steps",
+                                               "3",
+                                               "--batch_size",
+                                               "8",
+                                               "--image_size",
+                                               "8",
+                                               "--dataset_size",
+                                               "64"};
   ProcResult theirs = run(python_ddp, {{"OMP_NUM_THREADS", "1"}}, 300);
   ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
   const std::string trained = dir + "/ck/step_00000003/model.pt";
@@ -218,17 +268,20 @@ TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
   const std::string bn = save_script(dir, "bn");
   const int port = free_port();
   auto job = [&](const std::string& sub, std::vector<std::string> extra = {}) {
-    extra.insert(extra.end(), {"--epochs", "2", "--max_steps", "0", "--save_every_steps", "3", "--threads", "1"});
+    extra.insert(extra.end(),
+                 {"--epochs", "2", "--max_steps", "0", "--save_every_steps", "3", "--threads", "1"});
     return launch(2, port, script_train(dir + "/" + sub, bn, extra));
   };
   ProcResult full = run(job("full"), {}, 180);
   ASSERT_EQ(full.exit_code, 0) << full.output;
   ASSERT_EQ(step_values(dir + "/full/m.jsonl", "loss").size(), 8u);  // 2 epochs x 4 steps
-  ProcResult killed = run(job("cut"), {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 180);
+  ProcResult killed =
+      run(job("cut"), {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 180);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   ProcResult resumed = run(job("cut", {"--resume_from", "auto"}), {}, 180);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "cut/ck/step_00000006").empty()) << "not resumed mid-epoch 2: " << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "cut/ck/step_00000006").empty())
+      << "not resumed mid-epoch 2: " << resumed.output;
   const auto a = fingerprints(full.output), b = fingerprints(resumed.output);
   ASSERT_EQ(a.size(), 2u) << full.output;
   ASSERT_EQ(b.size(), 2u) << resumed.output;
@@ -236,7 +289,8 @@ TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
   EXPECT_EQ(b.at(0), b.at(1)) << "the resumed replicas diverged";
   EXPECT_EQ(a.at(0), b.at(0)) << "resumed after SIGKILL differs from the uninterrupted run";
   EXPECT_EQ(read_text(dir + "/full/ck/epoch_0002/model.pt"), read_text(dir + "/cut/ck/epoch_0002/model.pt"));
-  ProcResult back = run({python(), script_py(), "load_weights", dir + "/full/ck/epoch_0002/model.pt", "bn"}, {}, 120);
+  ProcResult back =
+      run({python(), script_py(), "load_weights", dir + "/full/ck/epoch_0002/model.pt", "bn"}, {}, 120);
   EXPECT_NE(back.output.find("LOADED 8 tensors"), std::string::npos) << back.output;  // running stats too
 }
 
@@ -248,21 +302,50 @@ TEST(TorchScript, ATransformerLanguageModelLearnsText) {
     std::ofstream text(dir + "/text.txt");
     for (int i = 0; i < 200; ++i) text << "the quick brown fox jumps over the lazy dog " << i % 7 << ".\n";
   }
-  std::vector<std::string> args = {"train", "--model", "torchscript", "--model_path", lm, "--dataset", "text",
-                                   "--data_path", dir + "/text.txt", "--block_size", "32", "--vocab_size", "256",
-                                   "--batch_size", "8", "--max_steps", "40", "--optimizer", "adamw", "--lr", "3e-3",
-                                   "--no-use_amp", "--num_workers", "0", "--threads", "1", "--log_interval", "1",
-                                   "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
+  std::vector<std::string> args = {"train",
+                                   "--model",
+                                   "torchscript",
+                                   "--model_path",
+                                   lm,
+                                   "--dataset",
+                                   "text",
+                                   "--data_path",
+                                   dir + "/text.txt",
+                                   "--block_size",
+                                   "32",
+                                   "--vocab_size",
+                                   "256",
+                                   "--batch_size",
+                                   "8",
+                                   "--max_steps",
+                                   "40",
+                                   "--optimizer",
+                                   "adamw",
+                                   "--lr",
+                                   "3e-3",
+                                   "--no-use_amp",
+                                   "--num_workers",
+                                   "0",
+                                   "--threads",
+                                   "1",
+                                   "--log_interval",
+                                   "1",
+                                   "--checkpoint_dir",
+                                   dir + "/ck",
+                                   "--metrics_file",
+                                   dir + "/m.jsonl"};
   ProcResult r = run(launch(2, free_port(), args), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto losses = step_values(dir + "/m.jsonl", "loss");
   ASSERT_EQ(losses.size(), 40u);
   double first = 0, last = 0;
-  for (int i = 0; i < 5; ++i) first += losses[static_cast<size_t>(i)] / 5, last += losses[losses.size() - 1 - i] / 5;
+  for (int i = 0; i < 5; ++i)
+    first += losses[static_cast<size_t>(i)] / 5, last += losses[losses.size() - 1 - i] / 5;
   std::printf("scripted LM on text: mean loss of steps 1-5 %.3f, of steps 36-40 %.3f\n", first, last);
   EXPECT_LT(last, first - 1.0) << "the language model did not learn";
   EXPECT_FALSE(lines_with(r.output, "final validation loss").empty()) << r.output;
-  ProcResult back = run({python(), script_py(), "load_weights", dir + "/ck/step_00000040/model.pt", "lm"}, {}, 120);
+  ProcResult back =
+      run({python(), script_py(), "load_weights", dir + "/ck/step_00000040/model.pt", "lm"}, {}, 120);
   EXPECT_NE(back.output.find("LOADED 30 tensors"), std::string::npos) << back.output;
 }
 
@@ -272,8 +355,9 @@ TEST(TorchScript, RegressionWithMseThenEvalExportAndInspect) {
   const std::string reg = save_script(dir, "regressor");
   ProcResult data = run({python(), script_py(), "regression_data", dir + "/data"}, {}, 120);
   ASSERT_EQ(data.exit_code, 0) << data.output;
-  auto args = script_train(dir, reg, {"--dataset", "tensors", "--data_dir", dir + "/data", "--loss", "mse",
-                                      "--max_steps", "0", "--epochs", "2", "--eval_every", "1", "--lr", "0.05"});
+  auto args = script_train(dir, reg,
+                           {"--dataset", "tensors", "--data_dir", dir + "/data", "--loss", "mse",
+                            "--max_steps", "0", "--epochs", "2", "--eval_every", "1", "--lr", "0.05"});
   ProcResult r = run(launch(2, free_port(), args), {}, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<double> test_losses;
@@ -290,19 +374,23 @@ TEST(TorchScript, RegressionWithMseThenEvalExportAndInspect) {
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NE(ev.output.find("32 samples | test loss"), std::string::npos) << ev.output;
   EXPECT_EQ(ev.output.find("test acc"), std::string::npos) << ev.output;
-  ProcResult ex = run({binary(), "export", "--checkpoint", ck, "--format", "safetensors", "--out", dir + "/w.safetensors"},
-                      {}, 60);
+  ProcResult ex = run(
+      {binary(), "export", "--checkpoint", ck, "--format", "safetensors", "--out", dir + "/w.safetensors"},
+      {}, 60);
   ASSERT_EQ(ex.exit_code, 0) << ex.output;
-  ProcResult check = run({python(), source_dir() + "/tests/python/interop.py", "check_export", ck + "/model.pt",
-                          dir + "/w.safetensors"}, {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
+  ProcResult check = run({python(), source_dir() + "/tests/python/interop.py", "check_export",
+                          ck + "/model.pt", dir + "/w.safetensors"},
+                         {{"PYTHONPATH", source_dir() + "/.pydeps"}}, 120);
   EXPECT_NE(check.output.find("EXPORT OK 4 tensors"), std::string::npos) << check.output;
   ProcResult back = run({python(), script_py(), "load_weights", ck + "/model.pt", "regressor"}, {}, 120);
   EXPECT_NE(back.output.find("LOADED 4 tensors"), std::string::npos) << back.output;
-  ProcResult in = run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", reg, "--image_size", "8"},
-                      {}, 60);
+  ProcResult in =
+      run({binary(), "inspect", "model", "--model", "torchscript", "--model_path", reg, "--image_size", "8"},
+          {}, 60);
   ASSERT_EQ(in.exit_code, 0) << in.output;
   EXPECT_NE(in.output.find("parameters: 122"), std::string::npos) << in.output;
-  EXPECT_NE(in.output.find("output for an input of shape [1, 3, 8, 8]: [1, 2]"), std::string::npos) << in.output;
+  EXPECT_NE(in.output.find("output for an input of shape [1, 3, 8, 8]: [1, 2]"), std::string::npos)
+      << in.output;
 }
 
 // A module that does not fit the data fails before training, with exit 2 on every rank.
@@ -313,7 +401,8 @@ TEST(TorchScript, AModuleThatDoesNotFitTheDataIsAUsageErrorOnEveryRank) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   for (const std::string rank : {"[0] error: [rank 0/2]", "[1] error: [rank 1/2]"})
     EXPECT_EQ(lines_with(r.output, rank + " --model_path").size(), 1u) << rank << "\n" << r.output;
-  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, >= 10)"), std::string::npos)
+  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, >= 10)"),
+            std::string::npos)
       << r.output;
   EXPECT_TRUE(lines_with(r.output, "DDP: world").empty()) << "not stopped before DDP began: " << r.output;
 }

@@ -51,18 +51,23 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
     std::string expect;
   } cases[] = {
       {{"train", "--dataset", "mnist", "--max_steps", "1"}, "--dataset mnist reads MNIST's IDX files"},
-      {{"train", "--dataset", "cifar10", "--max_steps", "1"}, "--dataset cifar10 reads CIFAR-10's binary version"},
+      {{"train", "--dataset", "cifar10", "--max_steps", "1"},
+       "--dataset cifar10 reads CIFAR-10's binary version"},
       {{"train", "--dataset", "tensors", "--max_steps", "1"}, "--dataset tensors reads train.pt"},
       {{"inspect", "loader", "--dataset", "mnist"}, "from --data_dir, which has no default for it"},
-      {{"train", "--dataset", "mnist", "--data_dir", "/no/such"}, "--data_dir='/no/such' has no train-images-idx3-ubyte(.gz); point --data_dir at MNIST's IDX files"},
-      {{"train", "--model", "gpt", "--dataset", "tokens", "--width", "0.5"}, "--width=0.5 applies to mini_resnet"},
-      {{"train", "--model", "gpt", "--dataset", "tokens", "--sync_bn"}, "--sync_bn applies to models with BatchNorm"},
+      {{"train", "--dataset", "mnist", "--data_dir", "/no/such"},
+       "--data_dir='/no/such' has no train-images-idx3-ubyte(.gz); point --data_dir at MNIST's IDX files"},
+      {{"train", "--model", "gpt", "--dataset", "tokens", "--width", "0.5"},
+       "--width=0.5 applies to mini_resnet"},
+      {{"train", "--model", "gpt", "--dataset", "tokens", "--sync_bn"},
+       "--sync_bn applies to models with BatchNorm"},
       {{"train", "--optimizer", "adamw", "--momentum", "0.5"}, "--momentum=0.5 applies to --optimizer sgd"},
       // item 9: output paths that cannot be what the flag says name the flag (was: a raw
       // filesystem error, exit 1)
       {{"train", "--checkpoint_dir", readme}, "--checkpoint_dir='" + readme + "' is a file, not a folder"},
       {{"train", "--tensorboard_dir", readme}, "--tensorboard_dir='" + readme + "' is a file, not a folder"},
-      {{"train", "--trace_samples_dir", readme}, "--trace_samples_dir='" + readme + "' is a file, not a folder"},
+      {{"train", "--trace_samples_dir", readme},
+       "--trace_samples_dir='" + readme + "' is a file, not a folder"},
       {{"train", "--metrics_file", source_dir()}, "--metrics_file='" + source_dir() + "' is a folder"},
       {{"train", "--metrics_file", readme + "/m.jsonl"}, "': '" + readme + "' is a file, not a folder"},
   };
@@ -71,7 +76,8 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     ProcResult r = run(argv, {}, 60);
     EXPECT_EQ(r.exit_code, 2) << c.expect << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos)
+        << "expected: " << c.expect << "\ngot: " << r.output;
   }
 }
 
@@ -145,12 +151,14 @@ TEST(UserIntent, AResumeContinuesThisRunOnly) {
   } refused[] = {
       {another({"--max_steps", "3"}), "a new run: --checkpoint_dir holds another run's checkpoints"},
       {another({"--max_steps", "5", "--resume_from", "auto"}), "--checkpoint_dir holds only another run's"},
-      {another({"--max_steps", "5", "--resume_from", ck + "/step_00000008"}), "--resume_from: the checkpoint"},
+      {another({"--max_steps", "5", "--resume_from", ck + "/step_00000008"}),
+       "--resume_from: the checkpoint"},
   };
   for (const auto& c : refused) {
     ProcResult r = train_in(ck, c.extra);
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find(c.expect), std::string::npos) << "expected: " << c.expect << "\ngot: " << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos)
+        << "expected: " << c.expect << "\ngot: " << r.output;
     if (c.extra[0] == "--lr") {  // every flag that differs is named, with both values
       EXPECT_NE(r.output.find("--lr 0.1 (the checkpoint's: 0.05"), std::string::npos) << r.output;
       EXPECT_NE(r.output.find("--seed 7 (the checkpoint's: 42)"), std::string::npos) << r.output;
@@ -163,8 +171,8 @@ TEST(UserIntent, AResumeContinuesThisRunOnly) {
   fs::copy(other + "/step_00000003", ck + "/step_00000003", fs::copy_options::recursive);
   // auto continues the other run from its own step 3, not from the first run's step 12.
   const std::string metrics = fresh_dir("identity_metrics") + "/m.jsonl";
-  ProcResult r =
-      train_in(ck, another({"--max_steps", "5", "--resume_from", "auto", "--log_interval", "1", "--metrics_file", metrics}));
+  ProcResult r = train_in(ck, another({"--max_steps", "5", "--resume_from", "auto", "--log_interval", "1",
+                                       "--metrics_file", metrics}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(step_records(metrics), (std::vector<int64_t>{4, 5})) << r.output;
   EXPECT_TRUE(entries(ck).count("step_00000005")) << r.output;
@@ -184,22 +192,27 @@ TEST(UserIntent, InitFromTakesSafetensorsAndADdpStateDict) {
   ASSERT_EQ(wrap.exit_code, 0) << wrap.output;
   // One step at a negligible lr from `weights`: the parameters must still be init.pt's.
   auto starts_from = [&](const std::string& name, const std::string& weights) {
-    ProcResult r = run({binary(), "train", "--dataset_size", "64", "--image_size", "8", "--width", "0.125",
-                        "--batch_size", "16", "--num_workers", "0", "--max_steps", "1", "--lr", "1e-30",
-                        "--no-use_amp", "--checkpoint_dir", dir + "/" + name, "--init_from", weights},
-                       {}, 120);
+    ProcResult r =
+        run({binary(),         "train",       "--dataset_size", "64",    "--image_size",  "8",
+             "--width",        "0.125",       "--batch_size",   "16",    "--num_workers", "0",
+             "--max_steps",    "1",           "--lr",           "1e-30", "--no-use_amp",  "--checkpoint_dir",
+             dir + "/" + name, "--init_from", weights},
+            {}, 120);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    ProcResult same = run({python(), py, "same_params", dir + "/init.pt", dir + "/" + name + "/step_00000001/model.pt",
-                           "1e-12"}, {}, 120);
+    ProcResult same = run({python(), py, "same_params", dir + "/init.pt",
+                           dir + "/" + name + "/step_00000001/model.pt", "1e-12"},
+                          {}, 120);
     EXPECT_EQ(same.exit_code, 0) << name << ": " << same.output;
   };
   starts_from("from_ddp", dir + "/ddp.pt");
-  ProcResult e = run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--format", "safetensors",
-                      "--out", dir + "/w.safetensors"}, {}, 60);
+  ProcResult e = run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--format",
+                      "safetensors", "--out", dir + "/w.safetensors"},
+                     {}, 60);
   ASSERT_EQ(e.exit_code, 0) << e.output;
   starts_from("from_safetensors", dir + "/w.safetensors");
   // export --out naming a folder: a usage error, and no temporary file left behind.
-  ProcResult to_dir = run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--out", dir}, {}, 60);
+  ProcResult to_dir =
+      run({binary(), "export", "--checkpoint", dir + "/from_ddp/step_00000001", "--out", dir}, {}, 60);
   EXPECT_EQ(to_dir.exit_code, 2) << to_dir.output;
   EXPECT_NE(to_dir.output.find("--out='" + dir + "' is a folder"), std::string::npos) << to_dir.output;
   EXPECT_FALSE(fs::exists(dir + ".tmp")) << to_dir.output;
@@ -211,13 +224,15 @@ TEST(UserIntent, EvalNamesAMissingCheckpointAndTakesAFolderOfThem) {
   const std::string ck = fresh_dir("eval_root");
   ProcResult missing = run({binary(), "eval", "--checkpoint", ck + "/nope"}, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
-  EXPECT_NE(missing.output.find("--checkpoint='" + ck + "/nope' does not exist"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("--checkpoint='" + ck + "/nope' does not exist"), std::string::npos)
+      << missing.output;
   ProcResult empty = run({binary(), "eval", "--checkpoint", ck}, {}, 60);
   EXPECT_EQ(empty.exit_code, 2) << empty.output;
   EXPECT_NE(empty.output.find("holds no valid checkpoint"), std::string::npos) << empty.output;
-  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
-                      "--max_steps", "2", "--num_workers", "1", "--eval_every", "0", "--checkpoint_dir", ck},
-                     {}, 300);
+  ProcResult t =
+      run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
+           "--max_steps", "2", "--num_workers", "1", "--eval_every", "0", "--checkpoint_dir", ck},
+          {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   ProcResult root = run({binary(), "eval", "--checkpoint", ck, "--batch_size", "1000"}, {}, 300);
   EXPECT_EQ(root.exit_code, 0) << root.output;
@@ -253,9 +268,15 @@ TEST(UserIntent, EveryHelpListsItsOwnFlagsOnce) {
 // on this list: a renamed or removed flag cannot stay in the docs.
 TEST(UserIntent, EveryFlagTheDocsNameExists) {
   std::string helps;
-  for (std::vector<std::string> c : std::vector<std::vector<std::string>>{
-           {"train"}, {"launch"}, {"eval"}, {"export"}, {"plot"}, {"inspect", "model"}, {"inspect", "sampler"},
-           {"inspect", "loader"}, {"inspect", "hang"}}) {
+  for (std::vector<std::string> c : std::vector<std::vector<std::string>>{{"train"},
+                                                                          {"launch"},
+                                                                          {"eval"},
+                                                                          {"export"},
+                                                                          {"plot"},
+                                                                          {"inspect", "model"},
+                                                                          {"inspect", "sampler"},
+                                                                          {"inspect", "loader"},
+                                                                          {"inspect", "hang"}}) {
     std::vector<std::string> a = {binary()};
     a.insert(a.end(), c.begin(), c.end());
     a.push_back("--help");
@@ -263,23 +284,26 @@ TEST(UserIntent, EveryFlagTheDocsNameExists) {
     ASSERT_EQ(r.exit_code, 0) << c[0] << ": " << r.output;
     helps += r.output;
   }
-  const std::set<std::string> others = {"--build", "--install", "--prefix", "--target",  // cmake
-                                        "--no_python", "--no-python", "--rdzv_backend", "--rdzv_endpoint", "--rdzv_id",  // torchrun
+  const std::set<std::string> others = {"--build",     "--install",   "--prefix",       "--target",  // cmake
+                                        "--no_python", "--no-python", "--rdzv_backend", "--rdzv_endpoint",
+                                        "--rdzv_id",  // torchrun
                                         "--binary"};  // scripts/gpu_deps.sh
   std::vector<std::string> pages = {source_dir() + "/README.md"};
   for (const auto& e : fs::directory_iterator(source_dir() + "/docs"))
-    if (e.path().extension() == ".md" && e.path().filename() != "status.md") pages.push_back(e.path().string());
+    if (e.path().extension() == ".md" && e.path().filename() != "status.md")
+      pages.push_back(e.path().string());
   size_t checked = 0;
   for (const auto& page : pages) {
     const std::string text = read_text(page);
     for (size_t at = text.find("--"); at != std::string::npos; at = text.find("--", at + 2)) {
       size_t end = at + 2;
-      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_' ||
-                                   text[end] == '-'))
+      while (end < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_' || text[end] == '-'))
         ++end;
       std::string flag = text.substr(at, end - at);
       while (!flag.empty() && flag.back() == '-') flag.pop_back();
-      if (flag.size() < 3 || !std::islower(static_cast<unsigned char>(flag[2])) || (at > 0 && text[at - 1] == '-'))
+      if (flag.size() < 3 || !std::islower(static_cast<unsigned char>(flag[2])) ||
+          (at > 0 && text[at - 1] == '-'))
         continue;  // not a flag: "---", "--" alone, a table rule
       if (others.count(flag)) continue;
       const std::string name = flag.rfind("--no-", 0) == 0 ? flag.substr(5) : flag.substr(2);
@@ -301,7 +325,10 @@ TEST(UserIntent, PlotDrawsEachRunOfAFileAsItsOwnLine) {
   const std::string dir = fresh_dir("plot_runs");
   const std::string metrics = dir + "/m.jsonl";
   for (const char* name : {"a", "b"})
-    ASSERT_EQ(train_in(dir + "/" + name, {"--max_steps", "4", "--log_interval", "1", "--metrics_file", metrics}).exit_code, 0);
+    ASSERT_EQ(
+        train_in(dir + "/" + name, {"--max_steps", "4", "--log_interval", "1", "--metrics_file", metrics})
+            .exit_code,
+        0);
   std::set<std::string> runs;
   for (const auto& j : read_jsonl(metrics)) runs.insert(j.value("run", ""));
   EXPECT_EQ(runs.size(), 2u) << "every record names its run, and the two runs differ";
@@ -382,7 +409,8 @@ TEST(UserIntent, LaunchMakesOpenMpWaitPassivelyOnlyWhenThreadsOutnumberCores) {
       for (int i = 0; i < 200 && environ_of(w, "RANK").empty(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       ASSERT_NE(environ_of(w, "RANK"), "") << read_text(ck + "/launch.log");
-      EXPECT_EQ(environ_of(w, "OMP_WAIT_POLICY"), oversubscribed ? "PASSIVE" : "") << read_text(ck + "/launch.log");
+      EXPECT_EQ(environ_of(w, "OMP_WAIT_POLICY"), oversubscribed ? "PASSIVE" : "")
+          << read_text(ck + "/launch.log");
     }
     ::kill(launcher, SIGKILL);
     wait_for(launcher, 30);
@@ -413,7 +441,8 @@ std::vector<int64_t> traced_samples(const std::string& dir, int epoch) {
 TEST(UserIntent, AnotherBatchSizeOnResumeTrainsEachSampleOnce) {
   const std::string ck = fresh_dir("batch_change");
   const std::string before = fresh_dir("batch_change_before"), after = fresh_dir("batch_change_after");
-  ASSERT_EQ(train_in(ck, {"--max_steps", "4", "--trace_samples_dir", before}).exit_code, 0);  // 4 x 16 samples
+  ASSERT_EQ(train_in(ck, {"--max_steps", "4", "--trace_samples_dir", before}).exit_code,
+            0);  // 4 x 16 samples
   const auto dirs = entries(ck);
   ProcResult odd = train_in(ck, {"--batch_size", "24", "--epochs", "1", "--resume_from", "auto"});
   EXPECT_EQ(odd.exit_code, 2) << odd.output;
@@ -421,7 +450,8 @@ TEST(UserIntent, AnotherBatchSizeOnResumeTrainsEachSampleOnce) {
             std::string::npos)
       << odd.output;
   EXPECT_EQ(entries(ck), dirs) << odd.output;
-  ProcResult r = train_in(ck, {"--batch_size", "32", "--epochs", "1", "--resume_from", "auto", "--trace_samples_dir", after});
+  ProcResult r = train_in(
+      ck, {"--batch_size", "32", "--epochs", "1", "--resume_from", "auto", "--trace_samples_dir", after});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<int64_t> epoch1 = traced_samples(before, 1), rest = traced_samples(after, 1);
   EXPECT_EQ(epoch1.size(), 64u);

@@ -44,18 +44,42 @@ std::vector<int64_t> all_of(const std::map<int, std::vector<int64_t>>& by_rank) 
 }
 
 std::vector<std::string> traced(const std::string& dir, std::vector<std::string> extra, std::string ck = "") {
-  std::vector<std::string> a = {"train", "--dataset_size", "240", "--image_size", "8", "--width", "0.125",
-                                "--batch_size", "8", "--num_workers", "1", "--epochs", "3", "--lr", "0.05",
-                                "--log_interval", "5", "--threads", "1", "--no-use_amp", "--eval_every", "0",
-                                "--checkpoint_dir", ck.empty() ? dir + "/ck" : ck, "--trace_samples_dir", dir + "/trace",
-                                "--metrics_file", dir + "/m.jsonl"};
+  std::vector<std::string> a = {"train",
+                                "--dataset_size",
+                                "240",
+                                "--image_size",
+                                "8",
+                                "--width",
+                                "0.125",
+                                "--batch_size",
+                                "8",
+                                "--num_workers",
+                                "1",
+                                "--epochs",
+                                "3",
+                                "--lr",
+                                "0.05",
+                                "--log_interval",
+                                "5",
+                                "--threads",
+                                "1",
+                                "--no-use_amp",
+                                "--eval_every",
+                                "0",
+                                "--checkpoint_dir",
+                                ck.empty() ? dir + "/ck" : ck,
+                                "--trace_samples_dir",
+                                dir + "/trace",
+                                "--metrics_file",
+                                dir + "/m.jsonl"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
 // World `from` killed after step `kill` (checkpoints every `every` steps), resumed at world `to`:
 // the interrupted epoch covered once, the next epoch as a fresh run at `to`.
-void resume_at_other_world(int from, int to, int every, int kill, const std::vector<std::string>& flags = {}) {
+void resume_at_other_world(int from, int to, int every, int kill,
+                           const std::vector<std::string>& flags = {}) {
   const std::string tag = std::to_string(from) + "to" + std::to_string(to) + (flags.empty() ? "" : flags[0]);
   const std::string whole = fresh_dir("world_whole" + tag), cut = fresh_dir("world_cut" + tag),
                     fresh = fresh_dir("world_fresh" + tag);
@@ -63,8 +87,9 @@ void resume_at_other_world(int from, int to, int every, int kill, const std::vec
   saving.insert(saving.end(), flags.begin(), flags.end());
   ProcResult w = run(launch(from, free_port(), traced(whole, saving)), {}, 300);
   ASSERT_EQ(w.exit_code, 0) << w.output;
-  ProcResult k = run(launch(from, free_port(), traced(cut, saving)),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", std::to_string(kill)}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k =
+      run(launch(from, free_port(), traced(cut, saving)),
+          {{"DDPTRAIN_FAULT_KILL_AT_STEP", std::to_string(kill)}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   const int64_t saved_step = kill / every * every;
   char name[32];
@@ -95,12 +120,15 @@ void resume_at_other_world(int from, int to, int every, int kill, const std::vec
   std::vector<int64_t> extra, missing;
   std::set_difference(covered.begin(), covered.end(), want.begin(), want.end(), std::back_inserter(extra));
   std::set_difference(want.begin(), want.end(), covered.begin(), covered.end(), std::back_inserter(missing));
-  std::printf("world %d -> %d, epoch %d: %zu samples planned, %zu trained before the checkpoint, %zu after it; "
-              "%zu repeated as padding, %zu missing\n",
-              from, to, epoch, want.size(), all_of(before.at(epoch)).size(), rest.size(), extra.size(), missing.size());
+  std::printf(
+      "world %d -> %d, epoch %d: %zu samples planned, %zu trained before the checkpoint, %zu after it; "
+      "%zu repeated as padding, %zu missing\n",
+      from, to, epoch, want.size(), all_of(before.at(epoch)).size(), rest.size(), extra.size(),
+      missing.size());
   EXPECT_TRUE(missing.empty()) << "samples of epoch " << epoch << " never trained";
   EXPECT_LT(extra.size(), static_cast<size_t>(to)) << "more repeats than PyTorch's padding";
-  for (int64_t i : extra) EXPECT_TRUE(std::binary_search(want.begin(), want.end(), i)) << "sample " << i << " not planned";
+  for (int64_t i : extra)
+    EXPECT_TRUE(std::binary_search(want.begin(), want.end(), i)) << "sample " << i << " not planned";
 
   // Later epochs: PyTorch's sampler at the new world size, rank by rank.
   const Trace fresh_trace = read_trace(fresh + "/trace", to);
@@ -115,8 +143,8 @@ void resume_at_other_world(int from, int to, int every, int kill, const std::vec
       said = true;
       EXPECT_EQ(rec.at("resumed_from_world").get<int>(), from);
       EXPECT_EQ(rec.at("epoch").get<int>(), epoch) << "the epoch the run continues";
-      EXPECT_EQ(rec.at("samples_left_in_epoch").get<int64_t>(), static_cast<int64_t>(want.size()) -
-                                                                  static_cast<int64_t>(all_of(before.at(epoch)).size()));
+      EXPECT_EQ(rec.at("samples_left_in_epoch").get<int64_t>(),
+                static_cast<int64_t>(want.size()) - static_cast<int64_t>(all_of(before.at(epoch)).size()));
     }
   EXPECT_TRUE(said) << "no run record names the world size the checkpoint was written at";
 }
@@ -150,8 +178,11 @@ TEST(WorldChange, KeepGlobalBatchChangesTheAccumulation) {
   args.insert(args.end(), {"--resume_from", "auto", "--keep_global_batch"});
   ProcResult bad = run(launch(3, free_port(), args), {}, 300);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--keep_global_batch: the checkpoint's global batch 32 is not a multiple of --batch_size 8 x "
-                            "world 3 = 24"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find(
+                "--keep_global_batch: the checkpoint's global batch 32 is not a multiple of --batch_size 8 x "
+                "world 3 = 24"),
+            std::string::npos)
+      << bad.output;
   const std::string metrics = args[std::find(args.begin(), args.end(), "--metrics_file") - args.begin() + 1];
   ProcResult r = run(launch(4, free_port(), args), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -190,8 +221,9 @@ nlohmann::json run_record_of(const std::string& metrics) {
 // another --max_steps says so too, and ends at its own minimum.
 TEST(WorldChange, TheStepScheduleEndsAtItsLastStepAfterAnyResume) {
   const double lr = 0.05, floor = lr * 0.1;  // --min_lr_ratio's default
-  const std::vector<std::string> sched = {"--lr_schedule", "step_cosine", "--warmup_steps", "2", "--max_steps", "12",
-                                          "--save_every_steps", "6", "--log_interval", "1"};
+  const std::vector<std::string> sched = {
+      "--lr_schedule",      "step_cosine", "--warmup_steps", "2", "--max_steps", "12",
+      "--save_every_steps", "6",           "--log_interval", "1"};
   const std::string cut = fresh_dir("sched_cut");
   ProcResult k = run(launch(2, free_port(), traced(cut, sched)),
                      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
@@ -222,7 +254,8 @@ TEST(WorldChange, TheStepScheduleEndsAtItsLastStepAfterAnyResume) {
     EXPECT_EQ(rec.at("lr_schedule").at("global_batch").get<int64_t>(), 24);
     // Step 7 at world 2 was 4/9 of the way down; at world 3 it has covered fewer of the schedule's steps.
     EXPECT_GT(change.at("lr_after").get<double>(), change.at("lr_before").get<double>()) << change.dump();
-    EXPECT_DOUBLE_EQ(change.at("lr_after").get<double>(), lrs.begin()->second) << "the change names step 7's lr";
+    EXPECT_DOUBLE_EQ(change.at("lr_after").get<double>(), lrs.begin()->second)
+        << "the change names step 7's lr";
     EXPECT_FALSE(lines_with(r.output, "the learning-rate schedule's end moved").empty()) << r.output;
   }
 

@@ -17,8 +17,9 @@ using namespace ddptrain::e2e;
 namespace {
 
 std::vector<std::string> zero_train(const std::string& dir, int stage, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = tiny_train(dir + "/ck", {"--optimizer", "adamw", "--lr", "0.003", "--zero_stage",
-                                                         std::to_string(stage), "--metrics_file", dir + "/m.jsonl"});
+  std::vector<std::string> a =
+      tiny_train(dir + "/ck", {"--optimizer", "adamw", "--lr", "0.003", "--zero_stage", std::to_string(stage),
+                               "--metrics_file", dir + "/m.jsonl"});
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -52,8 +53,10 @@ TEST(Zero, StagesOneAndTwoHoldLessAndTrainAsStageZero) {
   EXPECT_EQ(fingerprints(zero.output).at(0), fingerprints(one.output).at(0)) << "stage 1 trained differently";
   EXPECT_EQ(fingerprints(one.output).at(0), fingerprints(one.output).at(1));
   EXPECT_EQ(optimizer_fingerprint(zero.output), optimizer_fingerprint(one.output)) << one.output;
-  const double optim0 = last_step(a + "/m.jsonl", "optim_mib"), optim1 = last_step(b + "/m.jsonl", "optim_mib");
-  std::printf("world 2, AdamW: optimizer state per rank %.4f MiB at stage 0, %.4f MiB at stage 1\n", optim0, optim1);
+  const double optim0 = last_step(a + "/m.jsonl", "optim_mib"),
+               optim1 = last_step(b + "/m.jsonl", "optim_mib");
+  std::printf("world 2, AdamW: optimizer state per rank %.4f MiB at stage 0, %.4f MiB at stage 1\n", optim0,
+              optim1);
   EXPECT_GT(optim0, 0.0);
   EXPECT_LE(optim1, 0.51 * optim0);
   EXPECT_GE(optim1, 0.49 * optim0);
@@ -87,7 +90,8 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
     ProcResult resumed = run(launch(2, free_port(), args), {}, 300);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_FALSE(lines_with(resumed.output, "step_00000010").empty()) << resumed.output;
-    EXPECT_EQ(fingerprints(resumed.output).at(0), fingerprints(full.output).at(0)) << "resumed at stage " << stage;
+    EXPECT_EQ(fingerprints(resumed.output).at(0), fingerprints(full.output).at(0))
+        << "resumed at stage " << stage;
     EXPECT_EQ(optimizer_fingerprint(resumed.output), optimizer_fingerprint(full.output)) << "stage " << stage;
   }
 }
@@ -95,21 +99,45 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
 // The built-in models, 10 steps across an epoch's end. MiniResNet at width 0.25: at 0.125 (2-4
 // channels) one BatchNorm bias of the first block is so sensitive to the summation order that
 // stage 0 with 10 KiB buckets already ends 4e-5 from stage 0 with one bucket at world 4.
-std::vector<std::string> model_train(const std::string& dir, int stage, bool gpt, const std::string& optimizer) {
-  std::vector<std::string> a = {"train", "--dataset_size", "256", "--num_workers", "1", "--epochs", "3",
-                                "--max_steps", "10", "--lr", "0.003", "--optimizer", optimizer, "--log_interval", "5",
-                                "--threads", "1", "--no-use_amp", "--zero_stage", std::to_string(stage),
-                                "--checkpoint_dir", dir + "/ck", "--metrics_file", dir + "/m.jsonl"};
+std::vector<std::string> model_train(const std::string& dir, int stage, bool gpt,
+                                     const std::string& optimizer) {
+  std::vector<std::string> a = {"train",
+                                "--dataset_size",
+                                "256",
+                                "--num_workers",
+                                "1",
+                                "--epochs",
+                                "3",
+                                "--max_steps",
+                                "10",
+                                "--lr",
+                                "0.003",
+                                "--optimizer",
+                                optimizer,
+                                "--log_interval",
+                                "5",
+                                "--threads",
+                                "1",
+                                "--no-use_amp",
+                                "--zero_stage",
+                                std::to_string(stage),
+                                "--checkpoint_dir",
+                                dir + "/ck",
+                                "--metrics_file",
+                                dir + "/m.jsonl"};
   const std::vector<std::string> mini = {"--image_size", "8", "--width", "0.25", "--batch_size", "16"};
-  const std::vector<std::string> gpt_debug = {"--model", "gpt", "--gpt_preset", "debug", "--dataset", "tokens",
-                                              "--batch_size", "4", "--activation_checkpointing", "blocks"};
+  const std::vector<std::string> gpt_debug = {"--model",      "gpt",       "--gpt_preset",
+                                              "debug",        "--dataset", "tokens",
+                                              "--batch_size", "4",         "--activation_checkpointing",
+                                              "blocks"};
   a.insert(a.end(), gpt ? gpt_debug.begin() : mini.begin(), gpt ? gpt_debug.end() : mini.end());
   return a;
 }
 
 // The largest |difference| of two model.pt files (Python reads them).
 double max_abs_diff(const std::string& a, const std::string& b) {
-  ProcResult r = run({python(), source_dir() + "/tests/python/script_model.py", "close", a, b, "1e30"}, {}, 120);
+  ProcResult r =
+      run({python(), source_dir() + "/tests/python/script_model.py", "close", a, b, "1e30"}, {}, 120);
   const size_t at = r.output.find("max abs diff ");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return at == std::string::npos ? 1e30 : std::stod(r.output.substr(at + 13));
@@ -135,7 +163,8 @@ void stage_three_trains_as_stage_zero(const bool is_gpt) {
         runs[stage] = run(launch(world, free_port(), model_train(dir, stage, is_gpt, optimizer)), {}, 300);
         ASSERT_EQ(runs[stage].exit_code, 0) << runs[stage].output;
         const auto fp = fingerprints(runs[stage].output);
-        for (int r = 1; r < world; ++r) EXPECT_EQ(fp.at(r), fp.at(0)) << what << ": rank " << r << ", stage " << stage;
+        for (int r = 1; r < world; ++r)
+          EXPECT_EQ(fp.at(r), fp.at(0)) << what << ": rank " << r << ", stage " << stage;
         model[stage] = dir + "/ck/step_00000010/model.pt";
       }
       const double diff = max_abs_diff(model[0], model[3]);
@@ -151,7 +180,8 @@ void stage_three_trains_as_stage_zero(const bool is_gpt) {
       ProcResult r = run(launch(world, free_port(), small), {}, 300);
       ASSERT_EQ(r.exit_code, 0) << r.output;
       const double floor = max_abs_diff(model[0], dir + "/ck/step_00000010/model.pt");
-      std::printf("%s: stage 0 with 10 KiB buckets vs its default buckets: max |diff| %g\n", what.c_str(), floor);
+      std::printf("%s: stage 0 with 10 KiB buckets vs its default buckets: max |diff| %g\n", what.c_str(),
+                  floor);
       EXPECT_LE(diff, 4 * floor) << what;
     }
 }
@@ -170,21 +200,50 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   for (int stage : {0, 1, 2, 3}) {
     const std::string dir = fresh_dir("zero_gpt" + std::to_string(stage));
     metrics[stage] = dir + "/m.jsonl";
-    ProcResult r = run(launch(4, free_port(), {"train", "--model", "gpt", "--gpt_preset", "small", "--dataset", "tokens",
-                                               "--block_size", "16", "--dataset_size", "256", "--batch_size", "2",
-                                               "--optimizer", "adamw", "--max_steps", "2", "--log_interval", "1",
-                                               "--no-use_amp", "--num_workers", "0", "--threads", "1",
-                                               "--eval_every", "0", "--save_every", "0", "--zero_stage",
-                                               std::to_string(stage), "--checkpoint_dir", dir + "/ck",
-                                               "--metrics_file", metrics[stage]}),
+    ProcResult r = run(launch(4, free_port(),
+                              {"train",
+                               "--model",
+                               "gpt",
+                               "--gpt_preset",
+                               "small",
+                               "--dataset",
+                               "tokens",
+                               "--block_size",
+                               "16",
+                               "--dataset_size",
+                               "256",
+                               "--batch_size",
+                               "2",
+                               "--optimizer",
+                               "adamw",
+                               "--max_steps",
+                               "2",
+                               "--log_interval",
+                               "1",
+                               "--no-use_amp",
+                               "--num_workers",
+                               "0",
+                               "--threads",
+                               "1",
+                               "--eval_every",
+                               "0",
+                               "--save_every",
+                               "0",
+                               "--zero_stage",
+                               std::to_string(stage),
+                               "--checkpoint_dir",
+                               dir + "/ck",
+                               "--metrics_file",
+                               metrics[stage]}),
                        {}, 600);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   const double optim0 = last_step(metrics[0], "optim_mib"), optim1 = last_step(metrics[1], "optim_mib");
   const double grad0 = last_step(metrics[0], "grad_mib"), grad2 = last_step(metrics[2], "grad_mib");
-  std::printf("GPT small, world 4, AdamW, per rank: optimizer state %.1f MiB (stage 0) -> %.1f MiB (stage 1); "
-              "gradients %.1f MiB (stage 0) -> %.1f MiB (stage 2); parameters %.1f MiB\n",
-              optim0, optim1, grad0, grad2, last_step(metrics[0], "param_mib"));
+  std::printf(
+      "GPT small, world 4, AdamW, per rank: optimizer state %.1f MiB (stage 0) -> %.1f MiB (stage 1); "
+      "gradients %.1f MiB (stage 0) -> %.1f MiB (stage 2); parameters %.1f MiB\n",
+      optim0, optim1, grad0, grad2, last_step(metrics[0], "param_mib"));
   EXPECT_GT(optim0, 0.0);
   EXPECT_LE(optim1, 0.3 * optim0);
   EXPECT_LE(grad2, 0.3 * grad0);
@@ -193,8 +252,10 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   const double block = (12 * d * d + 13 * d) * 4 / mib, root = (256 * d + 16 * d + 2 * d) * 4 / mib;
   const double param0 = last_step(metrics[0], "param_mib"), param3 = last_step(metrics[3], "param_mib");
   const double peak3 = last_step(metrics[3], "param_peak_mib");
-  std::printf("parameters per rank: %.2f MiB (stage 0) -> %.2f MiB (stage 3; peak in a step %.2f MiB; a block is "
-              "%.2f MiB, the root %.2f MiB)\n", param0, param3, peak3, block, root);
+  std::printf(
+      "parameters per rank: %.2f MiB (stage 0) -> %.2f MiB (stage 3; peak in a step %.2f MiB; a block is "
+      "%.2f MiB, the root %.2f MiB)\n",
+      param0, param3, peak3, block, root);
   EXPECT_LE(param3, 0.3 * param0 + block);
   EXPECT_GE(peak3, param3 + block) << "a step gathers at least one block";
   EXPECT_LE(peak3, 0.3 * param0 + root + 2 * block + 0.01);
@@ -202,9 +263,11 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   EXPECT_LE(last_step(metrics[3], "optim_mib"), 0.3 * optim0);
   // At the peak of a step too (every tensor of the rank): the full gradient buckets in flight
   // are bounded (Note [ZeRO stage 2]), so a rank never holds the whole gradient.
-  const double peak_all0 = last_step(metrics[0], "peak_mem_mib"), peak_all3 = last_step(metrics[3], "peak_mem_mib");
-  std::printf("peak of a step, every tensor: %.1f MiB (stage 0) -> %.1f MiB (stage 2) -> %.1f MiB (stage 3)\n",
-              peak_all0, last_step(metrics[2], "peak_mem_mib"), peak_all3);
+  const double peak_all0 = last_step(metrics[0], "peak_mem_mib"),
+               peak_all3 = last_step(metrics[3], "peak_mem_mib");
+  std::printf(
+      "peak of a step, every tensor: %.1f MiB (stage 0) -> %.1f MiB (stage 2) -> %.1f MiB (stage 3)\n",
+      peak_all0, last_step(metrics[2], "peak_mem_mib"), peak_all3);
   EXPECT_LE(peak_all3, 0.5 * peak_all0);
 }
 
@@ -220,6 +283,7 @@ TEST(Zero, UnknownStagesAndImpossibleCombinationsAreUsageErrors) {
     args.insert(args.end(), extra.begin(), extra.end());
     ProcResult r = run(args, {}, 60);
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("--zero_stage 2 keeps only this rank's gradient shard"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--zero_stage 2 keeps only this rank's gradient shard"), std::string::npos)
+        << r.output;
   }
 }

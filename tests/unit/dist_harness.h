@@ -8,10 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <filesystem>
-#include <string>
 #include <functional>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -87,7 +87,8 @@ inline std::string temp_dir(const std::string& name) {
 inline void expect_ranks_bitwise_equal(const std::vector<std::vector<at::Tensor>>& per_step) {
   for (size_t r = 1; r < per_step.size(); ++r)
     for (size_t s = 0; s < per_step[0].size(); ++s)
-      EXPECT_TRUE(per_step[0][s].equal(per_step[r][s])) << "rank " << r << " differs from rank 0 after step " << s + 1;
+      EXPECT_TRUE(per_step[0][s].equal(per_step[r][s]))
+          << "rank " << r << " differs from rank 0 after step " << s + 1;
 }
 
 }  // namespace ddptrain::testing_dist

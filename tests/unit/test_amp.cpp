@@ -120,7 +120,8 @@ TEST(GradScaler, AnInfOnOneRanksShardSkipsTheStepOnEveryRank) {
     }
   });
   EXPECT_EQ(stepped, (std::vector<int>{0, 0})) << "every rank skips";
-  EXPECT_EQ(stepped_without_agree, (std::vector<int>{1, 0})) << "without the agreement the ranks would diverge";
+  EXPECT_EQ(stepped_without_agree, (std::vector<int>{1, 0}))
+      << "without the agreement the ranks would diverge";
 }
 
 TEST(GradScaler, DisabledIsInert) {

@@ -111,7 +111,8 @@ TEST(ShardLayout, EveryElementOnceInEqualContiguousShards) {
         for (const auto& piece : layout[b].by_rank[static_cast<size_t>(r)]) {
           EXPECT_EQ(r * layout[b].shard_numel + piece.shard_offset, bucket_pos) << "world " << world;
           EXPECT_LE(piece.shard_offset + piece.length, layout[b].shard_numel);
-          for (int64_t e = 0; e < piece.length; ++e) ++seen[piece.param][static_cast<size_t>(piece.param_offset + e)];
+          for (int64_t e = 0; e < piece.length; ++e)
+            ++seen[piece.param][static_cast<size_t>(piece.param_offset + e)];
           bucket_pos += piece.length;
         }
       EXPECT_EQ(bucket_pos, total);

@@ -17,10 +17,10 @@
 #include "checkpoint/python_pickle.h"
 #include "ddp/shard_layout.h"
 #include "dist_harness.h"
-#include "util/torch_compat.h"
 #include "models/mini_resnet.h"
 #include "train/grad_scaler.h"
 #include "util/error.h"
+#include "util/torch_compat.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fstream>
@@ -48,9 +48,9 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
 
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   at::Tensor rng_before = at::detail::getDefaultCPUGenerator().get_state();
-  std::string dir = save_checkpoint(solo, root, "epoch_0003", *a, opt_a,
-                                    {3, 17, true, 42, 1, 7, {{"grad_scaler", to_json(GradScalerState{1024.0, 7})}}, "bf16", {}, 0},
-                                    "{}\n");
+  std::string dir = save_checkpoint(
+      solo, root, "epoch_0003", *a, opt_a,
+      {3, 17, true, 42, 1, 7, {{"grad_scaler", to_json(GradScalerState{1024.0, 7})}}, "bf16", {}, 0}, "{}\n");
   EXPECT_EQ(dir, root + "/epoch_0003");
   EXPECT_EQ(read_checkpoint_meta(dir).precision, "bf16");  // what a resume with --amp_dtype auto keeps
   for (const auto& e : fs::directory_iterator(root))
@@ -150,7 +150,8 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   fs::remove(d3 + "/manifest.json");
   expect_error(d3, "manifest.json is missing");
   // The newest valid checkpoint wins; damaged ones are skipped.
-  std::string good = save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, "", {}, 0}, "{}\n", {0, {}});
+  std::string good =
+      save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, "", {}, 0}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
 }
 
@@ -160,7 +161,8 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
   DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
   for (int s = 1; s <= 5; ++s)
-    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}, "", {}, 0}, "{}\n", {2, {}});
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, {1, s, false, s, 1, 0, {}, "", {}, 0},
+                    "{}\n", {2, {}});
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
@@ -237,7 +239,9 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
     return std::vector<at::Tensor>{at::zeros({2, 5}).requires_grad_(), at::zeros({6}).requires_grad_(),
                                    at::zeros({2, 2}).t().requires_grad_()};
   };
-  auto momentum_of = [](size_t i, const at::Tensor& p) { return at::arange(p.numel()).view(p.sizes()).to(at::kFloat) + 100.0 * static_cast<double>(i); };
+  auto momentum_of = [](size_t i, const at::Tensor& p) {
+    return at::arange(p.numel()).view(p.sizes()).to(at::kFloat) + 100.0 * static_cast<double>(i);
+  };
   const auto layout = shard_buckets({10, 6, 4}, {{0, 1, 2}}, 2);
   std::map<std::string, std::string> files;
   testing_dist::run_ranks(2, [&](const DistContext& ctx) {
@@ -249,15 +253,19 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
       for (const ShardPiece& pc : layout[0].by_rank[r]) {
         by_rank[r].push_back({static_cast<int64_t>(pc.param), pc.param_offset, pc.shard_offset, pc.length});
         if (static_cast<int>(r) == ctx.rank())
-          mine[0].narrow(0, pc.shard_offset, pc.length)
-              .copy_(flat_as(momentum_of(pc.param, params[pc.param]), params[pc.param]).narrow(0, pc.param_offset, pc.length));
+          mine[0]
+              .narrow(0, pc.shard_offset, pc.length)
+              .copy_(flat_as(momentum_of(pc.param, params[pc.param]), params[pc.param])
+                         .narrow(0, pc.param_offset, pc.length));
       }
-    save_optimizer_shards(ctx, full, "optimizer", mine, by_rank, 0,
-                          PartFiles{[&](const std::string& f, const std::string& b) { files[f] = b; }, {}, ""});
+    save_optimizer_shards(
+        ctx, full, "optimizer", mine, by_rank, 0,
+        PartFiles{[&](const std::string& f, const std::string& b) { files[f] = b; }, {}, ""});
   });
   ASSERT_EQ(files.size(), 3u) << "two shard files and the layout, from rank 0 only";
   std::vector<std::string> read;
-  const PartFiles source{{}, [&](const std::string& f) -> std::optional<std::string> {
+  const PartFiles source{{},
+                         [&](const std::string& f) -> std::optional<std::string> {
                            read.push_back(f);
                            auto it = files.find(f);
                            return it == files.end() ? std::nullopt : std::optional<std::string>(it->second);
@@ -270,7 +278,8 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
   EXPECT_EQ(read, (std::vector<std::string>{"optimizer.shards.json", "optimizer.shard1.pt"}));
   ASSERT_EQ(full.state().size(), 1u);
   auto momentum = [&](size_t i) {
-    auto& s = static_cast<torch::optim::SGDParamState&>(*full.state().at(compat::optimizer_state_key(params[i])));
+    auto& s =
+        static_cast<torch::optim::SGDParamState&>(*full.state().at(compat::optimizer_state_key(params[i])));
     return s.momentum_buffer();
   };
   EXPECT_TRUE(momentum(2).equal(momentum_of(2, params[2])));
@@ -278,7 +287,8 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
   read.clear();
   ASSERT_TRUE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt"));
   EXPECT_EQ(read.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(momentum(i).equal(momentum_of(i, params[i]))) << "parameter " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(momentum(i).equal(momentum_of(i, params[i]))) << "parameter " << i;
 
   auto error_of = [](const std::function<void()>& fn) -> std::string {
     try {
@@ -289,12 +299,16 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
     return "no error";
   };
   torch::optim::AdamW other(params, torch::optim::AdamWOptions(0.1));
-  const std::string kind = error_of([&] { load_optimizer_shards(other, "optimizer", source, nullptr, "ckpt"); });
+  const std::string kind =
+      error_of([&] { load_optimizer_shards(other, "optimizer", source, nullptr, "ckpt"); });
   EXPECT_NE(kind.find("holds the state of sgd (1 tensors per parameter); this run's optimizer is adamw"),
-            std::string::npos) << kind;
+            std::string::npos)
+      << kind;
   files.erase("optimizer.shard1.pt");
-  const std::string missing = error_of([&] { load_optimizer_shards(full, "optimizer", source, &only_c, "ckpt"); });
+  const std::string missing =
+      error_of([&] { load_optimizer_shards(full, "optimizer", source, &only_c, "ckpt"); });
   EXPECT_NE(missing.find("checkpoint 'ckpt' lacks optimizer.shard1.pt"), std::string::npos) << missing;
   files.clear();
-  EXPECT_FALSE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt")) << "no shard files: the archive's";
+  EXPECT_FALSE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt"))
+      << "no shard files: the archive's";
 }

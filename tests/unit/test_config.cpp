@@ -61,8 +61,9 @@ TEST(Config, DefaultsMatchReference) {
 }
 
 TEST(Config, FlagsParseAllForms) {
-  TrainConfig c = resolve_train_config({"--batch_size", "32", "--lr=0.5", "--no-use_amp", "--enable_profiling",
-                                        "--width", "0.25", "--dataset", "fashion-mnist"});
+  TrainConfig c =
+      resolve_train_config({"--batch_size", "32", "--lr=0.5", "--no-use_amp", "--enable_profiling", "--width",
+                            "0.25", "--dataset", "fashion-mnist"});
   EXPECT_EQ(c.data.batch_size, 32);
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
   EXPECT_FALSE(c.run.use_amp);
@@ -72,13 +73,14 @@ TEST(Config, FlagsParseAllForms) {
 }
 
 TEST(Config, TomlThenFlagsOverride) {
-  std::string path = temp_file("cfg.toml", "batch_size = 16\nlr = 0.2\nuse_amp = false\nepochs = 3\n"
-                                           "dataset = \"synthetic\"\nweight_decay = 0\n");
+  std::string path = temp_file("cfg.toml",
+                               "batch_size = 16\nlr = 0.2\nuse_amp = false\nepochs = 3\n"
+                               "dataset = \"synthetic\"\nweight_decay = 0\n");
   TrainConfig c = resolve_train_config({"--epochs", "5", "--config", path});
   EXPECT_EQ(c.data.batch_size, 16);
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.2);
   EXPECT_FALSE(c.run.use_amp);
-  EXPECT_EQ(c.optim.epochs, 5);  // the flag wins over the file
+  EXPECT_EQ(c.optim.epochs, 5);                 // the flag wins over the file
   EXPECT_DOUBLE_EQ(c.optim.weight_decay, 0.0);  // an integer is accepted for a number
 }
 
@@ -97,7 +99,8 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--use_amp=maybe"}, "--use_amp='maybe' is not a boolean"},
       {{"--epochs"}, "--epochs needs a value"},
       {{"--backend", "mpi"}, "--backend='mpi' is not a known backend"},
-      {{"--dataset", "imagenet"}, "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
+      {{"--dataset", "imagenet"},
+       "--dataset='imagenet' is not one of synthetic, fashion-mnist, mnist, cifar10, tensors, tokens, text"},
       {{"--prefetch_factor", "0"}, "--prefetch_factor=0 must be > 0"},
       {{"--augment"}, "--augment has no recipe for --dataset synthetic"},
       {{"--min_lr_ratio", "2"}, "--min_lr_ratio=2 must be in [0, 1]"},
@@ -106,10 +109,12 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--activation_checkpointing", "all"}, "--activation_checkpointing='all' is not one of none, blocks"},
       {{"--clip_grad_norm", "-1"}, "--clip_grad_norm=-1 must be >= 0"},
       {{"--config", "/nonexistent.toml"}, "--config='/nonexistent.toml' does not exist"},
-      {{"--resume_from", "/nonexistent_ckpt"}, "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},
+      {{"--resume_from", "/nonexistent_ckpt"},
+       "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},
       {{"--grad_accum_steps", "0"}, "--grad_accum_steps=0 must be > 0"},
       {{"--bucket_cap_mb", "0"}, "--bucket_cap_mb=0 must be > 0; pass auto"},
-      {{"--bucket_cap_mb", "big"}, "--bucket_cap_mb='big' is not a number; pass auto or e.g. --bucket_cap_mb 25"},
+      {{"--bucket_cap_mb", "big"},
+       "--bucket_cap_mb='big' is not a number; pass auto or e.g. --bucket_cap_mb 25"},
       {{"stray"}, "unexpected argument 'stray'"},
   };
   for (const auto& c : cases) {
@@ -120,11 +125,13 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
 
 TEST(Config, BadTomlIsUsageError) {
   EXPECT_NE(usage_error_of({"--config", temp_file("bad1.toml", "batch_size = \"many\"\n")})
-                .find("config key 'batch_size'"), std::string::npos);
+                .find("config key 'batch_size'"),
+            std::string::npos);
   EXPECT_NE(usage_error_of({"--config", temp_file("bad2.toml", "no_such_key = 1\n")}).find("no_such_key"),
             std::string::npos);
-  EXPECT_NE(usage_error_of({"--config", temp_file("bad3.toml", "lr = = 1\n")}).find("could not be read as TOML"),
-            std::string::npos);
+  EXPECT_NE(
+      usage_error_of({"--config", temp_file("bad3.toml", "lr = = 1\n")}).find("could not be read as TOML"),
+      std::string::npos);
   EXPECT_NE(usage_error_of({"--config", temp_file("bad4.toml", "bucket_cap_mb = \"fast\"\n")})
                 .find("must be a number or \"auto\"; e.g. bucket_cap_mb = \"auto\""),
             std::string::npos);
@@ -133,10 +140,12 @@ TEST(Config, BadTomlIsUsageError) {
 TEST(Config, NumberOrAutoFlags) {
   EXPECT_DOUBLE_EQ(*resolve_train_config({"--bucket_cap_mb", "4"}).dist.bucket_cap_mb, 4.0);
   EXPECT_FALSE(resolve_train_config({"--bucket_cap_mb=auto"}).dist.bucket_cap_mb.has_value());
-  EXPECT_DOUBLE_EQ(*resolve_train_config({"--config", temp_file("cap1.toml", "bucket_cap_mb = 2\n")}).dist.bucket_cap_mb,
-                   2.0);
   EXPECT_DOUBLE_EQ(
-      *resolve_train_config({"--config", temp_file("cap2.toml", "bucket_cap_mb = 0.5\n")}).dist.bucket_cap_mb, 0.5);
+      *resolve_train_config({"--config", temp_file("cap1.toml", "bucket_cap_mb = 2\n")}).dist.bucket_cap_mb,
+      2.0);
+  EXPECT_DOUBLE_EQ(
+      *resolve_train_config({"--config", temp_file("cap2.toml", "bucket_cap_mb = 0.5\n")}).dist.bucket_cap_mb,
+      0.5);
   EXPECT_FALSE(resolve_train_config({"--config", temp_file("cap3.toml", "bucket_cap_mb = \"auto\"\n")})
                    .dist.bucket_cap_mb.has_value());
   TrainConfig c = resolve_train_config({"--bucket_cap_mb", "8"});

@@ -11,8 +11,8 @@
 #include <zlib.h>
 
 #include "config/train_config.h"
-#include "data/datasets.h"
 #include "data/augment.h"
+#include "data/datasets.h"
 #include "data/loader.h"
 #include "golden.h"
 #include "util/error.h"
@@ -163,7 +163,8 @@ std::string cifar_records(int n) {
 
 TEST(Data, Cifar10BinaryFilesReadAndChecked) {
   const std::string dir = fresh("cifar");
-  for (int k = 1; k <= 5; ++k) std::ofstream(dir + "/data_batch_" + std::to_string(k) + ".bin", std::ios::binary) << cifar_records(4);
+  for (int k = 1; k <= 5; ++k)
+    std::ofstream(dir + "/data_batch_" + std::to_string(k) + ".bin", std::ios::binary) << cifar_records(4);
   std::ofstream(dir + "/test_batch.bin", std::ios::binary) << cifar_records(3);
   DataOptions o;
   o.dataset = DatasetKind::kCifar10;
@@ -235,11 +236,13 @@ TEST(Data, AugmentationSameForAnyWorkerCountAndAcrossAResume) {
   for (int workers : {1, 2, 4}) {
     const auto got = epoch_batches(workers, 1, 0);
     ASSERT_EQ(got.size(), ref.size());
-    for (size_t k = 0; k < ref.size(); ++k) EXPECT_TRUE(got[k].equal(ref[k])) << workers << " workers, batch " << k;
+    for (size_t k = 0; k < ref.size(); ++k)
+      EXPECT_TRUE(got[k].equal(ref[k])) << workers << " workers, batch " << k;
   }
   const auto resumed = epoch_batches(2, 1, 5);
   ASSERT_EQ(resumed.size(), 7u);
-  for (size_t k = 0; k < resumed.size(); ++k) EXPECT_TRUE(resumed[k].equal(ref[k + 5])) << "resumed batch " << k;
+  for (size_t k = 0; k < resumed.size(); ++k)
+    EXPECT_TRUE(resumed[k].equal(ref[k + 5])) << "resumed batch " << k;
   const auto next_epoch = epoch_batches(2, 2, 0);
   EXPECT_FALSE(next_epoch[0].equal(ref[0]));
   // The choices: deterministic, spread over the offsets, about half flipped.

@@ -8,8 +8,8 @@
 #include <torch/optim/sgd.h>
 
 #include "ddp/bucket_size.h"
-#include "dist/backend_factory.h"
 #include "ddp/ddp.h"
+#include "dist/backend_factory.h"
 #include "dist_harness.h"
 
 using namespace ddptrain;
@@ -38,7 +38,8 @@ std::shared_ptr<TinyNet> make_net(uint64_t seed, int64_t hidden = 16, bool with_
 
 std::vector<at::Tensor> snapshot(torch::nn::Module& m, bool grads) {
   std::vector<at::Tensor> out;
-  for (auto& p : m.parameters()) out.push_back(grads ? (p.grad().defined() ? p.grad().clone() : at::Tensor()) : p.detach().clone());
+  for (auto& p : m.parameters())
+    out.push_back(grads ? (p.grad().defined() ? p.grad().clone() : at::Tensor()) : p.detach().clone());
   return out;
 }
 
@@ -68,7 +69,8 @@ std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps
       for (int k = 0; k < K; ++k) {
         int64_t row = s * global + (k * world + ctx.rank()) * per_rank;
         auto loss = torch::nn::functional::cross_entropy(net->forward(x.narrow(0, row, per_rank)),
-                                                         y.narrow(0, row, per_rank)) / K;
+                                                         y.narrow(0, row, per_rank)) /
+                    K;
         std::optional<DistributedDataParallel::NoSyncGuard> local;
         if (k + 1 < K) local.emplace(ddp);
         loss.backward();
@@ -129,7 +131,7 @@ TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {
 
 TEST(DdpThreads, NoSyncAccumulationEqualsBigBatch) {
   auto reference = train_tiny(1, 32, 1, 10, {});  // world 1, batch 8b with b = 4
-  auto got = train_tiny(2, 4, 4, 10, {});          // world 2, K = 4 micro-batches of b
+  auto got = train_tiny(2, 4, 4, 10, {});         // world 2, K = 4 micro-batches of b
   double d = max_diff(got, reference);
   std::printf("no_sync K=4 world 2 vs world 1 batch 8b: max |param diff| = %.3g\n", d);
   EXPECT_LE(d, 1e-5);
@@ -213,16 +215,19 @@ TEST(DdpThreads, WorldOneHasAProcessGroupOnlyWhenABackendIsNamed) {
 TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
   std::mutex mu;
   std::vector<std::string> errors;
-  run_ranks(2, [&](const DistContext& ctx) {
-    auto net = make_net(1, 16, /*with_unused=*/true);
-    DistributedDataParallel ddp(net, ctx, {});
-    try {
-      net->forward(torch::randn({2, 8})).sum().backward();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e.what());
-    }
-  }, 10);
+  run_ranks(
+      2,
+      [&](const DistContext& ctx) {
+        auto net = make_net(1, 16, /*with_unused=*/true);
+        DistributedDataParallel ddp(net, ctx, {});
+        try {
+          net->forward(torch::randn({2, 8})).sum().backward();
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          errors.push_back(e.what());
+        }
+      },
+      10);
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& e : errors) {
     EXPECT_NE(e.find("'unused'"), std::string::npos) << e;
@@ -244,15 +249,18 @@ TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
 TEST(DdpThreads, MismatchedModelsFailOnEveryRank) {
   std::mutex mu;
   std::vector<std::string> errors;
-  run_ranks(2, [&](const DistContext& ctx) {
-    auto net = make_net(1, ctx.rank() == 0 ? 16 : 12);  // rank 1 has other layer shapes
-    try {
-      DistributedDataParallel ddp(net, ctx, {});
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e.what());
-    }
-  }, 20);
+  run_ranks(
+      2,
+      [&](const DistContext& ctx) {
+        auto net = make_net(1, ctx.rank() == 0 ? 16 : 12);  // rank 1 has other layer shapes
+        try {
+          DistributedDataParallel ddp(net, ctx, {});
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          errors.push_back(e.what());
+        }
+      },
+      20);
   ASSERT_EQ(errors.size(), 2u) << "every rank must fail";
   std::string all = errors[0] + "\n" + errors[1];
   EXPECT_NE(all.find("a.weight [16, 8]"), std::string::npos) << all;
@@ -268,7 +276,8 @@ TEST(DdpThreads, CompressionHooksTrainLikeFp32) {
   train_tiny(2, 4, 1, 20, h16, &fp16);
   train_tiny(2, 4, 1, 20, hbf, &bf16);
   ASSERT_EQ(base.size(), 20u);
-  std::printf("final loss: fp32 %.6f, fp16 hook %.6f, bf16 hook %.6f\n", base.back(), fp16.back(), bf16.back());
+  std::printf("final loss: fp32 %.6f, fp16 hook %.6f, bf16 hook %.6f\n", base.back(), fp16.back(),
+              bf16.back());
   EXPECT_LE(std::abs(fp16.back() - base.back()) / base.back(), 1e-2);
   EXPECT_LE(std::abs(bf16.back() - base.back()) / base.back(), 1e-2);
   EXPECT_NE(fp16.back(), base.back()) << "the hook did not change the arithmetic at all";
@@ -285,8 +294,8 @@ TEST(DdpThreads, BuffersFollowRankZero) {
     bn->forward(torch::arange(32, at::kFloat).reshape({8, 4}) * (ctx.rank() + 1));
     ddp.sync_buffers();
     std::lock_guard<std::mutex> lock(mu);
-    stats[static_cast<size_t>(ctx.rank())] = torch::cat({bn->running_mean, bn->running_var,
-                                                          bn->num_batches_tracked.to(at::kFloat).reshape(1)});
+    stats[static_cast<size_t>(ctx.rank())] =
+        torch::cat({bn->running_mean, bn->running_var, bn->num_batches_tracked.to(at::kFloat).reshape(1)});
   });
   EXPECT_TRUE(stats[0].equal(stats[1]));
 }
@@ -323,7 +332,8 @@ std::vector<at::Tensor> train_resnet(int world, int64_t per_rank, int steps) {
       for (auto& p : net->parameters()) p.mutable_grad().reset();
       int64_t row = s * global + ctx.rank() * per_rank;
       ddp.sync_buffers();
-      torch::nn::functional::cross_entropy(net->forward(x.narrow(0, row, per_rank)), y.narrow(0, row, per_rank))
+      torch::nn::functional::cross_entropy(net->forward(x.narrow(0, row, per_rank)),
+                                           y.narrow(0, row, per_rank))
           .backward();
       opt.step();
       std::vector<at::Tensor> state;
@@ -353,8 +363,10 @@ TEST(DdpThreads, SyncBatchNormResNetEquivalentToOneRank) {
     double d = 0;
     for (size_t i = 0; i < got.size(); ++i)
       d = std::max(d, (got[i].to(at::kDouble) - reference[i].to(at::kDouble)).abs().max().item<double>());
-    std::printf("MiniResNet --sync_bn world %d batch %lld vs world 1 batch 8: max |param/buffer diff| after 10 steps = %.3g\n",
-                world, static_cast<long long>(per_rank), d);
+    std::printf(
+        "MiniResNet --sync_bn world %d batch %lld vs world 1 batch 8: max |param/buffer diff| after 10 steps "
+        "= %.3g\n",
+        world, static_cast<long long>(per_rank), d);
     EXPECT_LE(d, 1e-5) << "world " << world;
   }
 }
@@ -426,7 +438,8 @@ TEST(Staging, AnAsynchronousCollectiveRefusesATensorTheBackendDoesNotTake) {
       ctx.all_reduce_sum_async(t);
       ADD_FAILURE() << "no error";
     } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find("an asynchronous all_reduce got a tensor on meta"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("an asynchronous all_reduce got a tensor on meta"),
+                std::string::npos)
           << e.what();
     }
   });

@@ -19,7 +19,9 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return kDevice; }
   void setDevice(c10::Device) const override {}
   void uncheckedSetDevice(c10::Device) const noexcept override {}
-  c10::Stream getStream(c10::Device d) const noexcept override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
   c10::DeviceIndex deviceCount() const noexcept override { return 1; }
 };

@@ -71,9 +71,11 @@ TEST(FlightVerdict, NamesTheRankBehindAndWhereTheOthersWait) {
                                               {1, record(1, 3, 5, "", "", "data")},
                                               {2, record(2, 3, 5, "all_reduce", "gradient bucket 0")}};
   const std::string v = hang_verdict(recs, 3);
-  EXPECT_NE(v.find("rank 1 is behind: ranks 0,2 wait in collective #6 (all_reduce, gradient bucket 0, step 6); "
-                   "rank 1 completed #5 and has been in data (step 6) for "),
-            std::string::npos) << v;
+  EXPECT_NE(
+      v.find("rank 1 is behind: ranks 0,2 wait in collective #6 (all_reduce, gradient bucket 0, step 6); "
+             "rank 1 completed #5 and has been in data (step 6) for "),
+      std::string::npos)
+      << v;
   EXPECT_EQ(v.find("left no record"), std::string::npos) << v;
 }
 
@@ -86,8 +88,10 @@ TEST(FlightVerdict, NamesRanksThatDisagreeOnACollective) {
   const std::string v = hang_verdict({{0, record(0, 2, 5, "broadcast", "buffer broadcast")},
                                       {1, record(1, 2, 5, "all_reduce", "gradient bucket 2")}},
                                      2);
-  EXPECT_NE(v.find("ranks disagree at #6: rank 0 broadcast (buffer broadcast) vs rank 1 all_reduce (gradient bucket 2)"),
-            std::string::npos) << v;
+  EXPECT_NE(v.find("ranks disagree at #6: rank 0 broadcast (buffer broadcast) vs rank 1 all_reduce (gradient "
+                   "bucket 2)"),
+            std::string::npos)
+      << v;
   const std::string calm = hang_verdict({{0, record(0, 2, 5)}, {1, record(1, 2, 5)}}, 2);
   EXPECT_NE(calm.find("no hang on record"), std::string::npos) << calm;
 }
@@ -158,7 +162,8 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
   EXPECT_FALSE(watch.poll()) << "no records yet: the verdict waits for them";
   ASSERT_TRUE(watch.stalled());
   EXPECT_EQ(watch.stall().rfind("rank 0 has waited ", 0), 0u) << watch.stall();
-  EXPECT_NE(watch.stall().find(" s in collective #6 (all_reduce, gradient bucket 0, step 6)"), std::string::npos)
+  EXPECT_NE(watch.stall().find(" s in collective #6 (all_reduce, gradient bucket 0, step 6)"),
+            std::string::npos)
       << watch.stall();
   ASSERT_TRUE(std::filesystem::exists(flight_request_path(launch))) << "the ranks were not asked";
   write_json(flights + "/flight_rank0.json", r0.to_json(0, 2, "asked"));
@@ -168,5 +173,6 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
   EXPECT_NE(verdict->find("rank 1 is behind: rank 0 waits in collective #6"), std::string::npos) << *verdict;
   EXPECT_FALSE(watch.poll()) << "one verdict per attempt";
   watch.reset();
-  EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch))) << "a restarted group would be asked at once";
+  EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch)))
+      << "a restarted group would be asked at once";
 }

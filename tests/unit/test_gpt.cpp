@@ -136,7 +136,8 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
       for (auto& p : net->parameters()) p.mutable_grad().reset();
       auto rows = data.narrow(0, s * global + ctx.rank() * per_rank, per_rank);
       auto logits = net->forward(rows.slice(1, 0, T));
-      torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), rows.slice(1, 1).reshape({-1})).backward();
+      torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), rows.slice(1, 1).reshape({-1}))
+          .backward();
       opt->step();
       std::vector<at::Tensor> state;
       for (auto& t : net->parameters()) state.push_back(t.detach().clone());
@@ -158,7 +159,8 @@ TEST(Gpt, WorldTwoEqualsWorldOneAndRecomputeIsBitwiseEqualUnderDdp) {
   auto reference = train_gpt(1, 4, 10, false);
   auto two = train_gpt(2, 2, 10, false);
   const double d = max_diff(two, reference);
-  std::printf("GPT debug AdamW world 2 batch 2 vs world 1 batch 4: max |param diff| after 10 steps = %.3g\n", d);
+  std::printf("GPT debug AdamW world 2 batch 2 vs world 1 batch 4: max |param diff| after 10 steps = %.3g\n",
+              d);
   EXPECT_LE(d, 1e-5);
   auto two_recomputed = train_gpt(2, 2, 10, true);
   for (size_t i = 0; i < two.size(); ++i) EXPECT_TRUE(two[i].equal(two_recomputed[i])) << "parameter " << i;
@@ -232,10 +234,13 @@ TEST(Gpt, ConfigRules) {
   EXPECT_NE(err({"--dataset", "tokens"}).find("holds token sequences; pass --model gpt"), std::string::npos);
   EXPECT_NE(err({"--model", "gpt", "--dataset", "text"}).find("needs --data_path"), std::string::npos);
   EXPECT_NE(err({"--warmup_steps", "10"}).find("--lr_schedule step_cosine"), std::string::npos);
-  EXPECT_NE(err({"--model", "gpt", "--dataset", "tokens", "--gpt_preset", "huge"}).find("--gpt_preset='huge' is not one of debug, small, gpt2-124m"),
+  EXPECT_NE(err({"--model", "gpt", "--dataset", "tokens", "--gpt_preset", "huge"})
+                .find("--gpt_preset='huge' is not one of debug, small, gpt2-124m"),
             std::string::npos);
-  EXPECT_NE(err({"--optimizer", "adam"}).find("--optimizer='adam' is not one of sgd, adamw"), std::string::npos);
-  EXPECT_EQ(err({"--model", "gpt", "--dataset", "tokens", "--optimizer", "adamw", "--warmup_steps", "5"}), "accepted");
+  EXPECT_NE(err({"--optimizer", "adam"}).find("--optimizer='adam' is not one of sgd, adamw"),
+            std::string::npos);
+  EXPECT_EQ(err({"--model", "gpt", "--dataset", "tokens", "--optimizer", "adamw", "--warmup_steps", "5"}),
+            "accepted");
   TrainConfig c = resolve_train_config({"--model", "gpt", "--dataset", "tokens", "--gpt_preset", "gpt2-124m",
                                         "--n_layer", "4", "--block_size", "128"});
   const GptConfig g = gpt_config(c.model);

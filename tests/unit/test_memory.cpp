@@ -54,7 +54,8 @@ TEST(CpuHeap, KeptAcrossStepsInsteadOfFaultedBackIn) {
     _exit(0);
   }
   long default_faults = -1;
-  ASSERT_EQ(read(fds[0], &default_faults, sizeof(default_faults)), static_cast<ssize_t>(sizeof(default_faults)));
+  ASSERT_EQ(read(fds[0], &default_faults, sizeof(default_faults)),
+            static_cast<ssize_t>(sizeof(default_faults)));
   waitpid(child, nullptr, 0);
   close(fds[0]);
   close(fds[1]);

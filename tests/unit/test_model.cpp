@@ -53,9 +53,10 @@ TEST(Model, InitialWeightsAndKeysEqualPython) {
 TEST(Model, FlopsPerSampleMatchAHandCount) {
   // width 0.125 (channels 8, 16, 32), 3x8x8 input, 10 classes; 2 x MACs per conv/linear.
   MiniResNet m(MiniResNetOptions{3, 10, 0.125});
-  const int64_t stem = 2 * 3 * 8 * 9 * 64;                 // 8x8 out
-  const int64_t c8 = 2 * 8 * 8 * 9 * 64;                   // 8->8 3x3, 8x8 out
-  const int64_t down1 = 2 * 8 * 16 * 9 * 16 + 2 * 16 * 16 * 9 * 16 + 2 * 8 * 16 * 16;  // conv1/s2, conv2, 1x1 shortcut
+  const int64_t stem = 2 * 3 * 8 * 9 * 64;  // 8x8 out
+  const int64_t c8 = 2 * 8 * 8 * 9 * 64;    // 8->8 3x3, 8x8 out
+  const int64_t down1 =
+      2 * 8 * 16 * 9 * 16 + 2 * 16 * 16 * 9 * 16 + 2 * 8 * 16 * 16;  // conv1/s2, conv2, 1x1 shortcut
   const int64_t c16 = 2 * 16 * 16 * 9 * 16;
   const int64_t down2 = 2 * 16 * 32 * 9 * 4 + 2 * 32 * 32 * 9 * 4 + 2 * 16 * 32 * 4;
   const int64_t c32 = 2 * 32 * 32 * 9 * 4;

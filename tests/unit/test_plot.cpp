@@ -27,7 +27,8 @@ TEST(Plot, EachStepLabelSitsAtItsValue) {
   Panel p{"loss", {Line{"train", {{2, 0.0}, {8, 1.0}}, 0, false}}};
   const std::string svg = render_svg({p}, 1);
   // Plot area: x from 62 to 480 - 16 = 464 for steps 2..8; step 5 is half way, at 263.
-  EXPECT_NE(svg.find("<text x=\"263\" y=\"274\" text-anchor=\"middle\" font-size=\"10\">5</text>"), std::string::npos)
+  EXPECT_NE(svg.find("<text x=\"263\" y=\"274\" text-anchor=\"middle\" font-size=\"10\">5</text>"),
+            std::string::npos)
       << svg;
   EXPECT_EQ(svg.find(">4.5<"), std::string::npos) << "a fractional step label";
 }

@@ -123,7 +123,8 @@ TEST(KernelProbe, MeasuresEveryKernelAndLeavesTheGlobalGeneratorAlone) {
   const CpuKernelRates r = probe_cpu_kernels(/*with_bf16=*/true);
   EXPECT_TRUE(at::equal(at::randn({4}), expected)) << "the probe drew from the global generator";
   std::printf("probe on %d threads: conv fp32 %.1f bf16 %.1f, matmul fp32 %.1f bf16 %.1f GFLOP/s\n",
-              at::get_num_threads(), r.conv_fp32 / 1e9, r.conv_bf16 / 1e9, r.matmul_fp32 / 1e9, r.matmul_bf16 / 1e9);
+              at::get_num_threads(), r.conv_fp32 / 1e9, r.conv_bf16 / 1e9, r.matmul_fp32 / 1e9,
+              r.matmul_bf16 / 1e9);
   for (double v : {r.conv_fp32, r.matmul_fp32, r.conv_bf16, r.matmul_bf16}) EXPECT_GT(v, 0.0);
   const CpuKernelRates fp32_only = probe_cpu_kernels(false);
   EXPECT_GT(fp32_only.conv_fp32, 0.0);

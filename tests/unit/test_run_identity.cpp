@@ -16,11 +16,11 @@ TEST(RunIdentity, RecordsWhatDefinesTheRunNotWhatAResumeMayChange) {
   const RunIdentity id = run_identity(resolve_train_config({}));
   for (const char* f : {"lr", "seed", "model", "dataset", "optimizer", "grad_accum_steps", "width"})
     EXPECT_TRUE(id.count(f)) << f;
-  for (const char* f : {"max_steps", "epochs", "checkpoint_dir", "resume_from", "threads", "log_interval", "data_dir",
-                        "batch_size"})
+  for (const char* f : {"max_steps", "epochs", "checkpoint_dir", "resume_from", "threads", "log_interval",
+                        "data_dir", "batch_size"})
     EXPECT_FALSE(id.count(f)) << f;
-  const RunIdentity other =
-      run_identity(resolve_train_config({"--lr", "0.05", "--seed", "7", "--max_steps", "5", "--threads", "1"}));
+  const RunIdentity other = run_identity(
+      resolve_train_config({"--lr", "0.05", "--seed", "7", "--max_steps", "5", "--threads", "1"}));
   const auto diff = identity_differences(other, id);
   ASSERT_EQ(diff.size(), 2u);
   EXPECT_EQ(diff[0].rfind("--lr 0.05 (the checkpoint's: 0.01", 0), 0u) << diff[0];

@@ -60,7 +60,8 @@ TEST(Sampler, RanksPartitionTheDatasetWithoutDropLast) {
 TEST(Sampler, EpochPlanCountsTheTrainedPositions) {
   EXPECT_EQ(EpochPlan::fresh(250, 2, 16).end, 224) << "125 per rank: 7 batches of 16, the 13 left dropped";
   EXPECT_EQ(EpochPlan::fresh(250, 2, 16, /*drop_last=*/false).end, 250);
-  EXPECT_EQ(EpochPlan::fresh(251, 2, 16, false).end, 252) << "padded to a multiple of the world, as PyTorch pads";
+  EXPECT_EQ(EpochPlan::fresh(251, 2, 16, false).end, 252)
+      << "padded to a multiple of the world, as PyTorch pads";
   EpochPlan p = EpochPlan::fresh(250, 2, 16);
   p.done = 64;
   SamplerOptions o;

@@ -23,7 +23,8 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   r.comm.wait_s = 0.05;
   r.phases = {0.01, 0.5, 0.9, 0.09};
   const std::string line = format_step_line(r);
-  EXPECT_EQ(line.rfind("epoch 2 step 20/468 | global step 488/936 | loss 0.5000 | lr 1.000e-02 | 1,234 samples/s | 150 ms/step | 2 all-reduce "
+  EXPECT_EQ(line.rfind("epoch 2 step 20/468 | global step 488/936 | loss 0.5000 | lr 1.000e-02 | 1,234 "
+                       "samples/s | 150 ms/step | 2 all-reduce "
                        "1.00 MiB/step, comm wait 5.0 ms/step",
                        0),
             0u)
@@ -49,9 +50,12 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   r.grad_mib = 2.5;
   r.optim_mib = 0.75;
   const std::string gpt = format_step_line(r);
-  EXPECT_NE(gpt.find("| peak mem 3 MiB | state MiB: params 1.2 grads 2.5 optim 0.8 |"), std::string::npos) << gpt;
+  EXPECT_NE(gpt.find("| peak mem 3 MiB | state MiB: params 1.2 grads 2.5 optim 0.8 |"), std::string::npos)
+      << gpt;
   EXPECT_NE(gpt.find("1,234 samples/s | 79,002 tokens/s | 150 ms/step"), std::string::npos) << gpt;
-  EXPECT_NE(gpt.find(" | loss scale 65536 | grad norm 1.250 | MFU 31.5% | peak mem 3 MiB |"), std::string::npos) << gpt;
+  EXPECT_NE(gpt.find(" | loss scale 65536 | grad norm 1.250 | MFU 31.5% | peak mem 3 MiB |"),
+            std::string::npos)
+      << gpt;
   rec = step_record(r);
   EXPECT_DOUBLE_EQ(rec["tokens_per_s"].get<double>(), 1234.4 * 64);
   EXPECT_DOUBLE_EQ(rec["loss_scale"].get<double>(), 65536.0);

@@ -49,7 +49,6 @@ TrainResult train_strict(const std::vector<std::string>& args) {
   return results[0];
 }
 
-
 }  // namespace
 
 // The test device holds data: copies there and back keep every value, non-contiguous too.
@@ -68,7 +67,8 @@ TEST(StrictDevice, TheTestDeviceKeepsWhatIsCopiedThere) {
 TEST(StrictDevice, TheCheckingBackendRefusesATensorOffItsDevice) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   auto gloo = make_backend("gloo", store, 0, 1, "127.0.0.1", std::chrono::seconds(10), at::Device(at::kCPU));
-  auto pg = c10::make_intrusive<DeviceCheckingBackend>(gloo, testing_device::test_device(), std::chrono::seconds(10));
+  auto pg = c10::make_intrusive<DeviceCheckingBackend>(gloo, testing_device::test_device(),
+                                                       std::chrono::seconds(10));
   std::vector<at::Tensor> cpu{at::ones({2})};
   try {
     pg->allreduce(cpu, c10d::AllreduceOptions());
@@ -110,9 +110,15 @@ TEST(StrictDevice, DistContextStagesEveryCollectiveThere) {
 // (with the RNG-state gather), then a resume from the last one, all through the strict device.
 TEST(StrictDevice, TrainingEvaluationCheckpointsAndResumeStageEveryCollective) {
   const std::string dir = testing_dist::temp_dir("strict_loop");
-  std::vector<std::string> args = {"--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "16",
-                                   "--num_workers", "0", "--threads", "1", "--no-use_amp", "--sync_bn",
-                                   "--eval_every", "1", "--log_interval", "2", "--checkpoint_dir", dir};
+  std::vector<std::string> args = {"--dataset",        "fashion-mnist",
+                                   "--width",          "0.125",
+                                   "--batch_size",     "16",
+                                   "--num_workers",    "0",
+                                   "--threads",        "1",
+                                   "--no-use_amp",     "--sync_bn",
+                                   "--eval_every",     "1",
+                                   "--log_interval",   "2",
+                                   "--checkpoint_dir", dir};
   auto run = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = args;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -135,22 +141,49 @@ TEST(StrictDevice, TrainingEvaluationCheckpointsAndResumeStageEveryCollective) {
 TEST(StrictDevice, ZeroStagesStageEveryCollective) {
   const std::string dir = testing_dist::temp_dir("strict_zero");
   auto run = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = {"--dataset_size", "128", "--image_size", "8", "--width", "0.125", "--batch_size",
-                                  "8", "--num_workers", "0", "--threads", "1", "--no-use_amp", "--optimizer", "adamw",
-                                  "--lr", "0.003", "--grad_scaler", "on", "--clip_grad_norm", "1", "--eval_every",
-                                  "0", "--log_interval", "2", "--checkpoint_dir", dir, "--save_every_steps", "3"};
+    std::vector<std::string> a = {"--dataset_size",
+                                  "128",
+                                  "--image_size",
+                                  "8",
+                                  "--width",
+                                  "0.125",
+                                  "--batch_size",
+                                  "8",
+                                  "--num_workers",
+                                  "0",
+                                  "--threads",
+                                  "1",
+                                  "--no-use_amp",
+                                  "--optimizer",
+                                  "adamw",
+                                  "--lr",
+                                  "0.003",
+                                  "--grad_scaler",
+                                  "on",
+                                  "--clip_grad_norm",
+                                  "1",
+                                  "--eval_every",
+                                  "0",
+                                  "--log_interval",
+                                  "2",
+                                  "--checkpoint_dir",
+                                  dir,
+                                  "--save_every_steps",
+                                  "3"};
     a.insert(a.end(), extra.begin(), extra.end());
     return train_strict(a);
   };
   const TrainResult first = run({"--zero_stage", "2", "--max_steps", "3"});
   EXPECT_EQ(first.global_step, 3);
   ASSERT_FALSE(first.last_checkpoint.empty());
-  const TrainResult resumed = run({"--zero_stage", "1", "--max_steps", "6", "--resume_from", first.last_checkpoint});
+  const TrainResult resumed =
+      run({"--zero_stage", "1", "--max_steps", "6", "--resume_from", first.last_checkpoint});
   EXPECT_EQ(resumed.global_step, 6);
   // Stage 3: the units' asynchronous all-gathers (staged, so done at once) and the gathers
   // around the checkpoint's load and save.
   ASSERT_FALSE(resumed.last_checkpoint.empty());
-  const TrainResult sharded = run({"--zero_stage", "3", "--max_steps", "9", "--resume_from", resumed.last_checkpoint});
+  const TrainResult sharded =
+      run({"--zero_stage", "3", "--max_steps", "9", "--resume_from", resumed.last_checkpoint});
   EXPECT_EQ(sharded.global_step, 9);
   std::filesystem::remove_all(dir);
 }

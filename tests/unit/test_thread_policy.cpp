@@ -15,10 +15,10 @@ TEST(ThreadPolicy, ThreadsPerRankShareTheCoresUnlessGiven) {
 }
 
 TEST(ThreadPolicy, PassiveWaitingOnlyWhenThreadsOutnumberTheCores) {
-  EXPECT_TRUE(threads_outnumber_cores(2, 2, 2));    // the measured case: 2 ranks x 2 threads on 2 cores
-  EXPECT_FALSE(threads_outnumber_cores(2, 1, 2));   // the default on 2 cores
-  EXPECT_FALSE(threads_outnumber_cores(1, 2, 2));   // one process with its cores: spinning pays
-  EXPECT_FALSE(threads_outnumber_cores(8, 1, 2));   // one thread each: no OpenMP team to spin
+  EXPECT_TRUE(threads_outnumber_cores(2, 2, 2));   // the measured case: 2 ranks x 2 threads on 2 cores
+  EXPECT_FALSE(threads_outnumber_cores(2, 1, 2));  // the default on 2 cores
+  EXPECT_FALSE(threads_outnumber_cores(1, 2, 2));  // one process with its cores: spinning pays
+  EXPECT_FALSE(threads_outnumber_cores(8, 1, 2));  // one thread each: no OpenMP team to spin
   EXPECT_TRUE(threads_outnumber_cores(4, 8, 16));
-  EXPECT_FALSE(threads_outnumber_cores(2, 2, 0));   // cores unknown
+  EXPECT_FALSE(threads_outnumber_cores(2, 2, 0));  // cores unknown
 }

@@ -31,7 +31,9 @@ struct UserNet : torch::nn::Module {
     b = register_module("b", torch::nn::Linear(16, 4));
     units_.add(a.ptr());
   }
-  at::Tensor forward(const at::Tensor& x) { return b(torch::tanh(units_.run(0, [&] { return a(x); }))); }
+  at::Tensor forward(const at::Tensor& x) {
+    return b(torch::tanh(units_.run(0, [&] { return a(x); })));
+  }
   Units& units() { return units_; }
   torch::nn::Linear a{nullptr}, b{nullptr};
   Units units_;
@@ -105,7 +107,9 @@ struct Counter : Callback {
 
 // A callback of the user's: the loss of every micro-batch and the steps it saw.
 struct Recorder : Callback {
-  void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override { losses.push_back(e.loss.item<double>()); }
+  void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override {
+    losses.push_back(e.loss.item<double>());
+  }
   void on_step_end(const TrainState& s, const StepEvent&) override { steps.push_back(s.global_step); }
   std::vector<double> losses;
   std::vector<int64_t> steps;
@@ -114,17 +118,20 @@ struct Recorder : Callback {
 struct Trained {
   std::vector<at::Tensor> params;  // rank 0's
   TrainResult result;
-  std::vector<int64_t> steps;      // rank 0's callback
-  int64_t counted = 0;             // rank 0's Counter, saved in the checkpoints as part "counter"
+  std::vector<int64_t> steps;  // rank 0's callback
+  int64_t counted = 0;         // rank 0's Counter, saved in the checkpoints as part "counter"
 };
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& net, bool adamw) {
-  if (!adamw) return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  if (!adamw)
+    return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   std::vector<at::Tensor> decay, no_decay;  // two groups, as ddptrain's CLI builds AdamW
   for (const auto& p : net.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).weight_decay(0)));
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(0.01).weight_decay(0)));
   return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
 }
 
@@ -159,7 +166,6 @@ double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>&
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
   return d;
 }
-
 
 }  // namespace
 
@@ -229,11 +235,13 @@ TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
     return trainable(std::make_shared<ScriptModel>(dir + "/user_net.pt"));
   };
   TrainerOptions o = quiet_fp32(8, 2);
-  const Trained ours = train_user_net(2, o, mse(), true), script = train_user_net(2, o, mse(), true, from_memory);
+  const Trained ours = train_user_net(2, o, mse(), true),
+                script = train_user_net(2, o, mse(), true, from_memory);
   ASSERT_EQ(script.params.size(), 4u);
   EXPECT_EQ(script.result.global_step, 12);
   EXPECT_LE(max_diff(ours.params, script.params), 1e-6);
-  std::printf("scripted vs native after 12 steps at world 2: max |diff| %g\n", max_diff(ours.params, script.params));
+  std::printf("scripted vs native after 12 steps at world 2: max |diff| %g\n",
+              max_diff(ours.params, script.params));
   const Trained loaded = train_user_net(2, o, mse(), true, from_file);
   EXPECT_EQ(max_diff(loaded.params, script.params), 0.0) << "the saved file trains as the module in memory";
   const Trained start = train_user_net(1, quiet_fp32(8, 0), mse(), true, from_file);
@@ -256,12 +264,14 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
         const double diff = max_diff(zero.params, z.params);
         std::printf("%s world %d: stage %d vs stage 0 max |weight diff| %g, optimizer state %s\n",
                     adamw ? "adamw" : "sgd", world, stage, diff,
-                    zero.result.optimizer_fingerprint == z.result.optimizer_fingerprint ? "bitwise equal" : "differs");
+                    zero.result.optimizer_fingerprint == z.result.optimizer_fingerprint ? "bitwise equal"
+                                                                                        : "differs");
         EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world << " stage " << stage;
         EXPECT_EQ(z.result.global_step, zero.result.global_step);
         EXPECT_TRUE(z.result.evaluated);
         EXPECT_NEAR(z.result.test_loss, zero.result.test_loss, 1e-6) << "stage " << stage;
-        EXPECT_NE(z.result.optimizer_fingerprint, train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
+        EXPECT_NE(z.result.optimizer_fingerprint,
+                  train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
             << "the gathered state is empty";
       }
     }
@@ -292,21 +302,26 @@ TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
   // 2 and 3 sum the clipping norm from the shards, in another order: within 1e-6 (README).
   TrainerOptions one = o;
   one.zero_stage = 1;
-  EXPECT_EQ(max_diff(zero.params, train_user_net(2, one, mse(), true, native, true).params), 0.0) << "stage 1";
+  EXPECT_EQ(max_diff(zero.params, train_user_net(2, one, mse(), true, native, true).params), 0.0)
+      << "stage 1";
   for (int stage : {2, 3}) {
     o.zero_stage = stage;
     const Trained z = train_user_net(2, o, mse(), true, native, true);
     const double diff = max_diff(zero.params, z.params);
-    std::printf("accumulation 2, clipping 0.05, scaler on, a NaN on rank 1: stage %d vs stage 0 max |weight diff| %g\n",
-                stage, diff);
+    std::printf(
+        "accumulation 2, clipping 0.05, scaler on, a NaN on rank 1: stage %d vs stage 0 max |weight diff| "
+        "%g\n",
+        stage, diff);
     EXPECT_LE(diff, 1e-6) << "stage " << stage;
     EXPECT_EQ(z.result.global_step, zero.result.global_step);
     EXPECT_EQ(z.steps.size(), zero.steps.size());
-    EXPECT_GT(max_diff(z.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3) << "nothing trained";
+    EXPECT_GT(max_diff(z.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3)
+        << "nothing trained";
     // bf16 autocast: the shards step the same fp32 master weights.
     bf16.zero_stage = stage;
     const Trained z_bf16 = train_user_net(2, bf16, mse(), true, native, true);
-    std::printf("bf16 autocast: stage %d vs stage 0 max |weight diff| %g\n", stage, max_diff(zero_bf16.params, z_bf16.params));
+    std::printf("bf16 autocast: stage %d vs stage 0 max |weight diff| %g\n", stage,
+                max_diff(zero_bf16.params, z_bf16.params));
     EXPECT_LE(max_diff(zero_bf16.params, z_bf16.params), 1e-6) << "stage " << stage;
   }
 }
@@ -316,28 +331,30 @@ TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
 TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
   const std::string dir = testing_dist::temp_dir("trainer_zero");
   for (int written : {1, 2, 3})
-  for (bool adamw : {false, true}) {
-    TrainerOptions o = quiet_fp32(8, 2);
-    o.lr_schedule = LrSchedule::kEpochCosine;
-    o.zero_stage = written;
-    o.checkpoint_dir = dir + "/whole";
-    const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
-    o.checkpoint_dir = dir + "/parts";
-    o.max_steps = 4;
-    const Trained first = train_user_net(2, o, mse(), true, native, adamw);
-    ASSERT_FALSE(first.result.last_checkpoint.empty());
-    o.max_steps = 0;
-    o.resume_from = first.result.last_checkpoint;
-    for (int stage : {3, 2, 1, 0}) {
-      o.zero_stage = stage;
-      const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
-      EXPECT_EQ(resumed.result.global_step, 12);
-      EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
-          << "written at stage " << written << ", resumed at stage " << stage << (adamw ? " adamw" : " sgd");
-      EXPECT_EQ(resumed.result.optimizer_fingerprint, whole.result.optimizer_fingerprint) << "stage " << stage;
+    for (bool adamw : {false, true}) {
+      TrainerOptions o = quiet_fp32(8, 2);
+      o.lr_schedule = LrSchedule::kEpochCosine;
+      o.zero_stage = written;
+      o.checkpoint_dir = dir + "/whole";
+      const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
+      o.checkpoint_dir = dir + "/parts";
+      o.max_steps = 4;
+      const Trained first = train_user_net(2, o, mse(), true, native, adamw);
+      ASSERT_FALSE(first.result.last_checkpoint.empty());
+      o.max_steps = 0;
+      o.resume_from = first.result.last_checkpoint;
+      for (int stage : {3, 2, 1, 0}) {
+        o.zero_stage = stage;
+        const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
+        EXPECT_EQ(resumed.result.global_step, 12);
+        EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
+            << "written at stage " << written << ", resumed at stage " << stage
+            << (adamw ? " adamw" : " sgd");
+        EXPECT_EQ(resumed.result.optimizer_fingerprint, whole.result.optimizer_fingerprint)
+            << "stage " << stage;
+      }
+      std::filesystem::remove_all(dir);
     }
-    std::filesystem::remove_all(dir);
-  }
 }
 
 // Reshard (Note [Resume at another world size]): a stage-1 (and a stage-3) checkpoint written at
