@@ -62,11 +62,9 @@ int cmd_train(const std::vector<std::string>& args) {
   if (ctx.is_main()) clean_checkpoint_leftovers(cfg.run.checkpoint_dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
-  // with the file and the reason, and changes nothing on disk.
+  // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
   cfg.run.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
-  if (!cfg.run.resume_from.empty())
-    verify_checkpoint(cfg.run.resume_from);  // the load logs a world-size change
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

@@ -331,7 +331,11 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   return final_dir;
 }
 
-CheckpointMeta verify_checkpoint(const std::string& dir) {
+namespace {
+
+// A checkpoint's manifest: the size and CRC-32 of each of its files. Error when it is missing,
+// unreadable or of another format.
+nlohmann::json read_manifest(const std::string& dir) {
   const std::string mpath = dir + "/" + kManifest;
   DDP_CHECK(fs::is_regular_file(mpath), "checkpoint '", dir, "' is incomplete: ", kManifest,
             " is missing (an interrupted save?)");
@@ -343,23 +347,39 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   }
   DDP_CHECK(manifest.value("format", 0) == kFormat, "checkpoint '", dir, "' has format ",
             manifest.value("format", 0), "; this ddptrain reads format ", kFormat);
+  DDP_CHECK(manifest.contains("files") && manifest["files"].is_object(), "checkpoint '", dir,
+            "': ", kManifest, " lists no files");
+  return manifest;
+}
+
+// Every file the manifest lists is there with its size (no contents read).
+void check_file_sizes(const std::string& dir, const nlohmann::json& manifest) {
   for (const auto& [fname, entry] : manifest.at("files").items()) {
     const std::string path = dir + "/" + fname;
     DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "': ", fname, " is missing");
-    const std::string bytes = read_file(path);
-    const uint64_t want = entry.at("bytes").get<uint64_t>();
-    DDP_CHECK(bytes.size() == want, "checkpoint '", dir, "': ", fname, " has ", bytes.size(),
-              " bytes but the manifest says ", want, " (truncated or replaced)");
-    DDP_CHECK(crc32_of(bytes) == entry.at("crc32").get<uint32_t>(), "checkpoint '", dir, "': ", fname,
-              " fails its CRC-32 check (corrupted)");
+    const uint64_t want = entry.at("bytes").get<uint64_t>(), have = fs::file_size(path);
+    DDP_CHECK(have == want, "checkpoint '", dir, "': ", fname, " has ", have, " bytes but the manifest says ",
+              want, " (truncated or replaced)");
   }
-  return read_checkpoint_meta(dir);
 }
 
-bool is_checkpoint_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kManifest); }
+// One file of the checkpoint, read once and checked against the manifest (its size and CRC-32);
+// nullopt when the manifest does not list it.
+std::optional<std::string> read_checked(const std::string& dir, const std::string& file,
+                                        const nlohmann::json& manifest) {
+  const nlohmann::json& files = manifest.at("files");
+  if (!files.contains(file)) return std::nullopt;
+  const std::string bytes = read_file(dir + "/" + file);
+  const uint64_t want = files[file].at("bytes").get<uint64_t>();
+  DDP_CHECK(bytes.size() == want, "checkpoint '", dir, "': ", file, " has ", bytes.size(),
+            " bytes but the manifest says ", want, " (truncated or replaced)");
+  DDP_CHECK(crc32_of(bytes) == files[file].at("crc32").get<uint32_t>(), "checkpoint '", dir, "': ", file,
+            " fails its CRC-32 check (corrupted)");
+  return bytes;
+}
 
-CheckpointMeta read_checkpoint_meta(const std::string& dir) {
-  auto m = nlohmann::json::parse(read_file(dir + "/meta.json"));
+CheckpointMeta meta_from_json(const std::string& text) {
+  auto m = nlohmann::json::parse(text);
   CheckpointMeta meta;
   meta.epoch = m.at("epoch").get<int>();
   meta.batches_done = m.at("batches_done").get<int64_t>();
@@ -378,36 +398,62 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   return meta;
 }
 
-std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, const Logger& log) {
-  std::vector<CheckpointEntry> valid;
+}  // namespace
+
+CheckpointMeta verify_checkpoint(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  check_file_sizes(dir, manifest);
+  for (const auto& [fname, entry] : manifest.at("files").items()) read_checked(dir, fname, manifest);
+  return read_checkpoint_meta(dir);
+}
+
+CheckpointMeta check_checkpoint_complete(const std::string& dir) {
+  check_file_sizes(dir, read_manifest(dir));
+  return read_checkpoint_meta(dir);
+}
+
+bool is_checkpoint_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kManifest); }
+
+CheckpointMeta read_checkpoint_meta(const std::string& dir) {
+  return meta_from_json(read_file(dir + "/meta.json"));
+}
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log) {
+  std::vector<CheckpointEntry> complete;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return valid;
+  if (!fs::is_directory(root, ec)) return complete;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
     try {
-      valid.push_back({e.path().string(), verify_checkpoint(e.path().string())});
+      complete.push_back({e.path().string(), check_checkpoint_complete(e.path().string())});
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
     }
   }
-  std::sort(valid.begin(), valid.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
+  std::sort(complete.begin(), complete.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
     return std::tie(a.meta.global_step, a.dir) < std::tie(b.meta.global_step, b.dir);
   });
-  return valid;
+  return complete;
+}
+
+std::optional<std::string> newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
+                                                const Logger& log) {
+  for (const CheckpointEntry* c : newest_first) {
+    try {
+      verify_checkpoint(c->dir);
+      return c->dir;
+    } catch (const std::exception& err) {
+      log.warn(str("skipping an invalid checkpoint: ", err.what()));
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
-  auto valid = list_valid_checkpoints(root, log);
-  if (valid.empty()) return std::nullopt;
-  return valid.back().dir;
-}
-
-CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx) {
-  CheckpointMeta meta = verify_checkpoint(dir);
-  if (meta.world_size != ctx.world_size() && ctx.is_main())
-    ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size,
-                       "; this job has ", ctx.world_size(), " (Note [Resume at another world size])"));
-  return meta;
+  const auto all = list_checkpoints(root, log);
+  std::vector<const CheckpointEntry*> newest_first;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) newest_first.push_back(&*it);
+  return newest_that_verifies(newest_first, log);
 }
 
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,
@@ -415,36 +461,45 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, t
   return load_checkpoint(dir, ctx, training_parts(model, optimizer));
 }
 
+// Note [Checkpoints read once]: the load is its own verification. The manifest and every file's
+// size are checked first (a truncated file fails before any part is restored); then each file
+// is read once and its CRC-32 checked before it is used. Choosing a checkpoint reads only
+// manifests and meta.json (list_checkpoints); the CLI verifies the one it resumes before it
+// writes anything (a damaged checkpoint changes nothing), so that one is read twice, the
+// second time from the page cache; older checkpoints are not read.
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
                                const std::vector<CheckpointPart>& parts) {
   check_part_names(parts);
-  CheckpointMeta meta = verify_resumable(dir, ctx);
+  const nlohmann::json manifest = read_manifest(dir);
+  check_file_sizes(dir, manifest);
+  const auto read = [&dir, &manifest](const std::string& file) { return read_checked(dir, file, manifest); };
+  const std::optional<std::string> meta_text = read("meta.json");
+  DDP_CHECK(meta_text.has_value(), "checkpoint '", dir, "': its manifest lists no meta.json");
+  const CheckpointMeta meta = meta_from_json(*meta_text);
+  if (meta.world_size != ctx.world_size() && ctx.is_main())
+    ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size,
+                       "; this job has ", ctx.world_size(), " (Note [Resume at another world size])"));
   for (const auto& part : parts) {
-    const std::string path = dir + "/" + part.name + ".pt";
-    DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "' has no part '", part.name, "' (", part.name,
-              ".pt): it was saved with other parts; load it with the parts it was saved with");
-    part.load(read_file(path), path);
-    if (part.load_more)
-      part.load_more(PartFiles{{},
-                               [&dir](const std::string& file) -> std::optional<std::string> {
-                                 const std::string p = dir + "/" + file;
-                                 if (!fs::is_regular_file(p)) return std::nullopt;
-                                 return read_file(p);
-                               },
-                               dir});
+    const std::string file = part.name + ".pt";
+    const std::optional<std::string> bytes = read(file);
+    DDP_CHECK(bytes.has_value(), "checkpoint '", dir, "' has no part '", part.name, "' (", file,
+              "): it was saved with other parts; load it with the parts it was saved with");
+    part.load(*bytes, dir + "/" + file);
+    if (part.load_more) part.load_more(PartFiles{{}, read, dir});
   }
-  const std::string rng = read_file(dir + "/rng_states.bin");
+  const std::optional<std::string> rng = read("rng_states.bin");
+  DDP_CHECK(rng.has_value(), "checkpoint '", dir, "': its manifest lists no rng_states.bin");
   at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(
-      gen.mutex());  // the generator is the process's: read and set it under its lock
+  // The generator is the process's: read and set it under its lock.
+  std::lock_guard<std::mutex> lock(gen.mutex());
   at::Tensor mine = gen.get_state();
   const size_t n = static_cast<size_t>(mine.numel());
-  DDP_CHECK(rng.size() == n * static_cast<size_t>(meta.world_size), "checkpoint '", dir,
+  DDP_CHECK(rng->size() == n * static_cast<size_t>(meta.world_size), "checkpoint '", dir,
             "': rng_states.bin does not hold ", meta.world_size, " generator states");
   // At another world size a rank the checkpoint had takes its state; a new rank keeps the
   // generator the program seeded (Note [Resume at another world size]).
   if (ctx.rank() < meta.world_size) {
-    std::memcpy(mine.data_ptr(), rng.data() + n * static_cast<size_t>(ctx.rank()), n);
+    std::memcpy(mine.data_ptr(), rng->data() + n * static_cast<size_t>(ctx.rank()), n);
     gen.set_state(mine);
   }
   return meta;

@@ -110,31 +110,40 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                             const CheckpointMeta& meta, const std::string& config_json,
                             SaveOptions opts = {});
 
-/// Checks the manifest, sizes and checksums; returns the meta. Error naming the file and the
-/// reason when the checkpoint is incomplete, truncated or corrupted.
+/// Checks the manifest, sizes and checksums (reads every file); returns the meta. Error naming
+/// the file and the reason when the checkpoint is incomplete, truncated or corrupted.
 CheckpointMeta verify_checkpoint(const std::string& dir);
+
+/// Checks the manifest and that every file it lists is there with its size (reads no file but
+/// the manifest and meta.json); returns the meta. The checksums are checked where the files are
+/// read: verify_checkpoint, load_checkpoint (Note [Checkpoints read once]).
+CheckpointMeta check_checkpoint_complete(const std::string& dir);
 
 /// Whether dir looks like one checkpoint (it has a manifest; not verified), rather than a
 /// folder of them.
 bool is_checkpoint_dir(const std::string& dir);
 
-/// The meta.json of a checkpoint already verified (no checksums read).
+/// The meta.json of a checkpoint (no checksums read).
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
-/// verify_checkpoint; logs (rank 0) when it was written at another world size (it resumes at
-/// any: Note [Resume at another world size], train/resume.h).
-CheckpointMeta verify_resumable(const std::string& dir, const DistContext& ctx);
+/// Every checkpoint in root that is complete (check_checkpoint_complete), by optimizer step
+/// (oldest first), warning about the invalid ones it skips; empty when root holds none or does
+/// not exist.
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log);
 
-/// Every checkpoint in root that verifies, by optimizer step (oldest first), warning about
-/// the invalid ones it skips; empty when root holds none or does not exist.
-std::vector<CheckpointEntry> list_valid_checkpoints(const std::string& root, const Logger& log);
+/// The first of `newest_first` that verifies (verify_checkpoint), warning about each that does
+/// not; nullopt when none does.
+std::optional<std::string> newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
+                                                const Logger& log);
 
 /// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
+/// Verifies from the newest down, so older checkpoints are not read.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
 
-/// Restores every part and this rank's RNG state from a checkpoint, verified first. Error when
-/// it does not verify, holds another model, or lacks one of the parts; another world size is
-/// no error (a new rank keeps its own RNG state: Note [Resume at another world size]).
+/// Restores every part and this rank's RNG state from a checkpoint, each file read once and
+/// checked against the manifest as it is read (Note [Checkpoints read once]). Error when it
+/// does not verify, holds another model, or lacks one of the parts; another world size is no
+/// error (logged; a new rank keeps its own RNG state: Note [Resume at another world size]).
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
                                const std::vector<CheckpointPart>& parts);
 /// The trainer's parts (training_parts).

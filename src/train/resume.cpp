@@ -98,6 +98,7 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
   const RunIdentity mine = run_identity(cfg);
   const std::string& from = cfg.run.resume_from;
   if (!from.empty() && from != "auto") {
+    // Verified before anything is written (the load checks each file again as it reads it).
     CheckpointEntry c{from, verify_checkpoint(from)};
     const auto diff = identity_differences(mine, c.meta.run);
     if (!diff.empty())
@@ -111,17 +112,23 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
   const std::string& root = cfg.run.checkpoint_dir;
   const CheckpointEntry* ours = nullptr;
   const CheckpointEntry* theirs = nullptr;
-  const auto all = list_valid_checkpoints(root, log);  // oldest step first
+  const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
+  std::vector<const CheckpointEntry*> ours_newest_first;
   for (const auto& c : all) (identity_differences(mine, c.meta.run).empty() ? ours : theirs) = &c;
+  for (auto c = all.rbegin(); c != all.rend(); ++c)
+    if (identity_differences(mine, c->meta.run).empty()) ours_newest_first.push_back(&*c);
   const std::string fix =
       "Continue that run with its flags (and --resume_from auto), or pass another "
       "--checkpoint_dir for this one";
   if (from == "auto") {
-    if (ours) {
-      log.info(str("--resume_from auto: resuming from ", ours->dir, " (this run's newest checkpoint)"));
-      resume_point(ours->meta, world, cfg.data.batch_size,
+    // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
+    if (const auto dir = newest_that_verifies(ours_newest_first, log)) {
+      const CheckpointEntry& c = **std::find_if(ours_newest_first.begin(), ours_newest_first.end(),
+                                                [&](const CheckpointEntry* e) { return e->dir == *dir; });
+      log.info(str("--resume_from auto: resuming from ", c.dir, " (this run's newest valid checkpoint)"));
+      resume_point(c.meta, world, cfg.data.batch_size,
                    cfg.optim.grad_accum_steps);  // refuses before anything runs
-      return ours->dir;
+      return c.dir;
     }
     if (theirs)
       another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest",

@@ -247,6 +247,48 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
   }
 }
 
+// #29 item 5, Note [Checkpoints read once]: --resume_from auto verifies this run's checkpoints
+// from the newest down and reads no older one once one verifies (a damaged older checkpoint is
+// not even noticed); a damaged newest one is skipped, saying why, for the one before it.
+TEST(E2E, ResumeAutoReadsOnlyTheNewestCheckpointThatVerifies) {
+  const auto flip = [](const std::string& file) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x01);
+    f.seekp(100);
+    f.write(&c, 1);
+  };
+  for (const std::string damaged : {"epoch_0001", "epoch_0002"}) {
+    SCOPED_TRACE(damaged);
+    const std::string ck = fresh_dir("read_once_" + damaged);
+    const auto job = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = {binary(),           "train", "--dataset_size", "64", "--image_size",  "8",
+                                    "--width",          "0.125", "--batch_size",   "16", "--num_workers", "0",
+                                    "--checkpoint_dir", ck};
+      a.insert(a.end(), extra.begin(), extra.end());
+      return run(a, {}, 120);
+    };
+    ProcResult first = job({"--epochs", "2"});
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    flip(ck + "/" + damaged + "/optimizer.pt");
+    ProcResult r = job({"--epochs", "3", "--resume_from", "auto"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    if (damaged == "epoch_0001") {
+      EXPECT_EQ(r.output.find("skipping an invalid checkpoint"), std::string::npos)
+          << "an older checkpoint was read";
+      EXPECT_NE(r.output.find("resuming from " + ck + "/epoch_0002"), std::string::npos) << r.output;
+    } else {
+      EXPECT_NE(r.output.find("skipping an invalid checkpoint: checkpoint '" + ck +
+                              "/epoch_0002': optimizer.pt fails its CRC-32 check"),
+                std::string::npos)
+          << r.output;
+      EXPECT_NE(r.output.find("resuming from " + ck + "/epoch_0001"), std::string::npos) << r.output;
+    }
+  }
+}
+
 TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
   // World 4: SIGKILL rank 2 mid-training; every process is gone well within 60 s.
   std::string ckpt = fresh_dir("killed");
