@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "ddp/comm_hook.h"
+
 namespace ddptrain {
 
 template <typename E>
@@ -56,7 +58,6 @@ enum class OptimizerKind { kSgd, kAdamw };
 enum class ScheduleChoice { kAuto, kEpochCosine, kStepCosine };
 enum class AmpDtype { kAuto, kFp16, kBf16 };
 enum class ScalerMode { kAuto, kOn, kOff };
-enum class CommHook { kNone, kFp16, kBf16 };
 enum class LossKind { kCrossEntropy, kMse };
 
 const Choices<DatasetKind>& dataset_choices();

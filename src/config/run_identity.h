@@ -32,7 +32,7 @@ RunIdentity run_identity(const TrainConfig& cfg);
 /// runs match. A flag `theirs` does not record (an older checkpoint) is not compared.
 std::vector<std::string> identity_differences(const RunIdentity& mine, const RunIdentity& theirs);
 
-/// The train flags a resume may change, sorted (README "Resuming").
+/// The train flags a resume may change, sorted (docs/checkpoints.md).
 const std::vector<std::string>& flags_that_may_change_on_resume();
 
 }  // namespace ddptrain

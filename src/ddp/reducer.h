@@ -22,7 +22,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 
-#include "config/choices.h"
+#include "ddp/comm_hook.h"
 #include "dist/dist_context.h"
 #include "obs/wait_clock.h"
 #include "util/torch_compat.h"

@@ -24,7 +24,7 @@ std::string joined(const std::vector<std::string>& items) {
                        "differ: ",
                        joined(diff), ". ", fix,
                        " (Note [Run identity]; the flags a resume may change "
-                       "are listed in the README)"));
+                       "are listed in docs/checkpoints.md)"));
 }
 
 }  // namespace

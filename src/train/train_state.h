@@ -41,8 +41,8 @@ struct TrainState {
   int64_t samples_left_in_epoch = 0;
   // Note [Schedule horizon]: where this run's schedule ends, and what a resume changed of the
   // checkpoint's.
-  LrHorizon lr_horizon;
-  std::optional<LrHorizonChange> lr_change;
+  LrHorizon lr_horizon = {};
+  std::optional<LrHorizonChange> lr_change = {};
 };
 
 }  // namespace ddptrain

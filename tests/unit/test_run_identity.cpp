@@ -1,5 +1,5 @@
 // Note [Run identity]: what a checkpoint records of its run, what a resume may change, and
-// the README's list of the latter, kept equal to the code's.
+// docs/checkpoints.md's list of the latter, kept equal to the code's.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -29,13 +29,13 @@ TEST(RunIdentity, RecordsWhatDefinesTheRunNotWhatAResumeMayChange) {
   EXPECT_TRUE(identity_differences(id, {}).empty()) << "a checkpoint without an identity matches any run";
 }
 
-TEST(RunIdentity, TheReadmeListsExactlyTheFlagsAResumeMayChange) {
+TEST(RunIdentity, TheCheckpointsPageListsExactlyTheFlagsAResumeMayChange) {
   TrainConfig c;
   std::set<std::string> train;
   for (const Flag& f : train_flags(c)) train.insert(f.name);
   const auto& free = flags_that_may_change_on_resume();
   for (const auto& f : free) EXPECT_TRUE(train.count(f)) << f << " is not a train flag";
-  std::ifstream in(std::string(DDPTRAIN_SOURCE_DIR) + "/README.md");
+  std::ifstream in(std::string(DDPTRAIN_SOURCE_DIR) + "/docs/checkpoints.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();

@@ -299,7 +299,7 @@ TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
   const Trained fp32 = train_user_net(2, quiet_fp32(4, 2), mse(), true, native, true);
   EXPECT_GT(max_diff(zero_bf16.params, fp32.params), 1e-6) << "bf16 autocast changed nothing: was it on?";
   // Stage 1 has the whole gradient (all-reduced as stage 0): bitwise, clipping included. Stages
-  // 2 and 3 sum the clipping norm from the shards, in another order: within 1e-6 (README).
+  // 2 and 3 sum the clipping norm from the shards, in another order: within 1e-6 (docs/precision-memory.md).
   TrainerOptions one = o;
   one.zero_stage = 1;
   EXPECT_EQ(max_diff(zero.params, train_user_net(2, one, mse(), true, native, true).params), 0.0)
