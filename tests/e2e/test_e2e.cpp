@@ -514,44 +514,16 @@ TEST(E2E, AutoPrecisionIsMeasuredAndKeptByAResume) {
 // run resumed from a mid-epoch checkpoint ends bitwise equal to the uninterrupted one
 // (AdamW state and the per-step learning rate included).
 TEST(E2E, GptLearnsTextAndResumesExactly) {
-  const std::string text = "/usr/share/common-licenses/GPL-3";
+  const std::string text = kGplText;
   ASSERT_TRUE(fs::is_regular_file(text)) << text << " is missing (Debian's base-files package)";
   auto gpt = [&](const std::string& ckpt, std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train",
-                                  "--model",
-                                  "gpt",
-                                  "--gpt_preset",
-                                  "debug",
-                                  "--dataset",
-                                  "text",
-                                  "--data_path",
-                                  text,
-                                  "--batch_size",
-                                  "8",
-                                  "--optimizer",
-                                  "adamw",
-                                  "--lr",
-                                  "3e-3",
-                                  "--warmup_steps",
-                                  "5",
-                                  "--weight_decay",
-                                  "0.1",
-                                  "--epochs",
-                                  "2",
-                                  "--max_steps",
-                                  "50",
-                                  "--log_interval",
-                                  "10",
-                                  "--num_workers",
-                                  "1",
-                                  "--threads",
-                                  "1",
-                                  "--no-use_amp",
-                                  "--checkpoint_dir",
-                                  ckpt};
+    std::vector<std::string> a = {"--optimizer",    "adamw", "--lr",     "3e-3", "--warmup_steps", "5",
+                                  "--weight_decay", "0.1",   "--epochs", "2",    "--max_steps",    "50",
+                                  "--log_interval", "10"};
     a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    return gpt_text_train(ckpt, a);
   };
+
   const int port = free_port();
   const std::string a = fresh_dir("gpt_a"), b = fresh_dir("gpt_b");
   ProcResult full = run(launch(2, port, gpt(a, {"--save_every_steps", "20"})), {}, 300);

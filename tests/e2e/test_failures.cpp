@@ -173,6 +173,21 @@ TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
       << r.output;
 }
 
+namespace {
+
+// Damage without changing the size: the lowest bit of byte 100 flipped.
+void flip_a_bit(const std::string& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(100);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x01);
+  f.seekp(100);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
 TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
   const std::vector<std::string> job = {"train", "--dataset_size", "64", "--image_size",  "8", "--width",
                                         "0.125", "--batch_size",   "16", "--num_workers", "0"};
@@ -201,16 +216,7 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
       {"truncated",
        [](const std::string& d) { fs::resize_file(d + "/model.pt", fs::file_size(d + "/model.pt") - 1); },
        "model.pt has", 1},
-      {"flipped",
-       [](const std::string& d) {
-         std::fstream f(d + "/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
-         f.seekg(100);
-         char c = 0;
-         f.read(&c, 1);
-         c = static_cast<char>(c ^ 0x01);
-         f.seekp(100);
-         f.write(&c, 1);
-       },
+      {"flipped", [](const std::string& d) { flip_a_bit(d + "/optimizer.pt"); },
        "optimizer.pt fails its CRC-32 check", 1},
       // (Another world size is no damage: Note [Resume at another world size], test_world_change.cpp.)
       {"rng states",
@@ -251,15 +257,6 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
 // from the newest down and reads no older one once one verifies (a damaged older checkpoint is
 // not even noticed); a damaged newest one is skipped, saying why, for the one before it.
 TEST(E2E, ResumeAutoReadsOnlyTheNewestCheckpointThatVerifies) {
-  const auto flip = [](const std::string& file) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(100);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x01);
-    f.seekp(100);
-    f.write(&c, 1);
-  };
   for (const std::string damaged : {"epoch_0001", "epoch_0002"}) {
     SCOPED_TRACE(damaged);
     const std::string ck = fresh_dir("read_once_" + damaged);
@@ -272,7 +269,7 @@ TEST(E2E, ResumeAutoReadsOnlyTheNewestCheckpointThatVerifies) {
     };
     ProcResult first = job({"--epochs", "2"});
     ASSERT_EQ(first.exit_code, 0) << first.output;
-    flip(ck + "/" + damaged + "/optimizer.pt");
+    flip_a_bit(ck + "/" + damaged + "/optimizer.pt");
     ProcResult r = job({"--epochs", "3", "--resume_from", "auto"});
     ASSERT_EQ(r.exit_code, 0) << r.output;
     if (damaged == "epoch_0001") {
@@ -425,29 +422,10 @@ TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {
 TEST(E2E, AnEvaluationThatFailsLosesNoTraining) {
   const std::string ck = fresh_dir("eval_fails");
   const auto gpt = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train",
-                                  "--model",
-                                  "gpt",
-                                  "--gpt_preset",
-                                  "debug",
-                                  "--dataset",
-                                  "text",
-                                  "--data_path",
-                                  "/usr/share/common-licenses/GPL-3",
-                                  "--batch_size",
-                                  "8",
-                                  "--epochs",
-                                  "2",
-                                  "--num_workers",
-                                  "1",
-                                  "--threads",
-                                  "1",
-                                  "--no-use_amp",
-                                  "--checkpoint_dir",
-                                  ck};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    extra.insert(extra.begin(), {"--epochs", "2"});
+    return gpt_text_train(ck, extra);
   };
+
   ProcResult f = run(launch(2, free_port(), gpt({})), {{"DDPTRAIN_FAULT_THROW_IN_EVAL", "1"}}, 300);
   EXPECT_NE(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch 1's evaluation"),
