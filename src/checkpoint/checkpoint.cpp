@@ -403,8 +403,12 @@ CheckpointMeta meta_from_json(const std::string& text) {
 CheckpointMeta verify_checkpoint(const std::string& dir) {
   const nlohmann::json manifest = read_manifest(dir);
   check_file_sizes(dir, manifest);
-  for (const auto& [fname, entry] : manifest.at("files").items()) read_checked(dir, fname, manifest);
-  return read_checkpoint_meta(dir);
+  std::optional<std::string> meta;
+  for (const auto& [fname, entry] : manifest.at("files").items()) {
+    std::optional<std::string> bytes = read_checked(dir, fname, manifest);
+    if (fname == "meta.json") meta = std::move(bytes);
+  }
+  return meta ? meta_from_json(*meta) : read_checkpoint_meta(dir);
 }
 
 CheckpointMeta check_checkpoint_complete(const std::string& dir) {
@@ -436,24 +440,26 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Log
   return complete;
 }
 
-std::optional<std::string> newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
-                                                const Logger& log) {
+const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
+                                            const Logger& log) {
   for (const CheckpointEntry* c : newest_first) {
     try {
       verify_checkpoint(c->dir);
-      return c->dir;
+      return c;
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
     }
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
   const auto all = list_checkpoints(root, log);
   std::vector<const CheckpointEntry*> newest_first;
   for (auto it = all.rbegin(); it != all.rend(); ++it) newest_first.push_back(&*it);
-  return newest_that_verifies(newest_first, log);
+  const CheckpointEntry* newest = newest_that_verifies(newest_first, log);
+  if (!newest) return std::nullopt;
+  return newest->dir;
 }
 
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,

@@ -132,9 +132,9 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log);
 
 /// The first of `newest_first` that verifies (verify_checkpoint), warning about each that does
-/// not; nullopt when none does.
-std::optional<std::string> newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
-                                                const Logger& log);
+/// not; null when none does.
+const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
+                                            const Logger& log);
 
 /// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
 /// Verifies from the newest down, so older checkpoints are not read.

@@ -34,6 +34,10 @@ struct EpochPlan {
   int64_t done_after(int64_t micro, int world_now, int64_t batch_now) const;
   /// The samples each of `world_now` ranks trains of the rest (rest_of_epoch's length).
   int64_t rest_per_rank(int world_now) const { return (end - done + world_now - 1) / world_now; }
+  /// Its batches of `batch_now` per rank, the last one possibly smaller.
+  int64_t rest_batches(int world_now, int64_t batch_now) const {
+    return (rest_per_rank(world_now) + batch_now - 1) / batch_now;
+  }
 };
 
 /// Rank `rank`'s indices for the rest of the epoch (positions [plan.done, plan.end) of the order

@@ -110,25 +110,26 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
     return from;
   }
   const std::string& root = cfg.run.checkpoint_dir;
-  const CheckpointEntry* ours = nullptr;
-  const CheckpointEntry* theirs = nullptr;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
   std::vector<const CheckpointEntry*> ours_newest_first;
-  for (const auto& c : all) (identity_differences(mine, c.meta.run).empty() ? ours : theirs) = &c;
-  for (auto c = all.rbegin(); c != all.rend(); ++c)
-    if (identity_differences(mine, c->meta.run).empty()) ours_newest_first.push_back(&*c);
+  const CheckpointEntry* theirs = nullptr;  // another run's newest
+  for (auto c = all.rbegin(); c != all.rend(); ++c) {
+    if (identity_differences(mine, c->meta.run).empty())
+      ours_newest_first.push_back(&*c);
+    else if (!theirs)
+      theirs = &*c;
+  }
+  const CheckpointEntry* ours = ours_newest_first.empty() ? nullptr : ours_newest_first.front();
   const std::string fix =
       "Continue that run with its flags (and --resume_from auto), or pass another "
       "--checkpoint_dir for this one";
   if (from == "auto") {
     // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
-    if (const auto dir = newest_that_verifies(ours_newest_first, log)) {
-      const CheckpointEntry& c = **std::find_if(ours_newest_first.begin(), ours_newest_first.end(),
-                                                [&](const CheckpointEntry* e) { return e->dir == *dir; });
-      log.info(str("--resume_from auto: resuming from ", c.dir, " (this run's newest valid checkpoint)"));
-      resume_point(c.meta, world, cfg.data.batch_size,
+    if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
+      log.info(str("--resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
+      resume_point(c->meta, world, cfg.data.batch_size,
                    cfg.optim.grad_accum_steps);  // refuses before anything runs
-      return c.dir;
+      return c->dir;
     }
     if (theirs)
       another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest",

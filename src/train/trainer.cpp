@@ -348,7 +348,7 @@ void Trainer::plan_schedule(Run& run) {
   const int64_t K = opts_.grad_accum_steps, B = opts_.batch_size;
   const int world = ctx_.world_size();
   int64_t first_epoch = run.steps_per_epoch - std::min(run.start_micro, run.batches) / K;
-  if (run.rest) first_epoch = ((run.rest->rest_per_rank(world) + B - 1) / B + K - 1) / K;
+  if (run.rest) first_epoch = (run.rest->rest_batches(world, B) + K - 1) / K;
   int64_t last = state_.global_step + first_epoch + run.steps_per_epoch * (opts_.epochs - run.start_epoch);
   if (opts_.max_steps > 0) last = std::min(last, opts_.max_steps);
   state_.lr_horizon = LrHorizon::of(opts_, last, state_.lr_step_offset, B * K * world);
@@ -384,7 +384,7 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
   if (epoch == run.start_epoch && run.rest) {
     state_.plan = *run.rest;
     std::vector<int64_t> mine = rest_of_epoch(run.sampler_options, epoch, *run.rest, world, ctx_.rank());
-    batches = (static_cast<int64_t>(mine.size()) + B - 1) / B;  // the last one may be smaller, on every rank
+    batches = run.rest->rest_batches(world, B);  // the last one may be smaller, on every rank
     run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
   } else {
     state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.drop_last);
