@@ -32,14 +32,15 @@ int main(int argc, char** argv) try {
   ddptrain::IdxDataset test(data, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
 
   ddptrain::TrainerOptions opts;
-  opts.epochs = 2;
-  opts.batch_size = 64;  // per rank
-  opts.max_steps = argc > 2 ? std::stoll(argv[2]) : 0;
-  opts.lr_schedule = ddptrain::LrSchedule::kEpochCosine;
-  opts.checkpoint_dir = "convnet_checkpoints";
-  opts.metrics_file = "convnet_metrics.jsonl";
+  opts.loop.epochs = 2;
+  opts.data.batch_size = 64;  // per rank
+  opts.loop.max_steps = argc > 2 ? std::stoll(argv[2]) : 0;
+  opts.optim.lr_schedule = ddptrain::LrSchedule::kEpochCosine;
+  opts.checkpoint.dir = "convnet_checkpoints";
+  opts.report.metrics_file = "convnet_metrics.jsonl";
   opts.stop_requested = ddptrain::stop_signal;
-  if (auto last = ddptrain::find_latest_checkpoint(opts.checkpoint_dir, ctx->log())) opts.resume_from = *last;
+  if (auto last = ddptrain::find_latest_checkpoint(opts.checkpoint.dir, ctx->log()))
+    opts.checkpoint.resume_from = *last;
 
   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
   const ddptrain::TrainResult r = trainer.fit(train, &test);

@@ -33,12 +33,12 @@ int main() try {
   ddptrain::Objective mse;
   mse.loss = [](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); };
   ddptrain::TrainerOptions opts;
-  opts.epochs = 5;
-  opts.batch_size = 32;
-  opts.num_workers = 0;
-  opts.checkpoint_dir = "";  // no checkpoints
-  opts.log_interval = 50;
-  opts.lr_schedule = ddptrain::LrSchedule::kStepCosine;
+  opts.loop.epochs = 5;
+  opts.data.batch_size = 32;
+  opts.data.num_workers = 0;
+  opts.checkpoint.dir = "";  // no checkpoints
+  opts.report.log_interval = 50;
+  opts.optim.lr_schedule = ddptrain::LrSchedule::kStepCosine;
 
   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(mlp), adamw, opts, mse);
   const ddptrain::TrainResult r = trainer.fit(train, &test);

@@ -66,7 +66,7 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
     }
   }
   ctx.log().info(line);
-  MetricsWriter(cfg.run.metrics_file, ctx.is_main())
+  MetricsWriter(cfg.trainer.report.metrics_file, ctx.is_main())
       .write("eval", meta.global_step, meta.epoch, std::move(rec));
 }
 
@@ -140,8 +140,9 @@ int cmd_eval(const std::vector<std::string>& args) {
                          "here: drop the flags that change the model"));
   }
   model->to(ctx.device());
-  const EvalResult r = evaluate(model, *data.test, {cfg.data.batch_size, cfg.data.num_workers, {}}, ctx,
-                                objective_for(cfg.optim.loss));
+  const EvalResult r =
+      evaluate(model, *data.test, {cfg.trainer.data.batch_size, cfg.trainer.data.num_workers, {}}, ctx,
+               objective_for(cfg.program.loss));
   report_eval(cfg, checkpoint, meta, r, ctx);
   return 0;
 }

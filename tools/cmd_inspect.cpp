@@ -17,6 +17,7 @@
 #include "models/script_model.h"
 #include "tools/commands.h"
 #include "train/objective_check.h"
+#include "train/trainer_options.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -46,7 +47,6 @@ int inspect_gpt(const ModelOptions& mo) {
 at::Tensor sample_input(const ModelOptions& mo, DataOptions d) {
   if (mo.block_size > 0 && !is_token_dataset(d.dataset)) return at::zeros({1, mo.block_size}, at::kLong);
   d.dataset_size = std::min<long long>(d.dataset_size, 2);  // synthetic data: one sample is enough
-  d.num_workers = 0;
   const DataSplits data = make_datasets(d, token_spec(mo));
   DDP_USAGE_CHECK(data.train->size() > 0, "--dataset ", word(d.dataset), " holds no samples");
   return data.train->get(0).input.unsqueeze(0);
@@ -155,6 +155,8 @@ int inspect_loader(const std::vector<std::string>& args) {
       "usage: ddptrain inspect loader [--dataset D --data_dir DIR --batch_size B --num_workers N --batches K "
       "--world_size W --augment]";
   DataOptions d;
+  LoaderOptions lo;
+  lo.worker_nice = 0;  // alone on the machine: no trainer to yield to
   long long batches = 100, world = 1;
   std::vector<Flag> table = {
       bind_choice("dataset", &d.dataset, dataset_choices(), "an image dataset (not tokens or text)"),
@@ -162,9 +164,9 @@ int inspect_loader(const std::vector<std::string>& args) {
           "data_dir", &d.data_dir,
           "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
       bind_flag("image_size", &d.image_size, "synthetic image size"),
-      bind_flag("batch_size", &d.batch_size, "samples per batch"),
-      bind_flag("num_workers", &d.num_workers, "loader threads (0 = in the calling thread)"),
-      bind_flag("prefetch_factor", &d.prefetch_factor, "batches each thread prepares ahead"),
+      bind_flag("batch_size", &lo.batch_size, "samples per batch"),
+      bind_flag("num_workers", &lo.num_workers, "loader threads (0 = in the calling thread)"),
+      bind_flag("prefetch_factor", &lo.prefetch_factor, "batches each thread prepares ahead"),
       bind_flag("augment", &d.augment, "augment as in training"),
       bind_flag("batches", &batches, "batches to time"),
       bind_flag("world_size", &world, "ranks the epoch is split over (rank 0's share is read)"),
@@ -177,15 +179,13 @@ int inspect_loader(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   DDP_USAGE_CHECK(!is_token_dataset(d.dataset), "inspect loader reads image datasets, not --dataset ",
                   word(d.dataset));
-  DDP_USAGE_CHECK(d.batch_size > 0 && d.num_workers >= 0 && batches > 0 && world > 0,
+  DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
   DataSplits data = make_datasets(d, {}, 42);
   std::unique_ptr<Dataset> ds = std::move(data.train);
   ds->set_epoch(1);
   DistributedSampler sampler({ds->size(), static_cast<int>(world), 0, true, 42, false});
   sampler.set_epoch(1);
-  LoaderOptions lo{d.batch_size, d.num_workers, d.prefetch_factor, true};
-  lo.worker_nice = 0;  // alone on the machine: no trainer to yield to
   Loader loader(*ds, lo);
   auto indices = sampler.indices();
   const int64_t n = std::min<int64_t>(batches, loader.num_batches(static_cast<int64_t>(indices.size())));
@@ -195,8 +195,8 @@ int inspect_loader(const std::vector<std::string>& args) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
   std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", word(d.dataset),
-              d.num_workers, d.batch_size, static_cast<long long>(n), s,
-              static_cast<double>(n * d.batch_size) / s);
+              lo.num_workers, lo.batch_size, static_cast<long long>(n), s,
+              static_cast<double>(n * lo.batch_size) / s);
   return 0;
 }
 
@@ -204,7 +204,8 @@ int inspect_sampler(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect sampler --dataset_len N --world_size W --rank R --seed S --epoch E\n"
       "                                [--no-shuffle] [--drop_last]";
-  long long len = 0, world = 1, rank = 0, seed = RunOptions{}.seed, epoch = 0;  // train's --seed default
+  long long len = 0, world = 1, rank = 0, epoch = 0;
+  uint64_t seed = LoopOptions{}.seed;  // train's --seed default
   bool shuffle = true, drop_last = false;
   std::vector<Flag> table = {
       bind_flag("dataset_len", &len, "samples in the dataset"),
@@ -226,10 +227,8 @@ int inspect_sampler(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(len >= 0, "--dataset_len=", len, " must be >= 0");
   DDP_USAGE_CHECK(world >= 1, "--world_size=", world, " must be >= 1");
   DDP_USAGE_CHECK(rank >= 0 && rank < world, "--rank=", rank, " must be in [0, ", world, ")");
-  DDP_USAGE_CHECK(seed >= 0, "--seed=", seed, " must be >= 0");
   DDP_USAGE_CHECK(epoch >= 0, "--epoch=", epoch, " must be >= 0");
-  DistributedSampler s({len, static_cast<int>(world), static_cast<int>(rank), shuffle,
-                        static_cast<uint64_t>(seed), drop_last});
+  DistributedSampler s({len, static_cast<int>(world), static_cast<int>(rank), shuffle, seed, drop_last});
   s.set_epoch(epoch);
   std::string line;
   for (int64_t i : s.indices()) {

@@ -31,7 +31,7 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
                    "launch: --stall_s %g >= --dist_timeout_s %d: the collective timeout ends a hang first\n",
                    opts.stall_s, cfg.dist.dist_timeout_s);
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    const int threads = threads_per_rank(cfg.run.threads, cores, opts.nproc_per_node);
+    const int threads = threads_per_rank(cfg.program.threads, cores, opts.nproc_per_node);
     // See Note [OpenMP threads of ranks that share cores].
     if (threads_outnumber_cores(opts.nproc_per_node, threads, cores) && !env::get("OMP_WAIT_POLICY")) {
       opts.worker_env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");

@@ -25,7 +25,7 @@ namespace {
 // unless told otherwise.
 void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int threads = threads_per_rank(cfg.run.threads, cores, ctx.local_world_size());
+  const int threads = threads_per_rank(cfg.program.threads, cores, ctx.local_world_size());
   torch::set_num_threads(threads);
   if (threads_outnumber_cores(ctx.local_world_size(), threads, cores) && !env::get("OMP_WAIT_POLICY"))
     ctx.log().warn(
@@ -47,10 +47,11 @@ int cmd_train(const std::vector<std::string>& args) {
   EnvContract env = read_env_contract();
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
   // Note [CPU heap kept across steps]; -1: kept at stage 0, lean under ZeRO.
-  if (cfg.run.cpu_heap_keep_mb < 0 && cfg.dist.zero_stage >= 1)
+  if (cfg.program.cpu_heap_keep_mb < 0 && cfg.trainer.zero.stage >= 1)
     lean_cpu_heap();
   else
-    keep_cpu_heap(static_cast<int64_t>(cfg.run.cpu_heap_keep_mb < 0 ? 1024 : cfg.run.cpu_heap_keep_mb) << 20);
+    keep_cpu_heap(static_cast<int64_t>(cfg.program.cpu_heap_keep_mb < 0 ? 1024 : cfg.program.cpu_heap_keep_mb)
+                  << 20);
 
   DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
   dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);
@@ -59,25 +60,25 @@ int cmd_train(const std::vector<std::string>& args) {
 
   // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
   // replacement comes back), so that every rank then sees the same complete checkpoints.
-  if (ctx.is_main()) clean_checkpoint_leftovers(cfg.run.checkpoint_dir, log);
+  if (ctx.is_main()) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
-  cfg.run.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
+  cfg.trainer.checkpoint.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
   log.info("config: " + flags_to_json(train_flags(copy)).dump());
   if (ctx.is_main()) {
-    std::filesystem::create_directories(cfg.run.checkpoint_dir);
+    std::filesystem::create_directories(cfg.trainer.checkpoint.dir);
     for (const auto& f :
-         std::filesystem::directory_iterator(cfg.run.checkpoint_dir))  // an earlier hang's records
+         std::filesystem::directory_iterator(cfg.trainer.checkpoint.dir))  // an earlier hang's records
       if (f.path().filename().string().rfind("flight_rank", 0) == 0) std::filesystem::remove(f.path());
-    write_file_atomic(cfg.run.checkpoint_dir + "/config.json", config_json);
+    write_file_atomic(cfg.trainer.checkpoint.dir + "/config.json", config_json);
   }
 
-  ctx.set_flight_dir(cfg.run.checkpoint_dir);  // Note [Flight recorder]
+  ctx.set_flight_dir(cfg.trainer.checkpoint.dir);  // Note [Flight recorder]
   // A backend thread that throws (Gloo on a collective mismatch) ends the process through
   // std::terminate: leave the flight record first, and ask the other ranks for theirs.
   static const DistContext* flight_ctx = nullptr;

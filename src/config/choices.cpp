@@ -43,10 +43,11 @@ const Choices<OptimizerKind>& optimizer_choices() {
   return c;
 }
 
-const Choices<ScheduleChoice>& schedule_choices() {
-  static const Choices<ScheduleChoice> c{{"auto", ScheduleChoice::kAuto},
-                                         {"epoch_cosine", ScheduleChoice::kEpochCosine},
-                                         {"step_cosine", ScheduleChoice::kStepCosine}};
+const Choices<LrSchedule>& schedule_choices() {
+  static const Choices<LrSchedule> c{{"auto", LrSchedule::kAuto},
+                                     {"constant", LrSchedule::kConstant},
+                                     {"epoch_cosine", LrSchedule::kEpochCosine},
+                                     {"step_cosine", LrSchedule::kStepCosine}};
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ddp/comm_hook.h"
+#include "train/lr_schedule.h"
 
 namespace ddptrain {
 
@@ -55,7 +56,6 @@ enum class GptPreset { kDebug, kSmall, kGpt2_124m };
 enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
 enum class Recompute { kNone, kBlocks };
 enum class OptimizerKind { kSgd, kAdamw };
-enum class ScheduleChoice { kAuto, kEpochCosine, kStepCosine };
 enum class AmpDtype { kAuto, kFp16, kBf16 };
 enum class ScalerMode { kAuto, kOn, kOff };
 enum class LossKind { kCrossEntropy, kMse };
@@ -66,7 +66,7 @@ const Choices<GptPreset>& gpt_preset_choices();
 const Choices<MemoryFormat>& memory_format_choices();
 const Choices<Recompute>& recompute_choices();
 const Choices<OptimizerKind>& optimizer_choices();
-const Choices<ScheduleChoice>& schedule_choices();
+const Choices<LrSchedule>& schedule_choices();
 const Choices<AmpDtype>& amp_dtype_choices();
 const Choices<ScalerMode>& scaler_mode_choices();
 const Choices<CommHook>& comm_hook_choices();
@@ -79,7 +79,7 @@ inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
 inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
 inline const char* word(Recompute v) { return recompute_choices().word(v); }
 inline const char* word(OptimizerKind v) { return optimizer_choices().word(v); }
-inline const char* word(ScheduleChoice v) { return schedule_choices().word(v); }
+inline const char* word(LrSchedule v) { return schedule_choices().word(v); }
 inline const char* word(AmpDtype v) { return amp_dtype_choices().word(v); }
 inline const char* word(ScalerMode v) { return scaler_mode_choices().word(v); }
 inline const char* word(CommHook v) { return comm_hook_choices().word(v); }

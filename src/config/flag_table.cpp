@@ -57,51 +57,59 @@ std::string quoted(const Flag& f) {
 }  // namespace
 
 Flag bind_flag(const std::string& name, bool* field, const std::string& help) {
-  return {name, FlagType::kBool, help,
+  return {name,
+          FlagType::kBool,
+          help,
           [=](const std::string& v) {
             DDP_USAGE_CHECK(parse_bool(v, field), "--", name, "='", v, "' is not a boolean; use --", name,
                             " or --no-", name);
           },
-          [=] { return std::string(*field ? "true" : "false"); }};
+          [=] { return std::string(*field ? "true" : "false"); },
+          field};
 }
 
-Flag bind_flag(const std::string& name, long long* field, const std::string& help) {
-  return {name, FlagType::kInt, help,
-          [=](const std::string& v) {
-            DDP_USAGE_CHECK(env::parse_int(v, field), "--", name, "='", v,
-                            "' is not an integer; pass a whole number, e.g. --", name, " ", *field);
-          },
-          [=] { return std::to_string(*field); }};
-}
+namespace detail {
 
-Flag bind_flag(const std::string& name, int* field, const std::string& help) {
-  return {name, FlagType::kInt, help,
+Flag integer_flag(const std::string& name, const std::string& help, long long min, long long max,
+                  std::function<void(long long)> set, std::function<long long()> get, const void* field) {
+  return {name,
+          FlagType::kInt,
+          help,
           [=](const std::string& v) {
             long long x = 0;
-            DDP_USAGE_CHECK(env::parse_int(v, &x) && x >= std::numeric_limits<int>::min() &&
-                                x <= std::numeric_limits<int>::max(),
-                            "--", name, "='", v, "' is not an integer; pass a whole number, e.g. --", name,
-                            " ", *field);
-            *field = static_cast<int>(x);
+            DDP_USAGE_CHECK(env::parse_int(v, &x), "--", name, "='", v,
+                            "' is not an integer; pass a whole number, e.g. --", name, " ", get());
+            DDP_USAGE_CHECK(x >= min && x <= max, "--", name, "=", v, " is out of range: it must be in [",
+                            min, ", ", max, "]; pass e.g. --", name, " ", get());
+            set(x);
           },
-          [=] { return std::to_string(*field); }};
+          [=] { return std::to_string(get()); },
+          field};
 }
 
+}  // namespace detail
+
 Flag bind_flag(const std::string& name, double* field, const std::string& help) {
-  return {name, FlagType::kDouble, help,
+  return {name,
+          FlagType::kDouble,
+          help,
           [=](const std::string& v) {
             DDP_USAGE_CHECK(env::parse_double(v, field), "--", name, "='", v,
                             "' is not a number; pass e.g. --", name, " ", format_double(*field));
           },
-          [=] { return format_double(*field); }};
+          [=] { return format_double(*field); },
+          field};
 }
 
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help) {
-  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; }, [=] { return *field; }};
+  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; }, [=] { return *field; },
+          field};
 }
 
 Flag bind_flag(const std::string& name, std::optional<double>* field, const std::string& help) {
-  return {name, FlagType::kDoubleOrAuto, help,
+  return {name,
+          FlagType::kDoubleOrAuto,
+          help,
           [=](const std::string& v) {
             double x = 0;
             if (v == "auto") {
@@ -112,7 +120,16 @@ Flag bind_flag(const std::string& name, std::optional<double>* field, const std:
                             "' is not a number; pass auto or e.g. --", name, " 25");
             *field = x;
           },
-          [=] { return *field ? format_double(**field) : std::string("auto"); }};
+          [=] { return *field ? format_double(**field) : std::string("auto"); },
+          field};
+}
+
+std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table) {
+  return e.spelled([&table, &e](const OptionField& f, const std::string* value) {
+    for (const Flag& flag : table)
+      if (flag.field == f.address) return "--" + flag.name + (value ? " " + *value : "");
+    return e.owner() + "::" + f.name + (value ? " = " + *value : "");
+  });
 }
 
 bool wants_help(const std::vector<std::string>& args) {

@@ -14,7 +14,8 @@ const char* const kTrainUsage =
 
 std::vector<Flag> train_flags(TrainConfig& c) {
   return {
-      bind_flag("config", &c.run.config, "TOML file with the same keys as these flags; flags override it"),
+      bind_flag("config", &c.program.config,
+                "TOML file with the same keys as these flags; flags override it"),
       bind_choice("dataset", &c.data.dataset, dataset_choices(),
                   "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic) and text (bytes of "
                   "--data_path) are for gpt"),
@@ -28,12 +29,13 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("image_size", &c.data.image_size, "image height and width (synthetic data)"),
       bind_flag("dataset_size", &c.data.dataset_size,
                 "samples in the synthetic datasets (synthetic, tokens)"),
-      bind_flag("batch_size", &c.data.batch_size, "samples per rank per micro-batch"),
-      bind_flag("num_workers", &c.data.num_workers, "loader threads per rank (0 = in the training thread)"),
-      bind_flag("drop_last", &c.data.drop_last,
+      bind_flag("batch_size", &c.trainer.data.batch_size, "samples per rank per micro-batch"),
+      bind_flag("num_workers", &c.trainer.data.num_workers,
+                "loader threads per rank (0 = in the training thread)"),
+      bind_flag("drop_last", &c.trainer.data.drop_last,
                 "drop each epoch's last partial batch per rank, as the reference's "
                 "DataLoader(drop_last=True); --no-drop_last trains it (PyTorch DataLoader's default)"),
-      bind_flag("prefetch_factor", &c.data.prefetch_factor,
+      bind_flag("prefetch_factor", &c.trainer.data.prefetch_factor,
                 "batches each loader thread prepares ahead of the trainer"),
       bind_flag("augment", &c.data.augment,
                 "augment training images: random crop with padding 4 and horizontal flip (cifar10), random "
@@ -62,36 +64,40 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(),
                   "blocks: recompute each block's activations (all but the last block) in backward instead "
                   "of storing them"),
-      bind_flag("epochs", &c.optim.epochs, "passes over the training data"),
-      bind_flag("zero_stage", &c.dist.zero_stage,
+      bind_flag("epochs", &c.trainer.loop.epochs, "passes over the training data"),
+      bind_flag("zero_stage", &c.trainer.zero.stage,
                 "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each "
                 "rank holds 1/world of the optimizer state; 2: of the gradients too; 3: of the parameters "
                 "too, gathered one block at a time (a checkpoint of any stage resumes at any)"),
-      bind_choice("optimizer", &c.optim.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
-      bind_choice("loss", &c.optim.loss, loss_choices(),
+      bind_choice("optimizer", &c.optimizer.optimizer, optimizer_choices(), "SGD with momentum, or AdamW"),
+      bind_choice("loss", &c.program.loss, loss_choices(),
                   "cross_entropy of class (or next-token) logits; mse of outputs and float targets "
                   "(--dataset tensors with float labels)"),
-      bind_flag("lr", &c.optim.lr, "peak learning rate"),
-      bind_choice("lr_schedule", &c.optim.lr_schedule, schedule_choices(),
-                  "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps; auto: "
-                  "sgd epoch_cosine, adamw step_cosine"),
-      bind_flag("warmup_steps", &c.optim.warmup_steps, "step_cosine: optimizer steps of linear warmup"),
-      bind_flag("min_lr_ratio", &c.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
-      bind_flag("momentum", &c.optim.momentum, "SGD momentum"),
-      bind_flag("adam_beta1", &c.optim.adam_beta1, "AdamW beta1"),
-      bind_flag("adam_beta2", &c.optim.adam_beta2, "AdamW beta2"),
-      bind_flag("weight_decay", &c.optim.weight_decay,
+      bind_flag("lr", &c.optimizer.lr, "peak learning rate"),
+      bind_choice(
+          "lr_schedule", &c.trainer.optim.lr_schedule, schedule_choices(),
+          "epoch_cosine per epoch (the reference), step_cosine per step after --warmup_steps, constant: "
+          "--lr throughout; auto: sgd epoch_cosine, adamw step_cosine"),
+      bind_flag("warmup_steps", &c.trainer.optim.warmup_steps,
+                "step_cosine: optimizer steps of linear warmup"),
+      bind_flag("min_lr_ratio", &c.trainer.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
+      bind_flag("momentum", &c.optimizer.momentum, "SGD momentum"),
+      bind_flag("adam_beta1", &c.optimizer.adam_beta1, "AdamW beta1"),
+      bind_flag("adam_beta2", &c.optimizer.adam_beta2, "AdamW beta2"),
+      bind_flag("weight_decay", &c.optimizer.weight_decay,
                 "weight decay (adamw: decoupled, on weight matrices and embeddings only)"),
-      bind_flag("grad_accum_steps", &c.optim.grad_accum_steps, "micro-batches per optimizer step"),
-      bind_flag("max_steps", &c.optim.max_steps, "stop after this many optimizer steps (0 = no limit)"),
-      bind_flag("clip_grad_norm", &c.optim.clip_grad_norm, "clip the global gradient norm to this (0 = off)"),
-      bind_choice("amp_dtype", &c.optim.amp_dtype, amp_dtype_choices(),
+      bind_flag("grad_accum_steps", &c.trainer.loop.grad_accum_steps, "micro-batches per optimizer step"),
+      bind_flag("max_steps", &c.trainer.loop.max_steps,
+                "stop after this many optimizer steps (0 = no limit)"),
+      bind_flag("clip_grad_norm", &c.trainer.optim.clip_grad_norm,
+                "clip the global gradient norm to this (0 = off)"),
+      bind_choice("amp_dtype", &c.trainer.precision.amp_dtype, amp_dtype_choices(),
                   "the autocast type of --use_amp; auto: bf16 on GPUs that have it, else fp16; on CPU bf16 "
                   "only where a start-up probe measures it faster than fp32 (CPU: no fp16)"),
-      bind_choice("grad_scaler", &c.optim.grad_scaler, scaler_mode_choices(),
+      bind_choice("grad_scaler", &c.trainer.precision.grad_scaler, scaler_mode_choices(),
                   "dynamic loss scaling (auto: with fp16 autocast)"),
-      bind_flag("scaler_init_scale", &c.optim.scaler_init_scale, "initial loss scale"),
-      bind_flag("scaler_growth_interval", &c.optim.scaler_growth_interval,
+      bind_flag("scaler_init_scale", &c.trainer.precision.scaler_init_scale, "initial loss scale"),
+      bind_flag("scaler_growth_interval", &c.trainer.precision.scaler_growth_interval,
                 "finite steps before the loss scale doubles"),
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s,
@@ -100,56 +106,59 @@ std::vector<Flag> train_flags(TrainConfig& c) {
                 "collectives each rank remembers; when one fails every rank writes them to "
                 "--checkpoint_dir/flight_rank<r>.json and the log names the rank behind the hang (`ddptrain "
                 "inspect hang DIR`); 0: off"),
-      bind_flag("bucket_cap_mb", &c.dist.bucket_cap_mb,
+      bind_flag("bucket_cap_mb", &c.trainer.ddp.bucket_cap_mb,
                 "all-reduce bucket size cap, MiB; auto: chosen from the measured all-reduce latency and "
                 "bandwidth and the backward time (the log says how)"),
-      bind_flag("first_bucket_mb", &c.dist.first_bucket_mb, "cap of the first bucket (last layers), MiB"),
-      bind_flag("gradient_as_bucket_view", &c.dist.gradient_as_bucket_view,
+      bind_flag("first_bucket_mb", &c.trainer.ddp.first_bucket_mb,
+                "cap of the first bucket (last layers), MiB"),
+      bind_flag("gradient_as_bucket_view", &c.trainer.ddp.gradient_as_bucket_view,
                 "gradients are views into the all-reduce buckets"),
-      bind_flag("find_unused_parameters", &c.dist.find_unused_parameters,
+      bind_flag("find_unused_parameters", &c.trainer.ddp.find_unused_parameters,
                 "allow parameters without a gradient in a step"),
-      bind_flag("broadcast_buffers", &c.dist.broadcast_buffers,
+      bind_flag("broadcast_buffers", &c.trainer.ddp.broadcast_buffers,
                 "broadcast rank 0's buffers before each forward"),
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
-      bind_choice("ddp_comm_hook", &c.dist.ddp_comm_hook, comm_hook_choices(),
+      bind_choice("ddp_comm_hook", &c.trainer.ddp.comm_hook, comm_hook_choices(),
                   "compress gradients for the all-reduce"),
-      bind_flag("ddp_overlap", &c.dist.ddp_overlap, "all-reduce buckets during backward (else after it)"),
-      bind_flag("accum_no_sync", &c.dist.accum_no_sync,
+      bind_flag("ddp_overlap", &c.trainer.ddp.overlap, "all-reduce buckets during backward (else after it)"),
+      bind_flag("accum_no_sync", &c.trainer.ddp.accum_no_sync,
                 "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
-      bind_flag("use_amp", &c.run.use_amp, "mixed precision where the device supports it"),
-      bind_flag("checkpoint_dir", &c.run.checkpoint_dir,
+      bind_flag("use_amp", &c.trainer.precision.use_amp, "mixed precision where the device supports it"),
+      bind_flag("checkpoint_dir", &c.trainer.checkpoint.dir,
                 "where rank 0 writes checkpoints (created when missing)"),
-      bind_flag("save_every", &c.run.save_every, "save every N epochs (0 = only at the end)"),
-      bind_flag("save_every_steps", &c.run.save_every_steps, "also save every N optimizer steps (0 = off)"),
-      bind_flag("keep_checkpoints", &c.run.keep_checkpoints, "newest complete checkpoints to keep (0 = all)"),
-      bind_flag("resume_from", &c.run.resume_from,
+      bind_flag("save_every", &c.trainer.checkpoint.save_every, "save every N epochs (0 = only at the end)"),
+      bind_flag("save_every_steps", &c.trainer.checkpoint.save_every_steps,
+                "also save every N optimizer steps (0 = off)"),
+      bind_flag("keep_checkpoints", &c.trainer.checkpoint.keep,
+                "newest complete checkpoints to keep (0 = all)"),
+      bind_flag("resume_from", &c.trainer.checkpoint.resume_from,
                 "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
-      bind_flag("init_from", &c.run.init_from,
+      bind_flag("init_from", &c.program.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
                 "\"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
-      bind_flag("eval_every", &c.run.eval_every,
+      bind_flag("eval_every", &c.trainer.loop.eval_every,
                 "evaluate on the test split every N epochs and after the last (0 = never)"),
       bind_flag(
-          "metrics_file", &c.run.metrics_file,
+          "metrics_file", &c.trainer.report.metrics_file,
           "append one JSON line per step line and per epoch (rank 0; its folder is created when missing)"),
-      bind_flag("tensorboard_dir", &c.run.tensorboard_dir,
+      bind_flag("tensorboard_dir", &c.trainer.report.tensorboard_dir,
                 "write TensorBoard scalars (loss, lr, samples/s, MFU, ...) here (rank 0)"),
-      bind_flag("peak_tflops", &c.run.peak_tflops,
+      bind_flag("peak_tflops", &c.trainer.report.peak_tflops,
                 "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
       bind_flag(
-          "keep_global_batch", &c.run.keep_global_batch,
+          "keep_global_batch", &c.program.keep_global_batch,
           "a resume at another world size keeps the checkpoint's global batch by changing --grad_accum_steps "
           "(exit 2 when it cannot: the global batch is not a multiple of --batch_size x world)"),
-      bind_flag("trace_samples_dir", &c.run.trace_samples_dir,
+      bind_flag("trace_samples_dir", &c.trainer.report.trace_samples_dir,
                 "debug data order: each rank appends every micro-batch's sample indices to DIR/rank<r>.txt"),
-      bind_flag("checkpoint_on_signal", &c.run.checkpoint_on_signal,
+      bind_flag("checkpoint_on_signal", &c.trainer.checkpoint.on_signal,
                 "on SIGTERM/SIGINT finish the step and save a checkpoint"),
-      bind_flag("log_interval", &c.run.log_interval, "optimizer steps between step lines"),
-      bind_flag("enable_profiling", &c.run.enable_profiling,
+      bind_flag("log_interval", &c.trainer.report.log_interval, "optimizer steps between step lines"),
+      bind_flag("enable_profiling", &c.trainer.report.enable_profiling,
                 "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
-      bind_flag("seed", &c.run.seed, "seed of model init, data order and all randomness"),
-      bind_flag("threads", &c.run.threads, "intra-op threads per rank (0 = cores / local ranks)"),
-      bind_flag("cpu_heap_keep_mb", &c.run.cpu_heap_keep_mb,
+      bind_flag("seed", &c.trainer.loop.seed, "seed of model init, data order and all randomness"),
+      bind_flag("threads", &c.program.threads, "intra-op threads per rank (0 = cores / local ranks)"),
+      bind_flag("cpu_heap_keep_mb", &c.program.cpu_heap_keep_mb,
                 "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and "
                 "page-faulting it back (0 = glibc's own policy; -1 = 1024, but under --zero_stage >= 1 "
                 "return every block of 1 MiB or more at once, to hold the least memory)"),
@@ -171,9 +180,6 @@ void validate_data(const DataOptions& data) {
   positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
   positive("image_size", data.image_size, "pass e.g. --image_size 32");
   positive("dataset_size", data.dataset_size, "pass e.g. --dataset_size 50000");
-  positive("batch_size", data.batch_size, "pass the per-rank batch size, e.g. --batch_size 64");
-  non_negative("num_workers", data.num_workers, "pass 0 to load in the training thread");
-  positive("prefetch_factor", data.prefetch_factor, "pass e.g. --prefetch_factor 2");
   DDP_USAGE_CHECK(!data.augment || data.dataset == DatasetKind::kCifar10 ||
                       data.dataset == DatasetKind::kFashionMnist || data.dataset == DatasetKind::kMnist,
                   "--augment has no recipe for --dataset ", word(data.dataset),
@@ -219,97 +225,33 @@ void validate_model(const ModelOptions& model, const DataOptions& data) {
                   " has no 4-d weights");
 }
 
-void validate_optim(const OptimOptions& optim, ScheduleChoice schedule) {
-  non_negative("warmup_steps", optim.warmup_steps, "pass 0 for no warmup");
-  DDP_USAGE_CHECK(optim.warmup_steps == 0 || schedule == ScheduleChoice::kStepCosine,
-                  "--warmup_steps=", optim.warmup_steps,
-                  " needs the per-step schedule; pass --lr_schedule step_cosine");
-  DDP_USAGE_CHECK(optim.min_lr_ratio >= 0 && optim.min_lr_ratio <= 1, "--min_lr_ratio=", optim.min_lr_ratio,
-                  " must be in [0, 1]; pass e.g. --min_lr_ratio 0.1");
-  DDP_USAGE_CHECK(
-      optim.adam_beta1 >= 0 && optim.adam_beta1 < 1 && optim.adam_beta2 >= 0 && optim.adam_beta2 < 1,
-      "--adam_beta1=", optim.adam_beta1, " and --adam_beta2=", optim.adam_beta2,
-      " must be in [0, 1); pass e.g. 0.9 and 0.95");
-  positive("epochs", optim.epochs, "pass e.g. --epochs 10");
-  DDP_USAGE_CHECK(optim.lr > 0, "--lr=", optim.lr, " must be > 0; pass e.g. --lr 0.01");
-  DDP_USAGE_CHECK(optim.momentum >= 0 && optim.momentum < 1, "--momentum=", optim.momentum,
+void validate_optimizer(const OptimizerOptions& o) {
+  DDP_USAGE_CHECK(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
+                  "--adam_beta1=", o.adam_beta1, " and --adam_beta2=", o.adam_beta2,
+                  " must be in [0, 1); pass e.g. 0.9 and 0.95");
+  DDP_USAGE_CHECK(o.lr > 0, "--lr=", o.lr, " must be > 0; pass e.g. --lr 0.01");
+  DDP_USAGE_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum=", o.momentum,
                   " must be in [0, 1); pass e.g. --momentum 0.9");
-  DDP_USAGE_CHECK(optim.weight_decay >= 0, "--weight_decay=", optim.weight_decay,
+  DDP_USAGE_CHECK(o.weight_decay >= 0, "--weight_decay=", o.weight_decay,
                   " must be >= 0; pass e.g. --weight_decay 1e-4");
-  positive("grad_accum_steps", optim.grad_accum_steps, "pass 1 for no accumulation");
-  DDP_USAGE_CHECK(optim.clip_grad_norm >= 0, "--clip_grad_norm=", optim.clip_grad_norm,
-                  " must be >= 0; pass 0 to turn clipping off or e.g. --clip_grad_norm 1.0");
-  DDP_USAGE_CHECK(optim.scaler_init_scale > 0, "--scaler_init_scale=", optim.scaler_init_scale,
-                  " must be > 0; pass e.g. --scaler_init_scale 65536");
-  positive("scaler_growth_interval", optim.scaler_growth_interval, "pass e.g. --scaler_growth_interval 2000");
-  non_negative("max_steps", optim.max_steps, "pass 0 for no limit");
 }
 
-void validate_dist(const DistOptions& dist) {
+void validate_program(const TrainerOptions& trainer, const DistOptions& dist, const ProgramOptions& program) {
+  // The library takes 0 epochs (the model as given); a training run of none is a mistake.
+  positive("epochs", trainer.loop.epochs, "pass e.g. --epochs 10 (ddptrain eval evaluates without training)");
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl", "--backend='",
                   dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
   DDP_USAGE_CHECK(dist.flight_recorder >= 0 && dist.flight_recorder <= 1000000,
                   "--flight_recorder=", dist.flight_recorder,
                   " must be in [0, 1000000] (collectives remembered; 0: off)");
-  DDP_USAGE_CHECK(!dist.bucket_cap_mb || *dist.bucket_cap_mb > 0,
-                  "--bucket_cap_mb=", dist.bucket_cap_mb.value_or(0),
-                  " must be > 0; pass auto or e.g. --bucket_cap_mb 25");
-  DDP_USAGE_CHECK(dist.first_bucket_mb > 0, "--first_bucket_mb=", dist.first_bucket_mb,
-                  " must be > 0; pass e.g. --first_bucket_mb 1");
-  DDP_USAGE_CHECK(
-      dist.zero_stage >= 0 && dist.zero_stage <= 3, "--zero_stage=", dist.zero_stage,
-      " is not available: 0 (DDP), 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters "
-      "too)");
-  DDP_USAGE_CHECK(
-      dist.zero_stage < 2 || (dist.ddp_comm_hook == CommHook::kNone && !dist.gradient_as_bucket_view),
-      "--zero_stage ", dist.zero_stage,
-      " keeps only this rank's gradient shard: it does not combine with "
-      "--ddp_comm_hook or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
-}
-
-// An output folder given by `flag`: missing is fine (it is created), a file is not.
-void check_output_dir(const char* flag, const std::string& dir) {
-  DDP_USAGE_CHECK(dir.empty() || !std::filesystem::exists(dir) || std::filesystem::is_directory(dir), "--",
-                  flag, "='", dir, "' is a file, not a folder; pass a folder (it is created when missing)");
-}
-
-// An output file given by `flag`: not a folder, and its folder (created when missing) not a file.
-void check_output_file(const char* flag, const std::string& file) {
-  if (file.empty()) return;
-  DDP_USAGE_CHECK(!std::filesystem::is_directory(file), "--", flag, "='", file,
-                  "' is a folder; pass a file path (e.g. ", file, "/metrics.jsonl)");
-  for (auto p = std::filesystem::path(file).parent_path(); !p.empty() && p != p.root_path();
-       p = p.parent_path())
-    DDP_USAGE_CHECK(!std::filesystem::exists(p) || std::filesystem::is_directory(p), "--", flag, "='", file,
-                    "': '", p.string(), "' is a file, not a folder; pass another path");
-}
-
-void validate_run(const RunOptions& run) {
-  check_output_dir("checkpoint_dir", run.checkpoint_dir);
-  check_output_dir("tensorboard_dir", run.tensorboard_dir);
-  check_output_dir("trace_samples_dir", run.trace_samples_dir);
-  check_output_file("metrics_file", run.metrics_file);
-  non_negative("save_every", run.save_every, "pass 0 to save only at the end");
-  non_negative("save_every_steps", run.save_every_steps, "pass 0 to turn it off");
-  non_negative("keep_checkpoints", run.keep_checkpoints, "pass 0 to keep every checkpoint");
-  positive("log_interval", run.log_interval, "pass e.g. --log_interval 10");
-  non_negative("threads", run.threads, "pass 0 to pick cores / local ranks");
-  DDP_USAGE_CHECK(run.cpu_heap_keep_mb >= -1 && run.cpu_heap_keep_mb <= 2047,
-                  "--cpu_heap_keep_mb=", run.cpu_heap_keep_mb,
+  non_negative("threads", program.threads, "pass 0 to pick cores / local ranks");
+  DDP_USAGE_CHECK(program.cpu_heap_keep_mb >= -1 && program.cpu_heap_keep_mb <= 2047,
+                  "--cpu_heap_keep_mb=", program.cpu_heap_keep_mb,
                   " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",
                   "glibc's policy, -1 for the default");
-  DDP_USAGE_CHECK(run.seed >= 0, "--seed=", run.seed, " must be >= 0; pass e.g. --seed 42");
-  if (!run.resume_from.empty() && run.resume_from != "auto") {
-    DDP_USAGE_CHECK(std::filesystem::is_directory(run.resume_from), "--resume_from='", run.resume_from,
-                    "' is not a checkpoint directory; pass a directory written by "
-                    "ddptrain (e.g. ./checkpoints/epoch_0001)");
-  }
-  non_negative("eval_every", run.eval_every, "pass 0 to never evaluate");
-  DDP_USAGE_CHECK(run.peak_tflops >= 0, "--peak_tflops=", run.peak_tflops,
-                  " must be >= 0; pass 0 to measure it");
-  if (!run.init_from.empty()) {
-    DDP_USAGE_CHECK(std::filesystem::is_regular_file(run.init_from), "--init_from='", run.init_from,
+  if (!program.init_from.empty()) {
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(program.init_from), "--init_from='", program.init_from,
                     "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a "
                     ".safetensors file");
   }
@@ -347,7 +289,7 @@ void reject_data_flags_that_do_not_apply(const DataOptions& d) {
 // (checked where they differ from their defaults).
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const ModelOptions defaults;
-  const OptimOptions optim_defaults;
+  const OptimizerOptions optimizer_defaults;
   if (c.model.model == ModelKind::kTorchscript) {
     DDP_USAGE_CHECK(c.model.width == defaults.width && c.model.dropout == defaults.dropout,
                     "--width and --dropout "
@@ -358,7 +300,7 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
         "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
   }
   DDP_USAGE_CHECK(
-      c.optim.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors,
+      c.program.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors,
       "--loss mse needs float "
       "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
       "path)); --dataset ",
@@ -373,9 +315,10 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
                     "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
                     "needs no synchronization): drop --sync_bn");
   }
-  DDP_USAGE_CHECK(c.optim.optimizer != OptimizerKind::kAdamw || c.optim.momentum == optim_defaults.momentum,
-                  "--momentum=", c.optim.momentum,
-                  " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+  DDP_USAGE_CHECK(
+      c.optimizer.optimizer != OptimizerKind::kAdamw || c.optimizer.momentum == optimizer_defaults.momentum,
+      "--momentum=", c.optimizer.momentum,
+      " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
   if (c.model.model != ModelKind::kGpt) {
     DDP_USAGE_CHECK(
         c.model.gpt_preset == defaults.gpt_preset && c.model.n_layer == 0 && c.model.n_head == 0 &&
@@ -387,21 +330,43 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   reject_data_flags_that_do_not_apply(c.data);
 }
 
-}  // namespace
-
-void TrainConfig::validate() const {
-  validate_data(data);
-  validate_model(model, data);
-  validate_optim(optim, effective_lr_schedule());
-  validate_dist(dist);
-  validate_run(run);
-  reject_flags_that_do_not_apply(*this);
+// The Trainer's options as the Trainer will check them: the CLI's words the Trainer does not
+// take are resolved for the check and given back as the user wrote them (config.json and the
+// run identity keep them): lr_schedule auto (for this config's optimizer) and resume_from
+// auto (cmd_train chooses the checkpoint before anything is written). A bad field is named by
+// its flag (Note [Options named by their field]).
+void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
+  const LrSchedule schedule = c.trainer.optim.lr_schedule;
+  const std::string resume_from = c.trainer.checkpoint.resume_from;
+  c.trainer.optim.lr_schedule = effective_lr_schedule(c);
+  if (resume_from == "auto") c.trainer.checkpoint.resume_from.clear();
+  auto give_back = [&] {
+    c.trainer.optim.lr_schedule = schedule;
+    c.trainer.checkpoint.resume_from = resume_from;
+  };
+  try {
+    c.trainer.validate();
+  } catch (const OptionError& e) {
+    give_back();
+    throw UsageError(in_flag_words(e, table));
+  }
+  give_back();
 }
 
-ScheduleChoice TrainConfig::effective_lr_schedule() const {
-  if (optim.lr_schedule != ScheduleChoice::kAuto) return optim.lr_schedule;
-  return optim.optimizer == OptimizerKind::kAdamw ? ScheduleChoice::kStepCosine
-                                                  : ScheduleChoice::kEpochCosine;
+// Every part, in the order the flags are listed.
+void validate(TrainConfig& c, const std::vector<Flag>& table) {
+  validate_data(c.data);
+  validate_model(c.model, c.data);
+  validate_optimizer(c.optimizer);
+  validate_trainer(c, table);
+  validate_program(c.trainer, c.dist, c.program);
+  reject_flags_that_do_not_apply(c);
+}
+
+}  // namespace
+
+LrSchedule effective_lr_schedule(const TrainConfig& c) {
+  return resolved_schedule(c.trainer.optim.lr_schedule, c.optimizer.optimizer == OptimizerKind::kAdamw);
 }
 
 TrainConfig resolve_train_config(const std::vector<std::string>& args) {
@@ -411,10 +376,10 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   TrainConfig probe;
   auto probe_table = train_flags(probe);
   parse_flags(probe_table, args);
-  if (!probe.run.config.empty()) {
-    DDP_USAGE_CHECK(std::filesystem::is_regular_file(probe.run.config), "--config='", probe.run.config,
-                    "' does not exist; pass the path of a TOML file");
-    apply_toml_file(table, probe.run.config);
+  if (!probe.program.config.empty()) {
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(probe.program.config), "--config='",
+                    probe.program.config, "' does not exist; pass the path of a TOML file");
+    apply_toml_file(table, probe.program.config);
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
@@ -422,7 +387,7 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   // Recorded as an absolute path (config.json): eval and resumes from another folder find it.
   if (!c.model.model_path.empty())
     c.model.model_path = std::filesystem::absolute(c.model.model_path).lexically_normal().string();
-  c.validate();
+  validate(c, table);
   return c;
 }
 

@@ -1,5 +1,6 @@
-// DataOptions: what a run's data is (dataset, files, batch, loader threads), the data layer's
-// own options; TrainConfig holds one (config/train_config.h), library users fill their own.
+// DataOptions: what a run's data is (dataset, files, sizes of the generated ones), the data
+// layer's own options; TrainConfig holds one (config/train_config.h), library users fill their
+// own. How it is batched is LoaderOptions (data/loader_options.h).
 #pragma once
 
 #include <string>
@@ -16,11 +17,7 @@ struct DataOptions {
   int in_channels = 3;
   int image_size = 32;
   long long dataset_size = 50000;  // synthetic and tokens only
-  int batch_size = 64;             // per rank
-  int num_workers = 4;             // loader threads; 0 = in the training thread
-  int prefetch_factor = 2;         // batches each loader thread prepares ahead
   bool augment = false;            // random crop (and flip for cifar10) of training images
-  bool drop_last = true;  // each epoch's last partial batch per rank is dropped (the reference's DataLoader)
 };
 
 }  // namespace ddptrain

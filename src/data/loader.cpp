@@ -37,7 +37,7 @@ void Loader::worker_loop(int64_t first, int worker) {
   // compute (Linux nice values are per thread).
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), opts_.worker_nice);
   const int64_t stride = opts_.num_workers;
-  const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_per_worker;
+  const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_factor;
   for (int64_t b = first + worker; b < total_; b += stride) {
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -21,6 +21,7 @@
 #include <ATen/ATen.h>
 
 #include "data/datasets.h"
+#include "data/loader_options.h"
 
 namespace ddptrain {
 
@@ -28,15 +29,6 @@ struct Batch {
   at::Tensor inputs;             // (B, C, H, W) float32 images, or (B, T) int64 tokens
   at::Tensor targets;            // (B) int64 classes, or (B, T) int64 next tokens
   std::vector<int64_t> indices;  // the dataset index of each sample
-};
-
-struct LoaderOptions {
-  int batch_size = 64;
-  int num_workers = 4;
-  int prefetch_per_worker = 2;
-  bool drop_last = true;
-  int worker_nice = 10;     // nice value of the worker threads (0 = same as the trainer)
-  bool pin_memory = false;  // batches in page-locked memory (for non_blocking copies to CUDA)
 };
 
 class Loader {

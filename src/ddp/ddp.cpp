@@ -7,7 +7,7 @@
 namespace ddptrain {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                                 const DistContext& ctx, DdpOptions opts)
+                                                 const DistContext& ctx, DdpSetup opts)
     : module_(std::move(module)), ctx_(ctx), opts_(opts) {
   std::vector<std::string> names;
   for (auto& p : module_->named_parameters())

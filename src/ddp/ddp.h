@@ -15,12 +15,14 @@
 
 #include <torch/nn/module.h>
 
+#include "ddp/ddp_options.h"
 #include "ddp/reducer.h"
 #include "dist/dist_context.h"
 
 namespace ddptrain {
 
-struct DdpOptions {
+/// What DistributedDataParallel is built with: the reducer's options in bytes and buckets.
+struct DdpSetup {
   ReducerOptions reducer;
   bool broadcast_buffers = true;
 };
@@ -28,7 +30,7 @@ struct DdpOptions {
 class DistributedDataParallel {
  public:
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, const DistContext& ctx,
-                          DdpOptions opts = {});
+                          DdpSetup opts = {});
 
   /// Inside the guard backward only accumulates local gradients.
   class NoSyncGuard {
@@ -70,7 +72,7 @@ class DistributedDataParallel {
 
   std::shared_ptr<torch::nn::Module> module_;
   const DistContext& ctx_;
-  DdpOptions opts_;
+  DdpSetup opts_;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> buffers_;
   std::unique_ptr<Reducer> reducer_;

@@ -30,10 +30,4 @@ void Logger::emit(LogLevel level, const std::string& msg) const {
   std::fflush(out);
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
-
 }  // namespace ddptrain

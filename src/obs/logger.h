@@ -3,8 +3,9 @@
 // level and `[rank r/W]`. A Logger is a plain value (no global state): copy it where needed.
 #pragma once
 
-#include <sstream>
 #include <string>
+
+#include "util/strings.h"
 
 namespace ddptrain {
 
@@ -31,16 +32,5 @@ class Logger {
   int rank_ = 0;
   int world_size_ = 1;
 };
-
-/// One number through a printf format: fmt("%.4f", loss).
-std::string fmt(const char* format, double v);
-
-/// Builds a string from streamable parts: log.info(str("loss ", loss)).
-template <typename... Args>
-std::string str(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
-}
 
 }  // namespace ddptrain

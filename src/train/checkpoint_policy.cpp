@@ -11,7 +11,7 @@ CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions&
     : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)), parts_(parts) {}
 
 bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
-  return opts_.save_every_steps > 0 && s.global_step % opts_.save_every_steps == 0;
+  return opts_.checkpoint.save_every_steps > 0 && s.global_step % opts_.checkpoint.save_every_steps == 0;
 }
 
 void CheckpointPolicy::on_step_end(const TrainState& s, const StepEvent& e) {
@@ -23,45 +23,46 @@ void CheckpointPolicy::before_evaluation(const TrainState& s, const EpochEvent& 
 void CheckpointPolicy::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   if (saved_step_ == s.global_step) return;  // saved before the evaluation (or mid-epoch at this step)
   const bool complete = s.micro_done == e.position.batches;
-  const bool last =
-      (e.stopping && (s.stopped_by_signal == 0 || opts_.checkpoint_on_signal)) || s.epoch == opts_.epochs;
-  const bool periodic = opts_.save_every > 0 && s.epoch % opts_.save_every == 0 && complete;
+  const bool last = (e.stopping && (s.stopped_by_signal == 0 || opts_.checkpoint.on_signal)) ||
+                    s.epoch == opts_.loop.epochs;
+  const bool periodic =
+      opts_.checkpoint.save_every > 0 && s.epoch % opts_.checkpoint.save_every == 0 && complete;
   if (periodic || last || due_by_steps(s)) save(s, complete);
 }
 
 void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
-  if (opts_.checkpoint_dir.empty()) return;                // the options asked for none
+  if (opts_.checkpoint.dir.empty()) return;                // the options asked for none
   ctx_.recorder().set_phase("checkpoint", s.global_step);  // Note [Flight recorder]
   CheckpointMeta meta{s.epoch,
                       s.micro_done,
                       epoch_complete,
                       s.global_step,
                       ctx_.world_size(),
-                      static_cast<int64_t>(opts_.seed),
+                      static_cast<int64_t>(opts_.loop.seed),
                       {},
                       precision_,
                       opts_.run_identity,
-                      opts_.batch_size};
+                      opts_.data.batch_size};
   if (s.scaler.enabled()) meta.extra["grad_scaler"] = to_json(s.scaler.state());
   // Note [Resume at another world size]: the epoch's order and the prefix of it trained.
-  meta.extra["epoch_plan"] = {{"world", s.plan.world},
-                              {"batch", s.plan.batch},
-                              {"end", s.plan.end},
-                              {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.batch_size)}};
+  meta.extra["epoch_plan"] = {
+      {"world", s.plan.world},
+      {"batch", s.plan.batch},
+      {"end", s.plan.end},
+      {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.data.batch_size)}};
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
-  meta.extra["global_batch"] =
-      static_cast<int64_t>(opts_.batch_size) * opts_.grad_accum_steps * ctx_.world_size();
+  meta.extra["global_batch"] = opts_.global_batch(ctx_.world_size());
   char name[64];
   if (epoch_complete)
     std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);
   else
     std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
   const int64_t step = s.global_step;
-  SaveOptions so{opts_.keep_checkpoints,
+  SaveOptions so{opts_.checkpoint.keep,
                  [this, step](const char* stage) { opts_.faults.in_save(step, stage); }};
   saved_step_ = s.global_step;
-  last_ = save_checkpoint(ctx_, opts_.checkpoint_dir, name, parts_, meta, opts_.config_json, std::move(so));
+  last_ = save_checkpoint(ctx_, opts_.checkpoint.dir, name, parts_, meta, opts_.config_json, std::move(so));
   ctx_.log().info(str("checkpoint saved: ", last_));
 }
 

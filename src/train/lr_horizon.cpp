@@ -15,6 +15,8 @@ const char* schedule_name(LrSchedule k) {
       return "epoch_cosine";
     case LrSchedule::kStepCosine:
       return "step_cosine";
+    case LrSchedule::kAuto:
+      return "auto";
     case LrSchedule::kConstant:
       break;
   }
@@ -42,13 +44,13 @@ std::string horizon_words(const LrHorizon& h) {
 
 LrHorizon LrHorizon::of(const TrainerOptions& o, int64_t last_step, double offset, int64_t global_batch) {
   LrHorizon h;
-  h.kind = o.lr_schedule;
+  h.kind = o.optim.lr_schedule;
   h.last_step = last_step;
   if (h.kind == LrSchedule::kStepCosine) {
     h.steps = static_cast<double>(last_step) + offset;
     h.global_batch = global_batch;
   }
-  if (h.kind == LrSchedule::kEpochCosine) h.epochs = o.epochs;
+  if (h.kind == LrSchedule::kEpochCosine) h.epochs = o.loop.epochs;
   return h;
 }
 
@@ -78,7 +80,7 @@ std::optional<LrHorizon> LrHorizon::from_json(const nlohmann::json& j) {
 double scheduled_lr(const LrHorizon& h, const TrainerOptions& o, double base_lr, double position) {
   if (h.kind == LrSchedule::kEpochCosine) return cosine_lr(base_lr, static_cast<int>(position) - 1, h.epochs);
   if (h.kind == LrSchedule::kStepCosine)
-    return warmup_cosine_lr(base_lr, position, o.warmup_steps, h.steps, o.min_lr_ratio);
+    return warmup_cosine_lr(base_lr, position, o.optim.warmup_steps, h.steps, o.optim.min_lr_ratio);
   return base_lr;
 }
 

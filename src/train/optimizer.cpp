@@ -9,7 +9,7 @@
 
 namespace ddptrain {
 
-std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o,
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions& o,
                                                          const std::vector<at::Tensor>& params) {
   if (o.optimizer == OptimizerKind::kAdamw) {
     std::vector<at::Tensor> decay, no_decay;

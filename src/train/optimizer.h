@@ -16,11 +16,11 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "config/train_config.h"
+#include "train/optimizer_options.h"
 
 namespace ddptrain {
 
-std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimOptions& o,
+std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions& o,
                                                          const std::vector<at::Tensor>& params);
 
 /// Sets every parameter group's learning rate.

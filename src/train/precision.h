@@ -22,6 +22,7 @@
 // (compute capability >= 8.0), fp16 with the loss scaler otherwise.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -29,16 +30,15 @@
 
 #include "config/choices.h"
 #include "obs/kernel_probe.h"
+#include "train/precision_options.h"
 
 namespace ddptrain {
 
 /// bf16 must beat fp32 by this factor, for convolution and matmul alike, to be chosen on CPU.
 constexpr double kBf16MinSpeedup = 1.2;
 
-struct PrecisionRequest {
-  bool use_amp = true;
-  AmpDtype amp_dtype = AmpDtype::kAuto;
-  ScalerMode grad_scaler = ScalerMode::kAuto;
+/// The options and what a resumed checkpoint recorded: what the choice is made from.
+struct PrecisionRequest : PrecisionOptions {
   std::string resumed;  // the precision recorded by the checkpoint resumed, if any
 };
 

@@ -68,8 +68,7 @@ namespace {
 // The checkpoint run's global batch (older checkpoints: with this run's accumulation).
 int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
   if (meta.extra.contains("global_batch")) return meta.extra["global_batch"].get<int64_t>();
-  return static_cast<int64_t>(meta.batch_size > 0 ? meta.batch_size : batch_size) * meta.world_size *
-         grad_accum_steps;
+  return global_batch(meta.batch_size > 0 ? meta.batch_size : batch_size, grad_accum_steps, meta.world_size);
 }
 
 }  // namespace
@@ -89,14 +88,14 @@ int kept_accumulation(const CheckpointMeta& meta, int world, int batch_size, int
 double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
   const double before = meta.extra.value("lr_step_offset", 0.0);
   const auto old_batch = static_cast<double>(global_batch_of(meta, batch_size, grad_accum_steps));
-  const double new_batch = static_cast<double>(batch_size) * world * grad_accum_steps;
+  const auto new_batch = static_cast<double>(global_batch(batch_size, grad_accum_steps, world));
   const double steps = static_cast<double>(meta.global_step);
   return (steps + before) * old_batch / new_batch - steps;
 }
 
 std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Logger& log) {
   const RunIdentity mine = run_identity(cfg);
-  const std::string& from = cfg.run.resume_from;
+  const std::string& from = cfg.trainer.checkpoint.resume_from;
   if (!from.empty() && from != "auto") {
     // Verified before anything is written (the load checks each file again as it reads it).
     CheckpointEntry c{from, verify_checkpoint(from)};
@@ -105,11 +104,11 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
       another_run(
           "--resume_from: the checkpoint", c, diff,
           "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
-    resume_point(c.meta, world, cfg.data.batch_size,
-                 cfg.optim.grad_accum_steps);  // refuses before anything runs
+    resume_point(c.meta, world, cfg.trainer.data.batch_size,
+                 cfg.trainer.loop.grad_accum_steps);  // refuses before anything runs
     return from;
   }
-  const std::string& root = cfg.run.checkpoint_dir;
+  const std::string& root = cfg.trainer.checkpoint.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
@@ -127,8 +126,8 @@ std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Lo
     // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
     if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
       log.info(str("--resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
-      resume_point(c->meta, world, cfg.data.batch_size,
-                   cfg.optim.grad_accum_steps);  // refuses before anything runs
+      resume_point(c->meta, world, cfg.trainer.data.batch_size,
+                   cfg.trainer.loop.grad_accum_steps);  // refuses before anything runs
       return c->dir;
     }
     if (theirs)

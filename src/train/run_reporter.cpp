@@ -46,9 +46,9 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
       ddp_(ddp),
       timer_(timer),
       facts_(std::move(facts)),
-      metrics_(opts.metrics_file, ctx.is_main()),
+      metrics_(opts.report.metrics_file, ctx.is_main()),
       progress_(ctx.is_main()),
-      tensorboard_(opts.tensorboard_dir, ctx.is_main()),
+      tensorboard_(opts.report.tensorboard_dir, ctx.is_main()),
       interval_loss_(at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx.device()))) {
   const Precision& p = facts_.precision;
   nlohmann::json run = {{"precision", p.name()},
@@ -56,8 +56,8 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
                         {"world_size", ctx.world_size()},
                         {"backend", ctx.backend_name()},
                         {"threads_per_rank", facts_.threads_per_rank},
-                        {"batch_size", opts.batch_size},
-                        {"grad_accum_steps", opts.grad_accum_steps},
+                        {"batch_size", opts.data.batch_size},
+                        {"grad_accum_steps", opts.loop.grad_accum_steps},
                         {"buckets", ddp.num_buckets()},
                         {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
                         {"peak_flops_per_s", facts_.peak.flops_per_s},
@@ -86,16 +86,17 @@ void RunReporter::on_micro_batch(const TrainState&, const MicroBatchEvent& e) {
 void RunReporter::on_step_end(const TrainState& s, const StepEvent& e) {
   ++interval_steps_;
   if (progress_.active()) update_progress(s, e);  // a terminal only: the bar reads the loss every step
-  if (e.step_in_epoch % opts_.log_interval == 0 || e.step_in_epoch == e.epoch.steps_per_epoch || e.stopping)
+  if (e.step_in_epoch % opts_.report.log_interval == 0 || e.step_in_epoch == e.epoch.steps_per_epoch ||
+      e.stopping)
     report_interval(s, e);
 }
 
 void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
   const EpochPosition& p = e.epoch;
   const double elapsed = seconds_since(p.started);
-  const int64_t done_here = e.step_in_epoch - p.first_micro / opts_.grad_accum_steps;
+  const int64_t done_here = e.step_in_epoch - p.first_micro / opts_.loop.grad_accum_steps;
   const double samples_per_s =
-      static_cast<double>(s.micro_done - p.first_micro) * opts_.batch_size * ctx_.world_size() / elapsed;
+      static_cast<double>(s.micro_done - p.first_micro) * opts_.data.batch_size * ctx_.world_size() / elapsed;
   const double eta = done_here > 0 ? elapsed / static_cast<double>(done_here) *
                                          static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
                                    : 0.0;
@@ -120,7 +121,8 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.seconds = seconds_since(interval_t0_);
   r.loss = l[0][0].item<double>() / l[0][1].item<double>();
   r.lr = s.optimizer.param_groups()[0].options().get_lr();
-  r.samples_per_s = static_cast<double>(interval_micro_) * opts_.batch_size * ctx_.world_size() / r.seconds;
+  r.samples_per_s =
+      static_cast<double>(interval_micro_) * opts_.data.batch_size * ctx_.world_size() / r.seconds;
   r.tokens_per_sample = facts_.tokens_per_sample;
   r.mfu = mfu(static_cast<double>(facts_.flops_per_sample), r.samples_per_s, facts_.peak.flops_per_s,
               ctx_.world_size());
@@ -129,7 +131,7 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.mem = memory_stats(ctx_.device());
   r.phases = timer_.take();
   if (s.scaler.enabled()) r.loss_scale = s.scaler.current_scale();
-  if (opts_.clip_grad_norm > 0) r.grad_norm = s.last_grad_norm;
+  if (opts_.optim.clip_grad_norm > 0) r.grad_norm = s.last_grad_norm;
   state_memory(s, ddp_, r);
   if (!progress_.active()) ctx_.log().info(format_step_line(r));  // on a terminal the progress bar stands in
   nlohmann::json rec = step_record(r);

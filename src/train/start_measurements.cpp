@@ -31,10 +31,9 @@ Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKern
 
 StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
                                 const std::string& resumed_precision) {
-  PrecisionRequest req = o.precision;
-  req.resumed = resumed_precision;
+  const PrecisionRequest req{{o.precision}, resumed_precision};
   const bool amp_auto = req.use_amp && req.amp_dtype == AmpDtype::kAuto;
-  const bool wants_peak = flops_per_sample > 0 && o.peak_tflops <= 0;
+  const bool wants_peak = flops_per_sample > 0 && o.report.peak_tflops <= 0;
   const bool probe = ctx.device().is_cpu() && (wants_peak || amp_auto);
   const CpuKernelRates rates =
       probe ? probe_cpu_kernels(req.use_amp && req.amp_dtype != AmpDtype::kFp16) : CpuKernelRates{};
@@ -42,24 +41,24 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   m.precision = agreed_precision(req, ctx, rates);
   ctx.log().info("precision: " + m.precision.why);
   if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate
-  m.peak = peak_flops(ctx.device(), m.precision.autocast, o.peak_tflops, rates);
+  m.peak = peak_flops(ctx.device(), m.precision.autocast, o.report.peak_tflops, rates);
   ctx.log().info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9,
                      " GFLOP per training sample; peak for MFU: ", m.peak.source));
   // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which
   // only makes the bucket size choice more careful about the number of buckets.
   if (m.peak.flops_per_s > 0)
-    m.backward_s = 2.0 / 3.0 * static_cast<double>(flops_per_sample) * o.batch_size / m.peak.flops_per_s;
+    m.backward_s = 2.0 / 3.0 * static_cast<double>(flops_per_sample) * o.data.batch_size / m.peak.flops_per_s;
   return m;
 }
 
-DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
-                       const Units* units, double backward_s) {
-  DdpOptions d;
+DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
+                   const Units* units, double backward_s) {
+  DdpSetup d;
   std::vector<at::Tensor> trainable;
   for (const auto& p : module.parameters())
     if (p.requires_grad()) trainable.push_back(p);
-  if (o.bucket_cap_mb) {
-    d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.bucket_cap_mb * (1 << 20));
+  if (o.ddp.bucket_cap_mb) {
+    d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.ddp.bucket_cap_mb * (1 << 20));
   } else if (ctx.communicates() && ctx.world_size() > 1) {
     int64_t grad_bytes = 0;
     for (const auto& p : trainable) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
@@ -67,15 +66,15 @@ DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const to
     ctx.log().info(c.why);
     d.reducer.bucket_cap_bytes = c.cap_bytes;
   }
-  d.reducer.first_bucket_bytes = static_cast<size_t>(o.first_bucket_mb * (1 << 20));
-  d.reducer.gradient_as_bucket_view = o.gradient_as_bucket_view;
-  d.reducer.find_unused_parameters = o.find_unused_parameters;
-  d.reducer.comm_hook = o.comm_hook;
-  d.reducer.overlap = o.ddp_overlap;
-  d.reducer.shard_gradients = o.zero_stage >= 2 && ctx.communicates();
-  if (o.zero_stage >= 3 && ctx.communicates())  // Note [ZeRO stage 3]: one bucket per unit
+  d.reducer.first_bucket_bytes = static_cast<size_t>(o.ddp.first_bucket_mb * (1 << 20));
+  d.reducer.gradient_as_bucket_view = o.ddp.gradient_as_bucket_view;
+  d.reducer.find_unused_parameters = o.ddp.find_unused_parameters;
+  d.reducer.comm_hook = o.ddp.comm_hook;
+  d.reducer.overlap = o.ddp.overlap;
+  d.reducer.shard_gradients = o.zero.stage >= 2 && ctx.communicates();
+  if (o.zero.stage >= 3 && ctx.communicates())  // Note [ZeRO stage 3]: one bucket per unit
     d.reducer.buckets = unit_buckets(trainable, units);
-  d.broadcast_buffers = o.broadcast_buffers;
+  d.broadcast_buffers = o.ddp.broadcast_buffers;
   return d;
 }
 

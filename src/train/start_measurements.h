@@ -26,9 +26,10 @@ struct StartMeasurements {
 StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
                                 const std::string& resumed_precision);
 
-/// DDP's options; without a bucket size, measures the link (a collective when world > 1).
-/// units: the module's (Note [Units]), for zero_stage 3's buckets; may be null.
-DdpOptions ddp_options(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
-                       const Units* units, double backward_s);
+/// What DDP is built with, from the options; without a bucket size, measures the link (a
+/// collective when world > 1). units: the module's (Note [Units]), for zero_stage 3's buckets;
+/// may be null.
+DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
+                   const Units* units, double backward_s);
 
 }  // namespace ddptrain

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <torch/optim/adamw.h>
+
 #include "checkpoint/checkpoint.h"
 #include "data/distributed_sampler.h"
 #include "data/epoch_plan.h"
@@ -29,62 +31,37 @@ namespace {
 // Why a resumed run has nothing left to train (max_steps reached, or every epoch done), or
 // "" when it has. The same on every rank: it reads the checkpoint's position only.
 std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, int start_epoch) {
-  if (o.max_steps > 0 && global_step >= o.max_steps)
-    return str("the checkpoint is at step ", global_step, " and max_steps is ", o.max_steps,
-               ": raise max_steps (TrainerOptions::max_steps; ddptrain train --max_steps) to train further");
-  if (start_epoch > o.epochs)
-    return str("the checkpoint completed epoch ", start_epoch - 1, " and epochs is ", o.epochs,
-               ": raise epochs (TrainerOptions::epochs; ddptrain train --epochs) to train further");
+  if (o.loop.max_steps > 0 && global_step >= o.loop.max_steps)
+    return str(
+        "the checkpoint is at step ", global_step, " and max_steps is ", o.loop.max_steps,
+        ": raise max_steps (TrainerOptions::loop.max_steps; ddptrain train --max_steps) to train further");
+  if (start_epoch > o.loop.epochs)
+    return str("the checkpoint completed epoch ", start_epoch - 1, " and epochs is ", o.loop.epochs,
+               ": raise epochs (TrainerOptions::loop.epochs; ddptrain train --epochs) to train further");
   return "";
 }
 
-// A library user's options get the checks the CLI's flags get: a clear error naming the field.
-const TrainerOptions& checked(const TrainerOptions& o) {
-  const auto at_least = [](const char* field, double v, double min) {
-    DDP_USAGE_CHECK(v >= min, "TrainerOptions::", field, "=", v, " must be >= ", min);
-  };
-  at_least("epochs", o.epochs, 0);
-  at_least("max_steps", static_cast<double>(o.max_steps), 0);
-  at_least("batch_size", o.batch_size, 1);
-  at_least("grad_accum_steps", o.grad_accum_steps, 1);
-  at_least("num_workers", o.num_workers, 0);
-  at_least("prefetch_factor", o.prefetch_factor, 1);
-  at_least("warmup_steps", static_cast<double>(o.warmup_steps), 0);
-  at_least("clip_grad_norm", o.clip_grad_norm, 0);
-  at_least("save_every", o.save_every, 0);
-  at_least("save_every_steps", static_cast<double>(o.save_every_steps), 0);
-  at_least("keep_checkpoints", o.keep_checkpoints, 0);
-  at_least("log_interval", o.log_interval, 1);
-  at_least("eval_every", o.eval_every, 0);
-  DDP_USAGE_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "TrainerOptions::min_lr_ratio=", o.min_lr_ratio,
-                  " must be in [0, 1]");
-  DDP_USAGE_CHECK(!o.bucket_cap_mb || *o.bucket_cap_mb > 0,
-                  "TrainerOptions::bucket_cap_mb must be > 0 (or unset: auto)");
-  DDP_USAGE_CHECK(o.first_bucket_mb > 0, "TrainerOptions::first_bucket_mb=", o.first_bucket_mb,
-                  " must be > 0");
-  DDP_USAGE_CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "TrainerOptions::zero_stage=", o.zero_stage,
-                  " must be 0, 1, 2 or 3");
-  DDP_USAGE_CHECK(
-      o.zero_stage < 2 || (o.comm_hook == CommHook::kNone && !o.gradient_as_bucket_view), "zero_stage ",
-      o.zero_stage,
-      " keeps only this rank's gradient shard: it does not combine with a "
-      "compression hook (--ddp_comm_hook) or --gradient_as_bucket_view; drop those, or use --zero_stage 1");
-  DDP_USAGE_CHECK(!o.enable_profiling || !o.checkpoint_dir.empty(),
-                  "TrainerOptions::enable_profiling writes its trace to checkpoint_dir: set checkpoint_dir");
+// The options as the Trainer runs them: lr_schedule auto resolved from the optimizer, then
+// validated (a library user's options get the checks the CLI's flags get, naming the field).
+TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer) {
+  const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
+  o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
+  o.validate();
   return o;
 }
 
 std::string resumed_precision(const TrainerOptions& o) {
-  return o.resume_from.empty() ? "" : read_checkpoint_meta(o.resume_from).precision;
+  return o.checkpoint.resume_from.empty() ? "" : read_checkpoint_meta(o.checkpoint.resume_from).precision;
 }
 
 std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_step) {
-  switch (o.lr_schedule) {
+  switch (o.optim.lr_schedule) {
     case LrSchedule::kStepCosine:
-      return str("lr ", base_lr, ": linear warmup over ", o.warmup_steps, " steps, then cosine to ",
-                 base_lr * o.min_lr_ratio, " at step ", last_step);
+      return str("lr ", base_lr, ": linear warmup over ", o.optim.warmup_steps, " steps, then cosine to ",
+                 base_lr * o.optim.min_lr_ratio, " at step ", last_step);
     case LrSchedule::kEpochCosine:
-      return str("lr ", base_lr, ": cosine per epoch over ", o.epochs, " epochs");
+      return str("lr ", base_lr, ": cosine per epoch over ", o.loop.epochs, " epochs");
+    case LrSchedule::kAuto:  // resolved by checked()
     case LrSchedule::kConstant:
       break;
   }
@@ -99,16 +76,16 @@ struct Trainer::Run {
   Run(const Trainer& t, Dataset& data, const Dataset* test_data)
       : train(data),
         test(test_data),
-        sampler_options{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.seed, false},
+        sampler_options{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.loop.seed, false},
         sampler(sampler_options),
         loader(data, loader_options(t)),
         batches(loader.num_batches(sampler.num_samples())),
-        steps_per_epoch((batches + t.opts_.grad_accum_steps - 1) /
-                        t.opts_.grad_accum_steps),  // Note [Partial accumulation groups]
+        steps_per_epoch((batches + t.opts_.loop.grad_accum_steps - 1) /
+                        t.opts_.loop.grad_accum_steps),  // Note [Partial accumulation groups]
         vote(t.ctx_, t.opts_.stop_requested),
         sums(t.ctx_.device()) {}
   static LoaderOptions loader_options(const Trainer& t) {
-    LoaderOptions lo{t.opts_.batch_size, t.opts_.num_workers, t.opts_.prefetch_factor, t.opts_.drop_last};
+    LoaderOptions lo = t.opts_.data;
     lo.pin_memory = t.ctx_.device().is_cuda();
     return lo;
   }
@@ -136,7 +113,7 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
     : ctx_(ctx),
       model_(std::move(model)),
       optimizer_(optimizer),
-      opts_(checked(opts)),
+      opts_(checked(std::move(opts), optimizer)),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
       start_((ctx.log().info(str("model ", model_.description, ": ",
@@ -144,9 +121,9 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
                                  " parameters")),
               measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision(opts_)))),
       ddp_(std::make_unique<DistributedDataParallel>(
-          model_.module, ctx, ddp_options(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
-      scaler_(
-          {start_.precision.grad_scaler, opts_.scaler_init_scale, 2.0, 0.5, opts_.scaler_growth_interval}),
+          model_.module, ctx, ddp_setup(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
+      scaler_({start_.precision.grad_scaler, opts_.precision.scaler_init_scale, 2.0, 0.5,
+               opts_.precision.scaler_growth_interval}),
       state_{*model_.module, optimizer_, scaler_},
       parts_(training_parts(*model_.module, optimizer_)) {
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
@@ -156,8 +133,8 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
                      ctx.device().str(), ", ", ddp_->num_buckets(), " gradient buckets, ",
                      at::get_num_threads(), " intra-op threads per rank",
                      opts_.channels_last ? ", channels-last layout" : ""));
-  if (opts_.zero_stage >= 3 && ctx_.communicates()) shard_parameters();
-  if (opts_.zero_stage >= 1) shard_optimizer();
+  if (opts_.zero.stage >= 3 && ctx_.communicates()) shard_parameters();
+  if (opts_.zero.stage >= 1) shard_optimizer();
 }
 
 // Note [ZeRO stage 3]: after the layout change (the flat buffers keep each parameter's
@@ -197,7 +174,7 @@ void Trainer::gather_parameters() {
 void Trainer::shard_optimizer() {
   if (!ctx_.communicates()) {
     ctx_.log().warn(
-        str("zero_stage ", opts_.zero_stage, " at world 1: nothing to shard over one rank, so it trains ",
+        str("zero_stage ", opts_.zero.stage, " at world 1: nothing to shard over one rank, so it trains ",
             "and holds memory as stage 0 (it shards once the run has more ranks, e.g. a resume at world 2)"));
     return;
   }
@@ -205,7 +182,7 @@ void Trainer::shard_optimizer() {
   if (fsdp_) shard_values = [f = fsdp_.get()](size_t b) { return f->shard(b); };
   sharded_ =
       std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_, shard_values);
-  if (opts_.zero_stage >= 2)  // Note [ZeRO stage 2]
+  if (opts_.zero.stage >= 2)  // Note [ZeRO stage 2]
     sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); });
   state_.sharded = sharded_.get();
   for (CheckpointPart& part : parts_) {
@@ -216,9 +193,9 @@ void Trainer::shard_optimizer() {
       s->load_shards(name, files, files.dir);
     };
   }
-  ctx_.log().info(str("ZeRO stage ", opts_.zero_stage, ": each rank holds the optimizer state",
-                      opts_.zero_stage >= 2 ? " and the averaged gradients" : "",
-                      opts_.zero_stage >= 3 ? " and the parameters (between their uses)" : "", " of 1/",
+  ctx_.log().info(str("ZeRO stage ", opts_.zero.stage, ": each rank holds the optimizer state",
+                      opts_.zero.stage >= 2 ? " and the averaged gradients" : "",
+                      opts_.zero.stage >= 3 ? " and the parameters (between their uses)" : "", " of 1/",
                       ctx_.world_size(), " of the parameters' elements"));
 }
 
@@ -243,11 +220,11 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   Run run(*this, train, test);
   TrainResult result;
   if (!resume(run, result)) return result;
-  const int64_t K = opts_.grad_accum_steps;
+  const int64_t K = opts_.loop.grad_accum_steps;
   DDP_USAGE_CHECK(run.batches > 0, "an epoch has no full batch per rank (", run.sampler.num_samples(),
-                  " samples, --batch_size=", opts_.batch_size, "); lower --batch_size or add data");
-  if (const int64_t left = run.sampler.num_samples() % opts_.batch_size; left != 0)
-    log.info(opts_.drop_last
+                  " samples, --batch_size=", opts_.data.batch_size, "); lower --batch_size or add data");
+  if (const int64_t left = run.sampler.num_samples() % opts_.data.batch_size; left != 0)
+    log.info(opts_.data.drop_last
                  ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
                        " (a partial batch; --no-drop_last trains it)")
                  : str("each epoch's last batch holds ", left, left == 1 ? " sample" : " samples",
@@ -257,12 +234,12 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
                  " micro-batches instead of ", K, " (its loss is averaged over ", run.batches % K, ")"));
   const DatasetShape shape = train.shape();
   log.info(str("data: ", train.size(), " samples, ", run.steps_per_epoch, " steps per epoch, global batch ",
-               static_cast<int64_t>(opts_.batch_size) * K * ctx_.world_size(),
+               opts_.global_batch(ctx_.world_size()),
                shape.is_tokens() ? str(" sequences of ", shape.block_size, " tokens") : std::string()));
   plan_schedule(run);
   run.callbacks = callbacks_for(run);
   bool stopping = false;
-  for (int epoch = run.start_epoch; epoch <= opts_.epochs && !stopping; ++epoch) {
+  for (int epoch = run.start_epoch; epoch <= opts_.loop.epochs && !stopping; ++epoch) {
     state_.epoch = epoch;
     stopping = train_epoch(run);
     stopping = finish_epoch(run, stopping, result);
@@ -275,7 +252,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
   log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
-  const double global_batch = static_cast<double>(opts_.batch_size) * K * ctx_.world_size();
+  const auto global_batch = static_cast<double>(opts_.global_batch(ctx_.world_size()));
   result.samples_per_s =
       run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
   return result;
@@ -287,9 +264,10 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
                  at::get_num_threads()};
   std::vector<std::shared_ptr<Callback>> c{
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
-  if (!opts_.trace_samples_dir.empty())
-    c.push_back(std::make_shared<SampleTrace>(opts_.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
-  if (opts_.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint_dir, ctx_));
+  if (!opts_.report.trace_samples_dir.empty())
+    c.push_back(
+        std::make_shared<SampleTrace>(opts_.report.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
+  if (opts_.report.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint.dir, ctx_));
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_);
   c.push_back(run.checkpoints);
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
@@ -299,21 +277,21 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
 // Resume: model, optimizer, RNG state, the loss scale and the position in the data. False
 // when the checkpoint leaves nothing to train (the result says why).
 bool Trainer::resume(Run& run, TrainResult& result) {
-  if (opts_.resume_from.empty()) return true;
-  const CheckpointMeta meta = load_checkpoint(opts_.resume_from, ctx_, parts_);
+  if (opts_.checkpoint.resume_from.empty()) return true;
+  const CheckpointMeta meta = load_checkpoint(opts_.checkpoint.resume_from, ctx_, parts_);
   if (meta.extra.contains("grad_scaler"))
     scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();
-  const ResumePoint at = resume_point(meta, world, opts_.batch_size, opts_.grad_accum_steps);
+  const ResumePoint at = resume_point(meta, world, opts_.data.batch_size, opts_.loop.grad_accum_steps);
   run.start_micro = at.micro;  // in this run's batches
   run.rest = at.rest;
   if (run.rest &&
       run.rest->end < 0)  // a checkpoint from before plans were recorded (and --drop_last existed)
     run.rest->end = EpochPlan::fresh(run.train.size(), run.rest->world, run.rest->batch).end;
   state_.global_step = result.global_step = meta.global_step;
-  state_.lr_step_offset = lr_step_offset(meta, world, opts_.batch_size, opts_.grad_accum_steps);
+  state_.lr_step_offset = lr_step_offset(meta, world, opts_.data.batch_size, opts_.loop.grad_accum_steps);
   if (meta.extra.contains("lr_horizon")) run.resumed_horizon = LrHorizon::from_json(meta.extra["lr_horizon"]);
   if (run.resumed_horizon) {  // the checkpoint's run's next learning rate, in its own steps
     const double before =
@@ -322,7 +300,7 @@ bool Trainer::resume(Run& run, TrainResult& result) {
             : static_cast<double>(meta.global_step) + meta.extra.value("lr_step_offset", 0.0);
     run.resumed_lr = scheduled_lr(*run.resumed_horizon, opts_, base_lr_, before);
   }
-  ctx_.log().info(str("resumed from ", opts_.resume_from, ": step ", meta.global_step,
+  ctx_.log().info(str("resumed from ", opts_.checkpoint.resume_from, ": step ", meta.global_step,
                       ", continuing at epoch ", run.start_epoch,
                       run.rest ? std::string(" (its rest)") : str(" micro-batch ", run.start_micro)));
   if (meta.world_size != world) {  // Note [Resume at another world size]
@@ -345,12 +323,13 @@ bool Trainer::resume(Run& run, TrainResult& result) {
 // the end of the last epoch counted from where this run starts), the schedule's length, and
 // what a resume changed of the checkpoint's.
 void Trainer::plan_schedule(Run& run) {
-  const int64_t K = opts_.grad_accum_steps, B = opts_.batch_size;
+  const int64_t K = opts_.loop.grad_accum_steps, B = opts_.data.batch_size;
   const int world = ctx_.world_size();
   int64_t first_epoch = run.steps_per_epoch - std::min(run.start_micro, run.batches) / K;
   if (run.rest) first_epoch = (run.rest->rest_batches(world, B) + K - 1) / K;
-  int64_t last = state_.global_step + first_epoch + run.steps_per_epoch * (opts_.epochs - run.start_epoch);
-  if (opts_.max_steps > 0) last = std::min(last, opts_.max_steps);
+  int64_t last =
+      state_.global_step + first_epoch + run.steps_per_epoch * (opts_.loop.epochs - run.start_epoch);
+  if (opts_.loop.max_steps > 0) last = std::min(last, opts_.loop.max_steps);
   state_.lr_horizon = LrHorizon::of(opts_, last, state_.lr_step_offset, B * K * world);
   ctx_.log().info("schedule: " + schedule_line(opts_, base_lr_, last));
   if (!run.resumed_horizon) return;
@@ -362,7 +341,7 @@ void Trainer::plan_schedule(Run& run) {
 // Where the schedule stands: the next optimizer step's position in steps of this run's global
 // batch (step_cosine), or the epoch (epoch_cosine).
 double Trainer::schedule_position() const {
-  if (opts_.lr_schedule == LrSchedule::kEpochCosine) return state_.epoch;
+  if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine) return state_.epoch;
   return static_cast<double>(state_.global_step) + state_.lr_step_offset;
 }
 
@@ -377,7 +356,7 @@ void Trainer::phase(Run& run, StepTimer::Phase p) {
 // the epoch's plan, returns the first micro-batch.
 int64_t Trainer::start_epoch_data(Run& run, int epoch) {
   const int world = ctx_.world_size();
-  const int64_t B = opts_.batch_size, K = opts_.grad_accum_steps;
+  const int64_t B = opts_.data.batch_size, K = opts_.loop.grad_accum_steps;
   run.sampler.set_epoch(epoch);
   run.train.set_epoch(epoch);
   int64_t first = 0, batches = run.batches;
@@ -387,7 +366,7 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
     batches = run.rest->rest_batches(world, B);  // the last one may be smaller, on every rank
     run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
   } else {
-    state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.drop_last);
+    state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.data.drop_last);
     first = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
     run.loader.start(run.sampler.indices(), first);
   }
@@ -398,8 +377,8 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
 // One epoch's micro-batches, from where a resume left it; true when the loop must stop.
 bool Trainer::train_epoch(Run& run) {
   const int epoch = state_.epoch;
-  const int64_t K = opts_.grad_accum_steps;
-  if (opts_.lr_schedule == LrSchedule::kEpochCosine)
+  const int64_t K = opts_.loop.grad_accum_steps;
+  if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine)
     set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
   const int64_t first_micro = start_epoch_data(run, epoch);
   const int64_t batches = run.pos.batches;
@@ -436,7 +415,7 @@ bool Trainer::train_epoch(Run& run) {
     phase(run, StepTimer::kForward);
     flight.set_phase("backward", state_.global_step + 1);
     // See Note [no_sync and accumulation].
-    backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.accum_no_sync);
+    backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.ddp.accum_no_sync);
     phase(run, StepTimer::kBackward);
     const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
     run.sums.add(loss_d, f.output, targets, objective_);
@@ -451,21 +430,21 @@ bool Trainer::train_epoch(Run& run) {
 // The optimizer step of a group, the stop vote, and the step callbacks; true when the loop
 // must stop after it.
 bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
-  if (opts_.lr_schedule == LrSchedule::kStepCosine)
+  if (opts_.optim.lr_schedule == LrSchedule::kStepCosine)
     set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position()));
-  const bool stepped = optimizer_step(state_, opts_.clip_grad_norm);
+  const bool stepped = optimizer_step(state_, opts_.optim.clip_grad_norm);
   if (!stepped)
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
                         scaler_.current_scale()));
   phase(run, StepTimer::kOptimizer);
   opts_.faults.after_step(ctx_.rank(), state_.global_step);
   ++step_in_epoch;
-  bool stopping = opts_.max_steps > 0 && state_.global_step >= opts_.max_steps;
+  bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;
   if (run.vote.agreed()) {  // Note [Agreed stop]
     stopping = true;
     state_.stopped_by_signal = run.vote.local_signal() != 0 ? run.vote.local_signal() : 15;
     ctx_.log().warn(str("stopping after step ", state_.global_step, " on a signal",
-                        opts_.checkpoint_on_signal ? "; saving a checkpoint" : ""));
+                        opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
   }
   const StepEvent e{run.pos, step_in_epoch, stepped, stopping, loss};
   for (auto& c : run.callbacks) c->on_step_end(state_, e);
@@ -496,13 +475,14 @@ bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
       e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.pos.batches) : "";
   e.stopping = stopping;
   run.checkpoints->before_evaluation(state_, e);  // an evaluation that fails loses no training
-  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.eval_every > 0 &&
-                        (state_.epoch % opts_.eval_every == 0 || state_.epoch == opts_.epochs);
+  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
+                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   if (eval_now) {
     ctx_.recorder().set_phase("evaluation", state_.global_step);
     opts_.faults.in_evaluation(ctx_.rank(), state_.epoch);
-    const EvalResult ev = evaluate(model_, objective_, *run.test,
-                                   {opts_.batch_size, opts_.num_workers, opts_.stop_requested}, ctx_);
+    const EvalResult ev =
+        evaluate(model_, objective_, *run.test,
+                 {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);
     if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
       e.stopping = e.eval_interrupted = true;
       const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;

@@ -6,9 +6,11 @@
 // Library code never exits; it throws, and main() decides the exit code.
 #pragma once
 
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ddptrain {
 
@@ -17,6 +19,65 @@ class UsageError : public std::runtime_error {
  public:
   explicit UsageError(const std::string& msg) : std::runtime_error(msg) {}
 };
+
+// Note [Options named by their field]
+// An options struct of the library (TrainerOptions and its parts) validates itself and names
+// a bad field the way the library's user sets it ("TrainerOptions::loop.epochs=0 must be
+// >= 1"); a program whose users set the same fields another way (`ddptrain train`: flags
+// bound to those fields) spells the error in its own words without a second copy of the
+// rule: the error carries each field's address, and the program maps the address to its
+// name (config/flag_table.h: "--epochs=0 must be >= 1").
+struct OptionField {
+  const void* address;
+  std::string name;  // as the library spells it, under its struct: "loop.epochs"
+};
+
+/// A bad option value (Note [Options named by their field]). In `text`, {i} stands for
+/// fields[i] and {i:V} for "fields[i] set to V" (the fix); what() spells them
+/// "TrainerOptions::loop.epochs" and "TrainerOptions::loop.epochs = 10". Text from elsewhere
+/// (a path, another error's message) goes in through literal(), so that its braces stay braces.
+class OptionError : public UsageError {
+ public:
+  /// A field's name, and the value it is set to when `value` is not null.
+  using Speller = std::function<std::string(const OptionField& field, const std::string* value)>;
+  OptionError(std::vector<OptionField> fields, std::string text, std::string owner = "TrainerOptions");
+  const std::vector<OptionField>& fields() const { return fields_; }
+  /// The struct the fields belong to, as the library names it: "TrainerOptions".
+  const std::string& owner() const { return owner_; }
+  /// `text` as it is to read in the message: each "{" doubled ("{{" stands for "{").
+  static std::string literal(const std::string& text);
+  /// The message with every field named by `name`.
+  std::string spelled(const Speller& name) const;
+
+ private:
+  std::vector<OptionField> fields_;
+  std::string text_;
+  std::string owner_;
+};
+
+namespace detail {
+template <typename T>
+void check_option_bound(bool ok, const T& field, const char* name, const char* rule, const std::string& fix,
+                        const char* owner) {
+  if (ok) return;
+  std::ostringstream os;
+  os << "{0}=" << field << " must be " << rule << "; " << fix;
+  throw OptionError({{&field, name}}, os.str(), owner);
+}
+}  // namespace detail
+
+/// Throw OptionError "{0}=<value> must be > 0; <fix>" (or ">= 0") for `field`, named `name`
+/// in its struct, unless it holds; the fix may name the field ("pass {0:1} for none").
+template <typename T>
+void check_option_positive(const T& field, const char* name, const std::string& fix,
+                           const char* owner = "TrainerOptions") {
+  detail::check_option_bound(field > 0, field, name, "> 0", fix, owner);
+}
+template <typename T>
+void check_option_non_negative(const T& field, const char* name, const std::string& fix,
+                               const char* owner = "TrainerOptions") {
+  detail::check_option_bound(field >= 0, field, name, ">= 0", fix, owner);
+}
 
 /// A runtime failure that is not the user's input: exit code 1.
 class Error : public std::runtime_error {

@@ -35,39 +35,39 @@ TEST(Config, DefaultsMatchReference) {
   EXPECT_EQ(c.data.in_channels, 3);
   EXPECT_EQ(c.data.image_size, 32);
   EXPECT_EQ(c.data.dataset_size, 50000);
-  EXPECT_EQ(c.data.batch_size, 64);
-  EXPECT_EQ(c.data.num_workers, 4);
-  EXPECT_EQ(c.optim.epochs, 10);
-  EXPECT_DOUBLE_EQ(c.optim.lr, 0.01);
-  EXPECT_DOUBLE_EQ(c.optim.momentum, 0.9);
-  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 1e-4);
+  EXPECT_EQ(c.trainer.data.batch_size, 64);
+  EXPECT_EQ(c.trainer.data.num_workers, 4);
+  EXPECT_EQ(c.trainer.loop.epochs, 10);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 1e-4);
   EXPECT_EQ(c.dist.backend, "auto");
-  EXPECT_TRUE(c.run.use_amp);
-  EXPECT_EQ(c.optim.amp_dtype, AmpDtype::kAuto);
-  EXPECT_EQ(c.optim.grad_accum_steps, 1);
-  EXPECT_EQ(c.run.checkpoint_dir, "./checkpoints");
-  EXPECT_EQ(c.run.save_every, 1);
-  EXPECT_EQ(c.run.resume_from, "");
-  EXPECT_EQ(c.run.log_interval, 10);
-  EXPECT_FALSE(c.run.enable_profiling);
-  EXPECT_EQ(c.run.seed, 42);
+  EXPECT_TRUE(c.trainer.precision.use_amp);
+  EXPECT_EQ(c.trainer.precision.amp_dtype, AmpDtype::kAuto);
+  EXPECT_EQ(c.trainer.loop.grad_accum_steps, 1);
+  EXPECT_EQ(c.trainer.checkpoint.dir, "./checkpoints");
+  EXPECT_EQ(c.trainer.checkpoint.save_every, 1);
+  EXPECT_EQ(c.trainer.checkpoint.resume_from, "");
+  EXPECT_EQ(c.trainer.report.log_interval, 10);
+  EXPECT_FALSE(c.trainer.report.enable_profiling);
+  EXPECT_EQ(c.trainer.loop.seed, 42);
   EXPECT_EQ(c.data.dataset, DatasetKind::kSynthetic);
   EXPECT_EQ(c.data.data_dir, "");  // the dataset's own default (fashion-mnist only): datasets.h
   EXPECT_EQ(c.model.model, ModelKind::kMiniResnet);
   EXPECT_DOUBLE_EQ(c.model.width, 1.0);
-  EXPECT_EQ(c.optim.max_steps, 0);
+  EXPECT_EQ(c.trainer.loop.max_steps, 0);
   EXPECT_EQ(c.dist.dist_timeout_s, 600);
-  EXPECT_FALSE(c.dist.bucket_cap_mb.has_value());  // auto
+  EXPECT_FALSE(c.trainer.ddp.bucket_cap_mb.has_value());  // auto
 }
 
 TEST(Config, FlagsParseAllForms) {
   TrainConfig c =
       resolve_train_config({"--batch_size", "32", "--lr=0.5", "--no-use_amp", "--enable_profiling", "--width",
                             "0.25", "--dataset", "fashion-mnist"});
-  EXPECT_EQ(c.data.batch_size, 32);
-  EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
-  EXPECT_FALSE(c.run.use_amp);
-  EXPECT_TRUE(c.run.enable_profiling);
+  EXPECT_EQ(c.trainer.data.batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.5);
+  EXPECT_FALSE(c.trainer.precision.use_amp);
+  EXPECT_TRUE(c.trainer.report.enable_profiling);
   EXPECT_DOUBLE_EQ(c.model.width, 0.25);
   EXPECT_EQ(c.data.dataset, DatasetKind::kFashionMnist);
 }
@@ -77,11 +77,11 @@ TEST(Config, TomlThenFlagsOverride) {
                                "batch_size = 16\nlr = 0.2\nuse_amp = false\nepochs = 3\n"
                                "dataset = \"synthetic\"\nweight_decay = 0\n");
   TrainConfig c = resolve_train_config({"--epochs", "5", "--config", path});
-  EXPECT_EQ(c.data.batch_size, 16);
-  EXPECT_DOUBLE_EQ(c.optim.lr, 0.2);
-  EXPECT_FALSE(c.run.use_amp);
-  EXPECT_EQ(c.optim.epochs, 5);                 // the flag wins over the file
-  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 0.0);  // an integer is accepted for a number
+  EXPECT_EQ(c.trainer.data.batch_size, 16);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.2);
+  EXPECT_FALSE(c.trainer.precision.use_amp);
+  EXPECT_EQ(c.trainer.loop.epochs, 5);              // the flag wins over the file
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0);  // an integer is accepted for a number
 }
 
 TEST(Config, BadInputsNameFlagValueAndFix) {
@@ -89,8 +89,17 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
     std::vector<std::string> args;
     std::string expect;
   } cases[] = {
-      {{"--batch_size", "0"}, "--batch_size=0 must be > 0"},
+      // A rule of the Trainer's options, named by the flags bound to the fields (Note [Options
+      // named by their field]): the library says TrainerOptions::data.batch_size.
+      {{"--batch_size", "0"},
+       "--batch_size=0 must be > 0; pass the per-rank batch size, e.g. --batch_size 64"},
+      {{"--zero_stage", "2", "--ddp_comm_hook", "fp16"},
+       "--zero_stage 2 keeps only this rank's gradient shard: it does not combine with --ddp_comm_hook or "
+       "--gradient_as_bucket_view; drop those, or use --zero_stage 1"},
+      {{"--seed", "-1"}, "--seed=-1 is out of range: it must be in [0, 9223372036854775807]"},
       {{"--lr", "-1"}, "--lr=-1 must be > 0"},
+      // Braces of the user's text are theirs, not the message's placeholders.
+      {{"--resume_from", "/no/{1}/{0:x}"}, "--resume_from='/no/{1}/{0:x}' is not a checkpoint directory"},
       {{"--width", "0"}, "--width=0 must be in (0, 64]"},
       {{"--bogus", "1"}, "unknown option '--bogus'"},
       {{"--batch_sz", "1"}, "did you mean --batch_size?"},
@@ -112,7 +121,7 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--resume_from", "/nonexistent_ckpt"},
        "--resume_from='/nonexistent_ckpt' is not a checkpoint directory"},
       {{"--grad_accum_steps", "0"}, "--grad_accum_steps=0 must be > 0"},
-      {{"--bucket_cap_mb", "0"}, "--bucket_cap_mb=0 must be > 0; pass auto"},
+      {{"--bucket_cap_mb", "0"}, "--bucket_cap_mb=0 must be > 0; pass e.g. --bucket_cap_mb 25, or auto"},
       {{"--bucket_cap_mb", "big"},
        "--bucket_cap_mb='big' is not a number; pass auto or e.g. --bucket_cap_mb 25"},
       {{"stray"}, "unexpected argument 'stray'"},
@@ -138,16 +147,16 @@ TEST(Config, BadTomlIsUsageError) {
 }
 
 TEST(Config, NumberOrAutoFlags) {
-  EXPECT_DOUBLE_EQ(*resolve_train_config({"--bucket_cap_mb", "4"}).dist.bucket_cap_mb, 4.0);
-  EXPECT_FALSE(resolve_train_config({"--bucket_cap_mb=auto"}).dist.bucket_cap_mb.has_value());
-  EXPECT_DOUBLE_EQ(
-      *resolve_train_config({"--config", temp_file("cap1.toml", "bucket_cap_mb = 2\n")}).dist.bucket_cap_mb,
-      2.0);
-  EXPECT_DOUBLE_EQ(
-      *resolve_train_config({"--config", temp_file("cap2.toml", "bucket_cap_mb = 0.5\n")}).dist.bucket_cap_mb,
-      0.5);
+  EXPECT_DOUBLE_EQ(*resolve_train_config({"--bucket_cap_mb", "4"}).trainer.ddp.bucket_cap_mb, 4.0);
+  EXPECT_FALSE(resolve_train_config({"--bucket_cap_mb=auto"}).trainer.ddp.bucket_cap_mb.has_value());
+  EXPECT_DOUBLE_EQ(*resolve_train_config({"--config", temp_file("cap1.toml", "bucket_cap_mb = 2\n")})
+                        .trainer.ddp.bucket_cap_mb,
+                   2.0);
+  EXPECT_DOUBLE_EQ(*resolve_train_config({"--config", temp_file("cap2.toml", "bucket_cap_mb = 0.5\n")})
+                        .trainer.ddp.bucket_cap_mb,
+                   0.5);
   EXPECT_FALSE(resolve_train_config({"--config", temp_file("cap3.toml", "bucket_cap_mb = \"auto\"\n")})
-                   .dist.bucket_cap_mb.has_value());
+                   .trainer.ddp.bucket_cap_mb.has_value());
   TrainConfig c = resolve_train_config({"--bucket_cap_mb", "8"});
   EXPECT_DOUBLE_EQ(flags_to_json(train_flags(c))["bucket_cap_mb"].get<double>(), 8.0);
 }
@@ -169,4 +178,26 @@ TEST(Config, JsonDumpIsTyped) {
   EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 0.01);
   EXPECT_EQ(j["backend"].get<std::string>(), "auto");
   EXPECT_EQ(j["bucket_cap_mb"].get<std::string>(), "auto");
+}
+
+// Note [Options named by their field]: one error, in the library's words and in the flags'.
+TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
+  TrainConfig c;
+  c.trainer.loop.grad_accum_steps = 0;
+  try {
+    c.trainer.validate();
+    ADD_FAILURE() << "accepted grad_accum_steps 0";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "TrainerOptions::loop.grad_accum_steps=0 must be > 0; pass TrainerOptions::loop.grad_accum_steps = 1 "
+        "for no accumulation");
+    EXPECT_EQ(in_flag_words(e, train_flags(c)),
+              "--grad_accum_steps=0 must be > 0; pass --grad_accum_steps 1 for no accumulation");
+    TrainConfig other;  // a copy elsewhere: named by the field's place in its TrainerOptions
+    EXPECT_EQ(in_flag_words(e, train_flags(other)).rfind("TrainerOptions::loop.grad_accum_steps=0", 0), 0u);
+  }
+  const int x = 0;
+  const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");
+  EXPECT_EQ(std::string(literal.what()), "TrainerOptions::loop.x='{1}{0:3}{{' {7} TrainerOptions::loop.x");
 }

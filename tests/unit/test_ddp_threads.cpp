@@ -51,7 +51,7 @@ double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>&
 
 // Trains TinyNet for `steps` SGD steps: world ranks, each with `per_rank` samples of every
 // global batch (rank r takes rows r*per_rank ...), K micro-batches per step under no_sync.
-std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps, DdpOptions opts,
+std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps, DdpSetup opts,
                                    std::vector<double>* losses = nullptr) {
   torch::manual_seed(11);
   const int64_t global = per_rank * world * K;
@@ -109,14 +109,14 @@ TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {
     const char* name;
     int world;
     int64_t per_rank;
-    DdpOptions opts;
+    DdpSetup opts;
   };
-  DdpOptions tiny_buckets;
+  DdpSetup tiny_buckets;
   tiny_buckets.reducer.bucket_cap_bytes = 64;
   tiny_buckets.reducer.first_bucket_bytes = 16;
-  DdpOptions views = tiny_buckets;
+  DdpSetup views = tiny_buckets;
   views.reducer.gradient_as_bucket_view = true;
-  DdpOptions no_overlap = tiny_buckets;
+  DdpSetup no_overlap = tiny_buckets;
   no_overlap.reducer.overlap = false;
   for (const Variant& v : {Variant{"world 2, b=4", 2, 4, {}}, Variant{"world 4, b=2", 4, 2, {}},
                            Variant{"world 2, tiny buckets", 2, 4, tiny_buckets},
@@ -144,7 +144,7 @@ TEST(DdpThreads, NoSyncKeepsGradsLocalAndReducesOncePerStep) {
   size_t buckets = 0;
   run_ranks(2, [&](const DistContext& ctx) {
     auto net = make_net(5);
-    DdpOptions o;
+    DdpSetup o;
     o.reducer.bucket_cap_bytes = 64;
     o.reducer.first_bucket_bytes = 16;
     DistributedDataParallel ddp(net, ctx, o);
@@ -236,7 +236,7 @@ TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
   std::vector<double> grads;
   run_ranks(2, [&](const DistContext& ctx) {
     auto net = make_net(1, 16, true);
-    DdpOptions o;
+    DdpSetup o;
     o.reducer.find_unused_parameters = true;
     DistributedDataParallel ddp(net, ctx, o);
     net->forward(torch::randn({2, 8})).sum().backward();
@@ -270,7 +270,7 @@ TEST(DdpThreads, MismatchedModelsFailOnEveryRank) {
 TEST(DdpThreads, CompressionHooksTrainLikeFp32) {
   std::vector<double> base, fp16, bf16;
   train_tiny(2, 4, 1, 20, {}, &base);
-  DdpOptions h16, hbf;
+  DdpSetup h16, hbf;
   h16.reducer.comm_hook = CommHook::kFp16;
   hbf.reducer.comm_hook = CommHook::kBf16;
   train_tiny(2, 4, 1, 20, h16, &fp16);

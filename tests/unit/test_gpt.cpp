@@ -127,7 +127,7 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
       net = build_model(mo, DatasetShape{1, 1, static_cast<int>(T), 256, static_cast<int>(T)});
     }
     DistributedDataParallel ddp(net, ctx, {});
-    OptimOptions oo;
+    OptimizerOptions oo;
     oo.optimizer = OptimizerKind::kAdamw;
     oo.lr = 3e-4;
     oo.weight_decay = 0.1;
@@ -210,7 +210,7 @@ TEST(Gpt, WarmupCosineScheduleAndAdamWGroups) {
     EXPECT_GE(warmup_cosine_lr(1.0, s, 10, 110, 0.1), warmup_cosine_lr(1.0, s + 1, 10, 110, 0.1)) << s;
 
   Gpt m(gpt_preset(GptPreset::kDebug));
-  OptimOptions oo;
+  OptimizerOptions oo;
   oo.optimizer = OptimizerKind::kAdamw;
   oo.weight_decay = 0.1;
   auto opt = build_optimizer(oo, m->parameters());
@@ -248,5 +248,5 @@ TEST(Gpt, ConfigRules) {
   EXPECT_EQ(g.n_embd, 768);
   EXPECT_EQ(g.block_size, 128);
   EXPECT_EQ(g.vocab_size, 50257);
-  EXPECT_EQ(c.effective_lr_schedule(), ScheduleChoice::kEpochCosine);
+  EXPECT_EQ(effective_lr_schedule(c), LrSchedule::kEpochCosine);
 }

@@ -65,14 +65,14 @@ std::shared_ptr<UserNet> make_net() {
 
 TrainerOptions quiet_fp32(int batch_size, int epochs) {
   TrainerOptions o;
-  o.batch_size = batch_size;
-  o.epochs = epochs;
-  o.num_workers = 0;
+  o.data.batch_size = batch_size;
+  o.loop.epochs = epochs;
+  o.data.num_workers = 0;
   o.precision.use_amp = false;
-  o.checkpoint_dir = "";  // no checkpoints
-  o.eval_every = 0;
-  o.log_interval = 1000;
-  o.bucket_cap_mb = 25;
+  o.checkpoint.dir = "";  // no checkpoints
+  o.loop.eval_every = 0;
+  o.report.log_interval = 1000;
+  o.ddp.bucket_cap_mb = 25;
   return o;
 }
 
@@ -172,7 +172,7 @@ double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>&
 TEST(Trainer, UserModuleAtWorldTwoEqualsWorldOneWithTheDoubledBatch) {
   for (int accum : {1, 2}) {
     TrainerOptions one = quiet_fp32(16 / accum, 2), two = quiet_fp32(8 / accum, 2);
-    one.grad_accum_steps = two.grad_accum_steps = accum;
+    one.loop.grad_accum_steps = two.loop.grad_accum_steps = accum;
     const Trained w1 = train_user_net(1, one), w2 = train_user_net(2, two);
     ASSERT_EQ(w1.params.size(), 4u);
     EXPECT_EQ(w1.result.global_step, 12);  // 96 samples / 16 per step, 2 epochs
@@ -185,7 +185,7 @@ TEST(Trainer, UserModuleAtWorldTwoEqualsWorldOneWithTheDoubledBatch) {
 
 TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {
   TrainerOptions o = quiet_fp32(8, 2);
-  o.eval_every = 1;
+  o.loop.eval_every = 1;
   const Trained r = train_user_net(2, o, mse(), /*regression=*/true);
   EXPECT_EQ(r.steps.size(), 12u);
   EXPECT_EQ(r.steps.front(), 1);
@@ -199,16 +199,16 @@ TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {
 TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
   const std::string dir = testing_dist::temp_dir("trainer_resume");
   TrainerOptions o = quiet_fp32(8, 2);
-  o.lr_schedule = LrSchedule::kEpochCosine;
-  o.checkpoint_dir = dir + "/whole";
+  o.optim.lr_schedule = LrSchedule::kEpochCosine;
+  o.checkpoint.dir = dir + "/whole";
   const Trained whole = train_user_net(2, o, mse(), true);
-  o.checkpoint_dir = dir + "/parts";
-  o.max_steps = 4;  // stops mid-epoch 1 (6 steps per epoch): a mid-epoch checkpoint
+  o.checkpoint.dir = dir + "/parts";
+  o.loop.max_steps = 4;  // stops mid-epoch 1 (6 steps per epoch): a mid-epoch checkpoint
   const Trained first = train_user_net(2, o, mse(), true);
   ASSERT_FALSE(first.result.last_checkpoint.empty());
   EXPECT_EQ(first.result.global_step, 4);
-  o.max_steps = 0;
-  o.resume_from = first.result.last_checkpoint;
+  o.loop.max_steps = 0;
+  o.checkpoint.resume_from = first.result.last_checkpoint;
   const Trained resumed = train_user_net(2, o, mse(), true);
   EXPECT_EQ(resumed.steps.front(), 5) << "the resumed run continues the step count";
   EXPECT_EQ(resumed.result.global_step, 12);
@@ -255,11 +255,11 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
   for (bool adamw : {false, true})
     for (int world : {2, 4}) {
       TrainerOptions o = quiet_fp32(8, 2);
-      o.eval_every = 1;  // stage 3 evaluates with its units gathered one at a time
+      o.loop.eval_every = 1;  // stage 3 evaluates with its units gathered one at a time
       const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
       ASSERT_TRUE(zero.result.evaluated);
       for (int stage : {1, 2, 3}) {
-        o.zero_stage = stage;
+        o.zero.stage = stage;
         const Trained z = train_user_net(world, o, mse(), true, native, adamw);
         const double diff = max_diff(zero.params, z.params);
         std::printf("%s world %d: stage %d vs stage 0 max |weight diff| %g, optimizer state %s\n",
@@ -282,10 +282,10 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
 // rank skips the step on every rank) and bf16 autocast, as stage 0.
 TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
   TrainerOptions o = quiet_fp32(4, 2);
-  o.grad_accum_steps = 2;
-  o.clip_grad_norm = 0.05;  // small enough to clip every step
+  o.loop.grad_accum_steps = 2;
+  o.optim.clip_grad_norm = 0.05;  // small enough to clip every step
   o.precision.grad_scaler = ScalerMode::kOn;
-  o.scaler_init_scale = 256;
+  o.precision.scaler_init_scale = 256;
   o.faults.nan_at_step = 3;  // rank 1's loss is NaN in step 3
   o.faults.rank = 1;
   const Trained zero = train_user_net(2, o, mse(), true, native, true);
@@ -294,18 +294,20 @@ TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
   EXPECT_GT(max_diff(zero.params, train_user_net(2, no_nan, mse(), true, native, true).params), 0.0)
       << "the NaN step was not skipped";
   TrainerOptions bf16 = quiet_fp32(4, 2);
-  bf16.precision = {true, AmpDtype::kBf16, ScalerMode::kOff, ""};
+  bf16.precision.amp_dtype = AmpDtype::kBf16;
+  bf16.precision.use_amp = true;
+  bf16.precision.grad_scaler = ScalerMode::kOff;
   const Trained zero_bf16 = train_user_net(2, bf16, mse(), true, native, true);
   const Trained fp32 = train_user_net(2, quiet_fp32(4, 2), mse(), true, native, true);
   EXPECT_GT(max_diff(zero_bf16.params, fp32.params), 1e-6) << "bf16 autocast changed nothing: was it on?";
   // Stage 1 has the whole gradient (all-reduced as stage 0): bitwise, clipping included. Stages
   // 2 and 3 sum the clipping norm from the shards, in another order: within 1e-6 (docs/precision-memory.md).
   TrainerOptions one = o;
-  one.zero_stage = 1;
+  one.zero.stage = 1;
   EXPECT_EQ(max_diff(zero.params, train_user_net(2, one, mse(), true, native, true).params), 0.0)
       << "stage 1";
   for (int stage : {2, 3}) {
-    o.zero_stage = stage;
+    o.zero.stage = stage;
     const Trained z = train_user_net(2, o, mse(), true, native, true);
     const double diff = max_diff(zero.params, z.params);
     std::printf(
@@ -318,7 +320,7 @@ TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
     EXPECT_GT(max_diff(z.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3)
         << "nothing trained";
     // bf16 autocast: the shards step the same fp32 master weights.
-    bf16.zero_stage = stage;
+    bf16.zero.stage = stage;
     const Trained z_bf16 = train_user_net(2, bf16, mse(), true, native, true);
     std::printf("bf16 autocast: stage %d vs stage 0 max |weight diff| %g\n", stage,
                 max_diff(zero_bf16.params, z_bf16.params));
@@ -333,18 +335,18 @@ TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
   for (int written : {1, 2, 3})
     for (bool adamw : {false, true}) {
       TrainerOptions o = quiet_fp32(8, 2);
-      o.lr_schedule = LrSchedule::kEpochCosine;
-      o.zero_stage = written;
-      o.checkpoint_dir = dir + "/whole";
+      o.optim.lr_schedule = LrSchedule::kEpochCosine;
+      o.zero.stage = written;
+      o.checkpoint.dir = dir + "/whole";
       const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
-      o.checkpoint_dir = dir + "/parts";
-      o.max_steps = 4;
+      o.checkpoint.dir = dir + "/parts";
+      o.loop.max_steps = 4;
       const Trained first = train_user_net(2, o, mse(), true, native, adamw);
       ASSERT_FALSE(first.result.last_checkpoint.empty());
-      o.max_steps = 0;
-      o.resume_from = first.result.last_checkpoint;
+      o.loop.max_steps = 0;
+      o.checkpoint.resume_from = first.result.last_checkpoint;
       for (int stage : {3, 2, 1, 0}) {
-        o.zero_stage = stage;
+        o.zero.stage = stage;
         const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
         EXPECT_EQ(resumed.result.global_step, 12);
         EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
@@ -364,9 +366,9 @@ TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
   const std::string dir = testing_dist::temp_dir("trainer_reshard");
   for (int written : {1, 3}) {
     TrainerOptions o = quiet_fp32(8, 2);
-    o.zero_stage = written;
-    o.checkpoint_dir = dir + "/w" + std::to_string(written);
-    o.max_steps = 4;  // mid-epoch 1
+    o.zero.stage = written;
+    o.checkpoint.dir = dir + "/w" + std::to_string(written);
+    o.loop.max_steps = 4;  // mid-epoch 1
     const Trained first = train_user_net(2, o, mse(), true, native, true);
     ASSERT_FALSE(first.result.last_checkpoint.empty());
     // Note [Optimizer shard files]: one file per rank's shard.
@@ -377,15 +379,15 @@ TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
     for (int world : {4, 1})
       for (int stage : {1, 3, 0}) {
         TrainerOptions r = quiet_fp32(8, 2);
-        r.zero_stage = stage;
-        r.resume_from = first.result.last_checkpoint;
-        r.max_steps = 4;  // nothing left: the state as loaded
+        r.zero.stage = stage;
+        r.checkpoint.resume_from = first.result.last_checkpoint;
+        r.loop.max_steps = 4;  // nothing left: the state as loaded
         const Trained loaded = train_user_net(world, r, mse(), true, native, true);
         EXPECT_FALSE(loaded.result.nothing_to_train.empty());
         EXPECT_EQ(loaded.result.optimizer_fingerprint, first.result.optimizer_fingerprint)
             << "written at world 2 stage " << written << ", loaded at world " << world << " stage " << stage;
         EXPECT_EQ(max_diff(loaded.params, first.params), 0.0);
-        r.max_steps = 0;
+        r.loop.max_steps = 0;
         const Trained on = train_user_net(world, r, mse(), true, native, true);
         // 96 samples, batch 8: 4 steps of world 2 leave 32 of epoch 1 (world 4: 1 step; world 1:
         // 4), then epoch 2 (world 4: 3 steps; world 1: 12).
@@ -395,14 +397,32 @@ TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
   std::filesystem::remove_all(dir);
 }
 
-// A library user's bad options are clear errors naming the field, before any collective.
+// A library user's bad options are clear errors naming the field, its value and the fix in
+// the library's words, before any collective (Note [Options named by their field]).
 TEST(Trainer, BadOptionsNameTheField) {
   for (auto [set, field] : std::vector<std::pair<std::function<void(TrainerOptions&)>, std::string>>{
-           {[](TrainerOptions& o) { o.batch_size = 0; }, "TrainerOptions::batch_size=0"},
-           {[](TrainerOptions& o) { o.grad_accum_steps = 0; }, "TrainerOptions::grad_accum_steps=0"},
-           {[](TrainerOptions& o) { o.log_interval = 0; }, "TrainerOptions::log_interval=0"},
-           {[](TrainerOptions& o) { o.min_lr_ratio = 2; }, "TrainerOptions::min_lr_ratio=2"},
-           {[](TrainerOptions& o) { o.enable_profiling = true; }, "set checkpoint_dir"}}) {
+           {[](TrainerOptions& o) { o.data.batch_size = 0; },
+            "TrainerOptions::data.batch_size=0 must be > 0; pass the per-rank batch size, e.g. "
+            "TrainerOptions::data.batch_size = 64"},
+           {[](TrainerOptions& o) { o.loop.grad_accum_steps = 0; },
+            "TrainerOptions::loop.grad_accum_steps=0"},
+           {[](TrainerOptions& o) { o.report.log_interval = 0; }, "TrainerOptions::report.log_interval=0"},
+           {[](TrainerOptions& o) { o.optim.min_lr_ratio = 2; }, "TrainerOptions::optim.min_lr_ratio=2"},
+           {[](TrainerOptions& o) { o.zero.stage = 4; }, "TrainerOptions::zero.stage=4 is not available"},
+           {[](TrainerOptions& o) {
+              o.zero.stage = 2;
+              o.ddp.comm_hook = CommHook::kFp16;
+            },
+            "does not combine with TrainerOptions::ddp.comm_hook or "
+            "TrainerOptions::ddp.gradient_as_bucket_view"},
+           {[](TrainerOptions& o) {
+              o.optim.lr_schedule = LrSchedule::kAuto;  // SGD: epoch_cosine, which has no warmup
+              o.optim.warmup_steps = 5;
+            },
+            "TrainerOptions::optim.warmup_steps=5 needs the per-step schedule; pass "
+            "TrainerOptions::optim.lr_schedule = step_cosine"},
+           {[](TrainerOptions& o) { o.report.enable_profiling = true; },
+            "TrainerOptions::report.enable_profiling writes its trace to TrainerOptions::checkpoint.dir"}}) {
     TrainerOptions o = quiet_fp32(8, 1);
     set(o);
     try {

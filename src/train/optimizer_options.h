@@ -1,0 +1,18 @@
+// OptimizerOptions: the optimizer `ddptrain train` builds (train/optimizer.h); a library user
+// builds their own and hands it to the Trainer. No LibTorch here (the CLI's flags bind to it).
+#pragma once
+
+#include "config/choices.h"
+
+namespace ddptrain {
+
+struct OptimizerOptions {
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double lr = 0.01;  // the peak learning rate: the schedule's base
+  double momentum = 0.9;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double weight_decay = 1e-4;  // adamw: on matrices only (not biases, LayerNorm)
+};
+
+}  // namespace ddptrain

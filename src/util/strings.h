@@ -1,0 +1,25 @@
+// Building strings for messages: str() of streamable parts, fmt() of one number.
+#pragma once
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+namespace ddptrain {
+
+/// Builds a string from streamable parts: log.info(str("loss ", loss)).
+template <typename... Args>
+std::string str(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+/// One number through a printf format: fmt("%.4f", loss).
+inline std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+}  // namespace ddptrain
