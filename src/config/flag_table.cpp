@@ -124,10 +124,15 @@ Flag bind_flag(const std::string& name, std::optional<double>* field, const std:
           field};
 }
 
-std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table) {
-  return e.spelled([&table, &e](const OptionField& f, const std::string* value) {
+std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table, const void* bound) {
+  return e.spelled([&](const OptionField& f, const std::string* value) {
+    // The same member of `bound` as f is of e.base(): the same offset into the same struct.
+    const void* address = f.address;
+    if (bound && e.base())
+      address = static_cast<const char*>(bound) +
+                (static_cast<const char*>(f.address) - static_cast<const char*>(e.base()));
     for (const Flag& flag : table)
-      if (flag.field == f.address) return "--" + flag.name + (value ? " " + *value : "");
+      if (flag.field == address) return "--" + flag.name + (value ? " " + *value : "");
     return e.owner() + "::" + f.name + (value ? " = " + *value : "");
   });
 }

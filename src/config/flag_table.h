@@ -88,7 +88,9 @@ nlohmann::json flags_to_json(const std::vector<Flag>& table);
 
 /// The message of an OptionError of the options `table` is bound to, with each field named
 /// by its flag ("--epochs", "--epochs 10"); a field no flag binds keeps the library's name.
-std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table);
+/// `bound`: the struct the table's fields belong to, for an error raised on a copy of it
+/// (OptionError::within: the Trainer's own TrainerOptions); null: the table's own fields.
+std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table, const void* bound = nullptr);
 
 /// True when args contain --help or -h.
 bool wants_help(const std::vector<std::string>& args);

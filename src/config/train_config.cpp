@@ -133,7 +133,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
                 "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.trainer.checkpoint.resume_from,
                 "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
-      bind_flag("init_from", &c.program.init_from,
+      bind_flag("init_from", &c.trainer.checkpoint.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
                 "\"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
       bind_flag("eval_every", &c.trainer.loop.eval_every,
@@ -146,7 +146,7 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("peak_tflops", &c.trainer.report.peak_tflops,
                 "peak TFLOP/s per rank for MFU (0 = GPU table, or a CPU probe)"),
       bind_flag(
-          "keep_global_batch", &c.program.keep_global_batch,
+          "keep_global_batch", &c.trainer.loop.keep_global_batch,
           "a resume at another world size keeps the checkpoint's global batch by changing --grad_accum_steps "
           "(exit 2 when it cannot: the global batch is not a multiple of --batch_size x world)"),
       bind_flag("trace_samples_dir", &c.trainer.report.trace_samples_dir,
@@ -250,11 +250,6 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
                   "--cpu_heap_keep_mb=", program.cpu_heap_keep_mb,
                   " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",
                   "glibc's policy, -1 for the default");
-  if (!program.init_from.empty()) {
-    DDP_USAGE_CHECK(std::filesystem::is_regular_file(program.init_from), "--init_from='", program.init_from,
-                    "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a "
-                    ".safetensors file");
-  }
 }
 
 // The data flags the chosen dataset has no use for (where they differ from their defaults):

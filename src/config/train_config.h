@@ -29,10 +29,7 @@ struct DistOptions {
 struct ProgramOptions {
   std::string config;                       // the TOML file the run was read from, if any
   LossKind loss = LossKind::kCrossEntropy;  // mse: float targets (--dataset tensors)
-  std::string init_from;                    // weights to start from (a state_dict file); a resume wins
-  bool keep_global_batch =
-      false;        // a resume at another world size changes accumulation instead of the global batch
-  int threads = 0;  // intra-op threads per rank; 0 = cores / local_world_size
+  int threads = 0;                          // intra-op threads per rank; 0 = cores / local_world_size
   /// Freed CPU heap kept for the next step (Note [CPU heap kept across steps]); 0 = glibc's
   /// policy; -1 = 1024 at zero_stage 0, the lean heap under ZeRO (memory is the point there).
   int cpu_heap_keep_mb = -1;

@@ -6,6 +6,7 @@
 #include "config/run_identity.h"
 #include "config/train_config.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 namespace {
@@ -73,15 +74,18 @@ int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_acc
 
 }  // namespace
 
-int kept_accumulation(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
-  const int64_t global = global_batch_of(meta, batch_size, grad_accum_steps);
+int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o) {
+  const int batch_size = o.data.batch_size;
+  const int64_t global = global_batch_of(meta, batch_size, o.loop.grad_accum_steps);
   const int64_t per_step = static_cast<int64_t>(batch_size) * world;
-  DDP_USAGE_CHECK(global % per_step == 0, "--keep_global_batch: the checkpoint's global batch ", global,
-                  " is not a multiple of --batch_size ", batch_size, " x world ", world, " = ", per_step,
-                  "; resume at a world size that divides ", global / batch_size,
-                  " (or with a --batch_size that fits), "
-                  "or without --keep_global_batch (the global batch then becomes ",
-                  per_step * grad_accum_steps, ")");
+  if (global % per_step != 0)
+    throw OptionError(
+        {{&o.loop.keep_global_batch, "loop.keep_global_batch"}, {&o.data.batch_size, "data.batch_size"}},
+        str("{0}: the checkpoint's global batch ", global, " is not a multiple of {1} ", batch_size,
+            " x world ", world, " = ", per_step, "; resume at a world size that divides ",
+            global / batch_size, " (or with a {1} that fits), or without {0} (the global batch then becomes ",
+            o.global_batch(world), ")"))
+        .within(&o);
   return static_cast<int>(global / per_step);
 }
 

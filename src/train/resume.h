@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/epoch_plan.h"
 #include "obs/logger.h"
+#include "train/trainer_options.h"
 
 namespace ddptrain {
 
@@ -37,9 +38,9 @@ ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, 
 /// optimizer steps: 0 when the global batch is unchanged (the schedule continues by samples).
 double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
 
-/// --keep_global_batch: the accumulation steps that keep the checkpoint's global batch at
-/// `world` ranks of `batch_size`; UsageError naming the numbers when that is not whole.
-int kept_accumulation(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
+/// loop.keep_global_batch: the accumulation steps that keep the checkpoint's global batch at
+/// `world` ranks of o.data.batch_size; an OptionError naming the numbers when that is not whole.
+int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o);
 
 /// The checkpoint directory this run resumes from, or "" for a fresh start, from --resume_from
 /// (a directory, auto, or none) and the checkpoints in --checkpoint_dir. UsageError naming

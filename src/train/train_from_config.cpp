@@ -1,8 +1,6 @@
 #include "train/train_from_config.h"
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/python_pickle.h"
-#include "checkpoint/weights_file.h"
 #include "config/run_identity.h"
 #include "data/augment.h"
 #include "data/datasets.h"
@@ -40,7 +38,10 @@ FitCheck fit_check(const TrainConfig& cfg, const DistContext& ctx) {
   return c;
 }
 
-TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
+namespace {
+
+TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ctx,
+                                   const std::string& config_json) {
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
@@ -56,15 +57,6 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
   std::shared_ptr<Model> model =
       build_model(cfg.model, data.train->shape(),
                   cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
-  if (!cfg.program.init_from.empty() && cfg.trainer.checkpoint.resume_from.empty()) {
-    const auto weights = read_weights_file(cfg.program.init_from, log);
-    try {
-      load_state_dict(*model, weights, cfg.program.init_from);
-    } catch (const Error& e) {  // the user's file does not fit the model: their input
-      throw UsageError(str(e.what(), "; --init_from must hold weights of this --model with these sizes"));
-    }
-    log.info(str("initial weights from ", cfg.program.init_from));
-  }
   model->to(ctx.device());
   torch::manual_seed(cfg.trainer.loop.seed + static_cast<uint64_t>(ctx.rank()));
   if (cfg.model.activation_checkpointing == Recompute::kBlocks)
@@ -74,17 +66,20 @@ TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::str
       build_optimizer(cfg.optimizer, model->parameters());
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
-  TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
-  if (cfg.program.keep_global_batch && !cfg.trainer.checkpoint.resume_from.empty()) {
-    int& accum = opts.loop.grad_accum_steps;
-    accum = kept_accumulation(read_checkpoint_meta(cfg.trainer.checkpoint.resume_from), ctx.world_size(),
-                              cfg.trainer.data.batch_size, cfg.trainer.loop.grad_accum_steps);
-    log.info(str("--keep_global_batch: ", accum,
-                 accum == 1 ? " accumulation step keeps" : " accumulation steps keep",
-                 " the checkpoint's global batch ", opts.global_batch(ctx.world_size())));
-  }
+  const TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
   Trainer trainer(ctx, std::move(net), *optimizer, opts, objective_for(cfg.program.loss));
   return trainer.fit(*data.train, data.test.get());
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
+  try {
+    return train_in_library_words(cfg, ctx, config_json);
+  } catch (const OptionError& e) {  // a field of the Trainer's copy of cfg.trainer: name its flag
+    TrainConfig bound = cfg;
+    throw UsageError(in_flag_words(e, train_flags(bound), &bound.trainer));
+  }
 }
 
 }  // namespace ddptrain

@@ -5,6 +5,8 @@
 #include <torch/optim/adamw.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/python_pickle.h"
+#include "checkpoint/weights_file.h"
 #include "data/distributed_sampler.h"
 #include "data/epoch_plan.h"
 #include "data/loader.h"
@@ -42,12 +44,38 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
 }
 
 // The options as the Trainer runs them: lr_schedule auto resolved from the optimizer, then
-// validated (a library user's options get the checks the CLI's flags get, naming the field).
-TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer) {
+// validated (a library user's options get the checks the CLI's flags get, naming the field),
+// and under keep_global_batch the accumulation that keeps a resumed checkpoint's global batch.
+TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer, const DistContext& ctx) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
+  if (o.loop.keep_global_batch && !o.checkpoint.resume_from.empty()) {
+    int& accum = o.loop.grad_accum_steps;
+    accum = kept_accumulation(read_checkpoint_meta(o.checkpoint.resume_from), ctx.world_size(), o);
+    ctx.log().info(str("keep_global_batch: ", accum,
+                       accum == 1 ? " accumulation step keeps" : " accumulation steps keep",
+                       " the checkpoint's global batch ", o.global_batch(ctx.world_size())));
+  }
   return o;
+}
+
+// checkpoint.init_from: the module starts from these weights, unless a checkpoint is resumed.
+Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const Logger& log) {
+  const std::string& from = o.checkpoint.init_from;
+  if (from.empty() || !o.checkpoint.resume_from.empty()) return model;
+  o.validate();  // before the file is read (opts_ is validated after the model is set)
+  const NamedTensors weights = read_weights_file(from, log);
+  try {
+    load_state_dict(*model.module, weights, from);
+  } catch (const Error& e) {  // the user's file does not fit the model: their input
+    throw OptionError(
+        {{&o.checkpoint.init_from, "checkpoint.init_from"}},
+        str(OptionError::literal(e.what()), "; {0} must hold weights of this model with these sizes"))
+        .within(&o);
+  }
+  log.info(str("initial weights from ", from));
+  return model;
 }
 
 std::string resumed_precision(const TrainerOptions& o) {
@@ -111,9 +139,9 @@ struct Trainer::Run {
 Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
                  TrainerOptions opts, Objective objective)
     : ctx_(ctx),
-      model_(std::move(model)),
+      model_(with_initial_weights(std::move(model), opts, ctx.log())),
       optimizer_(optimizer),
-      opts_(checked(std::move(opts), optimizer)),
+      opts_(checked(std::move(opts), optimizer, ctx)),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
       start_((ctx.log().info(str("model ", model_.description, ": ",

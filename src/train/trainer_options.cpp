@@ -60,6 +60,12 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
                           "./checkpoints/epoch_0001)"));
+  if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from))
+    throw OptionError(
+        {{&o.init_from, "checkpoint.init_from"}},
+        str("{0}='", OptionError::literal(o.init_from),
+            "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a "
+            ".safetensors file"));
 }
 
 void validate_report_options(const ReportOptions& o, const CheckpointOptions& checkpoint) {
@@ -76,14 +82,18 @@ void validate_report_options(const ReportOptions& o, const CheckpointOptions& ch
 }  // namespace
 
 void TrainerOptions::validate() const {
-  validate_loop_options(loop);
-  data.validate();
-  validate_optim_options(optim);
-  precision.validate();
-  ddp.validate();
-  zero.validate(ddp);
-  validate_checkpoint_options(checkpoint);
-  validate_report_options(report, checkpoint);
+  try {
+    validate_loop_options(loop);
+    data.validate();
+    validate_optim_options(optim);
+    precision.validate();
+    ddp.validate();
+    zero.validate(ddp);
+    validate_checkpoint_options(checkpoint);
+    validate_report_options(report, checkpoint);
+  } catch (const OptionError& e) {
+    throw e.within(this);
+  }
 }
 
 LrSchedule resolved_schedule(LrSchedule s, bool adamw) {

@@ -34,6 +34,9 @@ struct LoopOptions {
   int grad_accum_steps = 1;  // micro-batches per optimizer step
   int eval_every = 1;        // epochs between evaluations (and after the last); 0 = never
   uint64_t seed = 42;        // the sampler's shuffle, the same on every rank
+  /// A resume at another world size keeps the checkpoint's global batch by changing
+  /// grad_accum_steps (an OptionError when it cannot: not a multiple of batch_size x world).
+  bool keep_global_batch = false;
 };
 
 /// What the Trainer does around the optimizer it is given.
@@ -51,7 +54,10 @@ struct CheckpointOptions {
   int64_t save_every_steps = 0;       // optimizer steps; 0 = off
   int keep = 3;                       // newest complete checkpoints kept; 0 = all
   std::string resume_from;            // a checkpoint directory to continue from; "" = a fresh start
-  bool on_signal = true;              // a stop request saves before returning
+  /// Weights to start from when not resuming: a state_dict of torch.save (a DDP model's
+  /// "module." prefix removed), a model.pt, or a .safetensors file (checkpoint/weights_file.h).
+  std::string init_from;
+  bool on_signal = true;  // a stop request saves before returning
 };
 
 /// What the Trainer reports, and where.

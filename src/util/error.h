@@ -46,6 +46,14 @@ class OptionError : public UsageError {
   const std::string& owner() const { return owner_; }
   /// `text` as it is to read in the message: each "{" doubled ("{{" stands for "{").
   static std::string literal(const std::string& text);
+  /// The same error, its fields declared members of the struct at `base` (the TrainerOptions
+  /// they belong to): a program can then name the fields of a copy of its own options.
+  OptionError within(const void* base) const {
+    OptionError e = *this;
+    e.base_ = base;
+    return e;
+  }
+  const void* base() const { return base_; }
   /// The message with every field named by `name`.
   std::string spelled(const Speller& name) const;
 
@@ -53,6 +61,7 @@ class OptionError : public UsageError {
   std::vector<OptionField> fields_;
   std::string text_;
   std::string owner_;
+  const void* base_ = nullptr;
 };
 
 namespace detail {

@@ -194,8 +194,11 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
         "for no accumulation");
     EXPECT_EQ(in_flag_words(e, train_flags(c)),
               "--grad_accum_steps=0 must be > 0; pass --grad_accum_steps 1 for no accumulation");
-    TrainConfig other;  // a copy elsewhere: named by the field's place in its TrainerOptions
+    // Another table's fields are other fields: the library's name stays, unless the error is
+    // placed in a copy of the table's TrainerOptions (the Trainer's own, raised at run time).
+    TrainConfig other;
     EXPECT_EQ(in_flag_words(e, train_flags(other)).rfind("TrainerOptions::loop.grad_accum_steps=0", 0), 0u);
+    EXPECT_EQ(in_flag_words(e, train_flags(other), &other.trainer).rfind("--grad_accum_steps=0", 0), 0u);
   }
   const int x = 0;
   const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");

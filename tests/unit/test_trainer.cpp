@@ -433,3 +433,39 @@ TEST(Trainer, BadOptionsNameTheField) {
     }
   }
 }
+
+// The CLI's --init_from and --keep_global_batch are the library's (#29 item 4):
+// checkpoint.init_from starts from a checkpoint's model.pt, and loop.keep_global_batch keeps a
+// checkpoint's global batch at another world size, or names the fields where it cannot.
+TEST(Trainer, InitFromAndKeepGlobalBatchAreOptions) {
+  const std::string dir = testing_dist::temp_dir("trainer_powers");
+  TrainerOptions o = quiet_fp32(4, 1);
+  o.loop.grad_accum_steps = 2;  // world 2: global batch 16, 6 steps per epoch of 96 samples
+  o.checkpoint.dir = dir;
+  o.loop.max_steps = 3;  // stops and saves halfway through the epoch
+  const Trained first = train_user_net(2, o);
+  ASSERT_FALSE(first.result.last_checkpoint.empty());
+  TrainerOptions init = quiet_fp32(4, 0);
+  init.checkpoint.init_from = first.result.last_checkpoint + "/model.pt";
+  EXPECT_EQ(max_diff(train_user_net(1, init).params, first.params), 0.0) << "init_from was not loaded";
+  TrainerOptions resumed = o;
+  resumed.checkpoint.dir = "";
+  resumed.checkpoint.resume_from = first.result.last_checkpoint;
+  resumed.loop.max_steps = 0;
+  // World 4 at accumulation 2 doubles the global batch: the 48 samples left are 2 steps (one
+  // partial); keeping 16 takes accumulation 1: 3 steps.
+  EXPECT_EQ(train_user_net(4, resumed).result.global_step, 3 + 2);
+  resumed.loop.keep_global_batch = true;
+  EXPECT_EQ(train_user_net(4, resumed).result.global_step, 3 + 3);
+  try {
+    train_user_net(3, resumed);
+    ADD_FAILURE() << "16 is not a multiple of 4 x 3, yet world 3 kept it";
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("TrainerOptions::loop.keep_global_batch: the checkpoint's global batch "
+                                   "16 is not a multiple of TrainerOptions::data.batch_size 4 x world 3"),
+        std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
