@@ -7,8 +7,9 @@
 namespace ddptrain {
 
 CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts,
-                                   std::string precision_name, const std::vector<CheckpointPart>& parts)
-    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)), parts_(parts) {}
+                                   std::string precision_name, const std::vector<CheckpointPart>& parts,
+                                   LoopHooks& hooks)
+    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)), parts_(parts), hooks_(hooks) {}
 
 bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
   return opts_.checkpoint.save_every_steps > 0 && s.global_step % opts_.checkpoint.save_every_steps == 0;
@@ -59,8 +60,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   else
     std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
   const int64_t step = s.global_step;
-  SaveOptions so{opts_.checkpoint.keep,
-                 [this, step](const char* stage) { opts_.faults.in_save(step, stage); }};
+  SaveOptions so{opts_.checkpoint.keep, [this, step](const char* stage) { hooks_.in_save(step, stage); }};
   saved_step_ = s.global_step;
   last_ = save_checkpoint(ctx_, opts_.checkpoint.dir, name, parts_, meta, opts_.config_json, std::move(so));
   ctx_.log().info(str("checkpoint saved: ", last_));

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "dist/dist_context.h"
 #include "train/callbacks.h"
+#include "train/loop_hooks.h"
 #include "train/trainer_options.h"
 
 namespace ddptrain {
@@ -20,8 +21,9 @@ namespace ddptrain {
 class CheckpointPolicy : public Callback {
  public:
   /// Saves `parts` (the Trainer's), the position and the loss scale.
+  /// `hooks`: the test hooks of each save's stages (train/loop_hooks.h).
   CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name,
-                   const std::vector<CheckpointPart>& parts);
+                   const std::vector<CheckpointPart>& parts, LoopHooks& hooks);
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
   /// The epoch's save when one is due: called by the Trainer after the epoch's summary.
@@ -38,6 +40,7 @@ class CheckpointPolicy : public Callback {
   const TrainerOptions& opts_;
   std::string precision_;
   const std::vector<CheckpointPart>& parts_;
+  LoopHooks& hooks_;
   std::string last_;
   int64_t saved_step_ = -1;  // the global step of this run's newest save
 };

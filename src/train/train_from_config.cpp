@@ -6,6 +6,7 @@
 #include "data/datasets.h"
 #include "ddp/sync_batchnorm.h"
 #include "models/build_model.h"
+#include "train/fault_hooks.h"
 #include "train/objective_check.h"
 #include "train/optimizer.h"
 #include "train/resume.h"
@@ -19,7 +20,6 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
   o.run_identity = run_identity(cfg);  // Note [Run identity]
   o.config_json = config_json;
   o.stop_requested = [] { return stop_signal(); };
-  o.faults = FaultPlan::from_env();
   return o;
 }
 
@@ -68,6 +68,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
   const TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
   Trainer trainer(ctx, std::move(net), *optimizer, opts, objective_for(cfg.program.loss));
+  trainer.set_loop_hooks(std::make_shared<FaultHooks>(FaultPlan::from_env()));  // the failure tests'
   return trainer.fit(*data.train, data.test.get());
 }
 

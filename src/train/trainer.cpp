@@ -296,7 +296,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
     c.push_back(
         std::make_shared<SampleTrace>(opts_.report.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
   if (opts_.report.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint.dir, ctx_));
-  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_);
+  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_, *hooks_);
   c.push_back(run.checkpoints);
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   return c;
@@ -433,13 +433,10 @@ bool Trainer::train_epoch(Run& run) {
     const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
     phase(run, StepTimer::kData);
     flight.set_phase("forward", state_.global_step + 1);
-    if (micro == group_start && opts_.faults.extra_collective(ctx_.rank(), state_.global_step + 1)) {
-      std::vector<at::Tensor> extra{at::zeros({3}, at::TensorOptions().device(ctx_.device()))};
-      ctx_.broadcast(extra, 0, "injected fault: a broadcast only this rank issues");
-    }
+    if (micro == group_start) hooks_->before_step(ctx_, state_.global_step + 1);
     ForwardResult f =
         forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
-    if (opts_.faults.poison_loss(ctx_.rank(), state_.global_step + 1)) f.loss = f.loss * std::nan("");
+    hooks_->on_loss(ctx_, state_.global_step + 1, f.loss);
     phase(run, StepTimer::kForward);
     flight.set_phase("backward", state_.global_step + 1);
     // See Note [no_sync and accumulation].
@@ -465,7 +462,7 @@ bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
                         scaler_.current_scale()));
   phase(run, StepTimer::kOptimizer);
-  opts_.faults.after_step(ctx_.rank(), state_.global_step);
+  hooks_->after_step(ctx_, state_.global_step);
   ++step_in_epoch;
   bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;
   if (run.vote.agreed()) {  // Note [Agreed stop]
@@ -507,7 +504,7 @@ bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
                         (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   if (eval_now) {
     ctx_.recorder().set_phase("evaluation", state_.global_step);
-    opts_.faults.in_evaluation(ctx_.rank(), state_.epoch);
+    hooks_->in_evaluation(ctx_, state_.epoch);
     const EvalResult ev =
         evaluate(model_, objective_, *run.test,
                  {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);

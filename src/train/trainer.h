@@ -11,8 +11,9 @@
 // reporter, the checkpoint policy, the traces, and the user's own, in that order).
 // Every rank constructs the Trainer and calls fit() with the same options: both run the same
 // collectives in the same order on every rank (DESIGN.md invariant 1).
-// The Trainer sets nothing process-wide: threads, seeds, signal handlers and fault injection
-// are the program's (TrainerOptions::stop_requested and ::faults carry the last two in).
+// The Trainer sets nothing process-wide: threads, seeds and signal handlers are the program's
+// (TrainerOptions::stop_requested carries the last in); fault injection reaches it through
+// set_loop_hooks (tests only).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include "dist/dist_context.h"
 #include "train/callbacks.h"
 #include "train/grad_scaler.h"
+#include "train/loop_hooks.h"
 #include "train/start_measurements.h"
 #include "train/step_timer.h"
 #include "train/train_state.h"
@@ -65,6 +67,8 @@ class Trainer {
 
   /// Called after the built-in callbacks, in the order added.
   void add_callback(std::shared_ptr<Callback> callback);
+  /// Test-only: the hooks where a failure test breaks the loop (train/loop_hooks.h).
+  void set_loop_hooks(std::shared_ptr<LoopHooks> hooks) { hooks_ = std::move(hooks); }
   /// One more part in every checkpoint the Trainer saves and resumes from (besides "model"
   /// and "optimizer"; checkpoint/checkpoint.h), e.g. an EMA module or tensors of yours.
   void add_checkpoint_part(CheckpointPart part);
@@ -106,6 +110,7 @@ class Trainer {
   StepTimer timer_;
   std::vector<std::shared_ptr<Callback>> user_callbacks_;
   std::vector<CheckpointPart> parts_;  // what a checkpoint saves and a resume loads
+  std::shared_ptr<LoopHooks> hooks_ = std::make_shared<LoopHooks>();
 };
 
 }  // namespace ddptrain

@@ -18,7 +18,6 @@
 #include "ddp/ddp_options.h"
 #include "train/lr_schedule.h"
 #include "train/precision_options.h"
-#include "util/fault.h"
 
 namespace ddptrain {
 
@@ -85,7 +84,6 @@ struct TrainerOptions {
   /// A program's stop request: a nonzero signal number makes every rank stop after the same
   /// step (Note [Agreed stop]); null = never asked.
   std::function<int()> stop_requested;
-  FaultPlan faults;  // fault injection of the failure tests (util/fault.h); none by default
 
   /// OptionError naming the first bad field, its value and the fix.
   void validate() const;
