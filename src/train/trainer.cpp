@@ -25,6 +25,7 @@
 #include "train/stop_vote.h"
 #include "train/trace_callbacks.h"
 #include "train/train_step.h"
+#include "train/trainer_impl.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -100,8 +101,8 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
 
 // What one fit() holds: the data order, the epoch's position and sums, the stop vote and the
 // callbacks.
-struct Trainer::Run {
-  Run(const Trainer& t, Dataset& data, const Dataset* test_data)
+struct Trainer::Impl::Run {
+  Run(const Impl& t, Dataset& data, const Dataset* test_data)
       : train(data),
         test(test_data),
         sampler_options{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.loop.seed, false},
@@ -112,7 +113,7 @@ struct Trainer::Run {
                         t.opts_.loop.grad_accum_steps),  // Note [Partial accumulation groups]
         vote(t.ctx_, t.opts_.stop_requested),
         sums(t.ctx_.device()) {}
-  static LoaderOptions loader_options(const Trainer& t) {
+  static LoaderOptions loader_options(const Impl& t) {
     LoaderOptions lo = t.opts_.data;
     lo.pin_memory = t.ctx_.device().is_cuda();
     return lo;
@@ -136,8 +137,8 @@ struct Trainer::Run {
   double train_time = 0;
 };
 
-Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-                 TrainerOptions opts, Objective objective)
+Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
+                    TrainerOptions opts, Objective objective)
     : ctx_(ctx),
       model_(with_initial_weights(std::move(model), opts, ctx.log())),
       optimizer_(optimizer),
@@ -168,7 +169,7 @@ Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimize
 // Note [ZeRO stage 3]: after the layout change (the flat buffers keep each parameter's
 // strides). The model's forward runs with the root unit gathered; the checkpoint part "model"
 // stays the full state_dict: every unit is gathered around a save and a load.
-void Trainer::shard_parameters() {
+void Trainer::Impl::shard_parameters() {
   fsdp_ = std::make_unique<FullyShardedParams>(ddp_->parameters(), ddp_->buckets(), model_.units, ctx_);
   FullyShardedParams* f = fsdp_.get();
   ddp_->on_bucket_grads([f](size_t b) { f->release(b); });
@@ -192,14 +193,14 @@ void Trainer::shard_parameters() {
 }
 
 // The whole parameters on every rank (a collective under zero_stage 3), e.g. after fit().
-void Trainer::gather_parameters() {
+void Trainer::Impl::gather_parameters() {
   if (fsdp_) fsdp_->gather_all();
 }
 
 // Note [ZeRO stage 1]: after the layout change (the shards are views of the parameters'
 // memory). The checkpoint part "optimizer" writes its state as shard files and loads it from
 // shard files or a stage-0 archive (Note [Optimizer shard files]).
-void Trainer::shard_optimizer() {
+void Trainer::Impl::shard_optimizer() {
   if (!ctx_.communicates()) {
     ctx_.log().warn(
         str("zero_stage ", opts_.zero.stage, " at world 1: nothing to shard over one rank, so it trains ",
@@ -228,20 +229,33 @@ void Trainer::shard_optimizer() {
 }
 
 // The optimizer's state (from the shards under zero_stage >= 1, a bucket at a time: a collective).
-std::string Trainer::optimizer_fingerprint_hex() {
+std::string Trainer::Impl::optimizer_fingerprint_hex() {
   return hex_fingerprint(sharded_ ? optimizer_fingerprint(*sharded_, optimizer_)
                                   : optimizer_fingerprint(optimizer_));
+}
+
+Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
+                 TrainerOptions opts, Objective objective)
+    : impl_(std::make_unique<Impl>(ctx, std::move(model), optimizer, std::move(opts), std::move(objective))) {
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::add_callback(std::shared_ptr<Callback> callback) {
-  user_callbacks_.push_back(std::move(callback));
+  impl_->user_callbacks_.push_back(std::move(callback));
 }
 
-void Trainer::add_checkpoint_part(CheckpointPart part) { parts_.push_back(std::move(part)); }
+void Trainer::set_loop_hooks(std::shared_ptr<LoopHooks> hooks) { impl_->hooks_ = std::move(hooks); }
 
-TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
+void Trainer::add_checkpoint_part(CheckpointPart part) { impl_->parts_.push_back(std::move(part)); }
+
+TrainResult Trainer::fit(Dataset& train, const Dataset* test) { return impl_->fit(train, test); }
+
+const Precision& Trainer::precision() const { return impl_->start_.precision; }
+
+DistributedDataParallel& Trainer::ddp() { return *impl_->ddp_; }
+
+TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   const Logger& log = ctx_.log();
   DDP_USAGE_CHECK(model_.module && model_.forward && objective_.loss,
                   "Trainer: the module, its forward and the objective's loss must be given");
@@ -287,7 +301,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
 }
 
 // The built-in callbacks in their order, then the user's.
-std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
+std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   RunFacts facts{start_.precision, start_.peak, model_.flops_per_sample, run.train.shape().block_size,
                  at::get_num_threads()};
   std::vector<std::shared_ptr<Callback>> c{
@@ -304,7 +318,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::callbacks_for(Run& run) {
 
 // Resume: model, optimizer, RNG state, the loss scale and the position in the data. False
 // when the checkpoint leaves nothing to train (the result says why).
-bool Trainer::resume(Run& run, TrainResult& result) {
+bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   if (opts_.checkpoint.resume_from.empty()) return true;
   const CheckpointMeta meta = load_checkpoint(opts_.checkpoint.resume_from, ctx_, parts_);
   if (meta.extra.contains("grad_scaler"))
@@ -350,7 +364,7 @@ bool Trainer::resume(Run& run, TrainResult& result) {
 // Note [Schedule horizon]: the global step the run ends at unless stopped early (--max_steps, or
 // the end of the last epoch counted from where this run starts), the schedule's length, and
 // what a resume changed of the checkpoint's.
-void Trainer::plan_schedule(Run& run) {
+void Trainer::Impl::plan_schedule(Run& run) {
   const int64_t K = opts_.loop.grad_accum_steps, B = opts_.data.batch_size;
   const int world = ctx_.world_size();
   int64_t first_epoch = run.steps_per_epoch - std::min(run.start_micro, run.batches) / K;
@@ -368,12 +382,12 @@ void Trainer::plan_schedule(Run& run) {
 
 // Where the schedule stands: the next optimizer step's position in steps of this run's global
 // batch (step_cosine), or the epoch (epoch_cosine).
-double Trainer::schedule_position() const {
+double Trainer::Impl::schedule_position() const {
   if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine) return state_.epoch;
   return static_cast<double>(state_.global_step) + state_.lr_step_offset;
 }
 
-void Trainer::phase(Run& run, StepTimer::Phase p) {
+void Trainer::Impl::phase(Run& run, StepTimer::Phase p) {
   const StepTimer::Interval i = timer_.mark(p);
   const int64_t step = p == StepTimer::kOptimizer ? state_.run_steps - 1 : state_.run_steps;
   for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});
@@ -382,7 +396,7 @@ void Trainer::phase(Run& run, StepTimer::Phase p) {
 // The epoch's data: the sampler's indices (from where a resume left them), or the rest of an
 // epoch planned at another world size (Note [Resume at another world size]); sets run.pos and
 // the epoch's plan, returns the first micro-batch.
-int64_t Trainer::start_epoch_data(Run& run, int epoch) {
+int64_t Trainer::Impl::start_epoch_data(Run& run, int epoch) {
   const int world = ctx_.world_size();
   const int64_t B = opts_.data.batch_size, K = opts_.loop.grad_accum_steps;
   run.sampler.set_epoch(epoch);
@@ -403,7 +417,7 @@ int64_t Trainer::start_epoch_data(Run& run, int epoch) {
 }
 
 // One epoch's micro-batches, from where a resume left it; true when the loop must stop.
-bool Trainer::train_epoch(Run& run) {
+bool Trainer::Impl::train_epoch(Run& run) {
   const int epoch = state_.epoch;
   const int64_t K = opts_.loop.grad_accum_steps;
   if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine)
@@ -454,7 +468,7 @@ bool Trainer::train_epoch(Run& run) {
 
 // The optimizer step of a group, the stop vote, and the step callbacks; true when the loop
 // must stop after it.
-bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
+bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
   if (opts_.optim.lr_schedule == LrSchedule::kStepCosine)
     set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position()));
   const bool stepped = optimizer_step(state_, opts_.optim.clip_grad_norm);
@@ -478,7 +492,7 @@ bool Trainer::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
 
 // The epoch's end: the summary over the ranks, evaluation (every eval_every epochs and after
 // the last; a stopping job saves instead), the callbacks. True when the loop must stop.
-bool Trainer::finish_epoch(Run& run, bool stopping, TrainResult& result) {
+bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   for (auto& c : run.callbacks) c->on_epoch_trained(state_);
   run.loader.stop();
   run.vote.drain();  // never leave the vote pending across other collectives' tensors

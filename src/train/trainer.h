@@ -21,22 +21,22 @@
 #include <string>
 #include <vector>
 
-#include <torch/optim/optimizer.h>
-
 #include "checkpoint/checkpoint.h"
 #include "data/datasets.h"
-#include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "train/callbacks.h"
-#include "train/grad_scaler.h"
-#include "train/loop_hooks.h"
-#include "train/start_measurements.h"
-#include "train/step_timer.h"
-#include "train/train_state.h"
 #include "train/trainable.h"
 #include "train/trainer_options.h"
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 namespace ddptrain {
+
+class DistributedDataParallel;
+class LoopHooks;
+struct Precision;
 
 struct TrainResult {
   double test_accuracy = -1;  // of the last evaluation; -1 without one (or without Objective::correct)
@@ -68,49 +68,22 @@ class Trainer {
   /// Called after the built-in callbacks, in the order added.
   void add_callback(std::shared_ptr<Callback> callback);
   /// Test-only: the hooks where a failure test breaks the loop (train/loop_hooks.h).
-  void set_loop_hooks(std::shared_ptr<LoopHooks> hooks) { hooks_ = std::move(hooks); }
+  void set_loop_hooks(std::shared_ptr<LoopHooks> hooks);
   /// One more part in every checkpoint the Trainer saves and resumes from (besides "model"
   /// and "optimizer"; checkpoint/checkpoint.h), e.g. an EMA module or tensors of yours.
   void add_checkpoint_part(CheckpointPart part);
   /// Trains on `train` (evaluating on `test` when given) until the last epoch, max_steps or an
-  /// agreed stop; resumes first when opts.resume_from names a checkpoint.
+  /// agreed stop; resumes first when opts.checkpoint.resume_from names a checkpoint.
   TrainResult fit(Dataset& train, const Dataset* test = nullptr);
 
-  const Precision& precision() const { return start_.precision; }
-  DistributedDataParallel& ddp() { return *ddp_; }
+  /// The precision it trains in (chosen at construction: train/precision.h).
+  const Precision& precision() const;
+  /// The DDP wrapper of the module (ddp/ddp.h).
+  DistributedDataParallel& ddp();
 
  private:
-  struct Run;
-  bool resume(Run& run, TrainResult& result);
-  void plan_schedule(Run& run);
-  double schedule_position() const;
-  int64_t start_epoch_data(Run& run, int epoch);
-  bool train_epoch(Run& run);
-  bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
-  bool finish_epoch(Run& run, bool stopping, TrainResult& result);
-  void phase(Run& run, StepTimer::Phase p);
-  void shard_parameters();
-  void shard_optimizer();
-  void gather_parameters();
-  std::string optimizer_fingerprint_hex();
-  std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
-
-  const DistContext& ctx_;
-  Trainable model_;
-  torch::optim::Optimizer& optimizer_;
-  TrainerOptions opts_;
-  Objective objective_;
-  double base_lr_ = 0;
-  StartMeasurements start_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
-  std::unique_ptr<FullyShardedParams> fsdp_;   // zero_stage 3 (Note [ZeRO stage 3])
-  std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage >= 1 (Note [ZeRO stage 1])
-  GradScaler scaler_;
-  TrainState state_;
-  StepTimer timer_;
-  std::vector<std::shared_ptr<Callback>> user_callbacks_;
-  std::vector<CheckpointPart> parts_;  // what a checkpoint saves and a resume loads
-  std::shared_ptr<LoopHooks> hooks_ = std::make_shared<LoopHooks>();
+  struct Impl;  // the machinery: train/trainer_impl.h
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ddptrain

@@ -14,6 +14,16 @@ function(run_step what)
   set(last_output "${out}${err}" PARENT_SCOPE)
 endfunction()
 run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK}/prefix")
+# Only the public headers are installed (#29 item 3): not the Trainer's machinery, the CLI's
+# table or fault injection.
+foreach(private train/trainer_impl.h config/flag_table.h util/fault.h train/fault_hooks.h)
+  if(EXISTS "${WORK}/prefix/include/ddptrain/${private}")
+    message(FATAL_ERROR "the private header ${private} was installed")
+  endif()
+endforeach()
+if(NOT EXISTS "${WORK}/prefix/include/ddptrain/train/trainer.h")
+  message(FATAL_ERROR "the public header train/trainer.h was not installed")
+endif()
 run_step("configure examples/ against the installed package" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples"
          -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${WORK}/prefix" -DCMAKE_BUILD_TYPE=Release)
 run_step("build examples/" "${CMAKE_COMMAND}" --build "${WORK}/build")

@@ -1,0 +1,64 @@
+// Trainer::Impl: the Trainer's machinery (train/trainer.h holds only what a user touches):
+// its options as it runs them, the measurements of the start, DDP and the shards, the loss
+// scaler, the state a checkpoint saves, the step timer, the callbacks and the test hooks.
+// The loop's functions are its members, defined in train/trainer.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "ddp/ddp.h"
+#include "ddp/fully_sharded.h"
+#include "ddp/zero_optimizer.h"
+#include "train/grad_scaler.h"
+#include "train/loop_hooks.h"
+#include "train/start_measurements.h"
+#include "train/step_timer.h"
+#include "train/train_state.h"
+#include "train/trainer.h"
+
+namespace ddptrain {
+
+struct Trainer::Impl {
+  Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts,
+       Objective objective);
+  TrainResult fit(Dataset& train, const Dataset* test);
+
+  struct Run;
+  bool resume(Run& run, TrainResult& result);
+  void plan_schedule(Run& run);
+  double schedule_position() const;
+  int64_t start_epoch_data(Run& run, int epoch);
+  bool train_epoch(Run& run);
+  bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
+  bool finish_epoch(Run& run, bool stopping, TrainResult& result);
+  void phase(Run& run, StepTimer::Phase p);
+  void shard_parameters();
+  void shard_optimizer();
+  void gather_parameters();
+  std::string optimizer_fingerprint_hex();
+  std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
+
+  const DistContext& ctx_;
+  Trainable model_;
+  torch::optim::Optimizer& optimizer_;
+  TrainerOptions opts_;
+  Objective objective_;
+  double base_lr_ = 0;
+  StartMeasurements start_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<FullyShardedParams> fsdp_;   // zero_stage 3 (Note [ZeRO stage 3])
+  std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage >= 1 (Note [ZeRO stage 1])
+  GradScaler scaler_;
+  TrainState state_;
+  StepTimer timer_;
+  std::vector<std::shared_ptr<Callback>> user_callbacks_;
+  std::vector<CheckpointPart> parts_;  // what a checkpoint saves and a resume loads
+  std::shared_ptr<LoopHooks> hooks_ = std::make_shared<LoopHooks>();
+};
+
+}  // namespace ddptrain
