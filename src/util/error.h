@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "util/strings.h"
+
 namespace ddptrain {
 
 /// A user, configuration or environment error: exit code 2.
@@ -103,9 +105,7 @@ class CollectiveError : public Error {
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  return ::ddptrain::str(args...);
 }
 [[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
 }  // namespace detail
