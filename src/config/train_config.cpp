@@ -225,17 +225,6 @@ void validate_model(const ModelOptions& model, const DataOptions& data) {
                   " has no 4-d weights");
 }
 
-void validate_optimizer(const OptimizerOptions& o) {
-  DDP_USAGE_CHECK(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
-                  "--adam_beta1=", o.adam_beta1, " and --adam_beta2=", o.adam_beta2,
-                  " must be in [0, 1); pass e.g. 0.9 and 0.95");
-  DDP_USAGE_CHECK(o.lr > 0, "--lr=", o.lr, " must be > 0; pass e.g. --lr 0.01");
-  DDP_USAGE_CHECK(o.momentum >= 0 && o.momentum < 1, "--momentum=", o.momentum,
-                  " must be in [0, 1); pass e.g. --momentum 0.9");
-  DDP_USAGE_CHECK(o.weight_decay >= 0, "--weight_decay=", o.weight_decay,
-                  " must be >= 0; pass e.g. --weight_decay 1e-4");
-}
-
 void validate_program(const TrainerOptions& trainer, const DistOptions& dist, const ProgramOptions& program) {
   // The library takes 0 epochs (the model as given); a training run of none is a mistake.
   positive("epochs", trainer.loop.epochs, "pass e.g. --epochs 10 (ddptrain eval evaluates without training)");
@@ -352,7 +341,11 @@ void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
 void validate(TrainConfig& c, const std::vector<Flag>& table) {
   validate_data(c.data);
   validate_model(c.model, c.data);
-  validate_optimizer(c.optimizer);
+  try {
+    c.optimizer.validate();
+  } catch (const OptionError& e) {
+    throw UsageError(in_flag_words(e, table));
+  }
   validate_trainer(c, table);
   validate_program(c.trainer, c.dist, c.program);
   reject_flags_that_do_not_apply(c);

@@ -13,6 +13,9 @@ struct OptimizerOptions {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double weight_decay = 1e-4;  // adamw: on matrices only (not biases, LayerNorm)
+
+  /// OptionError naming the field (Note [Options named by their field], util/error.h).
+  void validate() const;
 };
 
 }  // namespace ddptrain

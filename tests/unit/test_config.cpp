@@ -200,6 +200,15 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
     EXPECT_EQ(in_flag_words(e, train_flags(other)).rfind("TrainerOptions::loop.grad_accum_steps=0", 0), 0u);
     EXPECT_EQ(in_flag_words(e, train_flags(other), &other.trainer).rfind("--grad_accum_steps=0", 0), 0u);
   }
+  OptimizerOptions sgd;
+  sgd.lr = -1;
+  try {
+    sgd.validate();
+    ADD_FAILURE() << "accepted lr -1";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "OptimizerOptions::lr=-1 must be > 0; pass e.g. OptimizerOptions::lr = 0.01");
+  }
   const int x = 0;
   const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");
   EXPECT_EQ(std::string(literal.what()), "TrainerOptions::loop.x='{1}{0:3}{{' {7} TrainerOptions::loop.x");
