@@ -65,7 +65,6 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
 Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const Logger& log) {
   const std::string& from = o.checkpoint.init_from;
   if (from.empty() || !o.checkpoint.resume_from.empty()) return model;
-  o.validate();  // before the file is read (opts_ is validated after the model is set)
   const NamedTensors weights = read_weights_file(from, log);
   try {
     load_state_dict(*model.module, weights, from);
@@ -140,9 +139,9 @@ struct Trainer::Impl::Run {
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
                     TrainerOptions opts, Objective objective)
     : ctx_(ctx),
-      model_(with_initial_weights(std::move(model), opts, ctx.log())),
-      optimizer_(optimizer),
       opts_(checked(std::move(opts), optimizer, ctx)),
+      model_(with_initial_weights(std::move(model), opts_, ctx.log())),
+      optimizer_(optimizer),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
       start_((ctx.log().info(str("model ", model_.description, ": ",

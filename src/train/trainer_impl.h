@@ -44,9 +44,9 @@ struct Trainer::Impl {
   std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
 
   const DistContext& ctx_;
+  TrainerOptions opts_;  // before model_: checked, then the initial weights it names are loaded
   Trainable model_;
   torch::optim::Optimizer& optimizer_;
-  TrainerOptions opts_;
   Objective objective_;
   double base_lr_ = 0;
   StartMeasurements start_;
