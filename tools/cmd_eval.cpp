@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/python_pickle.h"
-#include "checkpoint/state_dict_reader.h"
 #include "config/train_config.h"
 #include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "models/build_model.h"
 #include "obs/logger.h"
 #include "obs/metrics.h"
+#include "serialize/python_pickle.h"
+#include "serialize/state_dict_reader.h"
 #include "tools/commands.h"
 #include "train/evaluate.h"
 #include "train/objective_check.h"

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/python_pickle.h"
-#include "checkpoint/safetensors.h"
-#include "checkpoint/state_dict_reader.h"
 #include "config/flag_table.h"
+#include "serialize/python_pickle.h"
+#include "serialize/safetensors.h"
+#include "serialize/state_dict_reader.h"
 #include "tools/commands.h"
 #include "util/error.h"
 #include "util/files.h"

@@ -9,12 +9,11 @@
 
 #include "checkpoint/checkpoint.h"
 #include "config/train_config.h"
+#include "config/train_from_config.h"
 #include "dist/dist_context.h"
 #include "obs/memory.h"
 #include "tools/commands.h"
-#include "train/resume.h"
 #include "train/stop_signal.h"
-#include "train/train_from_config.h"
 #include "util/env.h"
 #include "util/thread_policy.h"
 
@@ -65,7 +64,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
-  cfg.trainer.checkpoint.resume_from = choose_resume_checkpoint(cfg, ctx.world_size(), log);
+  cfg.trainer.checkpoint.resume_from = choose_resume_from(cfg, ctx.world_size(), log);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

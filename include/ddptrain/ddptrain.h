@@ -21,7 +21,7 @@
 //  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
 //    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
 //    of `ddptrain train` for your module, dataset and loss.
-//  - Units (models/units.h): the blocks of your module that TrainerOptions::zero.stage 3
+//  - Units (ddp/units.h): the blocks of your module that TrainerOptions::zero.stage 3
 //    (FSDP) gathers one at a time; run each block as units_.run(i, [&] { return
 //    block->forward(x); }) and expose `Units& units()` (Note [Units]).
 //  - ScriptModel (models/script_model.h): a TorchScript module (scripted in Python, loaded

@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/optimizer_shards.h"
-#include "checkpoint/python_pickle.h"
-#include "checkpoint/state_dict_reader.h"
+#include "serialize/python_pickle.h"
+#include "serialize/state_dict_reader.h"
 #include "util/error.h"
 
 namespace ddptrain {

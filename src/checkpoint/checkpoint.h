@@ -31,8 +31,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/python_pickle.h"
 #include "dist/dist_context.h"
+#include "serialize/python_pickle.h"
 
 namespace ddptrain {
 

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/optimizer_state.h"
-#include "checkpoint/python_pickle.h"
-#include "checkpoint/state_dict_reader.h"
+#include "ddp/optimizer_state.h"
+#include "serialize/python_pickle.h"
+#include "serialize/state_dict_reader.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -77,13 +77,6 @@ at::Tensor to_param_layout(const at::Tensor& flat, const nlohmann::json& info, c
 }
 
 }  // namespace
-
-std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& full) {
-  std::vector<const void*> keys;
-  for (const auto& g : full.param_groups())
-    for (const auto& p : g.params()) keys.push_back(p.unsafeGetTensorImpl());
-  return keys;
-}
 
 void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full,
                            const std::string& name, const at::Tensor& mine,
@@ -156,6 +149,20 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, j.at("step").get<int64_t>());
   }
   return true;
+}
+
+void save_sharded_optimizer(const ShardedOptimizer& sharded, const std::string& name,
+                            const PartFiles& files) {
+  const std::optional<StateShards> shards = sharded.state_shards();
+  if (shards)
+    save_optimizer_shards(sharded.context(), sharded.full(), name, shards->mine, shards->by_rank,
+                          shards->step, files);
+}
+
+void load_sharded_optimizer(ShardedOptimizer& sharded, const std::string& name, const PartFiles& files,
+                            const std::string& origin) {
+  const std::set<const void*> wanted = sharded.owned_parameters();
+  sharded.adopt_loaded_state(load_optimizer_shards(sharded.full(), name, files, &wanted, origin));
 }
 
 }  // namespace ddptrain

@@ -31,14 +31,9 @@
 #include <torch/optim/optimizer.h>
 
 #include "checkpoint/checkpoint.h"
+#include "ddp/zero_optimizer.h"
 
 namespace ddptrain {
-
-/// Elements [param_offset, param_offset + length) of the parameter `key` (in its memory order)
-/// at [offset, offset + length) of a shard file's rows.
-struct ShardFilePiece {
-  int64_t key = 0, param_offset = 0, offset = 0, length = 0;
-};
 
 /// Every rank calls it (a collective). mine: this rank's [fields, numel] rows; by_rank: every
 /// rank's pieces (the same on every rank); step: Adam's step count. Rank 0 writes the files of
@@ -55,7 +50,12 @@ void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer
 bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& name, const PartFiles& files,
                            const std::set<const void*>* wanted, const std::string& origin);
 
-/// The key of each of full's parameters (by TensorImpl): its index over the parameter groups.
-std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& full);
+/// The shard files of a sharded optimizer's part `name`: every rank's shard reaches rank 0 in
+/// turn, which writes it (nothing before the first step). A collective.
+void save_sharded_optimizer(const ShardedOptimizer& sharded, const std::string& name, const PartFiles& files);
+/// After the part's archive was loaded: this rank's slices from the checkpoint's shard files
+/// (or, without any, from the full state the archive held); the full state is dropped.
+void load_sharded_optimizer(ShardedOptimizer& sharded, const std::string& name, const PartFiles& files,
+                            const std::string& origin);
 
 }  // namespace ddptrain

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/safetensors.h"
-#include "checkpoint/state_dict_reader.h"
+#include "serialize/safetensors.h"
+#include "serialize/state_dict_reader.h"
 
 namespace ddptrain {
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "checkpoint/python_pickle.h"
 #include "obs/logger.h"
+#include "serialize/python_pickle.h"
 
 namespace ddptrain {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "config/choices.h"
+#include "util/choices.h"
 #include "util/error.h"
 
 namespace ddptrain {

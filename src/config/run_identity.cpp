@@ -64,15 +64,4 @@ RunIdentity run_identity(const TrainConfig& cfg) {
   return id;
 }
 
-std::vector<std::string> identity_differences(const RunIdentity& mine, const RunIdentity& theirs) {
-  std::vector<std::string> out;
-  for (const auto& [flag, value] : mine) {
-    auto it = theirs.find(flag);
-    if (it != theirs.end() && it->second != value)
-      out.push_back((flag == kModuleContent ? flag : "--" + flag) + " " + value +
-                    " (the checkpoint's: " + it->second + ")");
-  }
-  return out;
-}
-
 }  // namespace ddptrain

@@ -314,27 +314,20 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   reject_data_flags_that_do_not_apply(c.data);
 }
 
-// The Trainer's options as the Trainer will check them: the CLI's words the Trainer does not
-// take are resolved for the check and given back as the user wrote them (config.json and the
-// run identity keep them): lr_schedule auto (for this config's optimizer) and resume_from
-// auto (cmd_train chooses the checkpoint before anything is written). A bad field is named by
-// its flag (Note [Options named by their field]).
+// The Trainer's options as the Trainer will check them: lr_schedule auto is resolved for this
+// config's optimizer for the check (as the Trainer resolves it) and given back as the user
+// wrote it (config.json and the run identity keep it). A bad field is named by its flag
+// (Note [Options named by their field]).
 void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
   const LrSchedule schedule = c.trainer.optim.lr_schedule;
-  const std::string resume_from = c.trainer.checkpoint.resume_from;
   c.trainer.optim.lr_schedule = effective_lr_schedule(c);
-  if (resume_from == "auto") c.trainer.checkpoint.resume_from.clear();
-  auto give_back = [&] {
-    c.trainer.optim.lr_schedule = schedule;
-    c.trainer.checkpoint.resume_from = resume_from;
-  };
   try {
     c.trainer.validate();
   } catch (const OptionError& e) {
-    give_back();
+    c.trainer.optim.lr_schedule = schedule;
     throw UsageError(in_flag_words(e, table));
   }
-  give_back();
+  c.trainer.optim.lr_schedule = schedule;
 }
 
 // Every part, in the order the flags are listed.

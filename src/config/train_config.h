@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "config/choices.h"
 #include "config/flag_table.h"
 #include "data/data_options.h"
 #include "models/model_options.h"
+#include "train/loss_kind.h"
 #include "train/optimizer_options.h"
 #include "train/trainer_options.h"
 

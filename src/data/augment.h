@@ -9,7 +9,7 @@
 // resumed run sees exactly the augmentations of the uninterrupted one.
 #pragma once
 
-#include "config/choices.h"
+#include "data/data_options.h"
 
 #include <atomic>
 #include <cstdint>

@@ -5,9 +5,27 @@
 
 #include <string>
 
-#include "config/choices.h"
+#include "util/choices.h"
 
 namespace ddptrain {
+
+// The datasets `ddptrain train` reads, and their words (Note [Choices are enums], util/choices.h).
+enum class DatasetKind { kSynthetic, kFashionMnist, kMnist, kCifar10, kTensors, kTokens, kText };
+
+inline const Choices<DatasetKind>& dataset_choices() {
+  static const Choices<DatasetKind> c{{"synthetic", DatasetKind::kSynthetic},
+                                      {"fashion-mnist", DatasetKind::kFashionMnist},
+                                      {"mnist", DatasetKind::kMnist},
+                                      {"cifar10", DatasetKind::kCifar10},
+                                      {"tensors", DatasetKind::kTensors},
+                                      {"tokens", DatasetKind::kTokens},
+                                      {"text", DatasetKind::kText}};
+  return c;
+}
+inline const char* word(DatasetKind v) { return dataset_choices().word(v); }
+
+/// Token sequences (for gpt), not images.
+inline bool is_token_dataset(DatasetKind d) { return d == DatasetKind::kTokens || d == DatasetKind::kText; }
 
 struct DataOptions {
   DatasetKind dataset = DatasetKind::kSynthetic;

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "checkpoint/state_dict_reader.h"
 #include "data/augment.h"
 #include "data/data_options.h"
 #include "data/token_datasets.h"
+#include "serialize/state_dict_reader.h"
 #include "util/error.h"
 
 namespace ddptrain {

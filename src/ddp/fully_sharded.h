@@ -29,8 +29,8 @@
 #include <ATen/ATen.h>
 
 #include "ddp/shard_layout.h"
+#include "ddp/units.h"
 #include "dist/dist_context.h"
-#include "models/units.h"
 
 namespace ddptrain {
 

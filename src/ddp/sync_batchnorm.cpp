@@ -107,7 +107,7 @@ torch::Tensor SyncBatchNormImpl::forward(const torch::Tensor& x) {
   return SyncBatchNormFunction::apply(x, weight, bias, running_mean, running_var, eps, momentum, ctx);
 }
 
-NormFactory sync_batchnorm_factory(const DistContext& ctx) {
+std::function<torch::nn::AnyModule(int64_t channels)> sync_batchnorm_factory(const DistContext& ctx) {
   return [&ctx](int64_t channels) { return torch::nn::AnyModule(SyncBatchNorm(channels, ctx)); };
 }
 

@@ -9,11 +9,12 @@
 // backward), since each issues a collective.
 #pragma once
 
+#include <functional>
+
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/any.h>
 
 #include "dist/dist_context.h"
-#include "models/mini_resnet.h"
 
 namespace ddptrain {
 
@@ -29,7 +30,8 @@ struct SyncBatchNormImpl : torch::nn::Cloneable<SyncBatchNormImpl> {
 };
 TORCH_MODULE(SyncBatchNorm);
 
-/// A NormFactory making SyncBatchNorm layers over ctx (the model's `norm` option).
-NormFactory sync_batchnorm_factory(const DistContext& ctx);
+/// Makes SyncBatchNorm layers over ctx: a models/mini_resnet.h NormFactory (the model's `norm`
+/// option), which is this function type, so neither layer includes the other.
+std::function<torch::nn::AnyModule(int64_t channels)> sync_batchnorm_factory(const DistContext& ctx);
 
 }  // namespace ddptrain

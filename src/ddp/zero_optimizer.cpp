@@ -7,9 +7,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "checkpoint/checkpoint.h"
-#include "checkpoint/optimizer_shards.h"
-#include "checkpoint/optimizer_state.h"
+#include "ddp/optimizer_state.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -194,35 +192,39 @@ int64_t ShardedOptimizer::agreed_step() const {
              : 0;
 }
 
-void ShardedOptimizer::save_shards(const std::string& name, const PartFiles& files) {
+std::optional<StateShards> ShardedOptimizer::state_shards() const {
   torch::NoGradGuard no_grad;
-  if (!stepped_ || params_.empty()) return;  // no state yet (the same on every rank)
-  const int64_t step = agreed_step();
+  if (!stepped_ || params_.empty()) return std::nullopt;  // no state yet (the same on every rank)
+  StateShards out;
+  out.step = agreed_step();
   std::vector<int64_t> base;  // each bucket's shard in the rows
   for (size_t b = 0; b < layout_.size(); ++b)
     base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);
   std::vector<at::Tensor> rows;  // per state field, every bucket's shard end to end
   for (int k = 0; k < state_fields(full_); ++k) rows.push_back(at::cat(my_state_shards(k)));
-  const at::Tensor mine = at::stack(rows);
+  out.mine = at::stack(rows);
   std::unordered_map<const void*, int64_t> key_of;
   const auto keys = optimizer_param_keys(full_);
   for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
-  std::vector<std::vector<ShardFilePiece>> by_rank(static_cast<size_t>(ctx_.world_size()));
+  out.by_rank.resize(static_cast<size_t>(ctx_.world_size()));
   for (size_t b = 0; b < layout_.size(); ++b)
-    for (size_t r = 0; r < by_rank.size(); ++r)
+    for (size_t r = 0; r < out.by_rank.size(); ++r)
       for (const ShardPiece& pc : layout_[b].by_rank[r]) {
         auto it = key_of.find(params_[pc.param].unsafeGetTensorImpl());
         if (it != key_of.end())
-          by_rank[r].push_back({it->second, pc.param_offset, base[b] + pc.shard_offset, pc.length});
+          out.by_rank[r].push_back({it->second, pc.param_offset, base[b] + pc.shard_offset, pc.length});
       }
-  save_optimizer_shards(ctx_, full_, name, mine, by_rank, step, files);
+  return out;
 }
 
-void ShardedOptimizer::load_shards(const std::string& name, const PartFiles& files,
-                                   const std::string& origin) {
-  std::set<const void*> wanted;
-  for (const Own& o : own_) wanted.insert(params_[o.piece.param].unsafeGetTensorImpl());
-  if (load_optimizer_shards(full_, name, files, &wanted, origin)) stepped_ = true;  // even owning nothing
+std::set<const void*> ShardedOptimizer::owned_parameters() const {
+  std::set<const void*> owned;
+  for (const Own& o : own_) owned.insert(params_[o.piece.param].unsafeGetTensorImpl());
+  return owned;
+}
+
+void ShardedOptimizer::adopt_loaded_state(bool loaded) {
+  if (loaded) stepped_ = true;  // even owning nothing
   scatter_full_state();
 }
 

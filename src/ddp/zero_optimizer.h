@@ -30,6 +30,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -41,7 +43,20 @@
 
 namespace ddptrain {
 
-struct PartFiles;
+/// Elements [param_offset, param_offset + length) of the parameter `key` (its index over the
+/// optimizer's parameter groups; elements in its memory order) at [offset, offset + length) of a
+/// rank's state rows.
+struct ShardFilePiece {
+  int64_t key = 0, param_offset = 0, offset = 0, length = 0;
+};
+
+/// This rank's optimizer state and where every rank's lies: what a checkpoint writes as shard
+/// files (checkpoint/optimizer_shards.h, Note [Optimizer shard files]).
+struct StateShards {
+  at::Tensor mine;                                   // [fields, numel]: every bucket's shard, end to end
+  std::vector<std::vector<ShardFilePiece>> by_rank;  // every rank's pieces (the same on every rank)
+  int64_t step = 0;                                  // Adam's step count
+};
 
 class ShardedOptimizer {
  public:
@@ -83,12 +98,16 @@ class ShardedOptimizer {
   /// After the full optimizer's state was loaded: this rank keeps its slices of it, and the
   /// full state is dropped.
   void scatter_full_state();
-  /// A checkpoint's shard files of the part `name` (Note [Optimizer shard files]): every rank's
-  /// shard reaches rank 0 in turn, which writes it. A collective.
-  void save_shards(const std::string& name, const PartFiles& files);
-  /// After the part's archive was loaded: this rank's slices from the checkpoint's shard files
-  /// (or, without any, from the full state the archive held); the full state is dropped.
-  void load_shards(const std::string& name, const PartFiles& files, const std::string& origin);
+  /// This rank's state as rows, and every rank's pieces; nullopt before the first step (the
+  /// same on every rank). A collective.
+  std::optional<StateShards> state_shards() const;
+  /// The parameters (TensorImpl pointers) whose state this rank keeps a slice of.
+  std::set<const void*> owned_parameters() const;
+  /// After full's state was loaded (for owned_parameters(), or whole): this rank keeps its
+  /// slices and the full state is dropped. loaded: a checkpoint held state (so the optimizer
+  /// has stepped, even where this rank owns nothing).
+  void adopt_loaded_state(bool loaded);
+  torch::optim::Optimizer& full() const { return full_; }
   const DistContext& context() const { return ctx_; }
   /// Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;

@@ -11,7 +11,7 @@
 // layer's).
 #pragma once
 
-#include "config/choices.h"
+#include "models/model_options.h"
 
 #include <string>
 #include <vector>

@@ -15,7 +15,7 @@
 
 #include <torch/nn/module.h>
 
-#include "models/units.h"
+#include "ddp/units.h"
 
 namespace ddptrain {
 

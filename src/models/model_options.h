@@ -4,9 +4,41 @@
 
 #include <string>
 
-#include "config/choices.h"
+#include "util/choices.h"
 
 namespace ddptrain {
+
+// The model layer's choices and their words (Note [Choices are enums], util/choices.h).
+enum class ModelKind { kMiniResnet, kGpt, kTorchscript };
+enum class GptPreset { kDebug, kSmall, kGpt2_124m };
+enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
+enum class Recompute { kNone, kBlocks };
+
+inline const Choices<ModelKind>& model_choices() {
+  static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
+                                    {"gpt", ModelKind::kGpt},
+                                    {"torchscript", ModelKind::kTorchscript}};
+  return c;
+}
+inline const Choices<GptPreset>& gpt_preset_choices() {
+  static const Choices<GptPreset> c{
+      {"debug", GptPreset::kDebug}, {"small", GptPreset::kSmall}, {"gpt2-124m", GptPreset::kGpt2_124m}};
+  return c;
+}
+inline const Choices<MemoryFormat>& memory_format_choices() {
+  static const Choices<MemoryFormat> c{{"auto", MemoryFormat::kAuto},
+                                       {"channels_last", MemoryFormat::kChannelsLast},
+                                       {"contiguous", MemoryFormat::kContiguous}};
+  return c;
+}
+inline const Choices<Recompute>& recompute_choices() {
+  static const Choices<Recompute> c{{"none", Recompute::kNone}, {"blocks", Recompute::kBlocks}};
+  return c;
+}
+inline const char* word(ModelKind v) { return model_choices().word(v); }
+inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
+inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
+inline const char* word(Recompute v) { return recompute_choices().word(v); }
 
 struct ModelOptions {
   ModelKind model = ModelKind::kMiniResnet;

@@ -5,9 +5,9 @@
 #include <optional>
 #include <vector>
 
-#include "checkpoint/optimizer_state.h"
-#include "checkpoint/python_pickle.h"
+#include "ddp/optimizer_state.h"
 #include "ddp/zero_optimizer.h"
+#include "serialize/python_pickle.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {

@@ -1,5 +1,8 @@
-// LrSchedule: the learning-rate schedules of the Trainer (its words are in config/choices.h).
+// LrSchedule: the learning-rate schedules of the Trainer, with their words (Note [Choices are
+// enums], util/choices.h).
 #pragma once
+
+#include "util/choices.h"
 
 namespace ddptrain {
 
@@ -8,5 +11,14 @@ namespace ddptrain {
 /// or linear warmup then cosine per optimizer step (GPT-2's). auto: step_cosine for AdamW,
 /// epoch_cosine for any other optimizer. See train/optimizer.h.
 enum class LrSchedule { kAuto, kConstant, kEpochCosine, kStepCosine };
+
+inline const Choices<LrSchedule>& schedule_choices() {
+  static const Choices<LrSchedule> c{{"auto", LrSchedule::kAuto},
+                                     {"constant", LrSchedule::kConstant},
+                                     {"epoch_cosine", LrSchedule::kEpochCosine},
+                                     {"step_cosine", LrSchedule::kStepCosine}};
+  return c;
+}
+inline const char* word(LrSchedule v) { return schedule_choices().word(v); }
 
 }  // namespace ddptrain

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "config/choices.h"
 #include "data/datasets.h"
+#include "train/loss_kind.h"
 #include "train/trainable.h"
 
 namespace ddptrain {

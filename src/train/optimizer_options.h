@@ -2,9 +2,19 @@
 // builds their own and hands it to the Trainer. No LibTorch here (the CLI's flags bind to it).
 #pragma once
 
-#include "config/choices.h"
+#include "util/choices.h"
 
 namespace ddptrain {
+
+// The optimizers `ddptrain train` builds, with their words (Note [Choices are enums],
+// util/choices.h).
+enum class OptimizerKind { kSgd, kAdamw };
+
+inline const Choices<OptimizerKind>& optimizer_choices() {
+  static const Choices<OptimizerKind> c{{"sgd", OptimizerKind::kSgd}, {"adamw", OptimizerKind::kAdamw}};
+  return c;
+}
+inline const char* word(OptimizerKind v) { return optimizer_choices().word(v); }
 
 struct OptimizerOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;

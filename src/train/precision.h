@@ -28,7 +28,6 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
-#include "config/choices.h"
 #include "obs/kernel_probe.h"
 #include "train/precision_options.h"
 

@@ -4,9 +4,27 @@
 
 #include <cstdint>
 
-#include "config/choices.h"
+#include "util/choices.h"
 
 namespace ddptrain {
+
+// The autocast dtype and the loss scaler's mode, with their words (Note [Choices are enums],
+// util/choices.h).
+enum class AmpDtype { kAuto, kFp16, kBf16 };
+enum class ScalerMode { kAuto, kOn, kOff };
+
+inline const Choices<AmpDtype>& amp_dtype_choices() {
+  static const Choices<AmpDtype> c{
+      {"auto", AmpDtype::kAuto}, {"fp16", AmpDtype::kFp16}, {"bf16", AmpDtype::kBf16}};
+  return c;
+}
+inline const Choices<ScalerMode>& scaler_mode_choices() {
+  static const Choices<ScalerMode> c{
+      {"auto", ScalerMode::kAuto}, {"on", ScalerMode::kOn}, {"off", ScalerMode::kOff}};
+  return c;
+}
+inline const char* word(AmpDtype v) { return amp_dtype_choices().word(v); }
+inline const char* word(ScalerMode v) { return scaler_mode_choices().word(v); }
 
 /// What a user asks for (TrainerOptions::precision; `ddptrain train --use_amp --amp_dtype
 /// --grad_scaler --scaler_init_scale --scaler_growth_interval`).

@@ -3,8 +3,6 @@
 #include <algorithm>
 
 #include "checkpoint/checkpoint.h"
-#include "config/run_identity.h"
-#include "config/train_config.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -17,15 +15,16 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
-// Usage error: the checkpoint `c` belongs to another run; `what` says where it was found.
-[[noreturn]] void another_run(const std::string& what, const CheckpointEntry& c,
+// OptionError: the checkpoint `c` belongs to another run; `what` says where it was found. The
+// fields: {0} checkpoint.resume_from, {1} checkpoint.dir.
+[[noreturn]] void another_run(const TrainerOptions& o, const std::string& what, const CheckpointEntry& c,
                               const std::vector<std::string>& diff, const std::string& fix) {
-  throw UsageError(str(what, " '", c.dir, "' (step ", c.meta.global_step,
-                       ") belongs to another run; the flags that "
-                       "differ: ",
-                       joined(diff), ". ", fix,
-                       " (Note [Run identity]; the flags a resume may change "
-                       "are listed in docs/checkpoints.md)"));
+  throw OptionError(
+      {{&o.checkpoint.resume_from, "checkpoint.resume_from"}, {&o.checkpoint.dir, "checkpoint.dir"}},
+      str(what, " '", OptionError::literal(c.dir), "' (step ", c.meta.global_step,
+          ") belongs to another run; what differs: ", OptionError::literal(joined(diff)), ". ", fix,
+          " (Note [Run identity]; what a resume may change: docs/checkpoints.md)"))
+      .within(&o);
 }
 
 }  // namespace
@@ -97,57 +96,76 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
   return (steps + before) * old_batch / new_batch - steps;
 }
 
-std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Logger& log) {
-  const RunIdentity mine = run_identity(cfg);
-  const std::string& from = cfg.trainer.checkpoint.resume_from;
+std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
+                                     const std::string& name_prefix) {
+  const CheckpointOptions& co = o.checkpoint;
+  const std::string& from = co.resume_from;
+  auto differences = [&](const CheckpointEntry& c) {
+    return identity_differences(o.run_identity, c.meta.run, name_prefix);
+  };
   if (!from.empty() && from != "auto") {
     // Verified before anything is written (the load checks each file again as it reads it).
     CheckpointEntry c{from, verify_checkpoint(from)};
-    const auto diff = identity_differences(mine, c.meta.run);
+    const auto diff = differences(c);
     if (!diff.empty())
-      another_run(
-          "--resume_from: the checkpoint", c, diff,
-          "Resume it with its flags, or start this run without --resume_from in another --checkpoint_dir");
-    resume_point(c.meta, world, cfg.trainer.data.batch_size,
-                 cfg.trainer.loop.grad_accum_steps);  // refuses before anything runs
+      another_run(o, "{0}: the checkpoint", c, diff,
+                  "Resume it with its run's options, or start this run without {0} in another {1}");
+    resume_point(c.meta, world, o.data.batch_size, o.loop.grad_accum_steps);  // refuses before anything runs
     return from;
   }
-  const std::string& root = cfg.trainer.checkpoint.dir;
+  const std::string& root = co.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
-    if (identity_differences(mine, c->meta.run).empty())
+    if (differences(*c).empty())
       ours_newest_first.push_back(&*c);
     else if (!theirs)
       theirs = &*c;
   }
   const CheckpointEntry* ours = ours_newest_first.empty() ? nullptr : ours_newest_first.front();
   const std::string fix =
-      "Continue that run with its flags (and --resume_from auto), or pass another "
-      "--checkpoint_dir for this one";
+      "Continue that run with its options (and {0:auto}), or pass another {1} for this one";
   if (from == "auto") {
     // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
     if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
-      log.info(str("--resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
-      resume_point(c->meta, world, cfg.trainer.data.batch_size,
-                   cfg.trainer.loop.grad_accum_steps);  // refuses before anything runs
+      log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
+      resume_point(c->meta, world, o.data.batch_size,
+                   o.loop.grad_accum_steps);  // refuses before anything runs
       return c->dir;
     }
     if (theirs)
-      another_run("--resume_from auto: --checkpoint_dir holds only another run's checkpoints; its newest",
-                  *theirs, identity_differences(mine, theirs->meta.run), fix);
-    log.info(str("--resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
+      another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
+                  differences(*theirs), fix);
+    log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
     return "";
   }
   if (theirs)
-    another_run("a new run: --checkpoint_dir holds another run's checkpoints; the newest", *theirs,
-                identity_differences(mine, theirs->meta.run), fix);
+    another_run(o, "a new run: {1} holds another run's checkpoints; the newest", *theirs,
+                differences(*theirs), fix);
   if (ours)
-    log.warn(str(root, " holds this run's checkpoints up to step ", ours->meta.global_step,
-                 "; starting fresh as "
-                 "asked (--resume_from auto continues instead), and this run's saves replace them"));
+    log.warn(
+        str(root, " holds this run's checkpoints up to step ", ours->meta.global_step,
+            "; starting fresh as asked (resume_from auto continues instead), and this run's saves replace "
+            "them"));
   return "";
+}
+
+std::string trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {
+  const std::string& from = o.checkpoint.resume_from;
+  if (from == "auto") {
+    if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
+    ctx.barrier("resume_from auto (after cleaning checkpoint leftovers)");
+    return choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
+  }
+  if (!from.empty()) {
+    const CheckpointEntry c{from, read_checkpoint_meta(from)};
+    const auto diff = identity_differences(o.run_identity, c.meta.run);
+    if (!diff.empty())
+      another_run(o, "{0}: the checkpoint", c, diff,
+                  "Resume it with its run's options, or start this run without {0} in another {1}");
+  }
+  return from;
 }
 
 }  // namespace ddptrain

@@ -6,12 +6,11 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/epoch_plan.h"
+#include "dist/dist_context.h"
 #include "obs/logger.h"
 #include "train/trainer_options.h"
 
 namespace ddptrain {
-
-struct TrainConfig;
 
 /// The micro-batch of its epoch at which a run resumed from `meta` continues: the checkpoint's
 /// position in samples (per rank) in batches of this run's --batch_size, which may differ
@@ -42,11 +41,20 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
 /// `world` ranks of o.data.batch_size; an OptionError naming the numbers when that is not whole.
 int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o);
 
-/// The checkpoint directory this run resumes from, or "" for a fresh start, from --resume_from
-/// (a directory, auto, or none) and the checkpoints in --checkpoint_dir. UsageError naming
-/// the flags that differ when the chosen checkpoint, or the only ones auto finds, belong to
-/// another run, or when a fresh run would write among another run's checkpoints. Reads
+/// The checkpoint directory this run resumes from, or "" for a fresh start, from
+/// o.checkpoint.resume_from (a directory, "auto", or "") and the checkpoints in
+/// o.checkpoint.dir, by o.run_identity (Note [Run identity]). OptionError naming what differs
+/// (identity names after `name_prefix`: "--" for flags) when the chosen checkpoint, or the
+/// only ones auto finds, belong to another run, or when a fresh run would write among another
+/// run's checkpoints; and the error of resume_point when the run cannot continue there. Reads
 /// files only: every rank reaches the same answer.
-std::string choose_resume_checkpoint(const TrainConfig& cfg, int world, const Logger& log);
+std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
+                                     const std::string& name_prefix = "");
+
+/// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
+/// anything, so the Trainer sees a directory or ""): "auto" is chosen as there, after rank 0
+/// put back what an interrupted save left (so every rank sees the same checkpoints); an
+/// explicit checkpoint of another run (its meta.json's identity) is the same OptionError.
+std::string trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "ddp/ddp.h"
-#include "models/units.h"
+#include "ddp/units.h"
 #include "obs/mfu.h"
 #include "train/precision.h"
 #include "train/trainer_options.h"

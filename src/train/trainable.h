@@ -22,7 +22,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include "models/units.h"
+#include "ddp/units.h"
 
 namespace ddptrain {
 

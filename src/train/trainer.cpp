@@ -5,7 +5,7 @@
 #include <torch/optim/adamw.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/python_pickle.h"
+#include "checkpoint/optimizer_shards.h"
 #include "checkpoint/weights_file.h"
 #include "data/distributed_sampler.h"
 #include "data/epoch_plan.h"
@@ -14,6 +14,7 @@
 #include "ddp/zero_optimizer.h"
 #include "models/build_model.h"
 #include "obs/memory.h"
+#include "serialize/python_pickle.h"
 #include "train/checkpoint_policy.h"
 #include "train/epoch_summary.h"
 #include "train/evaluate.h"
@@ -46,11 +47,13 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
 
 // The options as the Trainer runs them: lr_schedule auto resolved from the optimizer, then
 // validated (a library user's options get the checks the CLI's flags get, naming the field),
-// and under keep_global_batch the accumulation that keeps a resumed checkpoint's global batch.
+// resume_from chosen by the run identity (auto: this run's newest checkpoint), and under
+// keep_global_batch the accumulation that keeps a resumed checkpoint's global batch.
 TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer, const DistContext& ctx) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
+  o.checkpoint.resume_from = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   if (o.loop.keep_global_batch && !o.checkpoint.resume_from.empty()) {
     int& accum = o.loop.grad_accum_steps;
     accum = kept_accumulation(read_checkpoint_meta(o.checkpoint.resume_from), ctx.world_size(), o);
@@ -216,9 +219,11 @@ void Trainer::Impl::shard_optimizer() {
   for (CheckpointPart& part : parts_) {
     if (part.name != "optimizer") continue;
     ShardedOptimizer* s = sharded_.get();  // Note [Optimizer shard files]
-    part.save_more = [s, name = part.name](const PartFiles& files) { s->save_shards(name, files); };
+    part.save_more = [s, name = part.name](const PartFiles& files) {
+      save_sharded_optimizer(*s, name, files);
+    };
     part.load_more = [s, name = part.name](const PartFiles& files) {
-      s->load_shards(name, files, files.dir);
+      load_sharded_optimizer(*s, name, files, files.dir);
     };
   }
   ctx_.log().info(str("ZeRO stage ", opts_.zero.stage, ": each rank holds the optimizer state",

@@ -2,7 +2,7 @@
 // rank of a DistContext, with everything `ddptrain train` has: accumulation under no_sync,
 // autocast and the loss scaler, clipping, learning-rate schedules, evaluation, atomic
 // checkpoints and exact resume, the agreed stop, step lines, metrics JSONL, TensorBoard, the
-// progress bar, MFU. `ddptrain train` is one client (train/train_from_config.h).
+// progress bar, MFU. `ddptrain train` is one client (config/train_from_config.h).
 //
 // The loop reads top to bottom: fit() resumes (if asked), then per epoch trains its
 // micro-batches (train/train_step.h: forward and loss, backward, the optimizer step), lets

@@ -55,11 +55,11 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
   check_option_non_negative(o.save_every, "checkpoint.save_every", "pass {0:0} to save only at the end");
   check_option_non_negative(o.save_every_steps, "checkpoint.save_every_steps", "pass {0:0} to turn it off");
   check_option_non_negative(o.keep, "checkpoint.keep", "pass {0:0} to keep every checkpoint");
-  if (!o.resume_from.empty() && !std::filesystem::is_directory(o.resume_from))
+  if (!o.resume_from.empty() && o.resume_from != "auto" && !std::filesystem::is_directory(o.resume_from))
     throw OptionError({{&o.resume_from, "checkpoint.resume_from"}},
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
-                          "./checkpoints/epoch_0001)"));
+                          "./checkpoints/epoch_0001), or auto for this run's newest"));
   if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from))
     throw OptionError(
         {{&o.init_from, "checkpoint.init_from"}},

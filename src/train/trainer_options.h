@@ -18,6 +18,7 @@
 #include "ddp/ddp_options.h"
 #include "train/lr_schedule.h"
 #include "train/precision_options.h"
+#include "train/run_identity.h"
 
 namespace ddptrain {
 
@@ -52,7 +53,9 @@ struct CheckpointOptions {
   int save_every = 1;                 // epochs; 0 = only at the end
   int64_t save_every_steps = 0;       // optimizer steps; 0 = off
   int keep = 3;                       // newest complete checkpoints kept; 0 = all
-  std::string resume_from;            // a checkpoint directory to continue from; "" = a fresh start
+  /// A checkpoint directory to continue from; "" = a fresh start; "auto": this run's newest
+  /// valid checkpoint in `dir`, if any (Note [Run identity]).
+  std::string resume_from;
   /// Weights to start from when not resuming: a state_dict of torch.save (a DDP model's
   /// "module." prefix removed), a model.pt, or a .safetensors file (checkpoint/weights_file.h).
   std::string init_from;
@@ -78,9 +81,9 @@ struct TrainerOptions {
   ZeroOptions zero;            // ddp/ddp_options.h
   CheckpointOptions checkpoint;
   ReportOptions report;
-  bool channels_last = false;                       // 4-d weights and inputs NHWC (Note [Channels last])
-  std::map<std::string, std::string> run_identity;  // saved in meta.json (Note [Run identity])
-  std::string config_json = "{}\n";                 // saved as config.json in each checkpoint
+  bool channels_last = false;  // 4-d weights and inputs NHWC (Note [Channels last])
+  RunIdentity run_identity;  // saved in meta.json; a resume continues only the same run (Note [Run identity])
+  std::string config_json = "{}\n";  // saved as config.json in each checkpoint
   /// A program's stop request: a nonzero signal number makes every rank stop after the same
   /// step (Note [Agreed stop]); null = never asked.
   std::function<int()> stop_requested;

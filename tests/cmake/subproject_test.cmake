@@ -13,7 +13,7 @@ add_executable(uses uses.cpp)
 target_link_libraries(uses PRIVATE ddpbase)
 ")
 file(WRITE "${WORK}/parent/plain.cpp" "int main() { return 0; }\n")
-file(WRITE "${WORK}/parent/uses.cpp" "#include \"obs/svg_plot.h\"\nint main() { return 0; }\n")
+file(WRITE "${WORK}/parent/uses.cpp" "#include \"obs/logger.h\"\nint main() { return 0; }\n")
 string(REPLACE "|" ";" prefix "${PREFIX}")
 execute_process(COMMAND "${CMAKE_COMMAND}" -S "${WORK}/parent" -B "${WORK}/build" -G Ninja
                         "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON

@@ -5,6 +5,7 @@
 // world 4; stages that do not exist and combinations that cannot work are usage errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -182,7 +183,11 @@ void stage_three_trains_as_stage_zero(const bool is_gpt) {
       const double floor = max_abs_diff(model[0], dir + "/ck/step_00000010/model.pt");
       std::printf("%s: stage 0 with 10 KiB buckets vs its default buckets: max |diff| %g\n", what.c_str(),
                   floor);
-      EXPECT_LE(diff, 4 * floor) << what;
+      // The rounding's amplification differs by CPU (the vectorised kernels' summation
+      // order): on an AVX2-only AMD EPYC (thirteenth session) MiniResNet's SGD run reached
+      // 1.13e-5 against a floor of 2.4e-7 (the same at the previous commit). 5e-5 is 4x that
+      // and 60x below the learning rate, the scale of one step's change of a weight.
+      EXPECT_LE(diff, std::max(4 * floor, 5e-5)) << what;
     }
 }
 

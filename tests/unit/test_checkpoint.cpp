@@ -13,11 +13,11 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/optimizer_shards.h"
-#include "checkpoint/optimizer_state.h"
-#include "checkpoint/python_pickle.h"
+#include "ddp/optimizer_state.h"
 #include "ddp/shard_layout.h"
 #include "dist_harness.h"
 #include "models/mini_resnet.h"
+#include "serialize/python_pickle.h"
 #include "train/grad_scaler.h"
 #include "util/error.h"
 #include "util/torch_compat.h"

@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "checkpoint/python_pickle.h"
 #include "golden.h"
 #include "models/mini_resnet.h"
 #include "obs/mfu.h"
 #include "obs/tensorboard.h"
+#include "serialize/python_pickle.h"
 
 using namespace ddptrain;
 

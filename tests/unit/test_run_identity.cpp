@@ -21,11 +21,13 @@ TEST(RunIdentity, RecordsWhatDefinesTheRunNotWhatAResumeMayChange) {
     EXPECT_FALSE(id.count(f)) << f;
   const RunIdentity other = run_identity(
       resolve_train_config({"--lr", "0.05", "--seed", "7", "--max_steps", "5", "--threads", "1"}));
-  const auto diff = identity_differences(other, id);
+  const auto diff = identity_differences(other, id, "--");
   ASSERT_EQ(diff.size(), 2u);
   EXPECT_EQ(diff[0].rfind("--lr 0.05 (the checkpoint's: 0.01", 0), 0u) << diff[0];
   EXPECT_EQ(diff[1], "--seed 7 (the checkpoint's: 42)");
   EXPECT_TRUE(identity_differences(id, id).empty());
+  EXPECT_EQ(identity_differences(other, id)[1], "seed 7 (the checkpoint's: 42)")
+      << "the library names entries as they are";
   EXPECT_TRUE(identity_differences(id, {}).empty()) << "a checkpoint without an identity matches any run";
 }
 

@@ -10,11 +10,11 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "config/train_config.h"
+#include "config/train_from_config.h"
 #include "dist/backend_factory.h"
 #include "dist/device_checking_backend.h"
 #include "dist_harness.h"
 #include "test_device.h"
-#include "train/train_from_config.h"
 #include "util/error.h"
 
 using namespace ddptrain;

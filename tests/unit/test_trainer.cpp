@@ -471,3 +471,43 @@ TEST(Trainer, InitFromAndKeepGlobalBatchAreOptions) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// The CLI's --resume_from auto and its run identity are the library's (#29 item 4, Note [Run
+// identity]): resume_from "auto" continues this run's newest checkpoint and starts fresh in an
+// empty folder; a checkpoint of another run_identity is refused, naming what differs, whether
+// auto finds only it or resume_from names it.
+TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
+  const std::string dir = testing_dist::temp_dir("trainer_resume_auto");
+  TrainerOptions o = quiet_fp32(4, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.resume_from = "auto";
+  o.run_identity = {{"data", "user data v1"}, {"lr", "0.1"}};
+  o.loop.max_steps = 3;
+  const Trained first = train_user_net(2, o);
+  EXPECT_EQ(first.result.global_step, 3) << "auto in an empty folder starts fresh";
+  ASSERT_FALSE(first.result.last_checkpoint.empty());
+  const Trained again = train_user_net(2, o);
+  EXPECT_FALSE(again.result.nothing_to_train.empty()) << "auto did not resume the step-3 checkpoint";
+  o.loop.max_steps = 5;
+  EXPECT_EQ(train_user_net(2, o).result.global_step, 5);
+  TrainerOptions other = o;
+  other.run_identity["lr"] = "0.2";
+  for (const std::string& from : {std::string("auto"), first.result.last_checkpoint}) {
+    other.checkpoint.resume_from = from;
+    try {
+      train_user_net(1, other);
+      ADD_FAILURE() << "resume_from " << from << " continued another run";
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("belongs to another run; what differs: lr 0.2 (the checkpoint's: 0.1)"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find(from == "auto" ? "TrainerOptions::checkpoint.resume_from = auto: "
+                                           "TrainerOptions::checkpoint.dir holds only another run's"
+                                         : "TrainerOptions::checkpoint.resume_from: the checkpoint '" + from),
+                std::string::npos)
+          << what;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}

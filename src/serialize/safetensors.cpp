@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.h"
+#include "serialize/safetensors.h"
 
 #include <algorithm>
 #include <cstdint>

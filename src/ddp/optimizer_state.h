@@ -12,7 +12,7 @@
 
 namespace ddptrain {
 
-// The torch::optim class of an optimizer (the CLI's --optimizer choice is config/choices.h's
+// The torch::optim class of an optimizer (the CLI's --optimizer choice is train/optimizer_options.h's
 // OptimizerKind, a narrower set).
 enum class OptimizerClass { kSgd, kAdam, kAdamW };
 
@@ -33,6 +33,9 @@ int64_t state_step(torch::optim::OptimizerParamState& s);
 /// An entry of full's kind from its tensors and step count.
 std::unique_ptr<torch::optim::OptimizerParamState> make_state(const torch::optim::Optimizer& full,
                                                               const std::vector<at::Tensor>& t, int64_t step);
+
+/// The key of each of full's parameters (by TensorImpl): its index over the parameter groups.
+std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& full);
 
 /// The dimensions of t from the largest stride to the smallest: its memory order.
 std::vector<int64_t> memory_order(const at::Tensor& t);

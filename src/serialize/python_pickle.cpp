@@ -1,4 +1,4 @@
-#include "checkpoint/python_pickle.h"
+#include "serialize/python_pickle.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>

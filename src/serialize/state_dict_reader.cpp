@@ -1,4 +1,4 @@
-#include "checkpoint/state_dict_reader.h"
+#include "serialize/state_dict_reader.h"
 
 #include <algorithm>
 #include <cstring>

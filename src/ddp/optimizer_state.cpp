@@ -1,4 +1,4 @@
-#include "checkpoint/optimizer_state.h"
+#include "ddp/optimizer_state.h"
 
 #include <algorithm>
 #include <numeric>
@@ -119,6 +119,13 @@ std::unique_ptr<optim::OptimizerParamState> make_state(const optim::Optimizer& f
       return adam_like(std::make_unique<optim::AdamWParamState>());
   }
   return nullptr;
+}
+
+std::vector<const void*> optimizer_param_keys(const torch::optim::Optimizer& full) {
+  std::vector<const void*> keys;
+  for (const auto& g : full.param_groups())
+    for (const auto& p : g.params()) keys.push_back(p.unsafeGetTensorImpl());
+  return keys;
 }
 
 }  // namespace ddptrain

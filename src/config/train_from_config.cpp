@@ -1,4 +1,4 @@
-#include "train/train_from_config.h"
+#include "config/train_from_config.h"
 
 #include "checkpoint/checkpoint.h"
 #include "config/run_identity.h"
@@ -73,6 +73,17 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
 }
 
 }  // namespace
+
+std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& log) {
+  TrainerOptions o = cfg.trainer;
+  o.run_identity = run_identity(cfg);
+  try {
+    return choose_resume_checkpoint(o, world, log, "--");
+  } catch (const OptionError& e) {  // a field of the copy o: name its flag
+    TrainConfig bound = cfg;
+    throw UsageError(in_flag_words(e, train_flags(bound), &bound.trainer));
+  }
+}
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
   try {

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "checkpoint/python_pickle.h"
+#include "serialize/python_pickle.h"
 
 namespace ddptrain {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "checkpoint/python_pickle.h"
+#include "serialize/python_pickle.h"
 
 namespace ddptrain {
 

@@ -17,6 +17,11 @@ namespace ddptrain {
 /// The Trainer's options from the flags; `config_json` is saved with every checkpoint.
 TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config_json);
 
+/// The checkpoint --resume_from names (a directory, auto, or none: "") by the run identity
+/// of the flags (Note [Run identity]), chosen before anything is written; a usage error in
+/// flag words when it belongs to another run (train/resume.h).
+std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& log);
+
 /// Runs the configured training on this rank.
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
 
