@@ -27,6 +27,16 @@ std::string joined(const std::vector<std::string>& items) {
       .within(&o);
 }
 
+// OptionError when the checkpoint `c`, named by checkpoint.resume_from, records another run's
+// identity.
+void refuse_another_runs_checkpoint(const TrainerOptions& o, const CheckpointEntry& c,
+                                    const std::string& name_prefix) {
+  const auto diff = identity_differences(o.run_identity, c.meta.run, name_prefix);
+  if (!diff.empty())
+    another_run(o, "{0}: the checkpoint", c, diff,
+                "Resume it with its run's options, or start this run without {0} in another {1}");
+}
+
 }  // namespace
 
 int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
@@ -106,10 +116,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   if (!from.empty() && from != "auto") {
     // Verified before anything is written (the load checks each file again as it reads it).
     CheckpointEntry c{from, verify_checkpoint(from)};
-    const auto diff = differences(c);
-    if (!diff.empty())
-      another_run(o, "{0}: the checkpoint", c, diff,
-                  "Resume it with its run's options, or start this run without {0} in another {1}");
+    refuse_another_runs_checkpoint(o, c, name_prefix);
     resume_point(c.meta, world, o.data.batch_size, o.loop.grad_accum_steps);  // refuses before anything runs
     return from;
   }
@@ -151,21 +158,18 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   return "";
 }
 
-std::string trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {
-  const std::string& from = o.checkpoint.resume_from;
-  if (from == "auto") {
+std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {
+  std::string from = o.checkpoint.resume_from;
+  const bool chosen_here = from == "auto";
+  if (chosen_here) {
     if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
     ctx.barrier("resume_from auto (after cleaning checkpoint leftovers)");
-    return choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
+    from = choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
   }
-  if (!from.empty()) {
-    const CheckpointEntry c{from, read_checkpoint_meta(from)};
-    const auto diff = identity_differences(o.run_identity, c.meta.run);
-    if (!diff.empty())
-      another_run(o, "{0}: the checkpoint", c, diff,
-                  "Resume it with its run's options, or start this run without {0} in another {1}");
-  }
-  return from;
+  if (from.empty()) return std::nullopt;
+  CheckpointEntry c{from, read_checkpoint_meta(from)};
+  if (!chosen_here) refuse_another_runs_checkpoint(o, c, "");  // auto chose one of this run's
+  return c;
 }
 
 }  // namespace ddptrain

@@ -52,9 +52,10 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
                                      const std::string& name_prefix = "");
 
 /// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
-/// anything, so the Trainer sees a directory or ""): "auto" is chosen as there, after rank 0
-/// put back what an interrupted save left (so every rank sees the same checkpoints); an
-/// explicit checkpoint of another run (its meta.json's identity) is the same OptionError.
-std::string trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
+/// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,
+/// or nothing for a fresh start. "auto" is chosen as there, after rank 0 put back what an
+/// interrupted save left (so every rank sees the same checkpoints); an explicit checkpoint of
+/// another run (its meta.json's identity) is the same OptionError.
+std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -53,10 +53,11 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
-  o.checkpoint.resume_from = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
-  if (o.loop.keep_global_batch && !o.checkpoint.resume_from.empty()) {
+  const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
+  o.checkpoint.resume_from = resumed ? resumed->dir : "";
+  if (o.loop.keep_global_batch && resumed) {
     int& accum = o.loop.grad_accum_steps;
-    accum = kept_accumulation(read_checkpoint_meta(o.checkpoint.resume_from), ctx.world_size(), o);
+    accum = kept_accumulation(resumed->meta, ctx.world_size(), o);
     ctx.log().info(str("keep_global_batch: ", accum,
                        accum == 1 ? " accumulation step keeps" : " accumulation steps keep",
                        " the checkpoint's global batch ", o.global_batch(ctx.world_size())));
