@@ -42,11 +42,21 @@ int inspect_gpt(const ModelOptions& mo) {
   return 0;
 }
 
+// The data's own checks (DataOptions::validate), the fields named by this command's flags.
+void validate_in_flag_words(const DataOptions& d, const std::vector<Flag>& table) {
+  try {
+    d.validate();
+  } catch (const OptionError& e) {
+    throw UsageError(in_flag_words(e, table));
+  }
+}
+
 // The input inspect_script feeds: the first sample of --dataset (of its shape: synthetic's is
 // --in_channels x --image_size^2), or (T) tokens when --block_size is given without a token dataset.
 at::Tensor sample_input(const ModelOptions& mo, DataOptions d) {
   if (mo.block_size > 0 && !is_token_dataset(d.dataset)) return at::zeros({1, mo.block_size}, at::kLong);
-  d.dataset_size = std::min<long long>(d.dataset_size, 2);  // synthetic data: one sample is enough
+  if (d.dataset == DatasetKind::kSynthetic || d.dataset == DatasetKind::kTokens)
+    d.dataset_size = std::min<long long>(d.dataset_size, 2);  // generated data: one sample is enough
   const DataSplits data = make_datasets(d, token_spec(mo));
   DDP_USAGE_CHECK(data.train->size() > 0, "--dataset ", word(d.dataset), " holds no samples");
   return data.train->get(0).input.unsqueeze(0);
@@ -122,6 +132,7 @@ int inspect_model(const std::vector<std::string>& args) {
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kTorchscript) {
     DDP_USAGE_CHECK(!mo.model_path.empty(), "inspect model --model torchscript needs --model_path FILE");
+    validate_in_flag_words(d, table);
     return inspect_script(mo, d);
   }
   const long long image = d.image_size, channels = d.in_channels, classes = d.num_classes;
@@ -181,6 +192,7 @@ int inspect_loader(const std::vector<std::string>& args) {
                   word(d.dataset));
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
+  validate_in_flag_words(d, table);
   DataSplits data = make_datasets(d, {}, 42);
   std::unique_ptr<Dataset> ds = std::move(data.train);
   ds->set_epoch(1);

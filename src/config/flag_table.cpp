@@ -133,7 +133,7 @@ std::string in_flag_words(const OptionError& e, const std::vector<Flag>& table, 
                 (static_cast<const char*>(f.address) - static_cast<const char*>(e.base()));
     for (const Flag& flag : table)
       if (flag.field == address) return "--" + flag.name + (value ? " " + *value : "");
-    return e.owner() + "::" + f.name + (value ? " = " + *value : "");
+    return e.qualified(f) + (value ? " = " + *value : "");
   });
 }
 

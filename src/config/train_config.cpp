@@ -175,56 +175,6 @@ void non_negative(const char* flag, long long v, const char* fix) {
   DDP_USAGE_CHECK(v >= 0, "--", flag, "=", v, " must be >= 0; ", fix);
 }
 
-void validate_data(const DataOptions& data) {
-  positive("num_classes", data.num_classes, "pass the number of classes, e.g. --num_classes 10");
-  positive("in_channels", data.in_channels, "pass e.g. --in_channels 3");
-  positive("image_size", data.image_size, "pass e.g. --image_size 32");
-  positive("dataset_size", data.dataset_size, "pass e.g. --dataset_size 50000");
-  DDP_USAGE_CHECK(!data.augment || data.dataset == DatasetKind::kCifar10 ||
-                      data.dataset == DatasetKind::kFashionMnist || data.dataset == DatasetKind::kMnist,
-                  "--augment has no recipe for --dataset ", word(data.dataset),
-                  "; use it with cifar10, fashion-mnist or mnist");
-  DDP_USAGE_CHECK(data.dataset != DatasetKind::kText || !data.data_path.empty(),
-                  "--dataset text needs --data_path FILE (any text file; its bytes are the tokens)");
-}
-
-void validate_script_model(const ModelOptions& model, bool token_data) {
-  DDP_USAGE_CHECK(!model.model_path.empty(),
-                  "--model torchscript needs --model_path FILE (a module saved with "
-                  "torch.jit.script(model).save(FILE))");
-  DDP_USAGE_CHECK(!token_data || (model.block_size > 0 && model.vocab_size > 0),
-                  "--model torchscript on token data "
-                  "needs the module's context length and vocabulary: pass --block_size and --vocab_size");
-  DDP_USAGE_CHECK(model.activation_checkpointing == Recompute::kNone,
-                  "--activation_checkpointing blocks cannot "
-                  "recompute a scripted module's blocks (its code is the module's); drop it");
-  non_negative("flops_per_sample", model.flops_per_sample, "pass 0 for no MFU");
-}
-
-void validate_model(const ModelOptions& model, const DataOptions& data) {
-  const bool token_data = is_token_dataset(data.dataset);
-  const bool gpt = model.model == ModelKind::kGpt;
-  if (model.model == ModelKind::kTorchscript) return validate_script_model(model, token_data);
-  DDP_USAGE_CHECK(model.model_path.empty(), "--model_path applies to --model torchscript");
-  DDP_USAGE_CHECK(!gpt || token_data, "--model gpt reads tokens, not --dataset ", word(data.dataset),
-                  "; pass --dataset tokens (synthetic) or --dataset text --data_path FILE");
-  DDP_USAGE_CHECK(gpt || !token_data, "--dataset ", word(data.dataset),
-                  " holds token sequences; pass --model gpt (or an image dataset for --model ",
-                  word(model.model), ")");
-  non_negative("n_layer", model.n_layer, "pass 0 for the preset's");
-  non_negative("n_head", model.n_head, "pass 0 for the preset's");
-  non_negative("n_embd", model.n_embd, "pass 0 for the preset's");
-  non_negative("block_size", model.block_size, "pass 0 for the preset's");
-  non_negative("vocab_size", model.vocab_size, "pass 0 for the preset's");
-  DDP_USAGE_CHECK(model.width > 0 && model.width <= 64, "--width=", model.width,
-                  " must be in (0, 64]; pass e.g. --width 1.0");
-  DDP_USAGE_CHECK(model.dropout >= 0 && model.dropout < 1, "--dropout=", model.dropout,
-                  " must be in [0, 1); pass 0 for none");
-  DDP_USAGE_CHECK(model.memory_format != MemoryFormat::kChannelsLast || model.model == ModelKind::kMiniResnet,
-                  "--memory_format channels_last applies to image models; --model ", word(model.model),
-                  " has no 4-d weights");
-}
-
 void validate_program(const TrainerOptions& trainer, const DistOptions& dist, const ProgramOptions& program) {
   // The library takes 0 epochs (the model as given); a training run of none is a mistake.
   positive("epochs", trainer.loop.epochs, "pass e.g. --epochs 10 (ddptrain eval evaluates without training)");
@@ -241,77 +191,29 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
                   "glibc's policy, -1 for the default");
 }
 
-// The data flags the chosen dataset has no use for (where they differ from their defaults):
-// --dataset tokens with a --data_path would otherwise train on synthetic tokens.
-void reject_data_flags_that_do_not_apply(const DataOptions& d) {
-  const DataOptions defaults;
-  const std::string dataset = word(d.dataset);
-  const bool synthetic = d.dataset == DatasetKind::kSynthetic;
-  DDP_USAGE_CHECK(d.data_path.empty() || d.dataset == DatasetKind::kText, "--data_path='", d.data_path,
-                  "' is the text file of --dataset text; --dataset ", dataset,
-                  d.dataset == DatasetKind::kTokens
-                      ? " is synthetic tokens (no file): use --dataset text to train on "
-                        "the file's bytes"
-                      : " does not read it: drop --data_path (its files are in --data_dir)");
-  const bool reads_dir = d.dataset == DatasetKind::kFashionMnist || d.dataset == DatasetKind::kMnist ||
-                         d.dataset == DatasetKind::kCifar10 || d.dataset == DatasetKind::kTensors;
-  DDP_USAGE_CHECK(d.data_dir.empty() || reads_dir, "--data_dir='", d.data_dir, "': --dataset ", dataset,
-                  " reads no folder (",
-                  d.dataset == DatasetKind::kText ? "its file is --data_path" : "it is generated",
-                  "): drop --data_dir");
-  DDP_USAGE_CHECK(synthetic || (d.num_classes == defaults.num_classes &&
-                                d.in_channels == defaults.in_channels && d.image_size == defaults.image_size),
-                  "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset ",
-                  dataset, " takes its shape and classes from its data: drop them");
-  DDP_USAGE_CHECK(synthetic || d.dataset == DatasetKind::kTokens || d.dataset_size == defaults.dataset_size,
-                  "--dataset_size=", d.dataset_size,
-                  " sizes the generated datasets (synthetic, tokens); --dataset ", dataset,
-                  " has as many samples as its data: drop it (--max_steps shortens a run)");
-}
-
 // Flags the chosen model or optimizer has no use for: an error rather than silently ignored
 // (checked where they differ from their defaults).
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
-  const ModelOptions defaults;
   const OptimizerOptions optimizer_defaults;
-  if (c.model.model == ModelKind::kTorchscript) {
-    DDP_USAGE_CHECK(c.model.width == defaults.width && c.model.dropout == defaults.dropout,
-                    "--width and --dropout "
-                    "apply to the built-in models; a scripted module is as its file defines it");
+  if (c.model.model == ModelKind::kTorchscript)
     DDP_USAGE_CHECK(
         !c.dist.sync_bn,
         "--sync_bn cannot replace a scripted module's BatchNorm (its code is the "
         "module's); drop --sync_bn, or use SyncBatchNorm-free normalisation (GroupNorm) in the model");
-  }
   DDP_USAGE_CHECK(
       c.program.loss != LossKind::kMse || c.data.dataset == DatasetKind::kTensors,
       "--loss mse needs float "
       "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
       "path)); --dataset ",
       word(c.data.dataset), " has class labels: use --loss cross_entropy");
-  DDP_USAGE_CHECK(c.model.flops_per_sample == 0 || c.model.model == ModelKind::kTorchscript,
-                  "--flops_per_sample applies to --model torchscript (the built-in models count their own)");
-  if (c.model.model == ModelKind::kGpt) {
-    DDP_USAGE_CHECK(
-        c.model.width == defaults.width, "--width=", c.model.width,
-        " applies to mini_resnet; --model gpt is sized by --gpt_preset or --n_layer/--n_head/--n_embd");
+  if (c.model.model == ModelKind::kGpt)
     DDP_USAGE_CHECK(!c.dist.sync_bn,
                     "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
                     "needs no synchronization): drop --sync_bn");
-  }
   DDP_USAGE_CHECK(
       c.optimizer.optimizer != OptimizerKind::kAdamw || c.optimizer.momentum == optimizer_defaults.momentum,
       "--momentum=", c.optimizer.momentum,
       " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
-  if (c.model.model != ModelKind::kGpt) {
-    DDP_USAGE_CHECK(
-        c.model.gpt_preset == defaults.gpt_preset && c.model.n_layer == 0 && c.model.n_head == 0 &&
-            c.model.n_embd == 0,
-        "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model ", word(c.model.model),
-        c.model.model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by --width",
-        ": drop them");
-  }
-  reject_data_flags_that_do_not_apply(c.data);
 }
 
 // The Trainer's options as the Trainer will check them: lr_schedule auto is resolved for this
@@ -332,9 +234,9 @@ void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
 
 // Every part, in the order the flags are listed.
 void validate(TrainConfig& c, const std::vector<Flag>& table) {
-  validate_data(c.data);
-  validate_model(c.model, c.data);
   try {
+    c.data.validate();
+    c.model.validate(c.data);
     c.optimizer.validate();
   } catch (const OptionError& e) {
     throw UsageError(in_flag_words(e, table));

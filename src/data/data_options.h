@@ -36,6 +36,12 @@ struct DataOptions {
   int image_size = 32;
   long long dataset_size = 50000;  // synthetic and tokens only
   bool augment = false;            // random crop (and flip for cifar10) of training images
+
+  /// OptionError naming the field, its value and the fix (Note [Options named by their
+  /// field]): sizes that are not positive, augment without a recipe for the dataset, text
+  /// without its file, and a field this dataset has no use for set anyway (it would be
+  /// silently ignored). make_datasets calls it.
+  void validate() const;
 };
 
 }  // namespace ddptrain

@@ -237,6 +237,7 @@ Example TensorFileDataset::get(int64_t index) const {
 }
 
 DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed) {
+  opts.validate();
   DataSplits s;
   // Only the datasets read from files have a folder (resolved once: it checks the disk).
   const bool from_files = opts.dataset == DatasetKind::kFashionMnist || opts.dataset == DatasetKind::kMnist ||

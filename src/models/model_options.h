@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "data/data_options.h"
 #include "util/choices.h"
 
 namespace ddptrain {
@@ -54,6 +55,12 @@ struct ModelOptions {
   long long flops_per_sample = 0;  // torchscript: training FLOPs per sample, for MFU (0: no MFU)
   Recompute activation_checkpointing = Recompute::kNone;  // blocks: recompute blocks in backward
   MemoryFormat memory_format = MemoryFormat::kAuto;       // auto: channels_last for mini_resnet
+
+  /// OptionError naming the field, its value and the fix (Note [Options named by their
+  /// field]): sizes out of range, a model that does not read `data` (gpt reads tokens, the
+  /// image models images), a scripted module without its file (or, on token data, its
+  /// sizes), and a field this model has no use for set anyway (it would be silently ignored).
+  void validate(const DataOptions& data) const;
 };
 
 }  // namespace ddptrain

@@ -66,13 +66,8 @@ at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const 
   }
 }
 
-}  // namespace
-
-Objective objective_for(LossKind loss) {
-  return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification();
-}
-
-void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
+// The data's first two samples (one when it holds one), stacked: (inputs, targets).
+std::pair<at::Tensor, at::Tensor> first_samples(const Dataset& data, const FitCheck& c) {
   DDP_USAGE_CHECK(data.size() > 0, c.data_name, " holds no samples");
   std::vector<at::Tensor> inputs, targets;
   for (int64_t i = 0; i < std::min<int64_t>(2, data.size()); ++i) {
@@ -80,20 +75,56 @@ void check_model_fits_data(const Trainable& model, const Dataset& data, const Fi
     inputs.push_back(e.input);
     targets.push_back(e.target);
   }
-  const at::Tensor y = at::stack(targets);
+  return {at::stack(inputs), at::stack(targets)};
+}
+
+// The batch as the Trainer feeds it: on the device, NHWC under channels_last.
+at::Tensor on_device(const at::Tensor& inputs, const FitCheck& c) {
+  at::Tensor x = inputs.to(c.device);
+  return c.channels_last && x.dim() == 4 ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
+}
+
+}  // namespace
+
+Objective objective_for(LossKind loss) {
+  return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification();
+}
+
+void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
+  const auto [inputs, y] = first_samples(data, c);
   const bool float_targets = y.is_floating_point();
   DDP_USAGE_CHECK(c.loss != LossKind::kMse || float_targets, "--loss mse needs float targets; ", c.data_name,
                   " has ", y.scalar_type(), " labels: use --loss cross_entropy, or save float labels");
   DDP_USAGE_CHECK(c.loss != LossKind::kCrossEntropy || !float_targets, c.data_name, " has float targets ",
                   shape_of(y), ": pass --loss mse, or save int64 class indices for cross-entropy");
   if (!c.run_forward) return;
-  at::Tensor x = at::stack(inputs).to(c.device);
-  if (c.channels_last && x.dim() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x = on_device(inputs, c);
   const at::Tensor out = forward_once(model, x, c);
   DDP_USAGE_CHECK(output_fits(out, y, c.loss, data.shape()), c.model_name, ": on a batch of ", shape_of(x),
                   " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; --loss ", c.loss,
                   " needs ", wanted_output(y, c.loss, data.shape()),
                   ". Change the module's output (or the data)");
+}
+
+void check_objective_fits(const Trainable& model, const Dataset& data, const Objective& objective,
+                          const FitCheck& c) {
+  const auto [inputs, targets] = first_samples(data, c);
+  const at::Tensor y = targets.to(c.device);
+  const at::Tensor out = forward_once(model, on_device(inputs, c), c);
+  try {
+    torch::NoGradGuard no_grad;
+    const at::Tensor loss = objective.loss(out, y);
+    DDP_USAGE_CHECK(loss.numel() == 1, "the objective's loss of ", c.model_name, "'s output ", shape_of(out),
+                    " and the targets ", shape_of(y), " has shape ", shape_of(loss),
+                    ", not one number: reduce it to the batch's mean");
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(c10::str(c.model_name, "'s output ", shape_of(out), " ", out.scalar_type(),
+                              " does not fit the objective's loss with targets ", shape_of(y), " ",
+                              y.scalar_type(), " from ", c.data_name, ": ", cause_of(e.what()),
+                              ". Change the module's output, the targets or the loss"));
+  }
 }
 
 }  // namespace ddptrain

@@ -33,4 +33,11 @@ std::string cause_of(const std::string& what);
 /// UsageError naming the model, the data, the shapes and the fix when they do not fit.
 void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& check);
 
+/// The Trainer's check for any objective (check.loss and check.run_forward unused): one
+/// forward of the data's first two samples, in eval mode without gradients, and the
+/// objective's loss of it; UsageError naming the shapes and the cause when either fails or
+/// the loss is not one number. Every rank reaches the same verdict (the same samples).
+void check_objective_fits(const Trainable& model, const Dataset& data, const Objective& objective,
+                          const FitCheck& check);
+
 }  // namespace ddptrain

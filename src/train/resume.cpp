@@ -37,6 +37,25 @@ void refuse_another_runs_checkpoint(const TrainerOptions& o, const CheckpointEnt
                 "Resume it with its run's options, or start this run without {0} in another {1}");
 }
 
+constexpr const char* kAnotherRunsFolderFix =
+    "Continue that run with its options (and {0:auto}), or pass another {1} for this one";
+
+// A fresh start among the checkpoints `all` of checkpoint.dir: OptionError when another run's
+// are there (this run's saves would rotate them away); else the newest step of this run's
+// own, which its saves replace (-1: none).
+int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
+                          const std::string& name_prefix) {
+  int64_t ours = -1;
+  for (auto c = all.rbegin(); c != all.rend(); ++c) {
+    const auto diff = identity_differences(o.run_identity, c->meta.run, name_prefix);
+    if (!diff.empty())
+      another_run(o, "a new run: {1} holds another run's checkpoints; the newest", *c, diff,
+                  kAnotherRunsFolderFix);
+    ours = std::max(ours, c->meta.global_step);
+  }
+  return ours;
+}
+
 }  // namespace
 
 int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
@@ -130,9 +149,6 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     else if (!theirs)
       theirs = &*c;
   }
-  const CheckpointEntry* ours = ours_newest_first.empty() ? nullptr : ours_newest_first.front();
-  const std::string fix =
-      "Continue that run with its options (and {0:auto}), or pass another {1} for this one";
   if (from == "auto") {
     // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
     if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
@@ -143,18 +159,11 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     }
     if (theirs)
       another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
-                  differences(*theirs), fix);
+                  differences(*theirs), kAnotherRunsFolderFix);
     log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
     return "";
   }
-  if (theirs)
-    another_run(o, "a new run: {1} holds another run's checkpoints; the newest", *theirs,
-                differences(*theirs), fix);
-  if (ours)
-    log.warn(
-        str(root, " holds this run's checkpoints up to step ", ours->meta.global_step,
-            "; starting fresh as asked (resume_from auto continues instead), and this run's saves replace "
-            "them"));
+  check_fresh_start(o, all, name_prefix);  // this run's own there: the Trainer says its saves replace them
   return "";
 }
 
@@ -166,7 +175,16 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
     ctx.barrier("resume_from auto (after cleaning checkpoint leftovers)");
     from = choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
   }
-  if (from.empty()) return std::nullopt;
+  if (from.empty()) {
+    // resume_from "" from the user (or the CLI's auto that found nothing to continue): refused
+    // among another run's checkpoints, as the CLI's own choice is; auto chosen here said its choice.
+    const int64_t ours =
+        chosen_here ? -1 : check_fresh_start(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "");
+    if (ours >= 0 && ctx.is_main())
+      ctx.log().warn(str(o.checkpoint.dir, " holds this run's checkpoints up to step ", ours,
+                         "; this run starts fresh and its saves replace them"));
+    return std::nullopt;
+  }
   CheckpointEntry c{from, read_checkpoint_meta(from)};
   if (!chosen_here) refuse_another_runs_checkpoint(o, c, "");  // auto chose one of this run's
   return c;

@@ -55,7 +55,9 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
 /// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,
 /// or nothing for a fresh start. "auto" is chosen as there, after rank 0 put back what an
 /// interrupted save left (so every rank sees the same checkpoints); an explicit checkpoint of
-/// another run (its meta.json's identity) is the same OptionError.
+/// another run (its meta.json's identity), and a fresh start ("") into a checkpoint.dir holding
+/// another run's checkpoints, are the same OptionError; a fresh start among this run's own
+/// checkpoints is said (its saves replace them).
 std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -19,6 +19,7 @@
 #include "train/epoch_summary.h"
 #include "train/evaluate.h"
 #include "train/fingerprint.h"
+#include "train/objective_check.h"
 #include "train/optimizer.h"
 #include "train/resume.h"
 #include "train/run_reporter.h"
@@ -138,6 +139,7 @@ struct Trainer::Impl::Run {
   std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
   double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
+  std::optional<StepTimer::Phase> open_phase;  // the loop's phase now (Note [Loop phases])
 };
 
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
@@ -264,12 +266,20 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   const Logger& log = ctx_.log();
   DDP_USAGE_CHECK(model_.module && model_.forward && objective_.loss,
                   "Trainer: the module, its forward and the objective's loss must be given");
+  // The module's output fits the loss: a clear error on every rank, not LibTorch's from inside
+  // the first step (the CLI checks its own words first: config/train_from_config.cpp).
+  check_objective_fits(model_, train, objective_,
+                       {LossKind::kCrossEntropy, true, opts_.channels_last, ctx_.device(),
+                        "the module (" + model_.description + ")", "the training data"});
   Run run(*this, train, test);
   TrainResult result;
   if (!resume(run, result)) return result;
   const int64_t K = opts_.loop.grad_accum_steps;
-  DDP_USAGE_CHECK(run.batches > 0, "an epoch has no full batch per rank (", run.sampler.num_samples(),
-                  " samples, --batch_size=", opts_.data.batch_size, "); lower --batch_size or add data");
+  if (run.batches <= 0)
+    throw OptionError({{&opts_.data.batch_size, "data.batch_size"}},
+                      str("an epoch has no full batch per rank (", run.sampler.num_samples(),
+                          " samples, {0}=", opts_.data.batch_size, "); lower {0} or add data"))
+        .within(&opts_);
   if (const int64_t left = run.sampler.num_samples() % opts_.data.batch_size; left != 0)
     log.info(opts_.data.drop_last
                  ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
@@ -392,7 +402,24 @@ double Trainer::Impl::schedule_position() const {
   return static_cast<double>(state_.global_step) + state_.lr_step_offset;
 }
 
-void Trainer::Impl::phase(Run& run, StepTimer::Phase p) {
+// Note [Loop phases]
+// A micro-batch moves through data, forward, backward and (at a group's end) the optimizer
+// step. enter(p) ends the phase open, if any, and opens p: the flight recorder is told the
+// phase this rank is now in (so a hang names it: Note [Flight recorder]). Ending a phase
+// charges the time since the previous mark to it (StepTimer) and tells the callbacks
+// (on_phase: the trace's spans). The time between end_phase and the next enter (the epoch's
+// sums, the micro-batch callbacks) is charged to the next phase, as the step line counts it.
+void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
+  end_phase(run);
+  run.open_phase = p;
+  static const char* kFlightNames[StepTimer::kNumPhases] = {"data", "forward", "backward", "optimizer"};
+  ctx_.recorder().set_phase(kFlightNames[p], state_.global_step + 1);
+}
+
+void Trainer::Impl::end_phase(Run& run) {
+  if (!run.open_phase) return;
+  const StepTimer::Phase p = *run.open_phase;
+  run.open_phase.reset();
   const StepTimer::Interval i = timer_.mark(p);
   const int64_t step = p == StepTimer::kOptimizer ? state_.run_steps - 1 : state_.run_steps;
   for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});
@@ -442,30 +469,27 @@ bool Trainer::Impl::train_epoch(Run& run) {
   for (int64_t micro = first_micro; micro < batches; ++micro) {
     const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, batches - group_start);
     const bool last_in_group = micro + 1 == group_start + group_size;
-    FlightRecorder& flight = ctx_.recorder();  // Note [Flight recorder]: what the loop does
-    flight.set_phase("data", state_.global_step + 1);
+    enter(run, StepTimer::kData);  // Note [Loop phases]
     auto batch = run.loader.next();
     DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
     // From pinned memory on CUDA: the copies overlap with the work queued before them.
     at::Tensor inputs = batch->inputs.to(ctx_.device(), /*non_blocking=*/pinned);
     if (opts_.channels_last && inputs.dim() == 4) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
-    phase(run, StepTimer::kData);
-    flight.set_phase("forward", state_.global_step + 1);
+    enter(run, StepTimer::kForward);
     if (micro == group_start) hooks_->before_step(ctx_, state_.global_step + 1);
     ForwardResult f =
         forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
     hooks_->on_loss(ctx_, state_.global_step + 1, f.loss);
-    phase(run, StepTimer::kForward);
-    flight.set_phase("backward", state_.global_step + 1);
+    enter(run, StepTimer::kBackward);
     // See Note [no_sync and accumulation].
     backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.ddp.accum_no_sync);
-    phase(run, StepTimer::kBackward);
+    end_phase(run);
     const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
     run.sums.add(loss_d, f.output, targets, objective_);
     state_.micro_done = micro + 1;
     for (auto& c : run.callbacks) c->on_micro_batch(state_, {micro, batch->indices, loss_d});
-    if (last_in_group) flight.set_phase("optimizer", state_.global_step + 1);
+    if (last_in_group) enter(run, StepTimer::kOptimizer);
     if (last_in_group && step(run, step_in_epoch, loss_d)) return true;
   }
   return false;
@@ -480,7 +504,7 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
   if (!stepped)
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
                         scaler_.current_scale()));
-  phase(run, StepTimer::kOptimizer);
+  end_phase(run);
   hooks_->after_step(ctx_, state_.global_step);
   ++step_in_epoch;
   bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;

@@ -36,7 +36,8 @@ struct Trainer::Impl {
   bool train_epoch(Run& run);
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);
-  void phase(Run& run, StepTimer::Phase p);
+  void enter(Run& run, StepTimer::Phase p);  // Note [Loop phases]
+  void end_phase(Run& run);
   void shard_parameters();
   void shard_optimizer();
   void gather_parameters();

@@ -39,7 +39,7 @@ std::string spell(const std::vector<OptionField>& fields, const std::string& tex
 OptionError::OptionError(std::vector<OptionField> fields, std::string text, std::string owner)
     : UsageError(spell(fields, text,
                        [&owner](const OptionField& f, const std::string* v) {
-                         return owner + "::" + f.name + (v ? " = " + *v : "");
+                         return qualified(owner, f) + (v ? " = " + *v : "");
                        })),
       fields_(std::move(fields)),
       text_(std::move(text)),

@@ -31,7 +31,8 @@ class UsageError : public std::runtime_error {
 // name (config/flag_table.h: "--epochs=0 must be >= 1").
 struct OptionField {
   const void* address;
-  std::string name;  // as the library spells it, under its struct: "loop.epochs"
+  std::string name;  // as the library spells it, under its struct: "loop.epochs"; a field of
+                     // another struct, already qualified: "DataOptions::dataset"
 };
 
 /// A bad option value (Note [Options named by their field]). In `text`, {i} stands for
@@ -46,6 +47,11 @@ class OptionError : public UsageError {
   const std::vector<OptionField>& fields() const { return fields_; }
   /// The struct the fields belong to, as the library names it: "TrainerOptions".
   const std::string& owner() const { return owner_; }
+  /// The field's full name: "TrainerOptions::loop.epochs" (a name holding "::" is already whole).
+  std::string qualified(const OptionField& f) const { return qualified(owner_, f); }
+  static std::string qualified(const std::string& owner, const OptionField& f) {
+    return f.name.find("::") != std::string::npos ? f.name : owner + "::" + f.name;
+  }
   /// `text` as it is to read in the message: each "{" doubled ("{{" stands for "{").
   static std::string literal(const std::string& text);
   /// The same error, its fields declared members of the struct at `base` (the TrainerOptions

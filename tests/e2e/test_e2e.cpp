@@ -70,7 +70,9 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"train", "--dataset", "fashion-mnist", "--num_classes", "5", "--max_steps", "1", "--checkpoint_dir",
         unused_ck},
        {},
-       "--num_classes, --in_channels and --image_size shape --dataset synthetic; --dataset fashion-mnist"},
+       "--num_classes shapes --dataset synthetic; --dataset fashion-mnist takes its shape and classes from "
+       "its "
+       "data: drop it"},
       {{"train", "--dataset", "fashion-mnist", "--dataset_size", "100", "--max_steps", "1",
         "--checkpoint_dir", unused_ck},
        {},

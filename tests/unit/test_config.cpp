@@ -209,6 +209,43 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
     EXPECT_EQ(std::string(e.what()),
               "OptimizerOptions::lr=-1 must be > 0; pass e.g. OptimizerOptions::lr = 0.01");
   }
+  // The data's and the model's options name their own fields, and a field of the other
+  // struct by its whole name; the flags' words are the same error's.
+  TrainConfig d;
+  d.data.dataset = DatasetKind::kTokens;
+  d.data.data_path = "corpus.txt";
+  try {
+    d.data.validate();
+    ADD_FAILURE() << "accepted a data_path for synthetic tokens";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind("DataOptions::data_path='corpus.txt' is the text file of "
+                                    "DataOptions::dataset = text; DataOptions::dataset = tokens is synthetic",
+                                    0),
+        0u)
+        << e.what();
+    EXPECT_EQ(in_flag_words(e, train_flags(d))
+                  .rfind("--data_path='corpus.txt' is the text file of --dataset "
+                         "text; --dataset tokens is synthetic",
+                         0),
+              0u);
+  }
+  d.data = DataOptions{};
+  d.model.model = ModelKind::kGpt;
+  try {
+    d.model.validate(d.data);
+    ADD_FAILURE() << "accepted gpt on images";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "ModelOptions::model = gpt reads tokens, not DataOptions::dataset = synthetic; pass "
+        "DataOptions::dataset = tokens (synthetic) or DataOptions::dataset = text DataOptions::data_path = "
+        "FILE");
+    EXPECT_EQ(
+        in_flag_words(e, train_flags(d)),
+        "--model gpt reads tokens, not --dataset synthetic; pass --dataset tokens (synthetic) or --dataset "
+        "text --data_path FILE");
+  }
   const int x = 0;
   const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");
   EXPECT_EQ(std::string(literal.what()), "TrainerOptions::loop.x='{1}{0:3}{{' {7} TrainerOptions::loop.x");

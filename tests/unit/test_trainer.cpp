@@ -1,176 +1,13 @@
 // The Trainer as a library user calls it: a module, a dataset and a loss of the user's own,
 // ranks as threads of this process over real Gloo (#13: world 2 equals world 1 with the
-// doubled batch; a user's loss; callbacks; checkpoints and exact resume in process).
+// doubled batch; a user's loss; callbacks; checkpoints and exact resume in process; bad
+// options; init_from, keep_global_batch and the run identity). ZeRO: test_trainer_zero.cpp.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <functional>
-#include <mutex>
-
-#include <unistd.h>
-
-#include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/linear.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-
-#include "dist_harness.h"
-#include "models/script_model.h"
-#include "train/fault_hooks.h"
-#include "train/trainer.h"
-#include "util/error.h"
+#include "trainer_fixtures.h"
 
 using namespace ddptrain;
-
-namespace {
-
-// Not MiniResNet, no BatchNorm: two linear layers. The first is a unit (Note [Units]): run
-// through Units::run, so zero_stage 3 gathers it on its own; b is the root unit's.
-struct UserNet : torch::nn::Module {
-  UserNet() {
-    a = register_module("a", torch::nn::Linear(8, 16));
-    b = register_module("b", torch::nn::Linear(16, 4));
-    units_.add(a.ptr());
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    return b(torch::tanh(units_.run(0, [&] { return a(x); })));
-  }
-  Units& units() { return units_; }
-  torch::nn::Linear a{nullptr}, b{nullptr};
-  Units units_;
-};
-
-// A dataset of the user's: only size() and get(). Sample i is a pure function of i.
-class UserData : public Dataset {
- public:
-  UserData(int64_t n, bool regression) : n_(n), regression_(regression) {}
-  int64_t size() const override { return n_; }
-  Example get(int64_t i) const override {
-    const at::Tensor x = at::sin(at::arange(8, at::kFloat) * static_cast<double>(i + 1) * 0.37);
-    if (regression_) return {x, at::stack({x.sum(), x.slice(0, 0, 4).prod(), x.max(), x.min()})};
-    return {x, at::tensor(i % 4, at::kLong).reshape({})};
-  }
-
- private:
-  int64_t n_;
-  bool regression_;
-};
-
-// The default generator is process-wide: ranks-as-threads must not draw from it at once.
-std::shared_ptr<UserNet> make_net() {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  torch::manual_seed(5);
-  return std::make_shared<UserNet>();
-}
-
-TrainerOptions quiet_fp32(int batch_size, int epochs) {
-  TrainerOptions o;
-  o.data.batch_size = batch_size;
-  o.loop.epochs = epochs;
-  o.data.num_workers = 0;
-  o.precision.use_amp = false;
-  o.checkpoint.dir = "";  // no checkpoints
-  o.loop.eval_every = 0;
-  o.report.log_interval = 1000;
-  o.ddp.bucket_cap_mb = 25;
-  return o;
-}
-
-Objective mse() { return Objective::mean_squared_error(); }  // no `correct`: no accuracy
-
-// UserNet as a TorchScript module built here (what torch.jit.script saves from Python), with
-// the native module's weights: a library user's loaded script module (#14).
-torch::jit::Module scripted(const UserNet& net) {
-  auto linear = [](const torch::nn::Linear& l, const std::string& type) {
-    torch::jit::Module m(type);
-    m.register_parameter("weight", l->weight.detach().clone().requires_grad_(true), /*is_buffer=*/false);
-    m.register_parameter("bias", l->bias.detach().clone().requires_grad_(true), /*is_buffer=*/false);
-    m.define("def forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n");
-    return m;
-  };
-  torch::jit::Module m("UserNet");
-  m.register_module("a", linear(net.a, "LinearA"));
-  m.register_module("b", linear(net.b, "LinearB"));
-  m.define("def forward(self, x):\n    return self.b.forward(torch.tanh(self.a.forward(x)))\n");
-  return m;
-}
-
-// How a test hands the user's module to the Trainer: as is, or scripted.
-using AsTrainable = std::function<Trainable(const std::shared_ptr<UserNet>&)>;
-Trainable native(const std::shared_ptr<UserNet>& net) { return trainable(net); }
-
-// A callback of the user's that keeps state of its own in the checkpoints: a step counter.
-struct Counter : Callback {
-  void on_step_end(const TrainState&, const StepEvent&) override { counted[0].second += 1; }
-  NamedTensors counted{{"steps", torch::zeros({1}, torch::kLong)}};
-};
-
-// A callback of the user's: the loss of every micro-batch and the steps it saw.
-struct Recorder : Callback {
-  void on_micro_batch(const TrainState&, const MicroBatchEvent& e) override {
-    losses.push_back(e.loss.item<double>());
-  }
-  void on_step_end(const TrainState& s, const StepEvent&) override { steps.push_back(s.global_step); }
-  std::vector<double> losses;
-  std::vector<int64_t> steps;
-};
-
-struct Trained {
-  std::vector<at::Tensor> params;  // rank 0's
-  TrainResult result;
-  std::vector<int64_t> steps;  // rank 0's callback
-  int64_t counted = 0;         // rank 0's Counter, saved in the checkpoints as part "counter"
-};
-
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& net, bool adamw) {
-  if (!adamw)
-    return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  std::vector<at::Tensor> decay, no_decay;  // two groups, as ddptrain's CLI builds AdamW
-  for (const auto& p : net.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                    torch::optim::AdamWOptions(0.01).weight_decay(0)));
-  return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
-}
-
-Trained train_user_net(int world, TrainerOptions opts, Objective objective = Objective::classification(),
-                       bool regression = false, const AsTrainable& as = native, bool adamw = false,
-                       const FaultPlan& faults = {}) {
-  Trained out;
-  std::mutex mu;
-  testing_dist::run_world(world, [&](const DistContext& ctx) {
-    Trainable model = as(make_net());
-    const std::shared_ptr<torch::nn::Module> net = model.module;
-    const auto optimizer = make_optimizer(*net, adamw);
-    UserData train(96, regression), test(40, regression);
-    Trainer trainer(ctx, std::move(model), *optimizer, opts, objective);
-    trainer.set_loop_hooks(std::make_shared<FaultHooks>(faults));
-    auto recorder = std::make_shared<Recorder>();
-    trainer.add_callback(recorder);
-    auto counter = std::make_shared<Counter>();
-    trainer.add_callback(counter);
-    trainer.add_checkpoint_part(tensors_part("counter", counter->counted));
-    const TrainResult r = trainer.fit(train, &test);
-    std::lock_guard<std::mutex> lock(mu);
-    if (ctx.rank() != 0) return;
-    for (const auto& p : net->parameters()) out.params.push_back(p.detach().clone());
-    out.result = r;
-    out.steps = recorder->steps;
-    out.counted = counter->counted[0].second.item<int64_t>();
-  });
-  return out;
-}
-
-double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
-  return d;
-}
-
-}  // namespace
+using namespace ddptrain::trainer_test;
 
 TEST(Trainer, UserModuleAtWorldTwoEqualsWorldOneWithTheDoubledBatch) {
   for (int accum : {1, 2}) {
@@ -183,6 +20,38 @@ TEST(Trainer, UserModuleAtWorldTwoEqualsWorldOneWithTheDoubledBatch) {
     const Trained start = train_user_net(1, quiet_fp32(16, 0));  // no epoch: the initial weights
     EXPECT_GT(max_diff(w1.params, start.params), 1e-3) << "training changed nothing";
     EXPECT_LE(max_diff(w1.params, w2.params), 1e-6) << "grad_accum_steps " << accum;
+  }
+}
+
+// The fit check is the Trainer's (#29 item 4): a module whose output does not fit the loss is
+// a UsageError on every rank before anything is trained, naming the shapes and the cause,
+// instead of LibTorch's error from inside the first step.
+TEST(Trainer, AnOutputThatDoesNotFitTheLossIsAUsageErrorOnEveryRank) {
+  std::mutex mu;
+  std::vector<std::string> messages;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    UserData train(96, /*regression=*/false);  // class labels (B) for a mean squared error of (B, 4)
+    Trainer trainer(ctx, std::move(model), *optimizer, quiet_fp32(8, 1), mse());
+    auto recorder = std::make_shared<Recorder>();
+    trainer.add_callback(recorder);
+    try {
+      trainer.fit(train, nullptr);
+    } catch (const UsageError& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      messages.push_back(e.what());
+    }
+    EXPECT_TRUE(recorder->losses.empty()) << "rank " << ctx.rank() << " trained a micro-batch";
+  });
+  ASSERT_EQ(messages.size(), 2u) << "not every rank refused the module";
+  for (const std::string& m : messages) {
+    EXPECT_NE(
+        m.find("'s output (2, 4) Float does not fit the objective's loss with targets (2) Long from the "
+               "training data: "),
+        std::string::npos)
+        << m;
+    EXPECT_EQ(m, messages[0]) << "the ranks disagree";
   }
 }
 
@@ -252,153 +121,6 @@ TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
   std::filesystem::remove_all(dir);
 }
 
-// Notes [ZeRO stage 1] and [ZeRO stage 2]: sharding the optimizer's state, and the gradients,
-// trains as DDP does, with SGD and AdamW (two groups: decay and none), at world 2 and 4.
-TEST(Trainer, ZeroStagesTrainAsStageZero) {
-  for (bool adamw : {false, true})
-    for (int world : {2, 4}) {
-      TrainerOptions o = quiet_fp32(8, 2);
-      o.loop.eval_every = 1;  // stage 3 evaluates with its units gathered one at a time
-      const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
-      ASSERT_TRUE(zero.result.evaluated);
-      for (int stage : {1, 2, 3}) {
-        o.zero.stage = stage;
-        const Trained z = train_user_net(world, o, mse(), true, native, adamw);
-        const double diff = max_diff(zero.params, z.params);
-        std::printf("%s world %d: stage %d vs stage 0 max |weight diff| %g, optimizer state %s\n",
-                    adamw ? "adamw" : "sgd", world, stage, diff,
-                    zero.result.optimizer_fingerprint == z.result.optimizer_fingerprint ? "bitwise equal"
-                                                                                        : "differs");
-        EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " world " << world << " stage " << stage;
-        EXPECT_EQ(z.result.global_step, zero.result.global_step);
-        EXPECT_TRUE(z.result.evaluated);
-        EXPECT_NEAR(z.result.test_loss, zero.result.test_loss, 1e-6) << "stage " << stage;
-        EXPECT_NE(z.result.optimizer_fingerprint,
-                  train_user_net(world, quiet_fp32(8, 0)).result.optimizer_fingerprint)
-            << "the gathered state is empty";
-      }
-    }
-}
-
-// Stages 2 and 3 with what needs the whole gradient: accumulation (no_sync), clipping (the norm
-// from the shards), the loss scaler (unscaled shards, the inf flag agreed; a NaN loss on one
-// rank skips the step on every rank) and bf16 autocast, as stage 0.
-TEST(Trainer, ZeroStagesTwoAndThreeWithAccumulationClippingTheScalerAndBf16) {
-  TrainerOptions o = quiet_fp32(4, 2);
-  o.loop.grad_accum_steps = 2;
-  o.optim.clip_grad_norm = 0.05;  // small enough to clip every step
-  o.precision.grad_scaler = ScalerMode::kOn;
-  o.precision.scaler_init_scale = 256;
-  FaultPlan nan;
-  nan.nan_at_step = 3;  // rank 1's loss is NaN in step 3
-  nan.rank = 1;
-  const Trained zero = train_user_net(2, o, mse(), true, native, true, nan);
-  EXPECT_GT(max_diff(zero.params, train_user_net(2, o, mse(), true, native, true).params), 0.0)
-      << "the NaN step was not skipped";
-  TrainerOptions bf16 = quiet_fp32(4, 2);
-  bf16.precision.amp_dtype = AmpDtype::kBf16;
-  bf16.precision.use_amp = true;
-  bf16.precision.grad_scaler = ScalerMode::kOff;
-  const Trained zero_bf16 = train_user_net(2, bf16, mse(), true, native, true);
-  const Trained fp32 = train_user_net(2, quiet_fp32(4, 2), mse(), true, native, true);
-  EXPECT_GT(max_diff(zero_bf16.params, fp32.params), 1e-6) << "bf16 autocast changed nothing: was it on?";
-  // Stage 1 has the whole gradient (all-reduced as stage 0): bitwise, clipping included. Stages
-  // 2 and 3 sum the clipping norm from the shards, in another order: within 1e-6 (docs/precision-memory.md).
-  TrainerOptions one = o;
-  one.zero.stage = 1;
-  EXPECT_EQ(max_diff(zero.params, train_user_net(2, one, mse(), true, native, true, nan).params), 0.0)
-      << "stage 1";
-  for (int stage : {2, 3}) {
-    o.zero.stage = stage;
-    const Trained z = train_user_net(2, o, mse(), true, native, true, nan);
-    const double diff = max_diff(zero.params, z.params);
-    std::printf(
-        "accumulation 2, clipping 0.05, scaler on, a NaN on rank 1: stage %d vs stage 0 max |weight diff| "
-        "%g\n",
-        stage, diff);
-    EXPECT_LE(diff, 1e-6) << "stage " << stage;
-    EXPECT_EQ(z.result.global_step, zero.result.global_step);
-    EXPECT_EQ(z.steps.size(), zero.steps.size());
-    EXPECT_GT(max_diff(z.params, train_user_net(2, quiet_fp32(4, 0), mse(), true).params), 1e-3)
-        << "nothing trained";
-    // bf16 autocast: the shards step the same fp32 master weights.
-    bf16.zero.stage = stage;
-    const Trained z_bf16 = train_user_net(2, bf16, mse(), true, native, true);
-    std::printf("bf16 autocast: stage %d vs stage 0 max |weight diff| %g\n", stage,
-                max_diff(zero_bf16.params, z_bf16.params));
-    EXPECT_LE(max_diff(zero_bf16.params, z_bf16.params), 1e-6) << "stage " << stage;
-  }
-}
-
-// A stage-1, -2 or -3 checkpoint taken mid-epoch resumes at stages 3, 2, 1 and 0, each bitwise
-// equal to the uninterrupted run (the checkpoint holds the gathered, stage-0 format state).
-TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
-  const std::string dir = testing_dist::temp_dir("trainer_zero");
-  for (int written : {1, 2, 3})
-    for (bool adamw : {false, true}) {
-      TrainerOptions o = quiet_fp32(8, 2);
-      o.optim.lr_schedule = LrSchedule::kEpochCosine;
-      o.zero.stage = written;
-      o.checkpoint.dir = dir + "/whole";
-      const Trained whole = train_user_net(2, o, mse(), true, native, adamw);
-      o.checkpoint.dir = dir + "/parts";
-      o.loop.max_steps = 4;
-      const Trained first = train_user_net(2, o, mse(), true, native, adamw);
-      ASSERT_FALSE(first.result.last_checkpoint.empty());
-      o.loop.max_steps = 0;
-      o.checkpoint.resume_from = first.result.last_checkpoint;
-      for (int stage : {3, 2, 1, 0}) {
-        o.zero.stage = stage;
-        const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
-        EXPECT_EQ(resumed.result.global_step, 12);
-        EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
-            << "written at stage " << written << ", resumed at stage " << stage
-            << (adamw ? " adamw" : " sgd");
-        EXPECT_EQ(resumed.result.optimizer_fingerprint, whole.result.optimizer_fingerprint)
-            << "stage " << stage;
-      }
-      std::filesystem::remove_all(dir);
-    }
-}
-
-// Reshard (Note [Resume at another world size]): a stage-1 (and a stage-3) checkpoint written at
-// world 2 resumes at world 4 and at world 1, at stages 1, 3 and 0, with the optimizer state
-// equal to the gathered original (fingerprints of the full state), and trains on from there.
-TEST(Trainer, ZeroCheckpointsReshardToAnyWorldSize) {
-  const std::string dir = testing_dist::temp_dir("trainer_reshard");
-  for (int written : {1, 3}) {
-    TrainerOptions o = quiet_fp32(8, 2);
-    o.zero.stage = written;
-    o.checkpoint.dir = dir + "/w" + std::to_string(written);
-    o.loop.max_steps = 4;  // mid-epoch 1
-    const Trained first = train_user_net(2, o, mse(), true, native, true);
-    ASSERT_FALSE(first.result.last_checkpoint.empty());
-    // Note [Optimizer shard files]: one file per rank's shard.
-    const std::string ck = first.result.last_checkpoint;
-    for (const char* f : {"/optimizer.shard0.pt", "/optimizer.shard1.pt", "/optimizer.shards.json"})
-      EXPECT_TRUE(std::filesystem::exists(ck + f)) << f;
-    EXPECT_FALSE(std::filesystem::exists(ck + "/optimizer.shard2.pt"));
-    for (int world : {4, 1})
-      for (int stage : {1, 3, 0}) {
-        TrainerOptions r = quiet_fp32(8, 2);
-        r.zero.stage = stage;
-        r.checkpoint.resume_from = first.result.last_checkpoint;
-        r.loop.max_steps = 4;  // nothing left: the state as loaded
-        const Trained loaded = train_user_net(world, r, mse(), true, native, true);
-        EXPECT_FALSE(loaded.result.nothing_to_train.empty());
-        EXPECT_EQ(loaded.result.optimizer_fingerprint, first.result.optimizer_fingerprint)
-            << "written at world 2 stage " << written << ", loaded at world " << world << " stage " << stage;
-        EXPECT_EQ(max_diff(loaded.params, first.params), 0.0);
-        r.loop.max_steps = 0;
-        const Trained on = train_user_net(world, r, mse(), true, native, true);
-        // 96 samples, batch 8: 4 steps of world 2 leave 32 of epoch 1 (world 4: 1 step; world 1:
-        // 4), then epoch 2 (world 4: 3 steps; world 1: 12).
-        EXPECT_EQ(on.result.global_step, world == 4 ? 4 + 1 + 3 : 4 + 4 + 12) << "world " << world;
-      }
-  }
-  std::filesystem::remove_all(dir);
-}
-
 // A library user's bad options are clear errors naming the field, its value and the fix in
 // the library's words, before any collective (Note [Options named by their field]).
 TEST(Trainer, BadOptionsNameTheField) {
@@ -433,6 +155,15 @@ TEST(Trainer, BadOptionsNameTheField) {
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
     }
+  }
+  // At fit: a batch larger than a rank's share of the data: the field, in the library's words.
+  try {
+    train_user_net(1, quiet_fp32(128, 1));
+    ADD_FAILURE() << "trained without a full batch";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "an epoch has no full batch per rank (96 samples, TrainerOptions::data.batch_size=128); lower "
+              "TrainerOptions::data.batch_size or add data");
   }
 }
 
@@ -475,7 +206,7 @@ TEST(Trainer, InitFromAndKeepGlobalBatchAreOptions) {
 // The CLI's --resume_from auto and its run identity are the library's (#29 item 4, Note [Run
 // identity]): resume_from "auto" continues this run's newest checkpoint and starts fresh in an
 // empty folder; a checkpoint of another run_identity is refused, naming what differs, whether
-// auto finds only it or resume_from names it.
+// auto finds only it or resume_from names it, and a fresh run into its folder is refused too.
 TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
   const std::string dir = testing_dist::temp_dir("trainer_resume_auto");
   TrainerOptions o = quiet_fp32(4, 1);
@@ -492,7 +223,16 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
   EXPECT_EQ(train_user_net(2, o).result.global_step, 5);
   TrainerOptions other = o;
   other.run_identity["lr"] = "0.2";
-  for (const std::string& from : {std::string("auto"), first.result.last_checkpoint}) {
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> before = listing();
+  // "": a fresh run would write among (and rotate away) the other run's checkpoints.
+  for (const std::string& from : {std::string("auto"), first.result.last_checkpoint, std::string()}) {
     other.checkpoint.resume_from = from;
     try {
       train_user_net(1, other);
@@ -502,12 +242,20 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
       EXPECT_NE(what.find("belongs to another run; what differs: lr 0.2 (the checkpoint's: 0.1)"),
                 std::string::npos)
           << what;
-      EXPECT_NE(what.find(from == "auto" ? "TrainerOptions::checkpoint.resume_from = auto: "
-                                           "TrainerOptions::checkpoint.dir holds only another run's"
-                                         : "TrainerOptions::checkpoint.resume_from: the checkpoint '" + from),
-                std::string::npos)
-          << what;
+      const std::string where =
+          from == "auto"
+              ? "TrainerOptions::checkpoint.resume_from = auto: TrainerOptions::checkpoint.dir holds "
+                "only another run's"
+          : from.empty() ? "a new run: TrainerOptions::checkpoint.dir holds another run's checkpoints; the "
+                           "newest '"
+                         : "TrainerOptions::checkpoint.resume_from: the checkpoint '" + from;
+      EXPECT_NE(what.find(where), std::string::npos) << what;
     }
   }
+  EXPECT_EQ(listing(), before) << "a refused run changed the checkpoint folder";
+  // The same run started fresh into its own folder: allowed (its saves replace the old ones).
+  o.checkpoint.resume_from = "";
+  o.loop.max_steps = 2;
+  EXPECT_EQ(train_user_net(1, o).result.global_step, 2);
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,86 @@
+#include "data/data_options.h"
+
+#include <vector>
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace ddptrain {
+namespace {
+
+constexpr const char* kDataOwner = "DataOptions";
+
+bool has_augment_recipe(DatasetKind d) {
+  return d == DatasetKind::kCifar10 || d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist;
+}
+
+bool reads_folder(DatasetKind d) {
+  return d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist || d == DatasetKind::kCifar10 ||
+         d == DatasetKind::kTensors;
+}
+
+// The fields this dataset has no use for (where they differ from their defaults): dataset
+// tokens with a data_path would otherwise train on synthetic tokens.
+void reject_unused(const DataOptions& d) {
+  const DataOptions defaults;
+  const std::string kind = word(d.dataset);
+  const bool synthetic = d.dataset == DatasetKind::kSynthetic;
+  if (!d.data_path.empty() && d.dataset != DatasetKind::kText)
+    throw OptionError(
+        {{&d.data_path, "data_path"}, {&d.dataset, "dataset"}, {&d.data_dir, "data_dir"}},
+        str("{0}='", OptionError::literal(d.data_path), "' is the text file of {1:text}; {1:", kind, "}",
+            d.dataset == DatasetKind::kTokens
+                ? " is synthetic tokens (no file): use {1:text} to train on the file's bytes"
+                : " does not read it: drop {0} (its files are in {2})"),
+        kDataOwner);
+  if (!d.data_dir.empty() && !reads_folder(d.dataset))
+    throw OptionError(
+        {{&d.data_dir, "data_dir"}, {&d.dataset, "dataset"}, {&d.data_path, "data_path"}},
+        str("{0}='", OptionError::literal(d.data_dir), "': {1:", kind, "} reads no folder (",
+            d.dataset == DatasetKind::kText ? "its file is {2}" : "it is generated", "): drop {0}"),
+        kDataOwner);
+  if (!synthetic) {  // the shape fields set: synthetic's alone
+    std::vector<OptionField> set;
+    if (d.num_classes != defaults.num_classes) set.push_back({&d.num_classes, "num_classes"});
+    if (d.in_channels != defaults.in_channels) set.push_back({&d.in_channels, "in_channels"});
+    if (d.image_size != defaults.image_size) set.push_back({&d.image_size, "image_size"});
+    if (!set.empty()) {
+      std::string names;
+      for (size_t i = 0; i < set.size(); ++i)
+        names += str(i == 0 ? "" : i + 1 == set.size() ? " and " : ", ", "{", i, "}");
+      const size_t at = set.size();
+      set.push_back({&d.dataset, "dataset"});
+      throw OptionError(
+          set,
+          str(names, set.size() == 2 ? " shapes {" : " shape {", at, ":synthetic}; {", at, ":", kind,
+              "} takes its shape and classes from its data: drop ", set.size() == 2 ? "it" : "them"),
+          kDataOwner);
+    }
+  }
+  if (!synthetic && d.dataset != DatasetKind::kTokens && d.dataset_size != defaults.dataset_size)
+    throw OptionError(
+        {{&d.dataset_size, "dataset_size"}, {&d.dataset, "dataset"}},
+        str("{0}=", d.dataset_size, " sizes the generated datasets (synthetic, tokens); {1:", kind,
+            "} has as many samples as its data: drop it (to train on fewer, stop early with max_steps)"),
+        kDataOwner);
+}
+
+}  // namespace
+
+void DataOptions::validate() const {
+  check_option_positive(num_classes, "num_classes", "pass the number of classes, e.g. {0:10}", kDataOwner);
+  check_option_positive(in_channels, "in_channels", "pass e.g. {0:3}", kDataOwner);
+  check_option_positive(image_size, "image_size", "pass e.g. {0:32}", kDataOwner);
+  check_option_positive(dataset_size, "dataset_size", "pass e.g. {0:50000}", kDataOwner);
+  const std::string kind = word(dataset);
+  if (augment && !has_augment_recipe(dataset))
+    throw OptionError(
+        {{&augment, "augment"}, {&dataset, "dataset"}},
+        str("{0} has no recipe for {1:", kind, "}; use it with cifar10, fashion-mnist or mnist"), kDataOwner);
+  if (dataset == DatasetKind::kText && data_path.empty())
+    throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
+                      "{0:text} needs {1:FILE} (any text file; its bytes are the tokens)", kDataOwner);
+  reject_unused(*this);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,114 @@
+#include "models/model_options.h"
+
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace ddptrain {
+namespace {
+
+constexpr const char* kModelOwner = "ModelOptions";
+
+// A scripted module: its file, and for token data the sizes ddptrain cannot read from it.
+void validate_script(const ModelOptions& m, const DataOptions& data) {
+  if (m.model_path.empty())
+    throw OptionError(
+        {{&m.model, "model"}, {&m.model_path, "model_path"}},
+        "{0:torchscript} needs {1:FILE} (a module saved with torch.jit.script(model).save(FILE))",
+        kModelOwner);
+  if (is_token_dataset(data.dataset) && !(m.block_size > 0 && m.vocab_size > 0))
+    throw OptionError(
+        {{&m.model, "model"}, {&m.block_size, "block_size"}, {&m.vocab_size, "vocab_size"}},
+        "{0:torchscript} on token data needs the module's context length and vocabulary: pass {1} "
+        "and {2}",
+        kModelOwner);
+  if (m.activation_checkpointing != Recompute::kNone)
+    throw OptionError(
+        {{&m.activation_checkpointing, "activation_checkpointing"}},
+        "{0:blocks} cannot recompute a scripted module's blocks (its code is the module's); drop it",
+        kModelOwner);
+  check_option_non_negative(m.flops_per_sample, "flops_per_sample", "pass 0 for no MFU", kModelOwner);
+  const ModelOptions defaults;
+  if (m.width != defaults.width || m.dropout != defaults.dropout)
+    throw OptionError({{&m.width, "width"}, {&m.dropout, "dropout"}},
+                      "{0} and {1} apply to the built-in models; a scripted module is as its file defines it",
+                      kModelOwner);
+}
+
+// The model the data needs: gpt reads tokens, the image models images.
+void check_model_reads_the_data(const ModelOptions& m, const DataOptions& data) {
+  const bool token_data = is_token_dataset(data.dataset), gpt = m.model == ModelKind::kGpt;
+  const std::string kind = word(data.dataset);
+  const OptionField model{&m.model, "model"}, dataset{&data.dataset, "DataOptions::dataset"};
+  if (gpt && !token_data)
+    throw OptionError(
+        {model, dataset, {&data.data_path, "DataOptions::data_path"}},
+        str("{0:gpt} reads tokens, not {1:", kind, "}; pass {1:tokens} (synthetic) or {1:text} {2:FILE}"),
+        kModelOwner);
+  if (!gpt && token_data)
+    throw OptionError({model, dataset},
+                      str("{1:", kind, "} holds token sequences; pass {0:gpt} (or an image dataset for {0:",
+                          word(m.model), "})"),
+                      kModelOwner);
+}
+
+// A built-in model's sizes, and the fields of the other built-in model left at their defaults.
+void validate_built_in(const ModelOptions& m) {
+  for (const auto& [field, name] :
+       {std::pair{&m.n_layer, "n_layer"}, std::pair{&m.n_head, "n_head"}, std::pair{&m.n_embd, "n_embd"},
+        std::pair{&m.block_size, "block_size"}, std::pair{&m.vocab_size, "vocab_size"}})
+    check_option_non_negative(*field, name, "pass 0 for the preset's", kModelOwner);
+  if (!(m.width > 0 && m.width <= 64))
+    throw OptionError({{&m.width, "width"}}, str("{0}=", m.width, " must be in (0, 64]; pass e.g. {0:1.0}"),
+                      kModelOwner);
+  if (!(m.dropout >= 0 && m.dropout < 1))
+    throw OptionError({{&m.dropout, "dropout"}},
+                      str("{0}=", m.dropout, " must be in [0, 1); pass 0 for none"), kModelOwner);
+  if (m.memory_format == MemoryFormat::kChannelsLast && m.model != ModelKind::kMiniResnet)
+    throw OptionError(
+        {{&m.memory_format, "memory_format"}, {&m.model, "model"}},
+        str("{0:channels_last} applies to image models; {1:", word(m.model), "} has no 4-d weights"),
+        kModelOwner);
+  const ModelOptions defaults;
+  if (m.model == ModelKind::kGpt && m.width != defaults.width)
+    throw OptionError({{&m.width, "width"},
+                       {&m.model, "model"},
+                       {&m.gpt_preset, "gpt_preset"},
+                       {&m.n_layer, "n_layer"},
+                       {&m.n_head, "n_head"},
+                       {&m.n_embd, "n_embd"}},
+                      str("{0}=", m.width, " applies to mini_resnet; {1:gpt} is sized by {2} or {3}/{4}/{5}"),
+                      kModelOwner);
+}
+
+}  // namespace
+
+void ModelOptions::validate(const DataOptions& data) const {
+  if (model == ModelKind::kTorchscript) {
+    validate_script(*this, data);
+  } else {
+    if (!model_path.empty())
+      throw OptionError({{&model_path, "model_path"}, {&model, "model"}}, "{0} applies to {1:torchscript}",
+                        kModelOwner);
+    check_model_reads_the_data(*this, data);
+    validate_built_in(*this);
+    if (flops_per_sample != 0)
+      throw OptionError({{&flops_per_sample, "flops_per_sample"}, {&model, "model"}},
+                        "{0} applies to {1:torchscript} (the built-in models count their own)", kModelOwner);
+  }
+  const ModelOptions defaults;
+  if (model != ModelKind::kGpt &&
+      (gpt_preset != defaults.gpt_preset || n_layer != 0 || n_head != 0 || n_embd != 0))
+    throw OptionError(
+        {{&gpt_preset, "gpt_preset"},
+         {&n_layer, "n_layer"},
+         {&n_head, "n_head"},
+         {&n_embd, "n_embd"},
+         {&model, "model"},
+         {&width, "width"}},
+        str("{0}, {1}, {2} and {3} size {4:gpt}; {4:", word(model), "}",
+            model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by {5}",
+            ": drop them"),
+        kModelOwner);
+}
+
+}  // namespace ddptrain
