@@ -12,7 +12,10 @@ const char* const kTrainUsage =
     "torchrun, Slurm or MPI the torchrun environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) makes\n"
     "it one rank of a distributed job.";
 
-std::vector<Flag> train_flags(TrainConfig& c) {
+namespace {
+
+// The run's config file, its data and how the data is batched.
+std::vector<Flag> data_flags(TrainConfig& c) {
   return {
       bind_flag("config", &c.program.config,
                 "TOML file with the same keys as these flags; flags override it"),
@@ -40,6 +43,12 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("augment", &c.data.augment,
                 "augment training images: random crop with padding 4 and horizontal flip (cifar10), random "
                 "crop with padding 2 (fashion-mnist, mnist)"),
+  };
+}
+
+// The model and its sizes.
+std::vector<Flag> model_flags(TrainConfig& c) {
+  return {
       bind_choice("model", &c.model.model, model_choices(),
                   "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module "
                   "scripted in Python (--model_path)"),
@@ -64,6 +73,12 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_choice("activation_checkpointing", &c.model.activation_checkpointing, recompute_choices(),
                   "blocks: recompute each block's activations (all but the last block) in backward instead "
                   "of storing them"),
+  };
+}
+
+// How long and how it optimises: epochs, ZeRO, the optimizer and its schedule, precision.
+std::vector<Flag> optimization_flags(TrainConfig& c) {
+  return {
       bind_flag("epochs", &c.trainer.loop.epochs, "passes over the training data"),
       bind_flag("zero_stage", &c.trainer.zero.stage,
                 "0: DDP, every rank holds the whole optimizer state and gradients; 1: ZeRO stage 1, each "
@@ -99,6 +114,12 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("scaler_init_scale", &c.trainer.precision.scaler_init_scale, "initial loss scale"),
       bind_flag("scaler_growth_interval", &c.trainer.precision.scaler_growth_interval,
                 "finite steps before the loss scale doubles"),
+  };
+}
+
+// The process group and DDP (and --use_amp, listed after them).
+std::vector<Flag> distributed_flags(TrainConfig& c) {
+  return {
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
       bind_flag("dist_timeout_s", &c.dist.dist_timeout_s,
                 "timeout of rendezvous and every collective, seconds"),
@@ -124,6 +145,12 @@ std::vector<Flag> train_flags(TrainConfig& c) {
       bind_flag("accum_no_sync", &c.trainer.ddp.accum_no_sync,
                 "with --grad_accum_steps: all-reduce once per step, not per micro-batch"),
       bind_flag("use_amp", &c.trainer.precision.use_amp, "mixed precision where the device supports it"),
+  };
+}
+
+// Checkpoints, resume, reports, and the process's own settings.
+std::vector<Flag> output_flags(TrainConfig& c) {
+  return {
       bind_flag("checkpoint_dir", &c.trainer.checkpoint.dir,
                 "where rank 0 writes checkpoints (created when missing)"),
       bind_flag("save_every", &c.trainer.checkpoint.save_every, "save every N epochs (0 = only at the end)"),
@@ -162,7 +189,19 @@ std::vector<Flag> train_flags(TrainConfig& c) {
                 "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and "
                 "page-faulting it back (0 = glibc's own policy; -1 = 1024, but under --zero_stage >= 1 "
                 "return every block of 1 MiB or more at once, to hold the least memory)"),
+
   };
+}
+
+}  // namespace
+
+std::vector<Flag> train_flags(TrainConfig& c) {
+  std::vector<Flag> all;
+  for (auto part : {data_flags, model_flags, optimization_flags, distributed_flags, output_flags}) {
+    std::vector<Flag> flags = part(c);
+    all.insert(all.end(), std::make_move_iterator(flags.begin()), std::make_move_iterator(flags.end()));
+  }
+  return all;
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // Trainer::Impl: the Trainer's machinery (train/trainer.h holds only what a user touches):
 // its options as it runs them, the measurements of the start, DDP and the shards, the loss
 // scaler, the state a checkpoint saves, the step timer, the callbacks and the test hooks.
-// The loop's functions are its members, defined in train/trainer.cpp.
+// The loop's functions are its members, defined in train/trainer.cpp (setup, resume, the
+// schedule) and train/trainer_loop.cpp (the epoch loop); what one fit() holds: trainer_run.h.
 #pragma once
 
 #include <cstdint>

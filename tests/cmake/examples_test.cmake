@@ -16,7 +16,7 @@ endfunction()
 run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK}/prefix")
 # Only the public headers are installed (#29 item 3): not the Trainer's machinery, the CLI's
 # table or fault injection.
-foreach(private train/trainer_impl.h config/flag_table.h util/fault.h train/fault_hooks.h)
+foreach(private train/trainer_impl.h train/trainer_run.h config/flag_table.h util/fault.h train/fault_hooks.h)
   if(EXISTS "${WORK}/prefix/include/ddptrain/${private}")
     message(FATAL_ERROR "the private header ${private} was installed")
   endif()

@@ -1,0 +1,181 @@
+// The Trainer's epoch loop: an epoch's data, its micro-batches through the phases (Note [Loop
+// phases]), the optimizer step and the stop vote, and the epoch's end (summary, evaluation,
+// the callbacks). Setup, resume and the schedule: trainer.cpp.
+#include "ddp/fully_sharded.h"
+#include "obs/memory.h"
+#include "train/evaluate.h"
+#include "train/lr_horizon.h"
+#include "train/optimizer.h"
+#include "train/run_reporter.h"
+#include "train/train_step.h"
+#include "train/trainer_impl.h"
+#include "train/trainer_run.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+// Note [Loop phases]
+// A micro-batch moves through data, forward, backward and (at a group's end) the optimizer
+// step. enter(p) ends the phase open, if any, and opens p: the flight recorder is told the
+// phase this rank is now in (so a hang names it: Note [Flight recorder]). Ending a phase
+// charges the time since the previous mark to it (StepTimer) and tells the callbacks
+// (on_phase: the trace's spans). The time between end_phase and the next enter (the epoch's
+// sums, the micro-batch callbacks) is charged to the next phase, as the step line counts it.
+void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
+  end_phase(run);
+  run.open_phase = p;
+  static const char* kFlightNames[StepTimer::kNumPhases] = {"data", "forward", "backward", "optimizer"};
+  ctx_.recorder().set_phase(kFlightNames[p], state_.global_step + 1);
+}
+
+void Trainer::Impl::end_phase(Run& run) {
+  if (!run.open_phase) return;
+  const StepTimer::Phase p = *run.open_phase;
+  run.open_phase.reset();
+  const StepTimer::Interval i = timer_.mark(p);
+  const int64_t step = p == StepTimer::kOptimizer ? state_.run_steps - 1 : state_.run_steps;
+  for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});
+}
+
+// The epoch's data: the sampler's indices (from where a resume left them), or the rest of an
+// epoch planned at another world size (Note [Resume at another world size]); sets run.pos and
+// the epoch's plan, returns the first micro-batch.
+int64_t Trainer::Impl::start_epoch_data(Run& run, int epoch) {
+  const int world = ctx_.world_size();
+  const int64_t B = opts_.data.batch_size, K = opts_.loop.grad_accum_steps;
+  run.sampler.set_epoch(epoch);
+  run.train.set_epoch(epoch);
+  int64_t first = 0, batches = run.batches;
+  if (epoch == run.start_epoch && run.rest) {
+    state_.plan = *run.rest;
+    std::vector<int64_t> mine = rest_of_epoch(run.sampler_options, epoch, *run.rest, world, ctx_.rank());
+    batches = run.rest->rest_batches(world, B);  // the last one may be smaller, on every rank
+    run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
+  } else {
+    state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.data.drop_last);
+    first = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
+    run.loader.start(run.sampler.indices(), first);
+  }
+  run.pos = {first, batches, (batches + K - 1) / K, Clock::now()};
+  return first;
+}
+
+// One epoch's micro-batches, from where a resume left it; true when the loop must stop.
+bool Trainer::Impl::train_epoch(Run& run) {
+  const int epoch = state_.epoch;
+  const int64_t K = opts_.loop.grad_accum_steps;
+  if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine)
+    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
+  const int64_t first_micro = start_epoch_data(run, epoch);
+  const int64_t batches = run.pos.batches;
+  model_.module->train();
+  zero_grad_set_to_none(optimizer_);
+  run.sums = EpochSums(ctx_.device());
+  state_.micro_done = first_micro;
+  int64_t step_in_epoch = first_micro / K;
+  timer_.restart();
+  reset_peak_memory(ctx_.device());
+  if (fsdp_) fsdp_->reset_peak();
+  for (auto& c : run.callbacks) c->on_epoch_begin(state_, run.pos);
+  const bool pinned = ctx_.device().is_cuda();
+  for (int64_t micro = first_micro; micro < batches; ++micro) {
+    const int64_t group_start = micro / K * K, group_size = std::min<int64_t>(K, batches - group_start);
+    const bool last_in_group = micro + 1 == group_start + group_size;
+    enter(run, StepTimer::kData);  // Note [Loop phases]
+    auto batch = run.loader.next();
+    DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
+    // From pinned memory on CUDA: the copies overlap with the work queued before them.
+    at::Tensor inputs = batch->inputs.to(ctx_.device(), /*non_blocking=*/pinned);
+    if (opts_.channels_last && inputs.dim() == 4) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
+    enter(run, StepTimer::kForward);
+    if (micro == group_start) hooks_->before_step(ctx_, state_.global_step + 1);
+    ForwardResult f =
+        forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
+    hooks_->on_loss(ctx_, state_.global_step + 1, f.loss);
+    enter(run, StepTimer::kBackward);
+    // See Note [no_sync and accumulation].
+    backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.ddp.accum_no_sync);
+    end_phase(run);
+    const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
+    run.sums.add(loss_d, f.output, targets, objective_);
+    state_.micro_done = micro + 1;
+    for (auto& c : run.callbacks) c->on_micro_batch(state_, {micro, batch->indices, loss_d});
+    if (last_in_group) enter(run, StepTimer::kOptimizer);
+    if (last_in_group && step(run, step_in_epoch, loss_d)) return true;
+  }
+  return false;
+}
+
+// The optimizer step of a group, the stop vote, and the step callbacks; true when the loop
+// must stop after it.
+bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
+  if (opts_.optim.lr_schedule == LrSchedule::kStepCosine)
+    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position()));
+  const bool stepped = optimizer_step(state_, opts_.optim.clip_grad_norm);
+  if (!stepped)
+    ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
+                        scaler_.current_scale()));
+  end_phase(run);
+  hooks_->after_step(ctx_, state_.global_step);
+  ++step_in_epoch;
+  bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;
+  if (run.vote.agreed()) {  // Note [Agreed stop]
+    stopping = true;
+    state_.stopped_by_signal = run.vote.local_signal() != 0 ? run.vote.local_signal() : 15;
+    ctx_.log().warn(str("stopping after step ", state_.global_step, " on a signal",
+                        opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
+  }
+  const StepEvent e{run.pos, step_in_epoch, stepped, stopping, loss};
+  for (auto& c : run.callbacks) c->on_step_end(state_, e);
+  return stopping;
+}
+
+// The epoch's end: the summary over the ranks, evaluation (every eval_every epochs and after
+// the last; a stopping job saves instead), the callbacks. True when the loop must stop.
+bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
+  for (auto& c : run.callbacks) c->on_epoch_trained(state_);
+  run.loader.stop();
+  run.vote.drain();  // never leave the vote pending across other collectives' tensors
+  // The last forward updated each rank's BatchNorm statistics with its own data: take rank
+  // 0's, so evaluation, the checkpoint and every replica agree bitwise.
+  ddp_->sync_buffers();
+  EpochEvent e(run.pos);
+  e.seconds = seconds_since(run.pos.started);
+  run.train_time += e.seconds;
+  const EpochSums::Summary s = run.sums.reduce(ctx_, static_cast<bool>(objective_.correct));
+  e.train_loss = result.train_loss = s.train_loss;
+  e.train_acc = s.train_acc;
+  e.peak_mem_mib = s.peak_mem_mib;
+  e.peak_rss_mib = s.peak_rss_mib;
+  // What the statistics cover: the whole epoch, or only the micro-batches this run trained
+  // of it (a resume began mid-epoch, or a stop ended it early).
+  e.partial = run.pos.first_micro > 0 || state_.micro_done < run.pos.batches || state_.plan.done > 0;
+  result.last_epoch_part =
+      e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.pos.batches) : "";
+  e.stopping = stopping;
+  run.checkpoints->before_evaluation(state_, e);  // an evaluation that fails loses no training
+  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
+                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
+  if (eval_now) {
+    ctx_.recorder().set_phase("evaluation", state_.global_step);
+    hooks_->in_evaluation(ctx_, state_.epoch);
+    const EvalResult ev =
+        evaluate(model_, objective_, *run.test,
+                 {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);
+    if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
+      e.stopping = e.eval_interrupted = true;
+      const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;
+      state_.stopped_by_signal = sig != 0 ? sig : 15;
+    } else {
+      e.eval = ev;
+      result.evaluated = true;
+      result.test_loss = ev.loss;
+      result.test_accuracy = ev.accuracy;
+    }
+  }
+  for (auto& c : run.callbacks) c->on_epoch_end(state_, e);
+  return e.stopping;
+}
+
+}  // namespace ddptrain
