@@ -24,8 +24,15 @@ endforeach()
 if(NOT EXISTS "${WORK}/prefix/include/ddptrain/train/trainer.h")
   message(FATAL_ERROR "the public header train/trainer.h was not installed")
 endif()
+# ccache when there is one (as the build's own): the examples' compiles are most of this test.
+find_program(ccache_program ccache)
+set(launcher "")
+if(ccache_program)
+  set(launcher "-DCMAKE_CXX_COMPILER_LAUNCHER=${ccache_program}")
+endif()
 run_step("configure examples/ against the installed package" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples"
-         -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${WORK}/prefix" -DCMAKE_BUILD_TYPE=Release)
+         -B "${WORK}/build" -G Ninja "-DCMAKE_PREFIX_PATH=${WORK}/prefix" -DCMAKE_BUILD_TYPE=Release
+         ${launcher})
 run_step("build examples/" "${CMAKE_COMMAND}" --build "${WORK}/build")
 
 # The README's snippet ("Your own model in C++") is what it says: at most 40 lines that build
@@ -50,7 +57,7 @@ find_package(ddptrain REQUIRED)
 add_executable(snippet main.cpp)
 target_link_libraries(snippet PRIVATE ddptrain::ddptrain)
 ")
-run_step("configure the README's snippet" "${CMAKE_COMMAND}" -S "${WORK}/snippet" -B "${WORK}/snippet/build" -G Ninja
+run_step("configure the README's snippet" "${CMAKE_COMMAND}" -S "${WORK}/snippet" -B "${WORK}/snippet/build" -G Ninja ${launcher}
          "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
 run_step("build the README's snippet" "${CMAKE_COMMAND}" --build "${WORK}/snippet/build")
 set(launch "${WORK}/prefix/bin/ddptrain" launch --nproc_per_node 2)
