@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ddptrain benchmarks (make bench). CPU, Gloo on loopback, synthetic data, image 32.
-#  1. throughput: ddptrain vs Python PyTorch DDP on the torch this build links (pip's 2.11
+#  1. throughput: ddptrain vs Python PyTorch DDP on the torch this build links (pip's 2.15
 #     for the default build, Debian's 1.13 for build-debian), same model, batch, threads,
 #     loader workers and precision (fp32), world 1 and 2, with Python as users run it (NCHW)
 #     and with channels_last (ddptrain's layout); BENCH_ROUNDS interleaved rounds, medians;
