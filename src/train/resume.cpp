@@ -58,19 +58,21 @@ int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointE
 
 }  // namespace
 
-int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
+int64_t resume_micro_batch(const CheckpointMeta& meta, const TrainerOptions& o) {
   if (meta.epoch_complete) return 0;
+  const int batch_size = o.data.batch_size, grad_accum_steps = o.loop.grad_accum_steps;
   const int64_t old = meta.batch_size > 0 ? meta.batch_size : batch_size;
   const int64_t samples = meta.batches_done * old;  // per rank, into the epoch
   const int64_t group = static_cast<int64_t>(batch_size) * grad_accum_steps;
   if (samples % group != 0)
-    throw UsageError(str("--batch_size=", batch_size, ": the checkpoint stopped ", samples,
-                         " samples per rank into epoch ", meta.epoch, " (", meta.batches_done, " batches of ",
-                         old, "), not a whole number of ",
-                         grad_accum_steps > 1 ? "accumulation groups of " : "batches of ", group,
-                         " samples, so training on would repeat or skip samples; resume with a --batch_size "
-                         "that divides ",
-                         samples, " (e.g. ", old, "), or from a checkpoint at an epoch's end"));
+    throw OptionError(
+        {{&o.data.batch_size, "data.batch_size"}},
+        str("{0}=", batch_size, ": the checkpoint stopped ", samples, " samples per rank into epoch ",
+            meta.epoch, " (", meta.batches_done, " batches of ", old, "), not a whole number of ",
+            grad_accum_steps > 1 ? "accumulation groups of " : "batches of ", group,
+            " samples, so training on would repeat or skip samples; resume with a {0} that divides ", samples,
+            " (e.g. ", old, "), or from a checkpoint at an epoch's end"))
+        .within(&o);
   return samples / batch_size;
 }
 
@@ -84,11 +86,11 @@ EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size) {
   return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size};
 }
 
-ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps) {
+ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOptions& o) {
   if (meta.epoch_complete) return {};
-  const EpochPlan plan = epoch_plan_of(meta, batch_size);
+  const EpochPlan plan = epoch_plan_of(meta, o.data.batch_size);
   if (plan.world == world && meta.world_size == world)  // the epoch's own order at its own size
-    return {resume_micro_batch(meta, batch_size, grad_accum_steps), std::nullopt};
+    return {resume_micro_batch(meta, o), std::nullopt};
   return {0, plan};
 }
 
@@ -136,7 +138,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     // Verified before anything is written (the load checks each file again as it reads it).
     CheckpointEntry c{from, verify_checkpoint(from)};
     refuse_another_runs_checkpoint(o, c, name_prefix);
-    resume_point(c.meta, world, o.data.batch_size, o.loop.grad_accum_steps);  // refuses before anything runs
+    resume_point(c.meta, world, o);  // refuses before anything runs
     return from;
   }
   const std::string& root = co.dir;
@@ -153,8 +155,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
     if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
       log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
-      resume_point(c->meta, world, o.data.batch_size,
-                   o.loop.grad_accum_steps);  // refuses before anything runs
+      resume_point(c->meta, world, o);  // refuses before anything runs
       return c->dir;
     }
     if (theirs)

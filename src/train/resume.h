@@ -13,25 +13,25 @@
 namespace ddptrain {
 
 /// The micro-batch of its epoch at which a run resumed from `meta` continues: the checkpoint's
-/// position in samples (per rank) in batches of this run's --batch_size, which may differ
+/// position in samples (per rank) in batches of this run's o.data.batch_size, which may differ
 /// from the checkpoint's, so that every sample of the epoch is trained exactly once.
-/// UsageError naming --batch_size when that position is not a whole number of accumulation
-/// groups of the new batch size.
-int64_t resume_micro_batch(const CheckpointMeta& meta, int batch_size, int grad_accum_steps);
+/// OptionError naming data.batch_size (of `o`) when that position is not a whole number of
+/// accumulation groups of the new batch size.
+int64_t resume_micro_batch(const CheckpointMeta& meta, const TrainerOptions& o);
 
 /// The order and progress meta.json recorded for the checkpoint's epoch (Note [Resume at
 /// another world size]); older checkpoints: their world and batch, end -1 (unknown here).
 EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size);
 
 /// Where a run of `world` ranks resumed from `meta` continues its epoch: at a micro-batch of the
-/// sampler's indices (the checkpoint's own world size: resume_micro_batch, and its UsageError),
+/// sampler's indices (the checkpoint's own world size: resume_micro_batch, and its OptionError),
 /// or with the rest of an epoch planned at another world size (end -1: to be computed from the
 /// dataset's length). Nothing for a checkpoint at an epoch's end.
 struct ResumePoint {
   int64_t micro = 0;
   std::optional<EpochPlan> rest;
 };
-ResumePoint resume_point(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
+ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOptions& o);
 
 /// The schedule's steps the checkpoint's run took, counted in this run's global batch, minus its
 /// optimizer steps: 0 when the global batch is unchanged (the schedule continues by samples).

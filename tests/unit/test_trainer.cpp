@@ -221,6 +221,19 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
   EXPECT_FALSE(again.result.nothing_to_train.empty()) << "auto did not resume the step-3 checkpoint";
   o.loop.max_steps = 5;
   EXPECT_EQ(train_user_net(2, o).result.global_step, 5);
+  // Another batch size that does not divide where the checkpoint stopped: refused, the field named.
+  TrainerOptions odd = o;
+  odd.data.batch_size = 3;
+  try {
+    train_user_net(2, odd);
+    ADD_FAILURE() << "resumed 20 samples into the epoch in batches of 3";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind(
+            "TrainerOptions::data.batch_size=3: the checkpoint stopped 20 samples per rank into epoch 1", 0),
+        0u)
+        << e.what();
+  }
   TrainerOptions other = o;
   other.run_identity["lr"] = "0.2";
   const auto listing = [&] {
