@@ -14,11 +14,6 @@ bool has_augment_recipe(DatasetKind d) {
   return d == DatasetKind::kCifar10 || d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist;
 }
 
-bool reads_folder(DatasetKind d) {
-  return d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist || d == DatasetKind::kCifar10 ||
-         d == DatasetKind::kTensors;
-}
-
 // The fields this dataset has no use for (where they differ from their defaults): dataset
 // tokens with a data_path would otherwise train on synthetic tokens.
 void reject_unused(const DataOptions& d) {

@@ -27,6 +27,12 @@ inline const char* word(DatasetKind v) { return dataset_choices().word(v); }
 /// Token sequences (for gpt), not images.
 inline bool is_token_dataset(DatasetKind d) { return d == DatasetKind::kTokens || d == DatasetKind::kText; }
 
+/// Read from the files of a folder (data_dir), not generated or one text file.
+inline bool reads_folder(DatasetKind d) {
+  return d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist || d == DatasetKind::kCifar10 ||
+         d == DatasetKind::kTensors;
+}
+
 struct DataOptions {
   DatasetKind dataset = DatasetKind::kSynthetic;
   std::string data_dir;   // empty: the dataset's default (fashion-mnist only; see datasets.h)

@@ -240,9 +240,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
   opts.validate();
   DataSplits s;
   // Only the datasets read from files have a folder (resolved once: it checks the disk).
-  const bool from_files = opts.dataset == DatasetKind::kFashionMnist || opts.dataset == DatasetKind::kMnist ||
-                          opts.dataset == DatasetKind::kCifar10 || opts.dataset == DatasetKind::kTensors;
-  const std::string dir = from_files ? data_dir_for(opts) : "";
+  const std::string dir = reads_folder(opts.dataset) ? data_dir_for(opts) : "";
   switch (opts.dataset) {
     case DatasetKind::kSynthetic:
       s.train = std::make_unique<SyntheticDataset>(

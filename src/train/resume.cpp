@@ -143,6 +143,10 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   }
   const std::string& root = co.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
+  if (from.empty()) {  // this run's own there: the Trainer says its saves replace them
+    check_fresh_start(o, all, name_prefix);
+    return "";
+  }
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
@@ -151,20 +155,16 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     else if (!theirs)
       theirs = &*c;
   }
-  if (from == "auto") {
-    // The newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
-    if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
-      log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
-      resume_point(c->meta, world, o);  // refuses before anything runs
-      return c->dir;
-    }
-    if (theirs)
-      another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
-                  differences(*theirs), kAnotherRunsFolderFix);
-    log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
-    return "";
+  // auto: the newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
+  if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
+    log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
+    resume_point(c->meta, world, o);  // refuses before anything runs
+    return c->dir;
   }
-  check_fresh_start(o, all, name_prefix);  // this run's own there: the Trainer says its saves replace them
+  if (theirs)
+    another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
+                differences(*theirs), kAnotherRunsFolderFix);
+  log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
   return "";
 }
 
