@@ -11,6 +11,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "config/train_config.h"
+#include "config/train_from_config.h"
 #include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "models/build_model.h"
@@ -126,10 +127,15 @@ int cmd_eval(const std::vector<std::string>& args) {
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
-  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model));
+  DataSplits data = datasets_from(cfg);
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
   const DatasetShape shape = data.test->shape();
-  std::shared_ptr<Model> model = build_model(cfg.model, shape);
+  std::shared_ptr<Model> model;
+  try {
+    model = build_model(cfg.model, shape);
+  } catch (const OptionError& e) {
+    throw UsageError(in_train_flag_words(e, cfg));
+  }
   const std::string model_pt = checkpoint + "/model.pt";
   const auto weights = unpickle_tensors(read_file(model_pt), model_pt);
   try {

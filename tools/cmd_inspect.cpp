@@ -42,12 +42,14 @@ int inspect_gpt(const ModelOptions& mo) {
   return 0;
 }
 
-// The data's own checks (DataOptions::validate), the fields named by this command's flags.
-void validate_in_flag_words(const DataOptions& d, const std::vector<Flag>& table) {
+// Runs `f`; its errors about the fields of `d` (or of a copy of d: Note [Options named by their
+// field]) named by this command's flags.
+template <typename F>
+auto in_flag_words_of(const std::vector<Flag>& table, const DataOptions& d, F f) {
   try {
-    d.validate();
+    return f();
   } catch (const OptionError& e) {
-    throw UsageError(in_flag_words(e, table));
+    throw UsageError(in_flag_words(e, table, &d));
   }
 }
 
@@ -132,8 +134,10 @@ int inspect_model(const std::vector<std::string>& args) {
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kTorchscript) {
     DDP_USAGE_CHECK(!mo.model_path.empty(), "inspect model --model torchscript needs --model_path FILE");
-    validate_in_flag_words(d, table);
-    return inspect_script(mo, d);
+    return in_flag_words_of(table, d, [&] {
+      d.validate();
+      return inspect_script(mo, d);
+    });
   }
   const long long image = d.image_size, channels = d.in_channels, classes = d.num_classes;
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
@@ -192,8 +196,10 @@ int inspect_loader(const std::vector<std::string>& args) {
                   word(d.dataset));
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
-  validate_in_flag_words(d, table);
-  DataSplits data = make_datasets(d, {}, 42);
+  DataSplits data = in_flag_words_of(table, d, [&] {
+    d.validate();
+    return make_datasets(d, {}, 42);
+  });
   std::unique_ptr<Dataset> ds = std::move(data.train);
   ds->set_epoch(1);
   DistributedSampler sampler({ds->size(), static_cast<int>(world), 0, true, 42, false});

@@ -35,7 +35,26 @@ FitCheck fit_check(const TrainConfig& cfg, const DistContext& ctx) {
   c.model_name =
       scripted ? str("--model_path='", cfg.model.model_path, "'") : str("--model ", cfg.model.model);
   c.data_name = str("--dataset ", cfg.data.dataset);
+  c.loss_name = "--loss";
   return c;
+}
+
+std::string in_train_flag_words(const OptionError& e, const TrainConfig& cfg) {
+  TrainConfig bound = cfg;
+  const std::string& owner = e.owner();
+  const void* part = owner == "DataOptions"        ? static_cast<const void*>(&bound.data)
+                     : owner == "ModelOptions"     ? static_cast<const void*>(&bound.model)
+                     : owner == "OptimizerOptions" ? static_cast<const void*>(&bound.optimizer)
+                                                   : static_cast<const void*>(&bound.trainer);
+  return in_flag_words(e, train_flags(bound), part);
+}
+
+DataSplits datasets_from(const TrainConfig& cfg) {
+  try {
+    return make_datasets(cfg.data, token_spec(cfg.model), cfg.trainer.loop.seed);
+  } catch (const OptionError& e) {  // a field of cfg.data: name its flag
+    throw UsageError(in_train_flag_words(e, cfg));
+  }
 }
 
 namespace {
@@ -45,7 +64,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
-  DataSplits data = make_datasets(cfg.data, token_spec(cfg.model), cfg.trainer.loop.seed);
+  DataSplits data = datasets_from(cfg);
   log.info(str("dataset ", word(cfg.data.dataset), ": ", data.train->size(), " training samples",
                data.test ? str(", ", data.test->size(), " test samples") : std::string()));
   if (cfg.data.augment)
@@ -80,17 +99,15 @@ std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& 
   try {
     return choose_resume_checkpoint(o, world, log, "--");
   } catch (const OptionError& e) {  // a field of the copy o: name its flag
-    TrainConfig bound = cfg;
-    throw UsageError(in_flag_words(e, train_flags(bound), &bound.trainer));
+    throw UsageError(in_train_flag_words(e, cfg));
   }
 }
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
   try {
     return train_in_library_words(cfg, ctx, config_json);
-  } catch (const OptionError& e) {  // a field of the Trainer's copy of cfg.trainer: name its flag
-    TrainConfig bound = cfg;
-    throw UsageError(in_flag_words(e, train_flags(bound), &bound.trainer));
+  } catch (const OptionError& e) {  // a field of the Trainer's copy of cfg.trainer, or of cfg
+    throw UsageError(in_train_flag_words(e, cfg));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/train_config.h"
+#include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "train/trainer.h"
 #include "train/trainer_options.h"
@@ -21,6 +22,14 @@ TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config
 /// of the flags (Note [Run identity]), chosen before anything is written; a usage error in
 /// flag words when it belongs to another run (train/resume.h).
 std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& log);
+
+/// `e` in flag words, its fields members of cfg or of a copy of the part of cfg its owner names
+/// (OptionError::within): "DataOptions::data_dir" is --data_dir.
+std::string in_train_flag_words(const OptionError& e, const TrainConfig& cfg);
+
+/// The datasets of the flags (make_datasets), a usage error in flag words when they cannot be
+/// read: "--data_dir: folder '/x' has no train-images-idx3-ubyte(.gz): ...".
+DataSplits datasets_from(const TrainConfig& cfg);
 
 /// Runs the configured training on this rank.
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);

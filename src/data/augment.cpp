@@ -8,7 +8,7 @@ AugmentOptions augment_for(DatasetKind dataset, uint64_t seed) {
   if (dataset == DatasetKind::kCifar10) return {4, true, seed};
   if (dataset == DatasetKind::kFashionMnist || dataset == DatasetKind::kMnist) return {2, false, seed};
   throw UsageError(
-      "--augment has no recipe for --dataset " + std::string(word(dataset)) +
+      "augment has no recipe for dataset " + std::string(word(dataset)) +
       "; it is defined for cifar10 (crop with padding 4, horizontal flip), fashion-mnist and mnist "
       "(crop with padding 2)");
 }

@@ -25,8 +25,7 @@ Example SyntheticDataset::get(int64_t index) const {
 }
 
 std::string read_maybe_gzipped(const std::string& path) {
-  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "data file '", path,
-                  "' does not exist; pass --data_dir with the dataset's files");
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "data file '", path, "' does not exist");
   if (path.size() < 3 || path.substr(path.size() - 3) != ".gz") {
     std::ifstream in(path, std::ios::binary);
     std::ostringstream os;
@@ -58,28 +57,50 @@ std::string find_idx_file(const std::string& dir, const std::string& name, const
   std::string plain = dir + "/" + name;
   if (std::filesystem::is_regular_file(plain + ".gz")) return plain + ".gz";
   if (std::filesystem::is_regular_file(plain)) return plain;
-  throw UsageError(detail::concat("--data_dir='", dir, "' has no ", name, "(.gz); point --data_dir at ",
-                                  dataset, "'s IDX files"));
+  throw UsageError(
+      detail::concat("folder '", dir, "' has no ", name, "(.gz): it is not ", dataset, "'s IDX files"));
 }
 
-// Where a dataset's files are: --data_dir, else the dataset's own default. Only Fashion-MNIST
-// has one (Debian's dataset-fashion-mnist package); the others need --data_dir.
+constexpr const char* kDatasetsOwner = "DataOptions";
+
+// Where a dataset's files are: data_dir, else the dataset's own default. Only Fashion-MNIST
+// has one (Debian's dataset-fashion-mnist package); the others need data_dir.
 std::string data_dir_for(const DataOptions& o) {
   if (!o.data_dir.empty()) return o.data_dir;
+  const std::vector<OptionField> fields{{&o.dataset, "dataset"}, {&o.data_dir, "data_dir"}};
   if (o.dataset == DatasetKind::kFashionMnist) {
-    DDP_USAGE_CHECK(std::filesystem::is_directory(kFashionMnistDir), "--dataset fashion-mnist reads ",
-                    kFashionMnistDir,
-                    " unless --data_dir is given, and it does not exist: apt install "
-                    "dataset-fashion-mnist, or pass --data_dir DIR with Fashion-MNIST's IDX files");
+    if (!std::filesystem::is_directory(kFashionMnistDir))
+      throw OptionError(fields,
+                        str("{0:fashion-mnist} reads ", kFashionMnistDir,
+                            " unless {1} is given, and it does not exist: apt install "
+                            "dataset-fashion-mnist, or set {1:DIR} with Fashion-MNIST's IDX files"),
+                        kDatasetsOwner)
+          .within(&o);
     return kFashionMnistDir;
   }
   const char* files =
       o.dataset == DatasetKind::kMnist     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
       : o.dataset == DatasetKind::kCifar10 ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
                                            : "train.pt (and test.pt, if there is one)";
-  throw UsageError(detail::concat("--dataset ", word(o.dataset), " reads ", files,
-                                  " from --data_dir, which has no default "
-                                  "for it (only Fashion-MNIST has a Debian package): pass --data_dir DIR"));
+  throw OptionError(fields,
+                    str("{0:", word(o.dataset), "} reads ", files,
+                        " from {1}, which has no default for it (only Fashion-MNIST has a Debian package): "
+                        "set {1:DIR}"),
+                    kDatasetsOwner)
+      .within(&o);
+}
+
+// A dataset's own error about its files (which it names), as an error of the field that named
+// them (Note [Options named by their field]): "--data_dir: folder '/x' has no ...".
+template <typename Make>
+auto read_from(const std::string* field, const char* name, const DataOptions& o, Make make) {
+  try {
+    return make();
+  } catch (const OptionError&) {
+    throw;
+  } catch (const UsageError& e) {
+    throw OptionError({{field, name}}, "{0}: " + OptionError::literal(e.what()), kDatasetsOwner).within(&o);
+  }
 }
 
 }  // namespace
@@ -129,8 +150,8 @@ Cifar10Dataset::Cifar10Dataset(const std::string& dir, bool train) {
   constexpr int64_t kRecord = 1 + 3 * 32 * 32;
   std::string all;
   for (const auto& f : files) {
-    DDP_USAGE_CHECK(std::filesystem::is_regular_file(f), "--data_dir='", dir, "' has no ", f,
-                    "; point --data_dir at CIFAR-10's binary version (cifar-10-batches-bin)");
+    DDP_USAGE_CHECK(std::filesystem::is_regular_file(f), "folder '", dir, "' has no ", f,
+                    ": it is not CIFAR-10's binary version (cifar-10-batches-bin)");
     std::string b = read_maybe_gzipped(f);
     DDP_USAGE_CHECK(!b.empty() && b.size() % kRecord == 0, "'", f,
                     "' is not CIFAR-10 binary data: ", b.size(), " bytes is not a whole number of ", kRecord,
@@ -144,7 +165,7 @@ Cifar10Dataset::Cifar10Dataset(const std::string& dir, bool train) {
   auto* lab = labels_.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     const auto label = static_cast<unsigned char>(all[static_cast<size_t>(i * kRecord)]);
-    DDP_USAGE_CHECK(label < 10, "CIFAR-10 record ", i, " in --data_dir='", dir, "' has label ", int{label},
+    DDP_USAGE_CHECK(label < 10, "CIFAR-10 record ", i, " in folder '", dir, "' has label ", int{label},
                     " (must be < 10): not CIFAR-10 binary data");
     lab[i] = label;
     std::memcpy(img + i * (kRecord - 1), all.data() + i * kRecord + 1, static_cast<size_t>(kRecord - 1));
@@ -241,6 +262,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
   DataSplits s;
   // Only the datasets read from files have a folder (resolved once: it checks the disk).
   const std::string dir = reads_folder(opts.dataset) ? data_dir_for(opts) : "";
+  const auto from_dir = [&](auto make) { return read_from(&opts.data_dir, "data_dir", opts, make); };
   switch (opts.dataset) {
     case DatasetKind::kSynthetic:
       s.train = std::make_unique<SyntheticDataset>(
@@ -248,37 +270,48 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
           DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
       break;
     case DatasetKind::kFashionMnist:
-      s.train = std::make_unique<IdxDataset>(dir, "train", 0.2860, 0.3530, "Fashion-MNIST");
-      s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
-      break;
-    case DatasetKind::kMnist:
-      s.train = std::make_unique<IdxDataset>(dir, "train", 0.1307, 0.3081, "MNIST");
-      s.test = std::make_unique<IdxDataset>(dir, "t10k", 0.1307, 0.3081, "MNIST");
-      break;
-    case DatasetKind::kCifar10:
-      s.train = std::make_unique<Cifar10Dataset>(dir, true);
-      s.test = std::make_unique<Cifar10Dataset>(dir, false);
-      break;
-    case DatasetKind::kTensors: {
-      auto train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
-      if (std::filesystem::is_regular_file(dir + "/test.pt")) {
-        auto test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
-        test->check_scores(*train);
-        s.test = std::move(test);
-      }
-      s.train = std::move(train);
+    case DatasetKind::kMnist: {
+      const bool fashion = opts.dataset == DatasetKind::kFashionMnist;
+      const double mean = fashion ? 0.2860 : 0.1307, std = fashion ? 0.3530 : 0.3081;
+      const char* name = fashion ? "Fashion-MNIST" : "MNIST";
+      s.train = from_dir([&] { return std::make_unique<IdxDataset>(dir, "train", mean, std, name); });
+      s.test = from_dir([&] { return std::make_unique<IdxDataset>(dir, "t10k", mean, std, name); });
       break;
     }
+    case DatasetKind::kCifar10:
+      s.train = from_dir([&] { return std::make_unique<Cifar10Dataset>(dir, true); });
+      s.test = from_dir([&] { return std::make_unique<Cifar10Dataset>(dir, false); });
+      break;
+    case DatasetKind::kTensors:
+      from_dir([&] {
+        auto train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
+        if (std::filesystem::is_regular_file(dir + "/test.pt")) {
+          auto test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
+          test->check_scores(*train);
+          s.test = std::move(test);
+        }
+        s.train = std::move(train);
+        return 0;
+      });
+      break;
     case DatasetKind::kTokens:
     case DatasetKind::kText:
-      DDP_USAGE_CHECK(tokens.block_size > 0, "--dataset ", word(opts.dataset),
-                      " holds token sequences: use it with --model gpt");
+      if (tokens.block_size <= 0)
+        throw OptionError(
+            {{&opts.dataset, "dataset"}},
+            str("{0}=", word(opts.dataset),
+                " holds token sequences: train it with a GPT model (TokenSpec::block_size > 0)"),
+            kDatasetsOwner)
+            .within(&opts);
       if (opts.dataset == DatasetKind::kTokens) {
         s.train =
             std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
       } else {
-        s.train = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true);
-        s.test = std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false);
+        const auto from_file = [&](auto make) { return read_from(&opts.data_path, "data_path", opts, make); };
+        s.train =
+            from_file([&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true); });
+        s.test = from_file(
+            [&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false); });
       }
       break;
   }

@@ -18,8 +18,8 @@ Example TokenSyntheticDataset::get(int64_t index) const {
 }
 
 TextDataset::TextDataset(const std::string& path, int block_size, bool train) : block_(block_size) {
-  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "--data_path='", path,
-                  "' is not a file; pass a text file (any bytes: they are the tokens)");
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "'", path,
+                  "' is not a file; give a text file (any bytes: they are the tokens)");
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -30,9 +30,9 @@ TextDataset::TextDataset(const std::string& path, int block_size, bool train) : 
   const int64_t begin = train ? 0 : split, end = train ? split : n;
   // One window needs block_size + 1 bytes (its input and the next-token targets).
   DDP_USAGE_CHECK(split >= block_size + 1 && n - split >= block_size + 1, "'", path, "' has ", n,
-                  " bytes: too few for one window of --block_size=", block_size,
+                  " bytes: too few for one window of block_size=", block_size,
                   " in both splits (90% train, 10% validation); it needs at least ", 10 * (block_size + 1),
-                  " bytes, or pass a smaller --block_size");
+                  " bytes, or a smaller block_size");
   tokens_ = at::empty({end - begin}, at::kByte);
   std::memcpy(tokens_.data_ptr(), bytes.data() + begin, static_cast<size_t>(end - begin));
 }

@@ -23,11 +23,11 @@ double exposed_s(const LinkCost& link, double grad_bytes, double cap_bytes, doub
 // up). item() waits for the result on a GPU too, so the time is the collective's, not its launch.
 double fastest_all_reduce_s(const DistContext& ctx, at::Tensor t, int reps) {
   std::vector<at::Tensor> ts{t};
-  ctx.all_reduce_sum(ts, "link-probe all_reduce (--bucket_cap_mb auto)");
+  ctx.all_reduce_sum(ts, "link-probe all_reduce (bucket_cap_mb=auto)");
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    ctx.all_reduce_sum(ts, "link-probe all_reduce (--bucket_cap_mb auto)");
+    ctx.all_reduce_sum(ts, "link-probe all_reduce (bucket_cap_mb=auto)");
     ts[0][0].item<float>();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -50,7 +50,7 @@ BucketCapChoice choose_bucket_cap(const LinkCost& link, int64_t grad_bytes, doub
       c.exposed_s = e;
     }
   }
-  c.why = str("--bucket_cap_mb auto: all-reduce latency ", fmt("%.0f", link.latency_s * 1e6), " us, ",
+  c.why = str("bucket_cap_mb=auto: all-reduce latency ", fmt("%.0f", link.latency_s * 1e6), " us, ",
               fmt("%.2f", link.seconds_per_byte > 0 ? 1e-9 / link.seconds_per_byte : 0.0), " GB/s; ",
               fmt("%.1f", g / kMib), " MiB of gradients; backward ~", fmt("%.3f", backward_s),
               " s (estimated): buckets of ", fmt("%.0f", static_cast<double>(c.cap_bytes) / kMib),
@@ -67,7 +67,7 @@ BucketCapChoice agreed_bucket_cap(const DistContext& ctx, int64_t grad_bytes, do
   // (each rank's backward estimate comes from its own kernel probe).
   std::vector<at::Tensor> sums{
       at::tensor({small_s, large_s, backward_s}, at::TensorOptions().dtype(at::kDouble)).to(ctx.device())};
-  ctx.all_reduce_sum(sums, "link-probe result all_reduce (--bucket_cap_mb auto)");
+  ctx.all_reduce_sum(sums, "link-probe result all_reduce (bucket_cap_mb=auto)");
   const at::Tensor mean = sums[0].cpu() / ctx.world_size();
   const double s = mean[0].item<double>(), l = mean[1].item<double>();
   const LinkCost link{s, std::max(0.0, l - s) / (4.0 * (kLarge - kSmall))};

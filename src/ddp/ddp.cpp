@@ -99,7 +99,7 @@ void DistributedDataParallel::sync_buffers() {
   std::vector<at::Tensor> bytes;
   for (auto& b : buffers_) bytes.push_back(b.contiguous().reshape(-1).view(at::kByte));
   std::vector<at::Tensor> flat{at::cat(bytes)};
-  ctx_.broadcast(flat, 0, "buffer broadcast before forward (--broadcast_buffers)");
+  ctx_.broadcast(flat, 0, "buffer broadcast before forward (broadcast_buffers)");
   int64_t off = 0;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const int64_t n = bytes[i].numel();

@@ -34,8 +34,8 @@ OptimizerClass optimizer_kind(const optim::Optimizer& o) {
   if (dynamic_cast<const optim::AdamW*>(&o)) return OptimizerClass::kAdamW;
   if (dynamic_cast<const optim::Adam*>(&o)) return OptimizerClass::kAdam;
   throw UsageError(
-      "--zero_stage 1 shards the state of torch::optim::SGD, Adam and AdamW; this optimizer is none "
-      "of them (use one of those, or --zero_stage 0)");
+      "ZeRO (TrainerOptions::zero.stage; ddptrain train --zero_stage) shards the state of "
+      "torch::optim::SGD, Adam and AdamW; this optimizer is none of them (use one of those, or stage 0)");
 }
 
 const char* optimizer_kind_name(OptimizerClass k) {

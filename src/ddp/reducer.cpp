@@ -65,7 +65,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   reset_iteration();
 
   if (opts_.comm_hook != CommHook::kNone && !ctx_.reduces(wire_dtype(opts_.comm_hook)))
-    ctx_.log().warn(str("--ddp_comm_hook: backend ", ctx_.backend_name(),
+    ctx_.log().warn(str("comm_hook=", word(opts_.comm_hook), ": backend ", ctx_.backend_name(),
                         " of this LibTorch cannot all-reduce ", c10::toString(wire_dtype(opts_.comm_hook)),
                         "; gradients are rounded to it but sent as ",
                         "fp32 (same numerics, no bandwidth saved); fp16 is reduced natively"));
@@ -248,7 +248,8 @@ void Reducer::finalize() {
                     n_missing > 5 ? ", ..." : "",
                     ". DDP must reduce every parameter in every step (the 'Expected to have finished "
                     "reduction in the prior iteration' case in PyTorch). Remedy: make every parameter "
-                    "take part in the loss, or pass --find_unused_parameters"));
+                    "take part in the loss, or set find_unused_parameters "
+                    "(TrainerOptions::ddp.find_unused_parameters; ddptrain train --find_unused_parameters)"));
   }
   launch_ready_buckets();
   DDP_ASSERT(next_launch_ == buckets_.size(), "buckets left unlaunched");

@@ -18,7 +18,9 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
                                    std::function<at::Tensor(size_t bucket)> shard_values)
     : full_(full), params_(std::move(params)), ctx_(ctx), values_in_shards_(static_cast<bool>(shard_values)) {
   optimizer_kind(full_);  // a UsageError for another optimizer
-  DDP_USAGE_CHECK(full_.state().empty(), "--zero_stage 1 takes an optimizer that has not stepped yet");
+  DDP_USAGE_CHECK(full_.state().empty(),
+                  "ZeRO (TrainerOptions::zero.stage; ddptrain train --zero_stage) takes an optimizer that "
+                  "has not stepped yet");
   std::vector<int64_t> numels;
   for (size_t i = 0; i < params_.size(); ++i) {
     numels.push_back(params_[i].numel());

@@ -13,12 +13,13 @@ namespace ddptrain {
 std::string resolve_backend(const std::string& requested, const at::Device& device) {
   if (requested == "auto") return device.is_cuda() ? "nccl" : "gloo";
   if (requested == "nccl") {
-    DDP_USAGE_CHECK(device.is_cuda(), "--backend=nccl needs CUDA, but no CUDA device is available ",
-                    "to this process; use --backend gloo (or auto) on CPU");
+    DDP_USAGE_CHECK(device.is_cuda(),
+                    "backend nccl (DistOptionsResolved::backend; ddptrain train --backend) ",
+                    "needs CUDA, but no CUDA device is available to this process; use gloo (or auto) on CPU");
 #ifndef USE_C10D_NCCL
     throw UsageError(
-        "--backend=nccl: this build of LibTorch has no NCCL; use --backend gloo, or "
-        "build against a CUDA LibTorch (pip torch) for NCCL");
+        "backend nccl (DistOptionsResolved::backend; ddptrain train --backend): this build of LibTorch "
+        "has no NCCL; use gloo, or build against a CUDA LibTorch (pip torch) for NCCL");
 #endif
   }
   return requested;

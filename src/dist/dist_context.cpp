@@ -153,7 +153,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       throw Error(str(where, "MASTER_PORT ", env_.master_port,
                       " is already in use on this host (another job or "
                       "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
-                      "with --master_port or MASTER_PORT"));
+                      "in MASTER_PORT (ddptrain launch --master_port)"));
     if (!answered)
       throw Error(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
                       " failed its first requests (", msg, "; they wait at most ", so.timeout.count() / 1000,

@@ -6,6 +6,9 @@
 #include "util/error.h"
 
 namespace ddptrain {
+namespace {
+constexpr const char* kModelOptions = "ModelOptions";
+}  // namespace
 
 GptConfig gpt_config(const ModelOptions& o) {
   GptConfig c = gpt_preset(o.gpt_preset);
@@ -40,13 +43,29 @@ void to_channels_last(torch::nn::Module& m) {
 }
 
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
-  if (o.model == ModelKind::kTorchscript)
-    return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
+  if (o.model == ModelKind::kTorchscript) {
+    try {
+      return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
+    } catch (const UsageError& e) {  // the file's error, as the field that named it
+      throw OptionError({{&o.model_path, "model_path"}}, "{0}: " + OptionError::literal(e.what()),
+                        kModelOptions)
+          .within(&o);
+    }
+  }
   if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
-    DDP_USAGE_CHECK(data.num_classes <= c.vocab_size, "the data has ", data.num_classes,
-                    " token values but the model's vocabulary is ", c.vocab_size, "; pass --vocab_size ",
-                    data.num_classes, " or more");
+    if (c.n_head > 0 && c.n_embd % c.n_head != 0)
+      throw OptionError({{&o.n_embd, "n_embd"}, {&o.n_head, "n_head"}},
+                        str("{0}=", c.n_embd, " must be a multiple of {1}=", c.n_head,
+                            "; pass e.g. {0:", c.n_head * 64, "}"),
+                        kModelOptions)
+          .within(&o);
+    if (data.num_classes > c.vocab_size)
+      throw OptionError({{&o.vocab_size, "vocab_size"}},
+                        str("the data has ", data.num_classes, " token values but the model's vocabulary is ",
+                            c.vocab_size, "; pass {0:", data.num_classes, "} or more"),
+                        kModelOptions)
+          .within(&o);
     return Gpt(c).ptr();
   }
   MiniResNetOptions mo{data.channels, data.num_classes, o.width};

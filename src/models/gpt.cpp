@@ -77,8 +77,8 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
                   "GPT sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
                   ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
-  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "--n_embd=", c.n_embd,
-                  " must be a multiple of --n_head=", c.n_head, "; pass e.g. --n_embd ", c.n_head * 64);
+  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "GptConfig::n_embd=", c.n_embd,
+                  " must be a multiple of n_head=", c.n_head, ", e.g. ", c.n_head * 64);
   wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(c.block_size, c.n_embd));
   {

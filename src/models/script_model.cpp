@@ -33,9 +33,8 @@ std::string newer_file_message(const std::string& path, const std::string& what)
           what, m,
           std::regex("with version (\\d+), but the maximum supported version for reading is (\\d+)")))
     return "";
-  return str("--model_path='", path, "' was saved by a newer torch than this build's LibTorch ",
-             TORCH_VERSION, " (its format version is ", m[1].str(), "; this LibTorch reads up to ",
-             m[2].str(),
+  return str("'", path, "' was saved by a newer torch than this build's LibTorch ", TORCH_VERSION,
+             " (its format version is ", m[1].str(), "; this LibTorch reads up to ", m[2].str(),
              "): script and "
              "save the model with torch ",
              TORCH_VERSION, " (or older), or build ddptrain against a newer LibTorch");
@@ -43,7 +42,7 @@ std::string newer_file_message(const std::string& path, const std::string& what)
 
 torch::jit::Module load_script(const std::string& path) {
   const std::string fix = "save it in Python with torch.jit.script(model).save(path) and pass that file";
-  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "--model_path='", path, "' is not a file; ", fix);
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(path), "'", path, "' is not a file; ", fix);
   try {
     return torch::jit::load(path, torch::kCPU);
   } catch (const std::exception& e) {
@@ -51,8 +50,8 @@ torch::jit::Module load_script(const std::string& path) {
     if (!newer.empty()) throw UsageError(newer);
     std::string what = e.what();
     what = what.substr(0, what.find('\n'));
-    throw UsageError(str("--model_path='", path, "' is not a TorchScript archive this LibTorch (",
-                         TORCH_VERSION, ") can read: ", what, "; ", fix));
+    throw UsageError(str("'", path, "' is not a TorchScript archive this LibTorch (", TORCH_VERSION,
+                         ") can read: ", what, "; ", fix));
   }
 }
 

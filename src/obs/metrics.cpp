@@ -22,7 +22,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
   run_ = std::string(stamp) + "-" + std::to_string(::getpid());
-  DDP_CHECK(out_->good(), "cannot open --metrics_file '", path, "' for writing");
+  DDP_CHECK(out_->good(), "cannot open the metrics file '", path, "' for writing");
 }
 
 void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::json record) {

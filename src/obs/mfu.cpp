@@ -28,15 +28,16 @@ double known_gpu_peak_tflops(const std::string& name, bool half) {
 }
 
 PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, const CpuKernelRates& cpu) {
-  if (override_tflops > 0)
-    return {override_tflops * 1e12, str(override_tflops, " TFLOP/s from --peak_tflops")};
+  if (override_tflops > 0) return {override_tflops * 1e12, str(override_tflops, " TFLOP/s from peak_tflops")};
 #ifdef USE_CUDA
   if (device.is_cuda()) {
     const std::string name = at::cuda::getDeviceProperties(device.index())->name;
     const double t = known_gpu_peak_tflops(name, half);
     if (t > 0)
       return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ", half ? "16-bit" : "fp32/tf32", " (table)")};
-    return {0.0, str(name, " is not in the peak table; pass --peak_tflops for MFU")};
+    return {0.0, str(name,
+                     " is not in the peak table; set peak_tflops (TrainerOptions::report.peak_tflops; "
+                     "ddptrain train --peak_tflops) for MFU")};
   }
 #endif
   // CPU: the best dense kernel in the precision in use, as the probe measured it.

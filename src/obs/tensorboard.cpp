@@ -75,7 +75,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, bool is_main) {
   ::gethostname(host, sizeof(host) - 1);
   path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(unix_seconds())) + "." + host;
   out_ = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::app);
-  DDP_CHECK(out_->good(), "cannot open the TensorBoard event file '", path_, "' (--tensorboard_dir)");
+  DDP_CHECK(out_->good(), "cannot open the TensorBoard event file '", path_, "'");
   std::string e = event_header(unix_seconds(), 0);
   bytes_field(e, 3, "brain.Event:2");
   write_record(e);

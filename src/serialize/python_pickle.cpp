@@ -31,7 +31,7 @@ void load_state_dict(torch::nn::Module& module, const NamedTensors& state, const
   for (auto& [key, t] : mine) {
     auto it = given.find(key);
     DDP_CHECK(it != given.end(), origin, " has no entry '", key,
-              "': it was saved from a different model or --width; use the model flags it was saved with");
+              "': it was saved from a different model or width; use the model flags it was saved with");
     DDP_CHECK(it->second.sizes() == t.sizes(), origin, ": '", key, "' has shape ", it->second.sizes(),
               " but the model expects ", t.sizes(), "; use the model flags it was saved with");
     t.copy_(it->second);

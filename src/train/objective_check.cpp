@@ -93,16 +93,17 @@ Objective objective_for(LossKind loss) {
 void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
   const auto [inputs, y] = first_samples(data, c);
   const bool float_targets = y.is_floating_point();
-  DDP_USAGE_CHECK(c.loss != LossKind::kMse || float_targets, "--loss mse needs float targets; ", c.data_name,
-                  " has ", y.scalar_type(), " labels: use --loss cross_entropy, or save float labels");
+  DDP_USAGE_CHECK(c.loss != LossKind::kMse || float_targets, c.loss_name, " mse needs float targets; ",
+                  c.data_name, " has ", y.scalar_type(), " labels: use ", c.loss_name,
+                  " cross_entropy, or save float labels");
   DDP_USAGE_CHECK(c.loss != LossKind::kCrossEntropy || !float_targets, c.data_name, " has float targets ",
-                  shape_of(y), ": pass --loss mse, or save int64 class indices for cross-entropy");
+                  shape_of(y), ": pass ", c.loss_name, " mse, or save int64 class indices for cross-entropy");
   if (!c.run_forward) return;
   const at::Tensor x = on_device(inputs, c);
   const at::Tensor out = forward_once(model, x, c);
   DDP_USAGE_CHECK(output_fits(out, y, c.loss, data.shape()), c.model_name, ": on a batch of ", shape_of(x),
-                  " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; --loss ", c.loss,
-                  " needs ", wanted_output(y, c.loss, data.shape()),
+                  " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; ", c.loss_name,
+                  " ", c.loss, " needs ", wanted_output(y, c.loss, data.shape()),
                   ". Change the module's output (or the data)");
 }
 

@@ -21,8 +21,9 @@ struct FitCheck {
   bool run_forward = false;  // also check the model's output (in eval mode, without gradients)
   bool channels_last = false;
   c10::Device device = c10::kCPU;
-  std::string model_name;  // for messages: "--model_path='net.pt'"
-  std::string data_name;   // for messages: "--dataset synthetic"
+  std::string model_name;                    // for messages: "--model_path='net.pt'"
+  std::string data_name;                     // for messages: "--dataset synthetic"
+  std::string loss_name = "FitCheck::loss";  // for messages: "--loss"
 };
 
 /// The cause in an error's text: LibTorch's first line; for the TorchScript interpreter, whose

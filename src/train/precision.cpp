@@ -32,7 +32,7 @@ Precision with_scaler(Precision p, ScalerMode grad_scaler) {
 // See Note [Precision chosen by measurement].
 Precision measured_cpu_choice(const CpuKernelRates& r) {
   if (r.conv_fp32 <= 0 || r.matmul_fp32 <= 0 || r.conv_bf16 <= 0 || r.matmul_bf16 <= 0)
-    return fp32("fp32 on CPU (--amp_dtype auto: bf16 speed not measured)");
+    return fp32("fp32 on CPU (amp_dtype=auto: bf16 speed not measured)");
   const std::string measured =
       str("bf16 runs at ", fmt("%.2fx", r.conv_bf16 / r.conv_fp32), " the speed of fp32 for a 3x3 conv (",
           static_cast<int64_t>(r.conv_bf16 / 1e9), " vs ", static_cast<int64_t>(r.conv_fp32 / 1e9),
@@ -42,9 +42,9 @@ Precision measured_cpu_choice(const CpuKernelRates& r) {
   const bool faster =
       r.conv_bf16 >= kBf16MinSpeedup * r.conv_fp32 && r.matmul_bf16 >= kBf16MinSpeedup * r.matmul_fp32;
   if (faster)
-    return autocast(at::kBFloat16, str("bf16", kMixed, " on CPU: --amp_dtype auto measured ", measured));
-  return fp32(str("fp32 on CPU: --amp_dtype auto measured ", measured, ", below the ", kBf16MinSpeedup,
-                  "x bf16 needs for both; --amp_dtype bf16 forces it"));
+    return autocast(at::kBFloat16, str("bf16", kMixed, " on CPU: amp_dtype=auto measured ", measured));
+  return fp32(str("fp32 on CPU: amp_dtype=auto measured ", measured, ", below the ", kBf16MinSpeedup,
+                  "x bf16 needs for both; amp_dtype=bf16 forces it"));
 }
 
 }  // namespace
@@ -66,23 +66,22 @@ Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool
                            const CpuKernelRates& cpu) {
   Precision p;
   if (!req.use_amp) {
-    p = fp32("fp32 (--no-use_amp)");
+    p = fp32("fp32 (use_amp=false)");
   } else if (req.amp_dtype == AmpDtype::kAuto && !req.resumed.empty()) {
     return precision_named(
         req.resumed, req.grad_scaler,
-        ", as chosen when the resumed run started (--amp_dtype auto measures only at a fresh start)");
+        ", as chosen when the resumed run started (amp_dtype=auto measures only at a fresh start)");
   } else if (device.is_cuda()) {
     const bool bf16 = req.amp_dtype == AmpDtype::kBf16 || (req.amp_dtype == AmpDtype::kAuto && cuda_bf16);
-    p = autocast(
-        bf16 ? at::kBFloat16 : at::kHalf,
-        str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
-            req.amp_dtype == AmpDtype::kAuto ? (cuda_bf16 ? " (--amp_dtype auto: the GPU has bf16)"
-                                                          : " (--amp_dtype auto: the GPU has no bf16)")
-                                             : ""));
+    p = autocast(bf16 ? at::kBFloat16 : at::kHalf,
+                 str(bf16 ? "bf16" : "fp16", kMixed, " on CUDA",
+                     req.amp_dtype == AmpDtype::kAuto ? (cuda_bf16 ? " (amp_dtype=auto: the GPU has bf16)"
+                                                                   : " (amp_dtype=auto: the GPU has no bf16)")
+                                                      : ""));
   } else if (req.amp_dtype == AmpDtype::kBf16) {
-    p = autocast(at::kBFloat16, str("bf16", kMixed, " on CPU (--amp_dtype bf16)"));
+    p = autocast(at::kBFloat16, str("bf16", kMixed, " on CPU (amp_dtype=bf16)"));
   } else if (req.amp_dtype == AmpDtype::kFp16) {
-    p = fp32("fp32: fp16 autocast has no CPU kernels; pass --amp_dtype bf16 or auto for CPU autocast");
+    p = fp32("fp32: fp16 autocast has no CPU kernels; set amp_dtype to bf16 or auto for CPU autocast");
   } else {
     p = measured_cpu_choice(cpu);
   }

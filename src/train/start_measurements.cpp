@@ -18,7 +18,7 @@ Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKern
   if (measured && ctx.communicates()) {
     std::vector<at::Tensor> sums{
         at::tensor({rates.conv_fp32, rates.matmul_fp32, rates.conv_bf16, rates.matmul_bf16}, at::kDouble)};
-    ctx.all_reduce_sum(sums, "kernel-probe all_reduce (--amp_dtype auto)");
+    ctx.all_reduce_sum(sums, "kernel-probe all_reduce (amp_dtype=auto)");
     const at::Tensor mean = sums[0] / ctx.world_size();
     rates = {mean[0].item<double>(), mean[1].item<double>(), mean[2].item<double>(), mean[3].item<double>()};
   }

@@ -10,7 +10,7 @@ SampleTrace::SampleTrace(const std::string& dir, int rank, int world) {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/rank" + std::to_string(rank) + ".txt";
   out_.open(path, std::ios::app);
-  DDP_CHECK(out_.good(), "cannot open --trace_samples_dir file '", path, "'");
+  DDP_CHECK(out_.good(), "cannot open the sample trace file '", path, "'");
   out_ << "# run world " << world << '\n' << std::flush;  // a restarted job appends: its runs stay apart
 }
 

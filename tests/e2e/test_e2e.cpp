@@ -42,8 +42,10 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
       {{"train", "--config", "/no/such.toml"}, {}, "--config='/no/such.toml' does not exist"},
       {{"train", "--dataset", "fashion-mnist", "--data_dir", "/no/such/dir"},
        {},
-       "--data_dir='/no/such/dir' has no"},
-      {{"train", "--backend", "nccl"}, {}, "--backend=nccl needs CUDA"},
+       "--data_dir: folder '/no/such/dir' has no"},
+      {{"train", "--backend", "nccl"},
+       {},
+       "backend nccl (DistOptionsResolved::backend; ddptrain train --backend) needs CUDA"},
       {{"train", "--cpu_heap_keep_mb", "4096"}, {}, "--cpu_heap_keep_mb=4096 must be in -1..2047"},
       {{"train"}, {{"RANK", "5"}, {"WORLD_SIZE", "2"}}, "RANK=5 must be < WORLD_SIZE=2"},
       {{"train"}, {{"RANK", "0"}, {"WORLD_SIZE", "x"}}, "WORLD_SIZE='x' is not an integer"},
@@ -212,7 +214,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
     } else if (kind == "run") {  // the start of the run: the precision chosen and why
       ++runs;
       EXPECT_EQ(j.at("precision"), "fp32") << line;
-      EXPECT_NE(j.at("precision_why").get<std::string>().find("--no-use_amp"), std::string::npos) << line;
+      EXPECT_NE(j.at("precision_why").get<std::string>().find("use_amp=false"), std::string::npos) << line;
       EXPECT_EQ(j.at("world_size"), 2) << line;
       // --bucket_cap_mb auto measured the link; a gradient this small fits any candidate cap,
       // so the largest (fewest collectives) is chosen.
@@ -232,7 +234,7 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   }
   EXPECT_EQ(epochs, 2);
   EXPECT_EQ(runs, 1);
-  EXPECT_FALSE(lines_with(r.output, "--bucket_cap_mb auto: all-reduce latency").empty()) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "bucket_cap_mb=auto: all-reduce latency").empty()) << r.output;
   EXPECT_EQ(steps, 2 * 2);  // 8 steps per epoch, a line every 4
   EXPECT_EQ(last_step, 16);
 

@@ -352,7 +352,7 @@ TEST(E2E, AHungWorkerEndsTheJobWithinTimeoutPlusGrace) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 3 + 2 + 20.0) << r.output;  // timeout + grace + start-up and 3 steps
   EXPECT_NE(r.output.find("FAILED: rank 0"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("buffer broadcast before forward (--broadcast_buffers) failed (gloo, timeout 3 s)"),
+  EXPECT_NE(r.output.find("buffer broadcast before forward (broadcast_buffers) failed (gloo, timeout 3 s)"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;

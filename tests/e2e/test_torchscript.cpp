@@ -187,8 +187,10 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
       {script_train(dir, none), "holds a module without parameters: nothing to train"},
       {script_train(dir, newer), "was saved by a newer torch than this build's LibTorch"},
       {script_train(dir, net, {"--loss", "mse"}), "--loss mse needs float targets"},
-      {script_train(dir, dir + "/missing.pt"), "is not a file"},
-      {script_train(dir, dir + "/not_an_archive.pt"), "is not a TorchScript archive this LibTorch"},
+      // the library names the file; the command names the flag that gave it
+      {script_train(dir, dir + "/missing.pt"), "--model_path: '" + dir + "/missing.pt' is not a file"},
+      {script_train(dir, dir + "/not_an_archive.pt"),
+       "--model_path: '" + dir + "/not_an_archive.pt' is not a TorchScript archive this LibTorch"},
       {{"train", "--model", "torchscript"}, "--model torchscript needs --model_path FILE"},
       {script_train(dir, dir + "/missing.pt", {"--sync_bn"}),
        "--sync_bn cannot replace a scripted module's BatchNorm"},

@@ -56,7 +56,7 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
       {{"train", "--dataset", "tensors", "--max_steps", "1"}, "--dataset tensors reads train.pt"},
       {{"inspect", "loader", "--dataset", "mnist"}, "from --data_dir, which has no default for it"},
       {{"train", "--dataset", "mnist", "--data_dir", "/no/such"},
-       "--data_dir='/no/such' has no train-images-idx3-ubyte(.gz); point --data_dir at MNIST's IDX files"},
+       "--data_dir: folder '/no/such' has no train-images-idx3-ubyte(.gz): it is not MNIST's IDX files"},
       {{"train", "--model", "gpt", "--dataset", "tokens", "--width", "0.5"},
        "--width=0.5 applies to mini_resnet"},
       {{"train", "--model", "gpt", "--dataset", "tokens", "--sync_bn"},

@@ -70,9 +70,17 @@ TEST(Data, MissingAndDamagedFilesNameTheFile) {
   o.data_dir = dir;
   try {
     make_datasets(o);
-    FAIL() << "expected a UsageError";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("train-images-idx3-ubyte"), std::string::npos) << e.what();
+    FAIL() << "expected an OptionError";
+  } catch (const OptionError& e) {  // the field that named the folder, in the library's words
+    ASSERT_EQ(e.fields().size(), 1u);
+    EXPECT_EQ(e.fields()[0].address, &o.data_dir);
+    EXPECT_EQ(e.base(), &o);
+    EXPECT_EQ(
+        std::string(e.what()).rfind("DataOptions::data_dir: folder '" + dir +
+                                        "' has no train-images-idx3-ubyte(.gz): it is not Fashion-MNIST's",
+                                    0),
+        0u)
+        << e.what();
   }
   // A truncated image file: right magic, too few bytes.
   {
