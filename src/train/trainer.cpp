@@ -50,13 +50,16 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
 // The options as the Trainer runs them: lr_schedule auto resolved from the optimizer, then
 // validated (a library user's options get the checks the CLI's flags get, naming the field),
 // resume_from chosen by the run identity (auto: this run's newest checkpoint), and under
-// keep_global_batch the accumulation that keeps a resumed checkpoint's global batch.
-TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer, const DistContext& ctx) {
+// keep_global_batch the accumulation that keeps a resumed checkpoint's global batch. The
+// resumed checkpoint's recorded precision goes to `resumed_precision` (its meta.json is read once).
+TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer, const DistContext& ctx,
+                       std::string& resumed_precision) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
+  resumed_precision = resumed ? resumed->meta.precision : "";
   if (o.loop.keep_global_batch && resumed) {
     int& accum = o.loop.grad_accum_steps;
     accum = kept_accumulation(resumed->meta, ctx.world_size(), o);
@@ -84,10 +87,6 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const L
   return model;
 }
 
-std::string resumed_precision(const TrainerOptions& o) {
-  return o.checkpoint.resume_from.empty() ? "" : read_checkpoint_meta(o.checkpoint.resume_from).precision;
-}
-
 std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_step) {
   switch (o.optim.lr_schedule) {
     case LrSchedule::kStepCosine:
@@ -107,7 +106,7 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
                     TrainerOptions opts, Objective objective)
     : ctx_(ctx),
-      opts_(checked(std::move(opts), optimizer, ctx)),
+      opts_(checked(std::move(opts), optimizer, ctx, resumed_precision_)),
       model_(with_initial_weights(std::move(model), opts_, ctx.log())),
       optimizer_(optimizer),
       objective_(std::move(objective)),
@@ -115,7 +114,7 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
       start_((ctx.log().info(str("model ", model_.description, ": ",
                                  with_commas(static_cast<double>(count_parameters(*model_.module))),
                                  " parameters")),
-              measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision(opts_)))),
+              measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision_))),
       ddp_(std::make_unique<DistributedDataParallel>(
           model_.module, ctx, ddp_setup(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
       scaler_({start_.precision.grad_scaler, opts_.precision.scaler_init_scale, 2.0, 0.5,

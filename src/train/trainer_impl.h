@@ -46,7 +46,8 @@ struct Trainer::Impl {
   std::vector<std::shared_ptr<Callback>> callbacks_for(Run& run);
 
   const DistContext& ctx_;
-  TrainerOptions opts_;  // before model_: checked, then the initial weights it names are loaded
+  std::string resumed_precision_;  // what the resumed checkpoint recorded ("" fresh): set by opts_'s check
+  TrainerOptions opts_;            // before model_: checked, then the initial weights it names are loaded
   Trainable model_;
   torch::optim::Optimizer& optimizer_;
   Objective objective_;

@@ -12,6 +12,7 @@
 #include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/crc32.h"
 #include "checkpoint/optimizer_shards.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/shard_layout.h"
@@ -153,6 +154,21 @@ TEST(Checkpoint, DamageIsDetectedAndNamed) {
   std::string good =
       save_checkpoint(solo, root, "g", *a, opt, {1, 0, false, 5, 1, 0, {}, "", {}, 0}, "{}\n", {0, {}});
   EXPECT_EQ(find_latest_checkpoint(root, solo.log()), good);
+}
+
+// A file of 4 GiB or more is covered whole by its CRC-32 (zlib takes 32-bit lengths: one call
+// with the length cast covered only size mod 4 GiB bytes, so damage past that went unseen); a
+// checkpoint written with that older CRC still verifies.
+TEST(Checkpoint, Crc32CoversFilesOfFourGibibytesAndMore) {
+  EXPECT_EQ(crc32_of("123456789"), 0xCBF43926u);  // the CRC-32 check value
+  std::string big((size_t{1} << 32) + 16, '\0');  // three passes over it: ~5 s
+  big.back() = 1;
+  const uint32_t one = crc32_of(big);
+  big.back() = 2;
+  EXPECT_NE(crc32_of(big), one) << "a change in the last byte of a 4 GiB file is not seen";
+  EXPECT_TRUE(crc32_matches(big, crc32_of_prefix(big, 16))) << "older ddptrain's CRC of this file";
+  EXPECT_TRUE(crc32_matches("123456789", 0xCBF43926u));
+  EXPECT_FALSE(crc32_matches("123456788", 0xCBF43926u));
 }
 
 TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {

@@ -44,7 +44,7 @@ TEST(Precision, CpuAutoChoosesBf16OnlyWhereBothKernelsAreFaster) {
   EXPECT_FALSE(slow.autocast);
   EXPECT_EQ(slow.name(), "fp32");
   EXPECT_TRUE(contains(slow.why, "0.10x")) << slow.why;
-  EXPECT_TRUE(contains(slow.why, "--amp_dtype bf16 forces it")) << slow.why;
+  EXPECT_TRUE(contains(slow.why, "amp_dtype=bf16 forces it")) << slow.why;
 
   // One kernel faster is not enough: a model is convolutions or matmuls, and we cannot know which.
   EXPECT_EQ(cpu_auto(rates(3.0, 0.5)).name(), "fp32");
