@@ -167,17 +167,22 @@ int inspect_model(const std::vector<std::string>& args) {
 // the trainer's consumption rate.
 int inspect_loader(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: ddptrain inspect loader [--dataset D --data_dir DIR --batch_size B --num_workers N --batches K "
-      "--world_size W --augment]";
+      "usage: ddptrain inspect loader [--dataset D --data_dir DIR | --data_path FILE --block_size T] "
+      "[--batch_size B --num_workers N --batches K --world_size W --augment]";
   DataOptions d;
   LoaderOptions lo;
   lo.worker_nice = 0;  // alone on the machine: no trainer to yield to
   long long batches = 100, world = 1;
+  TokenSpec tokens{1024, 50257};  // GPT-2's context and vocabulary
   std::vector<Flag> table = {
-      bind_choice("dataset", &d.dataset, dataset_choices(), "an image dataset (not tokens or text)"),
+      bind_choice("dataset", &d.dataset, dataset_choices(), "the dataset, as for train"),
       bind_flag(
           "data_dir", &d.data_dir,
           "directory of the dataset's files (fashion-mnist: /usr/share/datasets/fashion-mnist unless given)"),
+      bind_flag("data_path", &d.data_path, "text: the text file; token_shards: the shards, a file or a glob"),
+      bind_flag("block_size", &tokens.block_size, "token datasets: tokens per sample"),
+      bind_flag("vocab_size", &tokens.vocab_size,
+                "token datasets: the vocabulary tokens are checked against"),
       bind_flag("image_size", &d.image_size, "synthetic image size"),
       bind_flag("batch_size", &lo.batch_size, "samples per batch"),
       bind_flag("num_workers", &lo.num_workers, "loader threads (0 = in the calling thread)"),
@@ -192,13 +197,15 @@ int inspect_loader(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
-  DDP_USAGE_CHECK(!is_token_dataset(d.dataset), "inspect loader reads image datasets, not --dataset ",
-                  word(d.dataset));
+  const bool token_data = is_token_dataset(d.dataset);
+  if (!token_data) tokens = {};
+  DDP_USAGE_CHECK(!token_data || (tokens.block_size > 0 && tokens.vocab_size > 0),
+                  "--block_size and --vocab_size must be > 0");
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
   DataSplits data = in_flag_words_of(table, d, [&] {
     d.validate();
-    return make_datasets(d, {}, 42);
+    return make_datasets(d, tokens, 42);
   });
   std::unique_ptr<Dataset> ds = std::move(data.train);
   ds->set_epoch(1);
@@ -212,9 +219,11 @@ int inspect_loader(const std::vector<std::string>& args) {
   for (int64_t b = 0; b < n; ++b) DDP_CHECK(loader.next().has_value(), "the loader ended early");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
-  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s\n", word(d.dataset),
-              lo.num_workers, lo.batch_size, static_cast<long long>(n), s,
-              static_cast<double>(n * lo.batch_size) / s);
+  const double samples_per_s = static_cast<double>(n * lo.batch_size) / s;
+  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s", word(d.dataset),
+              lo.num_workers, lo.batch_size, static_cast<long long>(n), s, samples_per_s);
+  if (token_data) std::printf(" (%.0f tokens/s)", samples_per_s * tokens.block_size);
+  std::printf("\n");
   return 0;
 }
 

@@ -37,6 +37,7 @@
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/loader.h"
+#include "data/token_datasets.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "models/script_model.h"

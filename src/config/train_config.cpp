@@ -20,13 +20,16 @@ std::vector<Flag> data_flags(TrainConfig& c) {
       bind_flag("config", &c.program.config,
                 "TOML file with the same keys as these flags; flags override it"),
       bind_choice("dataset", &c.data.dataset, dataset_choices(),
-                  "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic) and text (bytes of "
-                  "--data_path) are for gpt"),
+                  "tensors reads DIR/train.pt and DIR/test.pt; tokens (synthetic), text (bytes of "
+                  "--data_path) and token_shards (pre-tokenized files: nanoGPT's .bin, llm.c's) are for gpt"),
       bind_flag("data_dir", &c.data.data_dir,
                 "directory of the dataset's files: needed for mnist, cifar10 and tensors; fashion-mnist "
                 "defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
       bind_flag("data_path", &c.data.data_path,
-                "the text file of --dataset text (90% train, 10% validation)"),
+                "--dataset text: the text file (90% train, 10% validation); token_shards: the training "
+                "shards, a file or a glob ('data/fineweb_train_*.bin')"),
+      bind_flag("val_path", &c.data.val_path,
+                "--dataset token_shards: the validation shards, a file or a glob (none: no evaluation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
       bind_flag("image_size", &c.data.image_size, "image height and width (synthetic data)"),

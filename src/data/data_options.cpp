@@ -20,20 +20,27 @@ void reject_unused(const DataOptions& d) {
   const DataOptions defaults;
   const std::string kind = word(d.dataset);
   const bool synthetic = d.dataset == DatasetKind::kSynthetic;
-  if (!d.data_path.empty() && d.dataset != DatasetKind::kText)
+  if (!d.data_path.empty() && !reads_path(d.dataset))
     throw OptionError(
         {{&d.data_path, "data_path"}, {&d.dataset, "dataset"}, {&d.data_dir, "data_dir"}},
-        str("{0}='", OptionError::literal(d.data_path), "' is the text file of {1:text}; {1:", kind, "}",
-            d.dataset == DatasetKind::kTokens
-                ? " is synthetic tokens (no file): use {1:text} to train on the file's bytes"
-                : " does not read it: drop {0} (its files are in {2})"),
+        str("{0}='", OptionError::literal(d.data_path),
+            "' is the file of {1:text} or {1:token_shards}; {1:", kind, "}",
+            d.dataset == DatasetKind::kTokens ? " is synthetic tokens (no file): use {1:text} to train on "
+                                                "the file's bytes, {1:token_shards} on "
+                                                "its tokens"
+                                              : " does not read it: drop {0} (its files are in {2})"),
+        kDataOwner);
+  if (!d.val_path.empty() && d.dataset != DatasetKind::kTokenShards)
+    throw OptionError(
+        {{&d.val_path, "val_path"}, {&d.dataset, "dataset"}},
+        str("{0}='", OptionError::literal(d.val_path),
+            "' is the validation shards of {1:token_shards}; {1:", kind, "} does not read it: drop {0}"),
         kDataOwner);
   if (!d.data_dir.empty() && !reads_folder(d.dataset))
-    throw OptionError(
-        {{&d.data_dir, "data_dir"}, {&d.dataset, "dataset"}, {&d.data_path, "data_path"}},
-        str("{0}='", OptionError::literal(d.data_dir), "': {1:", kind, "} reads no folder (",
-            d.dataset == DatasetKind::kText ? "its file is {2}" : "it is generated", "): drop {0}"),
-        kDataOwner);
+    throw OptionError({{&d.data_dir, "data_dir"}, {&d.dataset, "dataset"}, {&d.data_path, "data_path"}},
+                      str("{0}='", OptionError::literal(d.data_dir), "': {1:", kind, "} reads no folder (",
+                          reads_path(d.dataset) ? "its files are {2}" : "it is generated", "): drop {0}"),
+                      kDataOwner);
   if (!synthetic) {  // the shape fields set: synthetic's alone
     std::vector<OptionField> set;
     if (d.num_classes != defaults.num_classes) set.push_back({&d.num_classes, "num_classes"});
@@ -75,6 +82,11 @@ void DataOptions::validate() const {
   if (dataset == DatasetKind::kText && data_path.empty())
     throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
                       "{0:text} needs {1:FILE} (any text file; its bytes are the tokens)", kDataOwner);
+  if (dataset == DatasetKind::kTokenShards && data_path.empty())
+    throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
+                      "{0:token_shards} needs {1:GLOB}: the training shards (nanoGPT's train.bin, or llm.c's "
+                      "files, e.g. 'fineweb10B/fineweb_train_*.bin')",
+                      kDataOwner);
   reject_unused(*this);
 }
 

@@ -296,6 +296,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       break;
     case DatasetKind::kTokens:
     case DatasetKind::kText:
+    case DatasetKind::kTokenShards:
       if (tokens.block_size <= 0)
         throw OptionError(
             {{&opts.dataset, "dataset"}},
@@ -306,6 +307,14 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       if (opts.dataset == DatasetKind::kTokens) {
         s.train =
             std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
+      } else if (opts.dataset == DatasetKind::kTokenShards) {
+        const auto shards = [&](const std::string* field, const char* name) {
+          return read_from(field, name, opts, [&] {
+            return std::make_unique<TokenShardDataset>(*field, tokens.block_size, tokens.vocab_size);
+          });
+        };
+        s.train = shards(&opts.data_path, "data_path");
+        if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path");
       } else {
         const auto from_file = [&](auto make) { return read_from(&opts.data_path, "data_path", opts, make); };
         s.train =

@@ -218,15 +218,16 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
     d.data.validate();
     ADD_FAILURE() << "accepted a data_path for synthetic tokens";
   } catch (const OptionError& e) {
-    EXPECT_EQ(
-        std::string(e.what()).rfind("DataOptions::data_path='corpus.txt' is the text file of "
-                                    "DataOptions::dataset = text; DataOptions::dataset = tokens is synthetic",
-                                    0),
-        0u)
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "DataOptions::data_path='corpus.txt' is the file of DataOptions::dataset = "
+                  "text or DataOptions::dataset = token_shards; DataOptions::dataset = tokens "
+                  "is synthetic",
+                  0),
+              0u)
         << e.what();
     EXPECT_EQ(in_flag_words(e, train_flags(d))
-                  .rfind("--data_path='corpus.txt' is the text file of --dataset "
-                         "text; --dataset tokens is synthetic",
+                  .rfind("--data_path='corpus.txt' is the file of --dataset text or --dataset "
+                         "token_shards; --dataset tokens is synthetic",
                          0),
               0u);
   }
