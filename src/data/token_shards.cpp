@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t kHeaderBytes = 256 * 4;
 constexpr int32_t kMagicU16 = 20240520, kVersionU16 = 1;  // GPT-2's: uint16 tokens
 constexpr int32_t kMagicU32 = 20240801, kVersionU32 = 7;  // Llama 3's: uint32 tokens
-constexpr int64_t kTokensCheckedAtOpen = 1 << 16;          // of each file, against the vocabulary
+constexpr int64_t kTokensCheckedAtOpen = 1 << 16;         // of each file, against the vocabulary
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -51,8 +51,9 @@ std::vector<std::string> token_shard_files(const std::string& pattern) {
   std::vector<std::string> files;
   for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);
-  DDP_USAGE_CHECK(!files.empty(), "'", pattern,
-                  "' matches no file; give a token file or a pattern of them (e.g. 'data/fineweb_train_*.bin')");
+  DDP_USAGE_CHECK(
+      !files.empty(), "'", pattern,
+      "' matches no file; give a token file or a pattern of them (e.g. 'data/fineweb_train_*.bin')");
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -63,7 +64,7 @@ TokenShardDataset::Shard TokenShardDataset::open_shard(const std::string& path) 
   s.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   DDP_USAGE_CHECK(s.fd >= 0, "cannot open '", path, "': ", std::strerror(errno),
                   errno == EMFILE ? " (too many files open: raise `ulimit -n`)" : "");
-  struct stat st{};
+  struct stat st {};
   DDP_USAGE_CHECK(::fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode), "'", path, "' is not a regular file");
   const int64_t bytes = st.st_size;
   unsigned char head[12] = {};
@@ -95,8 +96,9 @@ TokenShardDataset::Shard TokenShardDataset::open_shard(const std::string& path) 
 
 TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size, int vocab_size)
     : block_(block_size), vocab_(vocab_size) {
-  DDP_USAGE_CHECK(block_size > 0 && vocab_size > 0, "token shards need a block_size and vocab_size > 0 (given ",
-                  block_size, " and ", vocab_size, ")");
+  DDP_USAGE_CHECK(block_size > 0 && vocab_size > 0,
+                  "token shards need a block_size and vocab_size > 0 (given ", block_size, " and ",
+                  vocab_size, ")");
   starts_.push_back(0);
   try {
     for (const std::string& file : token_shard_files(pattern)) {
@@ -149,7 +151,8 @@ Example TokenShardDataset::get(int64_t index) const {
 void TokenShardDataset::read_tokens(const Shard& s, int64_t first, int64_t n, int64_t* out) const {
   auto* bytes = reinterpret_cast<unsigned char*>(out);
   DDP_USAGE_CHECK(read_at(s.fd, bytes, static_cast<size_t>(n * s.width), s.offset + first * s.width), "'",
-                  s.path, "': cannot read tokens ", first, " to ", first + n, " (was it truncated while training?)");
+                  s.path, "': cannot read tokens ", first, " to ", first + n,
+                  " (was it truncated while training?)");
   int64_t largest = 0;
   for (int64_t i = n - 1; i >= 0; --i) {
     const unsigned char* b = bytes + i * s.width;
@@ -160,8 +163,9 @@ void TokenShardDataset::read_tokens(const Shard& s, int64_t first, int64_t n, in
   if (largest < vocab_) return;
   int64_t at = 0;
   while (out[at] < vocab_) ++at;
-  throw UsageError(str("'", s.path, "': token ", first + at, " is ", out[at], ", not below the model's vocab_size ",
-                       vocab_, "; train a model with a vocabulary of at least ", largest + 1,
+  throw UsageError(str("'", s.path, "': token ", first + at, " is ", out[at],
+                       ", not below the model's vocab_size ", vocab_,
+                       "; train a model with a vocabulary of at least ", largest + 1,
                        " (GPT-2's tokenizer: 50257), or check which tokenizer wrote the file"));
 }
 

@@ -27,17 +27,37 @@ std::string numpy_shards(const std::string& dir) {
 
 std::vector<std::string> shard_train(const std::string& data, const std::string& run_dir,
                                      std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {"train",        "--model",        "gpt",
-                                "--gpt_preset", "debug",          "--vocab_size",
-                                "50257",        "--block_size",   "64",
-                                "--dataset",    "token_shards",   "--data_path",
-                                data + "/llmc/shard_*.bin",       "--val_path",
-                                data + "/nanogpt/train.bin",      "--batch_size",
-                                "4",            "--epochs",       "2",
-                                "--num_workers", "1",             "--threads",
-                                "1",            "--no-use_amp",   "--save_every_steps",
-                                "3",            "--checkpoint_dir", run_dir + "/ck",
-                                "--trace_samples_dir", run_dir + "/trace", "--metrics_file",
+  std::vector<std::string> a = {"train",
+                                "--model",
+                                "gpt",
+                                "--gpt_preset",
+                                "debug",
+                                "--vocab_size",
+                                "50257",
+                                "--block_size",
+                                "64",
+                                "--dataset",
+                                "token_shards",
+                                "--data_path",
+                                data + "/llmc/shard_*.bin",
+                                "--val_path",
+                                data + "/nanogpt/train.bin",
+                                "--batch_size",
+                                "4",
+                                "--epochs",
+                                "2",
+                                "--num_workers",
+                                "1",
+                                "--threads",
+                                "1",
+                                "--no-use_amp",
+                                "--save_every_steps",
+                                "3",
+                                "--checkpoint_dir",
+                                run_dir + "/ck",
+                                "--trace_samples_dir",
+                                run_dir + "/trace",
+                                "--metrics_file",
                                 run_dir + "/m.jsonl"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
@@ -102,7 +122,8 @@ TEST(TokenShards, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachWindowO
   std::sort(covered.begin(), covered.end());
   const std::vector<int64_t> planned = trained(whole + "/trace", 2, 2);
   std::vector<int64_t> missing;
-  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(), std::back_inserter(missing));
+  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
+                      std::back_inserter(missing));
   EXPECT_TRUE(missing.empty()) << missing.size() << " windows of epoch 2 never trained";
   EXPECT_LT(covered.size() - planned.size(), 3u) << "more repeats than PyTorch's padding at world 3";
 }
@@ -116,10 +137,34 @@ TEST(TokenShards, ThreeGigabytesTrainInTheMemoryOfAFewMegabytes) {
   const char* files[2] = {"large.bin", "small.bin"};
   for (int i = 0; i < 2; ++i) {
     const std::string out = dir + "/" + files[i] + ".d";
-    ProcResult p = run({binary(), "train", "--model", "gpt", "--gpt_preset", "debug", "--vocab_size", "256",
-                        "--block_size", "1024", "--dataset", "token_shards", "--data_path", dir + "/" + files[i],
-                        "--batch_size", "2", "--max_steps", "5", "--num_workers", "2", "--threads", "1",
-                        "--no-use_amp", "--save_every", "0", "--checkpoint_dir", out, "--metrics_file",
+    ProcResult p = run({binary(),
+                        "train",
+                        "--model",
+                        "gpt",
+                        "--gpt_preset",
+                        "debug",
+                        "--vocab_size",
+                        "256",
+                        "--block_size",
+                        "1024",
+                        "--dataset",
+                        "token_shards",
+                        "--data_path",
+                        dir + "/" + files[i],
+                        "--batch_size",
+                        "2",
+                        "--max_steps",
+                        "5",
+                        "--num_workers",
+                        "2",
+                        "--threads",
+                        "1",
+                        "--no-use_amp",
+                        "--save_every",
+                        "0",
+                        "--checkpoint_dir",
+                        out,
+                        "--metrics_file",
                         out + "/m.jsonl"},
                        {}, 300);
     ASSERT_EQ(p.exit_code, 0) << p.output;

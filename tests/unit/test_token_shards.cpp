@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,8 @@ TEST(TokenShards, WindowsEqualNumpysSlicesInBothFormatsAndWidths) {
   const std::string dir = shards_dir("token_shards_numpy");
   constexpr int kBlock = 64;
   const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR +
-                          "/tests/python/token_shards.py " + dir + " " + std::to_string(kBlock) + " > " + dir +
-                          "/py.log 2>&1";
+                          "/tests/python/token_shards.py " + dir + " " + std::to_string(kBlock) + " > " +
+                          dir + "/py.log 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << shards_slurp(dir + "/py.log");
   for (const std::string name : {"nanogpt", "llmc", "llmc32"}) {
     SCOPED_TRACE(name);
@@ -82,7 +83,8 @@ TEST(TokenShards, WindowsEqualNumpysSlicesInBothFormatsAndWidths) {
     for (int64_t i = 0; i < n; ++i) {
       const Example e = d.get(i);
       const int64_t* w = want + i * (kBlock + 1);
-      ASSERT_TRUE(e.input.equal(at::from_blob(const_cast<int64_t*>(w), {kBlock}, at::kLong))) << "window " << i;
+      ASSERT_TRUE(e.input.equal(at::from_blob(const_cast<int64_t*>(w), {kBlock}, at::kLong)))
+          << "window " << i;
       ASSERT_TRUE(e.target.equal(at::from_blob(const_cast<int64_t*>(w + 1), {kBlock}, at::kLong)))
           << "window " << i;
       above_uint16 += e.input.ge(65536).sum().item<int64_t>();
@@ -101,7 +103,8 @@ TEST(TokenShards, EveryFileThatDoesNotFitIsNamedWithTheReason) {
   shards_write(dir + "/notes.txt", "plain text, no header, not a .bin");
   shards_write(dir + "/version.bin", shards_llmc_header(20240520, 2, 200) + shards_u16(ok));
   shards_write(dir + "/short.bin", shards_llmc_header(20240520, 1, 300) + shards_u16(ok));
-  shards_write(dir + "/width.bin", shards_llmc_header(20240801, 7, 200) + shards_u16(ok));  // uint16 tokens under the uint32 magic
+  shards_write(dir + "/width.bin", shards_llmc_header(20240801, 7, 200) +
+                                       shards_u16(ok));  // uint16 tokens under the uint32 magic
   shards_write(dir + "/few.bin", shards_u16(std::vector<uint16_t>(10, 1)));
   std::vector<uint16_t> late = ok, early = ok;
   late.resize(70000, 3);
@@ -114,9 +117,11 @@ TEST(TokenShards, EveryFileThatDoesNotFitIsNamedWithTheReason) {
   } cases[] = {
       {dir + "/odd.bin", "odd.bin' has 3 bytes: not raw uint16 tokens"},
       {dir + "/notes.txt", "notes.txt' is not a token file: no llm.c header"},
-      {dir + "/version.bin", "version.bin' has llm.c's magic 20240520 but version 2; ddptrain reads version 1"},
-      {dir + "/short.bin", "short.bin': its llm.c header says 300 tokens (600 bytes after the 1024-byte header), "
-                           "but the file has 400"},
+      {dir + "/version.bin",
+       "version.bin' has llm.c's magic 20240520 but version 2; ddptrain reads version 1"},
+      {dir + "/short.bin",
+       "short.bin': its llm.c header says 300 tokens (600 bytes after the 1024-byte header), "
+       "but the file has 400"},
       {dir + "/width.bin", "width.bin': its llm.c header says 200 tokens (800 bytes"},
       {dir + "/few.bin", "holds 10 tokens in 1 file: too few for one window of block_size + 1 = 65"},
       {dir + "/nothing_*.bin", "nothing_*.bin' matches no file"},
@@ -152,7 +157,49 @@ TEST(TokenShards, DataOptionsNameTheShardFields) {
     d.validate();
     ADD_FAILURE() << "val_path accepted for text";
   } catch (const OptionError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("DataOptions::val_path='val.bin' is the validation shards of", 0), 0u)
+    EXPECT_EQ(std::string(e.what()).rfind("DataOptions::val_path='val.bin' is the validation shards of", 0),
+              0u)
         << e.what();
   }
+}
+
+// A seeded mutation loop over the shard reader (#30's fuzz targets): valid files of both
+// formats with bytes flipped (the header's above all), cut short or grown; each opens and
+// reads every window, or fails with a UsageError that names the file. Never another error,
+// a crash or a hang.
+TEST(TokenShards, MutatedFilesOpenOrFailNamingTheFile) {
+  const std::string dir = shards_dir("token_shards_fuzz");
+  std::vector<uint16_t> tokens(700);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i * 37 % 300);
+  const std::string seeds[] = {shards_u16(tokens), shards_llmc_header(20240520, 1, 700) + shards_u16(tokens),
+                               shards_llmc_header(20240801, 7, 350) + shards_u16(tokens)};
+  std::mt19937 rng(20261203);
+  int opened = 0, refused = 0;
+  for (int round = 0; round < 600; ++round) {
+    std::string bytes = seeds[round % 3];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const uint32_t kind = rng() % 4;
+      const size_t at = rng() % (kind == 0 && bytes.size() > 1024 ? 12 : std::max<size_t>(bytes.size(), 1));
+      if (kind <= 1 && !bytes.empty())
+        bytes[at % bytes.size()] = static_cast<char>(rng());  // a byte (kind 0: of the header's first 12)
+      else if (kind == 2)
+        bytes.resize(rng() % (bytes.size() + 1));  // cut short
+      else
+        bytes.append(rng() % 9, static_cast<char>(rng()));  // grown
+    }
+    const std::string path = dir + "/m" + std::to_string(round % 7) + ".bin";
+    shards_write(path, bytes);
+    try {
+      TokenShardDataset d(path, 16, 300);
+      for (int64_t i = 0; i < d.size(); ++i) d.get(i);
+      ++opened;
+    } catch (const UsageError& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << "round " << round << ": " << e.what();
+    }
+  }
+  std::printf("600 mutated files: %d read, %d refused naming the file\n", opened, refused);
+  EXPECT_GT(opened, 0);
+  EXPECT_GT(refused, 0);
 }
