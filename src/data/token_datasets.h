@@ -80,7 +80,7 @@ class TokenShardDataset : public Dataset {
     int64_t offset = 0;  // of the first token
     int64_t tokens = 0;
   };
-  static Shard open_shard(const std::string& path);
+  void add_shard(const std::string& path);
   void read_tokens(const Shard& s, int64_t first, int64_t n, int64_t* out) const;
   void close_all();
   std::vector<Shard> shards_;

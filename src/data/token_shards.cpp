@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "data/token_datasets.h"
 #include "util/error.h"
@@ -19,10 +20,6 @@ constexpr int64_t kHeaderBytes = 256 * 4;
 constexpr int32_t kMagicU16 = 20240520, kVersionU16 = 1;  // GPT-2's: uint16 tokens
 constexpr int32_t kMagicU32 = 20240801, kVersionU32 = 7;  // Llama 3's: uint32 tokens
 constexpr int64_t kTokensCheckedAtOpen = 1 << 16;         // of each file, against the vocabulary
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // Every read of `n` bytes at `offset`, however the kernel splits it; false at the end of the file.
 bool read_at(int fd, void* out, size_t n, int64_t offset) {
@@ -58,12 +55,14 @@ std::vector<std::string> token_shard_files(const std::string& pattern) {
   return files;
 }
 
-TokenShardDataset::Shard TokenShardDataset::open_shard(const std::string& path) {
-  Shard s;
-  s.path = path;
-  s.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  DDP_USAGE_CHECK(s.fd >= 0, "cannot open '", path, "': ", std::strerror(errno),
+// Opens the file and reads its format; the file is in shards_ (so close_all closes it) before
+// any check can throw.
+void TokenShardDataset::add_shard(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DDP_USAGE_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno),
                   errno == EMFILE ? " (too many files open: raise `ulimit -n`)" : "");
+  shards_.push_back({path, fd});
+  Shard& s = shards_.back();
   struct stat st {};
   DDP_USAGE_CHECK(::fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode), "'", path, "' is not a regular file");
   const int64_t bytes = st.st_size;
@@ -82,16 +81,15 @@ TokenShardDataset::Shard TokenShardDataset::open_shard(const std::string& path) 
                     " (truncated or still being written?)");
     s.offset = kHeaderBytes;
     s.tokens = count;
-    return s;
+    return;
   }
-  DDP_USAGE_CHECK(ends_with(path, ".bin"), "'", path,
+  DDP_USAGE_CHECK(std::filesystem::path(path).extension() == ".bin", "'", path,
                   "' is not a token file: no llm.c header (its first int32 is not 20240520 or 20240801), "
                   "and raw uint16 tokens (nanoGPT's) are read from .bin files only");
   DDP_USAGE_CHECK(bytes % 2 == 0, "'", path, "' has ", bytes,
                   " bytes: not raw uint16 tokens (nanoGPT's .bin: 2 bytes a token) and no llm.c header");
   s.width = 2;
   s.tokens = bytes / 2;
-  return s;
 }
 
 TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size, int vocab_size)
@@ -102,7 +100,7 @@ TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size,
   starts_.push_back(0);
   try {
     for (const std::string& file : token_shard_files(pattern)) {
-      shards_.push_back(open_shard(file));
+      add_shard(file);
       const int64_t t = shards_.back().tokens;
       // A file of another tokenizer fails here, not hours into the epoch: its first tokens.
       std::vector<int64_t> head(static_cast<size_t>(std::min<int64_t>(t, kTokensCheckedAtOpen)));
@@ -110,16 +108,13 @@ TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size,
       starts_.push_back(starts_.back() + (t > block_ ? (t - 1) / block_ : 0));
       tokens_ += t;
     }
-  } catch (...) {
-    close_all();
-    throw;
-  }
-  if (size() == 0) {
-    close_all();
-    DDP_USAGE_CHECK(false, "'", pattern, "' holds ", tokens_, " tokens in ", shards_.size(),
+    DDP_USAGE_CHECK(size() > 0, "'", pattern, "' holds ", tokens_, " tokens in ", shards_.size(),
                     shards_.size() == 1 ? " file" : " files",
                     ": too few for one window of block_size + 1 = ", block_ + 1,
                     " tokens (a window does not cross files); give more tokens or a smaller block_size");
+  } catch (...) {  // no destructor runs for a constructor that throws
+    close_all();
+    throw;
   }
 }
 

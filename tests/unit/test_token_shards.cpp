@@ -173,6 +173,10 @@ TEST(TokenShards, MutatedFilesOpenOrFailNamingTheFile) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i * 37 % 300);
   const std::string seeds[] = {shards_u16(tokens), shards_llmc_header(20240520, 1, 700) + shards_u16(tokens),
                                shards_llmc_header(20240801, 7, 350) + shards_u16(tokens)};
+  const auto open_fds = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  const auto fds_before = open_fds();
   std::mt19937 rng(20261203);
   int opened = 0, refused = 0;
   for (int round = 0; round < 600; ++round) {
@@ -202,4 +206,5 @@ TEST(TokenShards, MutatedFilesOpenOrFailNamingTheFile) {
   std::printf("600 mutated files: %d read, %d refused naming the file\n", opened, refused);
   EXPECT_GT(opened, 0);
   EXPECT_GT(refused, 0);
+  EXPECT_EQ(open_fds(), fds_before) << "a refused file's descriptor stayed open";
 }
