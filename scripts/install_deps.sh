@@ -23,10 +23,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # libgloo-dev for both: pip's LibTorch ships no Gloo headers, which ProcessGroupGloo.hpp includes.
 pkgs=(cmake ninja-build g++ ccache make pkg-config libgloo-dev nlohmann-json3-dev libtomlplusplus-dev
       zlib1g-dev libgtest-dev googletest python3 python3-pip python3-venv dataset-fashion-mnist iproute2
-      procps bsdutils clang-format-14)
+      procps bsdutils clang-format-14 libturbojpeg0-dev libpng-dev)
 # Debian's LibTorch links libblas.so.3, which a fresh Debian machine points at the reference
 # BLAS (a 12-20x slower matmul); libopenblas0-openmp registers OpenBLAS with a higher priority.
-[ "$mode" = debian ] && pkgs+=(libtorch-dev python3-torch libopenblas0-openmp)
+# python3-torchvision and python3-pil: the image tests' torchvision and Pillow for torch 1.13.
+[ "$mode" = debian ] && pkgs+=(libtorch-dev python3-torch libopenblas0-openmp python3-torchvision python3-pil)
 [ "$mode" = test ] && pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -52,7 +53,24 @@ if [ "$mode" = debian ]; then
 fi
 
 # pip's torch 2.x: the build's LibTorch and the Python the interop tests talk to.
-"$root/scripts/torch2_python.sh" > /dev/null
+py2="$("$root/scripts/torch2_python.sh")"
+# The image tests compare with torchvision (of that torch: --no-deps keeps its torch) and Pillow.
+if [ "$mode" = test ] && ! "$py2" -c 'import torchvision, PIL' 2> /dev/null; then
+  case "${TORCH2_VERSION:-2.15.0}" in
+    2.15.* | 2.14.*) tv=0.29.2 ;;
+    2.13.*) tv=0.28.0 ;;
+    2.12.*) tv=0.27.1 ;;
+    2.11.*) tv=0.26.0 ;;
+    *) tv="" ;;
+  esac
+  if [ -z "$tv" ]; then
+    echo "install_deps: no torchvision known for torch ${TORCH2_VERSION}: the image tests need one;" \
+      "pip install it (the one of that torch) and pillow into $py2" >&2
+  else
+    echo "install_deps: pip installing torchvision==$tv pillow for $py2"
+    "$py2" -m pip install --quiet --disable-pip-version-check --no-deps "torchvision==$tv" pillow
+  fi
+fi
 
 # Python readers the interop tests check our files with (PyPI), for Debian's python3:
 # installed into .pydeps next to this script's repository, never into the system (pip

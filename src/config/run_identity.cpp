@@ -46,6 +46,8 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         "flight_recorder", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
         "find_unused_parameters", "ddp_overlap", "accum_no_sync", "memory_format", "activation_checkpointing",
         "use_amp", "amp_dtype", "zero_stage",
+        // an image that does not decode: a run stopped by one resumes skipping it
+        "bad_images",
         // the resume position is in samples (train/resume.h)
         "batch_size"};
     std::sort(f.begin(), f.end());

@@ -1,6 +1,7 @@
 #include "data/augment.h"
 
 #include "util/error.h"
+#include "util/splitmix.h"
 
 namespace ddptrain {
 
@@ -14,25 +15,18 @@ AugmentOptions augment_for(DatasetKind dataset, uint64_t seed) {
 }
 
 std::string augment_summary(DatasetKind dataset) {
+  if (dataset == DatasetKind::kImageFolder)
+    return "RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3) and horizontal flip, a function of (seed, epoch, "
+           "sample "
+           "index)";
   const AugmentOptions o = augment_for(dataset, 0);
   return "random crop with padding " + std::to_string(o.pad) + (o.hflip ? " and horizontal flip" : "") +
          ", a function of (seed, epoch, sample index)";
 }
 
-namespace {
-
-// SplitMix64's finaliser: a bijective mix of 64 bits.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 AugmentChoice augment_choice(const AugmentOptions& o, int64_t epoch, int64_t index) {
-  const uint64_t h = mix(mix(mix(o.seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+  const uint64_t h = splitmix64(splitmix64(splitmix64(o.seed) ^ static_cast<uint64_t>(epoch)) ^
+                                static_cast<uint64_t>(index));
   const auto span = static_cast<uint64_t>(2 * o.pad + 1);
   AugmentChoice c;
   c.dy = static_cast<int>(h % span);

@@ -11,7 +11,26 @@ namespace {
 constexpr const char* kDataOwner = "DataOptions";
 
 bool has_augment_recipe(DatasetKind d) {
-  return d == DatasetKind::kCifar10 || d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist;
+  return d == DatasetKind::kCifar10 || d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist ||
+         d == DatasetKind::kImageFolder;
+}
+
+// The image_folder fields, set for another dataset (they would be silently ignored).
+void reject_image_folder_fields(const DataOptions& d) {
+  if (decodes_images(d.dataset)) return;
+  const DataOptions defaults;
+  std::vector<OptionField> set;
+  if (d.resize_size != defaults.resize_size) set.push_back({&d.resize_size, "resize_size"});
+  if (d.jpeg_dct_scaling != defaults.jpeg_dct_scaling)
+    set.push_back({&d.jpeg_dct_scaling, "jpeg_dct_scaling"});
+  if (d.bad_images != defaults.bad_images) set.push_back({&d.bad_images, "bad_images"});
+  if (set.empty()) return;
+  const size_t at = set.size();
+  set.push_back({&d.dataset, "dataset"});
+  throw OptionError(set,
+                    str("{0} is for {", at, ":image_folder}; {", at, ":", word(d.dataset),
+                        "} decodes no image files: drop it"),
+                    kDataOwner);
 }
 
 // The fields this dataset has no use for (where they differ from their defaults): dataset
@@ -45,7 +64,8 @@ void reject_unused(const DataOptions& d) {
     std::vector<OptionField> set;
     if (d.num_classes != defaults.num_classes) set.push_back({&d.num_classes, "num_classes"});
     if (d.in_channels != defaults.in_channels) set.push_back({&d.in_channels, "in_channels"});
-    if (d.image_size != defaults.image_size) set.push_back({&d.image_size, "image_size"});
+    if (d.image_size != defaults.image_size && !decodes_images(d.dataset))
+      set.push_back({&d.image_size, "image_size"});
     if (!set.empty()) {
       std::string names;
       for (size_t i = 0; i < set.size(); ++i)
@@ -72,13 +92,23 @@ void reject_unused(const DataOptions& d) {
 void DataOptions::validate() const {
   check_option_positive(num_classes, "num_classes", "pass the number of classes, e.g. {0:10}", kDataOwner);
   check_option_positive(in_channels, "in_channels", "pass e.g. {0:3}", kDataOwner);
-  check_option_positive(image_size, "image_size", "pass e.g. {0:32}", kDataOwner);
+  check_option_non_negative(image_size, "image_size", "pass e.g. {0:224}, or {0:0} for the dataset's",
+                            kDataOwner);
+  check_option_non_negative(resize_size, "resize_size",
+                            "pass e.g. {0:256}, or {0:0} for floor(image_size·8/7)", kDataOwner);
+  if (resize_size > 0 && resize_size < image_size_or_default())
+    throw OptionError({{&resize_size, "resize_size"}, {&image_size, "image_size"}},
+                      str("{0}=", resize_size, " is below {1}=", image_size_or_default(),
+                          ": the evaluation's center crop must fit in the resized image; pass {0:",
+                          image_size_or_default() * 8 / 7, "} or more (or {0:0})"),
+                      kDataOwner);
   check_option_positive(dataset_size, "dataset_size", "pass e.g. {0:50000}", kDataOwner);
   const std::string kind = word(dataset);
   if (augment && !has_augment_recipe(dataset))
-    throw OptionError(
-        {{&augment, "augment"}, {&dataset, "dataset"}},
-        str("{0} has no recipe for {1:", kind, "}; use it with cifar10, fashion-mnist or mnist"), kDataOwner);
+    throw OptionError({{&augment, "augment"}, {&dataset, "dataset"}},
+                      str("{0} has no recipe for {1:", kind,
+                          "}; use it with cifar10, fashion-mnist, mnist or image_folder"),
+                      kDataOwner);
   if (dataset == DatasetKind::kText && data_path.empty())
     throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
                       "{0:text} needs {1:FILE} (any text file; its bytes are the tokens)", kDataOwner);
@@ -88,6 +118,7 @@ void DataOptions::validate() const {
                       "files, e.g. 'fineweb10B/fineweb_train_*.bin')",
                       kDataOwner);
   reject_unused(*this);
+  reject_image_folder_fields(*this);
 }
 
 }  // namespace ddptrain

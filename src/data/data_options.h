@@ -18,15 +18,20 @@ enum class DatasetKind {
   kTensors,
   kTokens,
   kText,
-  kTokenShards
+  kTokenShards,
+  kImageFolder
 };
 
 inline const Choices<DatasetKind>& dataset_choices() {
-  static const Choices<DatasetKind> c{
-      {"synthetic", DatasetKind::kSynthetic}, {"fashion-mnist", DatasetKind::kFashionMnist},
-      {"mnist", DatasetKind::kMnist},         {"cifar10", DatasetKind::kCifar10},
-      {"tensors", DatasetKind::kTensors},     {"tokens", DatasetKind::kTokens},
-      {"text", DatasetKind::kText},           {"token_shards", DatasetKind::kTokenShards}};
+  static const Choices<DatasetKind> c{{"synthetic", DatasetKind::kSynthetic},
+                                      {"fashion-mnist", DatasetKind::kFashionMnist},
+                                      {"mnist", DatasetKind::kMnist},
+                                      {"cifar10", DatasetKind::kCifar10},
+                                      {"tensors", DatasetKind::kTensors},
+                                      {"tokens", DatasetKind::kTokens},
+                                      {"text", DatasetKind::kText},
+                                      {"token_shards", DatasetKind::kTokenShards},
+                                      {"image_folder", DatasetKind::kImageFolder}};
   return c;
 }
 inline const char* word(DatasetKind v) { return dataset_choices().word(v); }
@@ -42,8 +47,21 @@ inline bool reads_path(DatasetKind d) { return d == DatasetKind::kText || d == D
 /// Read from the files of a folder (data_dir), not generated or one text file.
 inline bool reads_folder(DatasetKind d) {
   return d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist || d == DatasetKind::kCifar10 ||
-         d == DatasetKind::kTensors;
+         d == DatasetKind::kTensors || d == DatasetKind::kImageFolder;
 }
+
+/// Image files decoded as they are read (image_folder): sized by image_size, not by the data.
+inline bool decodes_images(DatasetKind d) { return d == DatasetKind::kImageFolder; }
+
+// What an image that does not decode does (image_folder): stop the run naming it, or train on
+// the next readable image in its place and report it once.
+enum class BadImagePolicy { kError, kSkip };
+
+inline const Choices<BadImagePolicy>& bad_image_choices() {
+  static const Choices<BadImagePolicy> c{{"error", BadImagePolicy::kError}, {"skip", BadImagePolicy::kSkip}};
+  return c;
+}
+inline const char* word(BadImagePolicy v) { return bad_image_choices().word(v); }
 
 struct DataOptions {
   DatasetKind dataset = DatasetKind::kSynthetic;
@@ -52,9 +70,17 @@ struct DataOptions {
   std::string val_path;   // token_shards: the validation shards (a glob); empty: no validation split
   int num_classes = 10;
   int in_channels = 3;
-  int image_size = 32;
-  long long dataset_size = 50000;  // synthetic and tokens only
-  bool augment = false;            // random crop (and flip for cifar10) of training images
+  int image_size = 0;   // synthetic: 32; image_folder: 224; 0 = the dataset's (image_size_or_default)
+  int resize_size = 0;  // image_folder's evaluation Resize (shorter side); 0: floor(image_size·8/7)
+  bool jpeg_dct_scaling = true;  // image_folder: decode a JPEG at a reduced DCT scale where the crop allows
+  BadImagePolicy bad_images = BadImagePolicy::kError;  // image_folder: an image that does not decode
+  long long dataset_size = 50000;                      // synthetic and tokens only
+  bool augment = false;  // random crop (and flip for cifar10; RandomResizedCrop + flip for image_folder)
+
+  /// The image size the dataset makes: image_size, else the dataset's default.
+  int image_size_or_default() const {
+    return image_size > 0 ? image_size : decodes_images(dataset) ? 224 : 32;
+  }
 
   /// OptionError naming the field, its value and the fix (Note [Options named by their
   /// field]): sizes that are not positive, augment without a recipe for the dataset, text

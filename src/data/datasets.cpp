@@ -10,6 +10,7 @@
 
 #include "data/augment.h"
 #include "data/data_options.h"
+#include "data/image_folder.h"
 #include "data/token_datasets.h"
 #include "serialize/state_dict_reader.h"
 #include "util/error.h"
@@ -81,7 +82,9 @@ std::string data_dir_for(const DataOptions& o) {
   const char* files =
       o.dataset == DatasetKind::kMnist     ? "MNIST's IDX files (train-images-idx3-ubyte[.gz] and the like)"
       : o.dataset == DatasetKind::kCifar10 ? "CIFAR-10's binary version (the cifar-10-batches-bin folder)"
-                                           : "train.pt (and test.pt, if there is one)";
+      : o.dataset == DatasetKind::kImageFolder
+          ? "train/<class>/<image> (and val/<class>/<image>, if there is one: ImageNet's layout)"
+          : "train.pt (and test.pt, if there is one)";
   throw OptionError(fields,
                     str("{0:", word(o.dataset), "} reads ", files,
                         " from {1}, which has no default for it (only Fashion-MNIST has a Debian package): "
@@ -101,6 +104,27 @@ auto read_from(const std::string* field, const char* name, const DataOptions& o,
   } catch (const UsageError& e) {
     throw OptionError({{field, name}}, "{0}: " + OptionError::literal(e.what()), kDatasetsOwner).within(&o);
   }
+}
+
+// image_folder: DIR/train and, if there is one, DIR/val (labelled by train's classes).
+void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s) {
+  DDP_USAGE_CHECK(
+      std::filesystem::is_directory(dir + "/train"), "folder '", dir,
+      "' has no train/ folder: image_folder reads DIR/train/<class>/<image> (and DIR/val/<class>/<image> "
+      "for evaluation), ImageNet's layout");
+  ImageFolderOptions io;
+  io.image_size = o.image_size_or_default();
+  io.resize_size = o.resize_size;
+  io.jpeg_dct_scaling = o.jpeg_dct_scaling;
+  io.bad_images = o.bad_images;
+  io.seed = seed;
+  io.random_crop = o.augment;
+  auto train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
+  if (std::filesystem::is_directory(dir + "/val")) {
+    io.random_crop = false;
+    s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io, train->classes());
+  }
+  s.train = std::move(train);
 }
 
 }  // namespace
@@ -264,10 +288,17 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
   const std::string dir = reads_folder(opts.dataset) ? data_dir_for(opts) : "";
   const auto from_dir = [&](auto make) { return read_from(&opts.data_dir, "data_dir", opts, make); };
   switch (opts.dataset) {
-    case DatasetKind::kSynthetic:
+    case DatasetKind::kSynthetic: {
+      const int size = opts.image_size_or_default();
       s.train = std::make_unique<SyntheticDataset>(
-          opts.dataset_size,
-          DatasetShape{opts.in_channels, opts.image_size, opts.image_size, opts.num_classes});
+          opts.dataset_size, DatasetShape{opts.in_channels, size, size, opts.num_classes});
+      break;
+    }
+    case DatasetKind::kImageFolder:
+      from_dir([&] {
+        image_folder_splits(dir, opts, seed, s);
+        return 0;
+      });
       break;
     case DatasetKind::kFashionMnist:
     case DatasetKind::kMnist: {
@@ -324,7 +355,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       }
       break;
   }
-  if (opts.augment)
+  if (opts.augment && !decodes_images(opts.dataset))  // image_folder crops as it decodes
     s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -41,6 +42,9 @@ class Dataset {
   /// Called between epochs (no loader thread runs then): datasets whose samples depend on
   /// the epoch (augmentation) take it here.
   virtual void set_epoch(int64_t /*epoch*/) {}
+  /// The samples this dataset could not read and replaced since the last call ("file:
+  /// reason"; image_folder with bad_images=skip), each once. Called between epochs.
+  virtual std::vector<std::string> take_skipped() const { return {}; }
 };
 
 class SyntheticDataset : public Dataset {

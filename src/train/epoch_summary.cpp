@@ -14,23 +14,25 @@ void EpochSums::add(const at::Tensor& loss_d, const at::Tensor& output, const at
   predictions_ += static_cast<double>(targets.numel());
 }
 
-EpochSums::Summary EpochSums::reduce(const DistContext& ctx, bool has_correct) const {
+EpochSums::Summary EpochSums::reduce(const DistContext& ctx, bool has_correct, int64_t skipped) const {
   const MemoryStats mem = memory_stats(ctx.device());
   const int W = ctx.world_size();
-  at::Tensor summary = at::zeros({3 + 2 * W}, sums_.options());
+  at::Tensor summary = at::zeros({4 + 2 * W}, sums_.options());
   summary.narrow(0, 0, 2).copy_(sums_);
   summary[2] = predictions_;
-  summary[3 + ctx.rank()] = static_cast<double>(mem.peak_bytes);
-  summary[3 + W + ctx.rank()] = static_cast<double>(peak_rss_bytes());
+  summary[3] = static_cast<double>(skipped);
+  summary[4 + ctx.rank()] = static_cast<double>(mem.peak_bytes);
+  summary[4 + W + ctx.rank()] = static_cast<double>(peak_rss_bytes());
   std::vector<at::Tensor> sums{summary};
   ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
   const at::Tensor s = sums[0].cpu();
   Summary out;
   out.train_loss = s[0].item<double>() / s[2].item<double>();
   if (has_correct) out.train_acc = s[1].item<double>() / s[2].item<double>();
+  out.skipped_samples = static_cast<int64_t>(s[3].item<double>());
   for (int r = 0; r < W; ++r) {
-    if (mem.peak_bytes >= 0) out.peak_mem_mib.push_back(s[3 + r].item<double>() / (1 << 20));
-    out.peak_rss_mib.push_back(s[3 + W + r].item<double>() / (1 << 20));
+    if (mem.peak_bytes >= 0) out.peak_mem_mib.push_back(s[4 + r].item<double>() / (1 << 20));
+    out.peak_rss_mib.push_back(s[4 + W + r].item<double>() / (1 << 20));
   }
   return out;
 }

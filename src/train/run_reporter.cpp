@@ -172,10 +172,10 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
 void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   ctx_.log().info(epoch_line(s, e));
   const EpochPosition& p = e.position;
-  nlohmann::json rec = {{"train_loss", e.train_loss},          {"epoch_s", e.seconds},
-                        {"skipped_steps", s.skipped_steps},    {"partial", e.partial},
-                        {"micro_batches_from", p.first_micro}, {"micro_batches_to", s.micro_done},
-                        {"micro_batches_per_epoch", p.batches}};
+  nlohmann::json rec = {{"train_loss", e.train_loss},           {"epoch_s", e.seconds},
+                        {"skipped_steps", s.skipped_steps},     {"partial", e.partial},
+                        {"skipped_samples", e.skipped_samples}, {"micro_batches_from", p.first_micro},
+                        {"micro_batches_to", s.micro_done},     {"micro_batches_per_epoch", p.batches}};
   if (e.train_acc >= 0) rec["train_acc"] = e.train_acc;
   if (e.eval) {
     rec["test_loss"] = e.eval->loss;

@@ -143,7 +143,11 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   EpochEvent e(run.pos);
   e.seconds = seconds_since(run.pos.started);
   run.train_time += e.seconds;
-  const EpochSums::Summary s = run.sums.reduce(ctx_, static_cast<bool>(objective_.correct));
+  const std::vector<std::string> skipped = run.train.take_skipped();
+  for (const auto& why : skipped) ctx_.log().warn("skipped a sample that does not read: " + why);
+  const EpochSums::Summary s =
+      run.sums.reduce(ctx_, static_cast<bool>(objective_.correct), static_cast<int64_t>(skipped.size()));
+  e.skipped_samples = s.skipped_samples;
   e.train_loss = result.train_loss = s.train_loss;
   e.train_acc = s.train_acc;
   e.peak_mem_mib = s.peak_mem_mib;
@@ -163,6 +167,8 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
     const EvalResult ev =
         evaluate(model_, objective_, *run.test,
                  {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);
+    for (const auto& why : run.test->take_skipped())
+      ctx_.log().warn("skipped an evaluation sample that does not read: " + why);
     if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
       e.stopping = e.eval_interrupted = true;
       const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;

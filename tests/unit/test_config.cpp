@@ -33,7 +33,8 @@ TEST(Config, DefaultsMatchReference) {
   TrainConfig c = resolve_train_config({});
   EXPECT_EQ(c.data.num_classes, 10);
   EXPECT_EQ(c.data.in_channels, 3);
-  EXPECT_EQ(c.data.image_size, 32);
+  EXPECT_EQ(c.data.image_size, 0);
+  EXPECT_EQ(c.data.image_size_or_default(), 32);
   EXPECT_EQ(c.data.dataset_size, 50000);
   EXPECT_EQ(c.trainer.data.batch_size, 64);
   EXPECT_EQ(c.trainer.data.num_workers, 4);

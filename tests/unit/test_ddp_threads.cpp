@@ -43,7 +43,7 @@ std::vector<at::Tensor> snapshot(torch::nn::Module& m, bool grads) {
   return out;
 }
 
-double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+double threads_max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
   return d;
@@ -123,7 +123,7 @@ TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {
                            Variant{"world 2, grads as bucket views", 2, 4, views},
                            Variant{"world 2, no overlap", 2, 4, no_overlap}}) {
     auto got = train_tiny(v.world, v.per_rank, 1, 10, v.opts);
-    double d = max_diff(got, reference);
+    double d = threads_max_diff(got, reference);
     std::printf("%s: max |param - world-1 param| after 10 steps = %.3g\n", v.name, d);
     EXPECT_LE(d, 1e-5) << v.name;
   }
@@ -132,7 +132,7 @@ TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {
 TEST(DdpThreads, NoSyncAccumulationEqualsBigBatch) {
   auto reference = train_tiny(1, 32, 1, 10, {});  // world 1, batch 8b with b = 4
   auto got = train_tiny(2, 4, 4, 10, {});         // world 2, K = 4 micro-batches of b
-  double d = max_diff(got, reference);
+  double d = threads_max_diff(got, reference);
   std::printf("no_sync K=4 world 2 vs world 1 batch 8b: max |param diff| = %.3g\n", d);
   EXPECT_LE(d, 1e-5);
 }
@@ -161,8 +161,8 @@ TEST(DdpThreads, NoSyncKeepsGradsLocalAndReducesOncePerStep) {
     stats[static_cast<size_t>(ctx.rank())] = ddp.take_stats();
     buckets = ddp.num_buckets();
   });
-  EXPECT_GT(max_diff(local[0], local[1]), 1e-3) << "no_sync gradients should differ across ranks";
-  EXPECT_EQ(max_diff(synced[0], synced[1]), 0.0);
+  EXPECT_GT(threads_max_diff(local[0], local[1]), 1e-3) << "no_sync gradients should differ across ranks";
+  EXPECT_EQ(threads_max_diff(synced[0], synced[1]), 0.0);
   EXPECT_GT(buckets, 2u);
   for (const auto& s : stats) {
     EXPECT_EQ(s.allreduces, static_cast<int64_t>(buckets)) << "exactly one all-reduce per bucket per step";

@@ -31,7 +31,7 @@ int64_t gpt_params(const GptConfig& c) {
   return c.vocab_size * C + c.block_size * C + c.n_layer * (12 * C * C + 13 * C) + 2 * C;
 }
 
-double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+double gpt_max_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i)
     d = std::max(d, (a[i].to(at::kDouble) - b[i].to(at::kDouble)).abs().max().item<double>());
@@ -158,7 +158,7 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
 TEST(Gpt, WorldTwoEqualsWorldOneAndRecomputeIsBitwiseEqualUnderDdp) {
   auto reference = train_gpt(1, 4, 10, false);
   auto two = train_gpt(2, 2, 10, false);
-  const double d = max_diff(two, reference);
+  const double d = gpt_max_diff(two, reference);
   std::printf("GPT debug AdamW world 2 batch 2 vs world 1 batch 4: max |param diff| after 10 steps = %.3g\n",
               d);
   EXPECT_LE(d, 1e-5);
