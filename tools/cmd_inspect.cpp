@@ -15,6 +15,7 @@
 #include "models/build_model.h"
 #include "models/gpt.h"
 #include "models/script_model.h"
+#include "obs/memory.h"
 #include "tools/commands.h"
 #include "train/objective_check.h"
 #include "train/trainer_options.h"
@@ -183,11 +184,16 @@ int inspect_loader(const std::vector<std::string>& args) {
       bind_flag("block_size", &tokens.block_size, "token datasets: tokens per sample"),
       bind_flag("vocab_size", &tokens.vocab_size,
                 "token datasets: the vocabulary tokens are checked against"),
-      bind_flag("image_size", &d.image_size, "synthetic image size"),
+      bind_flag("image_size", &d.image_size,
+                "image size (0 = the dataset's: synthetic 32, image_folder 224)"),
+      bind_flag("resize_size", &d.resize_size,
+                "image_folder: the evaluation's Resize (0 = floor(image_size*8/7))"),
+      bind_flag("jpeg_dct_scaling", &d.jpeg_dct_scaling,
+                "image_folder: decode JPEGs at a reduced DCT scale where the crop allows"),
       bind_flag("batch_size", &lo.batch_size, "samples per batch"),
       bind_flag("num_workers", &lo.num_workers, "loader threads (0 = in the calling thread)"),
       bind_flag("prefetch_factor", &lo.prefetch_factor, "batches each thread prepares ahead"),
-      bind_flag("augment", &d.augment, "augment as in training"),
+      bind_flag("augment", &d.augment, "augment as in training (image_folder: RandomResizedCrop and flip)"),
       bind_flag("batches", &batches, "batches to time"),
       bind_flag("world_size", &world, "ranks the epoch is split over (rank 0's share is read)"),
   };
@@ -203,6 +209,7 @@ int inspect_loader(const std::vector<std::string>& args) {
                   "--block_size and --vocab_size must be > 0");
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
+  keep_cpu_heap(int64_t{1024} << 20);  // as train's default (Note [CPU heap kept across steps])
   DataSplits data = in_flag_words_of(table, d, [&] {
     d.validate();
     return make_datasets(d, tokens, 42);
@@ -223,6 +230,8 @@ int inspect_loader(const std::vector<std::string>& args) {
   std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s", word(d.dataset),
               lo.num_workers, lo.batch_size, static_cast<long long>(n), s, samples_per_s);
   if (token_data) std::printf(" (%.0f tokens/s)", samples_per_s * tokens.block_size);
+  if (decodes_images(d.dataset))
+    std::printf(" (%.0f images/s per loader thread)", samples_per_s / std::max(1, lo.num_workers));
   std::printf("\n");
   return 0;
 }

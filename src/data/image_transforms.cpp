@@ -126,13 +126,15 @@ void resample_box(const uint8_t* rgb, int height, int width, const CropBox& box,
   const auto [yb, ye] = range(box.top, box.height, height);
   const Taps tx = taps(box.left, box.left + box.width, x0, x1, out_w);
   const Taps ty = taps(box.top, box.top + box.height, yb, ye, out_h);
-  // The source rows any output row reads, passed horizontally once each.
+  // The source rows any output row reads, passed horizontally once each, into three planes
+  // (channel, row, column) so that the vertical pass runs along contiguous rows.
   const int y0 = ty.first.front();
   const int y1 = ty.first.back() + ty.count.back();
-  std::vector<float> rows(static_cast<size_t>(std::max(y1 - y0, 0)) * out_w * 3);
+  const size_t rows_n = static_cast<size_t>(std::max(y1 - y0, 0)), row = static_cast<size_t>(out_w);
+  std::vector<float> rows(3 * rows_n * row);
   for (int y = y0; y < y1; ++y) {
     const uint8_t* src = rgb + static_cast<size_t>(y) * width * 3;
-    float* dst = rows.data() + static_cast<size_t>(y - y0) * out_w * 3;
+    float* d = rows.data() + static_cast<size_t>(y - y0) * row;
     for (int ox = 0; ox < out_w; ++ox) {
       const float* w = &tx.weight[static_cast<size_t>(ox) * tx.ksize];
       const uint8_t* s = src + static_cast<size_t>(tx.first[ox]) * 3;
@@ -142,31 +144,27 @@ void resample_box(const uint8_t* rgb, int height, int width, const CropBox& box,
         g += w[k] * s[3 * k + 1];
         b += w[k] * s[3 * k + 2];
       }
-      float* d = dst + 3 * (flip ? out_w - 1 - ox : ox);
-      d[0] = r;
-      d[1] = g;
-      d[2] = b;
+      const size_t at = static_cast<size_t>(flip ? out_w - 1 - ox : ox);
+      d[at] = r;
+      d[rows_n * row + at] = g;
+      d[2 * rows_n * row + at] = b;
     }
   }
-  float scale[3], shift[3];
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = 1.0f / (255.0f * norm.std[c]);
-    shift[c] = norm.mean[c] / norm.std[c];
-  }
   const size_t plane = static_cast<size_t>(out_h) * out_w;
-  for (int oy = 0; oy < out_h; ++oy) {
-    const float* w = &ty.weight[static_cast<size_t>(oy) * ty.ksize];
-    const float* src = rows.data() + static_cast<size_t>(ty.first[oy] - y0) * out_w * 3;
-    for (int ox = 0; ox < out_w; ++ox) {
-      float acc[3] = {0, 0, 0};
+  for (int c = 0; c < 3; ++c) {
+    const float scale = 1.0f / (255.0f * norm.std[c]), shift = norm.mean[c] / norm.std[c];
+    const float* channel = rows.data() + c * rows_n * row;
+    for (int oy = 0; oy < out_h; ++oy) {
+      const float* w = &ty.weight[static_cast<size_t>(oy) * ty.ksize];
+      const float* src = channel + static_cast<size_t>(ty.first[oy] - y0) * row;
+      float* dst = out + c * plane + static_cast<size_t>(oy) * row;
+      std::fill(dst, dst + row, 0.0f);
       for (int k = 0; k < ty.count[oy]; ++k) {
-        const float* s = src + (static_cast<size_t>(k) * out_w + ox) * 3;
-        acc[0] += w[k] * s[0];
-        acc[1] += w[k] * s[1];
-        acc[2] += w[k] * s[2];
+        const float wk = w[k];
+        const float* s = src + static_cast<size_t>(k) * row;
+        for (size_t x = 0; x < row; ++x) dst[x] += wk * s[x];
       }
-      for (int c = 0; c < 3; ++c)
-        out[c * plane + static_cast<size_t>(oy) * out_w + ox] = acc[c] * scale[c] - shift[c];
+      for (size_t x = 0; x < row; ++x) dst[x] = dst[x] * scale - shift;
     }
   }
 }

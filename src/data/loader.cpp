@@ -1,16 +1,33 @@
 #include "data/loader.h"
 
+#include <cstring>
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/thread_policy.h"
 
 namespace ddptrain {
 
 int64_t Loader::num_batches(int64_t n) const {
   return opts_.drop_last ? n / opts_.batch_size : (n + opts_.batch_size - 1) / opts_.batch_size;
 }
+
+namespace {
+
+// A sample into its row of the batch: one memcpy for the usual contiguous CPU sample (no ATen
+// op, no parallel region), else a copy.
+void put_sample(at::Tensor row, const at::Tensor& sample) {
+  if (sample.is_contiguous() && sample.device().is_cpu() && sample.scalar_type() == row.scalar_type() &&
+      sample.sizes() == row.sizes())
+    std::memcpy(row.data_ptr(), sample.data_ptr(), sample.nbytes());
+  else
+    row.copy_(sample);
+}
+
+}  // namespace
 
 Batch Loader::build(int64_t b) const {
   const int64_t begin = b * opts_.batch_size;
@@ -25,8 +42,8 @@ Batch Loader::build(int64_t b) const {
             std::vector<int64_t>(indices_.begin() + begin, indices_.begin() + end)};
   for (int64_t k = begin; k < end; ++k) {
     Example e = k == begin ? std::move(first) : dataset_.get(indices_[k]);
-    out.inputs[k - begin].copy_(e.input);
-    out.targets[k - begin].copy_(e.target);
+    put_sample(out.inputs[k - begin], e.input);
+    put_sample(out.targets[k - begin], e.target);
   }
   return out;
 }
@@ -36,6 +53,7 @@ void Loader::worker_loop(int64_t first, int worker) {
   // they then run mostly while the trainer waits for communication, instead of preempting
   // compute (Linux nice values are per thread).
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), opts_.worker_nice);
+  limit_this_thread_to_one_openmp_thread();  // Note [Loader threads open no OpenMP team]
   const int64_t stride = opts_.num_workers;
   const int64_t window = static_cast<int64_t>(opts_.num_workers) * opts_.prefetch_factor;
   for (int64_t b = first + worker; b < total_; b += stride) {

@@ -1,6 +1,8 @@
 // How many intra-op threads a rank runs, and whether OpenMP's threads should wait passively.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <algorithm>
 
 namespace ddptrain {
@@ -23,6 +25,22 @@ inline int threads_per_rank(int requested, int cores, int local_ranks) {
 /// one; under another launcher the trainer says what to set.
 inline bool threads_outnumber_cores(int local_ranks, int threads, int cores) {
   return threads > 1 && cores > 0 && static_cast<long long>(local_ranks) * threads > cores;
+}
+
+/// Note [Loader threads open no OpenMP team]
+/// LibTorch's CPU ops run their parallel regions in a team of the calling thread's size
+/// (OpenMP's per-thread nthreads). A loader thread that runs a large op (a 3x224x224 image's
+/// copy) would start a team of its own, whose threads then spin on the cores the trainer
+/// computes on (37% of a loader's profile was libgomp spinning: inspect loader, image_folder
+/// at 224). PyTorch's DataLoader workers run with torch.set_num_threads(1); the loader's
+/// threads set their own nthreads to 1 (at::set_num_threads would also change process-wide
+/// state), in the OpenMP runtime LibTorch loaded (pip's torch ships its own libgomp, so the
+/// symbol is looked up, not linked). False where there is no OpenMP runtime.
+inline bool limit_this_thread_to_one_openmp_thread() {
+  using SetThreads = void (*)(int);
+  static const auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set != nullptr) set(1);
+  return set != nullptr;
 }
 
 }  // namespace ddptrain

@@ -2,6 +2,7 @@
 // and the loader's batches do not depend on the number of workers.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "data/loader.h"
 #include "golden.h"
 #include "util/error.h"
+#include "util/thread_policy.h"
 
 using namespace ddptrain;
 
@@ -275,4 +277,49 @@ TEST(Data, AugmentationSameForAnyWorkerCountAndAcrossAResume) {
   EXPECT_EQ(up[0][3].abs().sum().item<float>(), 0.0f);  // the padding
   EXPECT_TRUE(augment_image(img, 2, {2, 2, true}).equal(img.flip({2})));
   EXPECT_THROW(augment_for(DatasetKind::kSynthetic, 1), UsageError);
+}
+
+namespace {
+int data_threads_now() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// A dataset whose get() runs a large ATen op (a parallel region inside LibTorch) and records
+// the threads the process then has.
+class ParallelProbe : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  Example get(int64_t index) const override {
+    at::Tensor t = at::ones({int64_t{1} << 22});
+    t.mul_(2).add_(1);
+    int seen = data_threads_now(), prev = most.load();
+    while (seen > prev && !most.compare_exchange_weak(prev, seen)) {
+    }
+    return {at::zeros({3, 4, 4}), at::scalar_tensor(index, at::kLong)};
+  }
+  mutable std::atomic<int> most{0};
+};
+}  // namespace
+
+TEST(Data, LoaderThreadsRunASamplesOpsInlineNotInAnIntraOpTeam) {
+  // Note [Loader threads open no OpenMP team]: a sample's large op runs in the loader thread
+  // alone; the calling thread keeps its team.
+  if (at::get_num_threads() < 2) at::set_num_threads(2);
+  ParallelProbe probe;
+  probe.get(0);  // the calling thread's team, started once
+  const int base = data_threads_now();
+  probe.most = 0;
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.num_workers = 2;
+  Loader loader(probe, o);
+  loader.start({0, 1, 2, 3, 4, 5, 6, 7});
+  while (loader.next()) {
+  }
+  ASSERT_NE(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"), nullptr) << "this LibTorch runs no OpenMP";
+  EXPECT_GE(base, 2) << "the calling thread's op started no team: the probe proves nothing";
+  EXPECT_LE(probe.most.load(), base + 2) << "the loader's 2 threads opened intra-op teams of their own";
+  EXPECT_GT(at::get_num_threads(), 1) << "the calling thread's own team size changed";
 }
