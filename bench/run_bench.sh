@@ -27,6 +27,11 @@
 # 13. ZeRO under a memory limit (as root): world 4, every rank in a memory cgroup of
 #     BENCH_LIMIT_MIB (default 1536; bench/in_cgroup.sh), GPT n_embd 768: the largest
 #     --n_layer that trains 3 steps at --zero_stage 0 and at 3 (an OOM kill ends a size).
+# 14. the image folder: 1,024 JPEGs of about 500x375 (quality 90, made from scikit-image's
+#     photographs, bench/image_loader.py), RandomResizedCrop 224 + flip: images/s of
+#     `ddptrain inspect loader` against torchvision's ImageFolder through PyTorch's
+#     DataLoader (PIL), both with 2 workers, BENCH_ROUNDS interleaved rounds; then the data
+#     wait of MiniResNet width 1.0 training on it (world 1, 1 loader thread).
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -411,3 +416,25 @@ PY
     for layers in 1 2 4 6 8 12 16 24; do limit_row "$stage" "$layers" || break; done
   done
 fi
+
+echo
+echo "== 14. image folder: 1,024 JPEGs ~500x375 q90, RandomResizedCrop 224 + flip, batch 64, 2 workers, $ROUNDS interleaved rounds =="
+WHEEL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/ddptrain/bench-photos"
+if ! ls "$WHEEL_DIR"/scikit_image-*.whl > /dev/null 2>&1; then
+  mkdir -p "$WHEEL_DIR"
+  "$PY" -m pip download --quiet --no-deps --disable-pip-version-check scikit-image==0.26.0 -d "$WHEEL_DIR" \
+    > "$TMP/wheel.log" 2>&1 || fail "$TMP/wheel.log"
+fi
+"$PY" "$ROOT/bench/image_loader.py" prepare "$(ls "$WHEEL_DIR"/scikit_image-*.whl | head -1)" "$TMP/images" 1024 \
+  > "$TMP/prep.log" 2>&1 || fail "$TMP/prep.log"
+printf '%-6s %-22s %-26s %s\n' round "ddptrain images/s" "PyTorch DataLoader+PIL" ratio
+for r in $(seq 1 "$ROUNDS"); do
+  "$BIN" inspect loader --dataset image_folder --data_dir "$TMP/images" --augment --num_workers 2 --batch_size 64 \
+    --batches 16 > "$TMP/il.log" 2>&1 || fail "$TMP/il.log"
+  ours_ips=$(grep -oE '[0-9]+ samples/s' "$TMP/il.log" | awk '{print $1}')
+  theirs_ips=$("$PY" "$ROOT/bench/image_loader.py" pytorch "$TMP/images" 64 2 15 2> "$TMP/pt.log") || fail "$TMP/pt.log"
+  awk -v r="$r" -v a="$ours_ips" -v b="$theirs_ips" 'BEGIN {printf "%-6s %-22.0f %-26.0f %.2fx\n", r, a, b, a / b}'
+done
+read -r s _ _ _ _ _ dw _ <<< "$(ours 1 1.0 32 --dataset image_folder --data_dir "$TMP/images" --image_size 224 \
+  --augment --threads 2)"
+awk -v s="$s" -v w="$dw" 'BEGIN {printf "MiniResNet width 1.0 at 224 on the folder: %.1f samples/s, data wait %.1f%% of the step (1 loader thread)\n", s, w}'

@@ -52,7 +52,7 @@ def write(d):
     Image.fromarray(p).save(f"{d}/progressive.jpg", quality=85, progressive=True)
     Image.fromarray(p[:, :, 0]).save(f"{d}/grey.jpg", quality=90)
     rgba = np.concatenate([p, np.full(p.shape[:2] + (1,), 100, np.uint8)], axis=-1)
-    Image.fromarray(rgba, "RGBA").save(f"{d}/rgba.png")
+    Image.fromarray(rgba).save(f"{d}/rgba.png")
     Image.fromarray(photo(401, 123, 2)).save(f"{d}/tall.png")
     Image.fromarray(photo(77, 300, 3)).save(f"{d}/wide.png")
 

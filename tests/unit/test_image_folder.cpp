@@ -4,6 +4,8 @@
 // pure function of (seed, epoch, index).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -30,7 +32,8 @@ std::string folder_slurp(const std::string& path) {
 // Pillow's test images (tests/python/images.py write), once per process.
 const std::string& folder_images() {
   static const std::string d = [] {
-    const std::string dir = testing::TempDir() + "folder_images";
+    // Per process: ctest runs each test in its own process, two at a time.
+    const std::string dir = testing::TempDir() + "folder_images_" + std::to_string(::getpid());
     fs::remove_all(dir);
     const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR +
                             "/tests/python/images.py write " + dir + " > " + dir + ".log 2>&1";

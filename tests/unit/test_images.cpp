@@ -4,7 +4,9 @@
 // crash (a seeded mutation loop).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +43,8 @@ std::string images_python(const std::string& args, const std::string& log) {
 // Pillow's test images, written once per process.
 const std::string& images_dir() {
   static const std::string d = [] {
-    const std::string dir = testing::TempDir() + "images_unit";
+    // Per process: ctest runs each test in its own process, two at a time.
+    const std::string dir = testing::TempDir() + "images_unit_" + std::to_string(::getpid());
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string err = images_python("write " + dir, dir + "/py.log");
