@@ -23,7 +23,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # libgloo-dev for both: pip's LibTorch ships no Gloo headers, which ProcessGroupGloo.hpp includes.
 pkgs=(cmake ninja-build g++ ccache make pkg-config libgloo-dev nlohmann-json3-dev libtomlplusplus-dev
       zlib1g-dev libgtest-dev googletest python3 python3-pip python3-venv dataset-fashion-mnist iproute2
-      procps bsdutils clang-format-14 libturbojpeg0-dev libpng-dev)
+      procps bsdutils clang-format-14 libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev)
 # Debian's LibTorch links libblas.so.3, which a fresh Debian machine points at the reference
 # BLAS (a 12-20x slower matmul); libopenblas0-openmp registers OpenBLAS with a higher priority.
 # python3-torchvision and python3-pil: the image tests' torchvision and Pillow for torch 1.13.

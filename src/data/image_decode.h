@@ -43,10 +43,25 @@ struct DecodedImage {
   int width = 0;
   int height = 0;
   std::vector<uint8_t> rgb;  // height x width x 3, row-major
+  int top = 0, left = 0;     // where these pixels lie in the whole (scaled) image (a region's)
+};
+
+/// Rows [top, top + height) and columns [left, left + width) of an image.
+struct PixelRegion {
+  int top = 0, left = 0, height = 0, width = 0;
 };
 
 /// Decodes to 8-bit RGB (grey replicated, alpha dropped). A JPEG is decoded at eighths/8 of its
 /// size (1..8); a PNG always at full size.
 DecodedImage decode_image(const uint8_t* data, size_t size, int eighths = 8);
+
+/// Only `region` of a JPEG decoded at eighths/8 (region in the scaled image's pixels, clipped
+/// to it), through libjpeg's API: the rows above are skipped, those below not decoded, the
+/// columns cropped (libjpeg widens the crop to its iMCU columns: the result's left and width
+/// say what was decoded). The pixels equal the whole decode's but for a column at a widened
+/// crop's edge, where chroma upsampling lacks its neighbour. A file whose end marker is
+/// missing (truncated) is an error, as in decode_image, though its rows below the region are
+/// not read; corrupt data there goes unseen.
+DecodedImage decode_jpeg_region(const uint8_t* data, size_t size, int eighths, PixelRegion region);
 
 }  // namespace ddptrain

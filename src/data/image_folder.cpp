@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -130,10 +131,23 @@ at::Tensor ImageFolderDataset::image(int64_t index, int64_t epoch) const {
   const bool flip = opts_.random_crop && rng.uniform() < 0.5;
   const bool jpeg = sniff_image(bytes.data(), bytes.size()) == ImageFormat::kJpeg;
   const int eighths = jpeg && opts_.jpeg_dct_scaling ? decode_eighths(box, S, S) : 8;
-  const DecodedImage img = decode_image(bytes.data(), bytes.size(), eighths);
-  const CropBox at = scale_box(box, full.height, full.width, img.height, img.width);
-  at::Tensor out = at::empty({3, S, S}, at::kFloat);
+  const int scaled_h = jpeg ? scaled_dim(full.height, eighths) : full.height;
+  const int scaled_w = jpeg ? scaled_dim(full.width, eighths) : full.width;
+  CropBox at = scale_box(box, full.height, full.width, scaled_h, scaled_w);
+  // A random crop's filter reads only the box: a JPEG decodes only the box's rows and columns.
   const FilterReach reach = opts_.random_crop ? FilterReach::kBox : FilterReach::kImage;
+  DecodedImage img;
+  if (jpeg && reach == FilterReach::kBox) {
+    const int top = static_cast<int>(std::floor(at.top)), left = static_cast<int>(std::floor(at.left));
+    img = decode_jpeg_region(bytes.data(), bytes.size(), eighths,
+                             {top, left, static_cast<int>(std::ceil(at.top + at.height)) - top,
+                              static_cast<int>(std::ceil(at.left + at.width)) - left});
+    at.top -= img.top;
+    at.left -= img.left;
+  } else {
+    img = decode_image(bytes.data(), bytes.size(), eighths);
+  }
+  at::Tensor out = at::empty({3, S, S}, at::kFloat);
   resample_box(img.rgb.data(), img.height, img.width, at, reach, S, S, flip, opts_.normalize,
                out.data_ptr<float>());
   return out;

@@ -6,7 +6,8 @@
 // Threads are joined when the epoch ends, on early exit and in the destructor.
 // With pin_memory, batches are built in page-locked (pinned) memory, so the trainer's copy to
 // the GPU can be asynchronous (non_blocking); the caching host allocator keeps a block until
-// the copies that read it have finished.
+// the copies that read it have finished. Large input buffers are recycled (Note [Batch buffers
+// recycled], loader.cpp).
 #pragma once
 
 #include <condition_variable>
@@ -50,6 +51,7 @@ class Loader {
 
  private:
   Batch build(int64_t batch_index) const;
+  at::Tensor inputs_buffer(const std::vector<int64_t>& shape, const at::TensorOptions& options) const;
   void worker_loop(int64_t first, int worker);
 
   const Dataset& dataset_;
@@ -64,6 +66,8 @@ class Loader {
   std::exception_ptr error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+  mutable std::mutex pool_mu_;
+  mutable std::vector<at::Tensor> pool_;  // large inputs buffers, reused once nothing holds them
 };
 
 }  // namespace ddptrain

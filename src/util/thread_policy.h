@@ -35,7 +35,9 @@ inline bool threads_outnumber_cores(int local_ranks, int threads, int cores) {
 /// at 224). PyTorch's DataLoader workers run with torch.set_num_threads(1); the loader's
 /// threads set their own nthreads to 1 (at::set_num_threads would also change process-wide
 /// state), in the OpenMP runtime LibTorch loaded (pip's torch ships its own libgomp, so the
-/// symbol is looked up, not linked). False where there is no OpenMP runtime.
+/// symbol is looked up, not linked). LibTorch sets a thread's size to the process's
+/// intra-op threads at its first op in that thread (at::set_num_threads' value): the loader
+/// calls at::get_num_threads() first, which does that. False where there is no OpenMP runtime.
 inline bool limit_this_thread_to_one_openmp_thread() {
   using SetThreads = void (*)(int);
   static const auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));

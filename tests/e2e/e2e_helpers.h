@@ -2,6 +2,7 @@
 // the fingerprints ranks log, and file reading.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -131,6 +132,21 @@ inline std::vector<TracedRun> read_sample_trace(const std::string& path) {
     for (int64_t i; ids >> i;) v.push_back(i);
   }
   return runs;
+}
+
+// The sample indices of `epoch` over ranks 0..world-1 of a trace folder (DIR/rank<r>.txt), in
+// micro-batches [0, before) (all when before < 0), sorted.
+inline std::vector<int64_t> traced_samples(const std::string& trace, int world, int epoch,
+                                           int64_t before = -1) {
+  std::vector<int64_t> ids;
+  for (int r = 0; r < world; ++r)
+    for (const TracedRun& run : read_sample_trace(trace + "/rank" + std::to_string(r) + ".txt")) {
+      if (!run.epochs.count(epoch)) continue;
+      for (const auto& [micro, v] : run.epochs.at(epoch))
+        if (before < 0 || micro < before) ids.insert(ids.end(), v.begin(), v.end());
+    }
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 // How many times needle occurs in text.

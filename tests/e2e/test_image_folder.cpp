@@ -70,18 +70,6 @@ nlohmann::json last_epoch(const std::string& metrics) {
   return last;
 }
 
-std::vector<int64_t> folder_trained(const std::string& trace, int world, int epoch, int64_t before = -1) {
-  std::vector<int64_t> ids;
-  for (int r = 0; r < world; ++r)
-    for (const TracedRun& run : read_sample_trace(trace + "/rank" + std::to_string(r) + ".txt")) {
-      if (!run.epochs.count(epoch)) continue;
-      for (const auto& [micro, v] : run.epochs.at(epoch))
-        if (before < 0 || micro < before) ids.insert(ids.end(), v.begin(), v.end());
-    }
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
 }  // namespace
 
 TEST(ImageFolder, TrainsAtWorld2ToTheAccuracyOfTheSamePixelsAsIdxFiles) {
@@ -142,11 +130,11 @@ TEST(ImageFolder, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachImageOn
   std::replace(ta.begin(), ta.end(), three + "/ck", other + "/ck");
   ProcResult t = run(launch(3, free_port(), ta), {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
-  std::vector<int64_t> covered = folder_trained(cut + "/trace", 2, 2, 2);
-  const std::vector<int64_t> rest = folder_trained(three + "/trace", 3, 2);
+  std::vector<int64_t> covered = traced_samples(cut + "/trace", 2, 2, 2);
+  const std::vector<int64_t> rest = traced_samples(three + "/trace", 3, 2);
   covered.insert(covered.end(), rest.begin(), rest.end());
   std::sort(covered.begin(), covered.end());
-  const std::vector<int64_t> planned = folder_trained(whole + "/trace", 2, 2);
+  const std::vector<int64_t> planned = traced_samples(whole + "/trace", 2, 2);
   std::vector<int64_t> missing;
   std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
                       std::back_inserter(missing));

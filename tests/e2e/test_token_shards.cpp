@@ -63,20 +63,6 @@ std::vector<std::string> shard_train(const std::string& data, const std::string&
   return a;
 }
 
-// The sample indices of `epoch` over all ranks of a trace folder, in micro-batches [0, before)
-// (all when before < 0), sorted.
-std::vector<int64_t> trained(const std::string& trace, int world, int epoch, int64_t before = -1) {
-  std::vector<int64_t> ids;
-  for (int r = 0; r < world; ++r)
-    for (const TracedRun& run : read_sample_trace(trace + "/rank" + std::to_string(r) + ".txt")) {
-      if (!run.epochs.count(epoch)) continue;
-      for (const auto& [micro, v] : run.epochs.at(epoch))
-        if (before < 0 || micro < before) ids.insert(ids.end(), v.begin(), v.end());
-    }
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
 }  // namespace
 
 TEST(TokenShards, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachWindowOnce) {
@@ -92,7 +78,7 @@ TEST(TokenShards, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachWindowO
       EXPECT_GT(rec.at("test_loss").get<double>(), 0.0);
     }
   EXPECT_EQ(evaluated, 2) << "the validation shards are evaluated after each epoch";
-  EXPECT_EQ(trained(whole + "/trace", 2, 1).size(), 56u);
+  EXPECT_EQ(traced_samples(whole + "/trace", 2, 1).size(), 56u);
   // Rank 1 SIGKILLs itself after step 11: the checkpoint of step 9 is 2 steps into epoch 2.
   ProcResult k = run(launch(2, free_port(), shard_train(data, cut)),
                      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "11"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
@@ -116,11 +102,11 @@ TEST(TokenShards, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachWindowO
   std::replace(args3.begin(), args3.end(), three + "/ck", other + "/ck");
   ProcResult t = run(launch(3, free_port(), args3), {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
-  std::vector<int64_t> covered = trained(cut + "/trace", 2, 2, 2);
-  const std::vector<int64_t> rest = trained(three + "/trace", 3, 2);
+  std::vector<int64_t> covered = traced_samples(cut + "/trace", 2, 2, 2);
+  const std::vector<int64_t> rest = traced_samples(three + "/trace", 3, 2);
   covered.insert(covered.end(), rest.begin(), rest.end());
   std::sort(covered.begin(), covered.end());
-  const std::vector<int64_t> planned = trained(whole + "/trace", 2, 2);
+  const std::vector<int64_t> planned = traced_samples(whole + "/trace", 2, 2);
   std::vector<int64_t> missing;
   std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
                       std::back_inserter(missing));

@@ -4,14 +4,14 @@
 // pure function of (seed, epoch, index).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "data/data_options.h"
 #include "data/datasets.h"

@@ -4,9 +4,7 @@
 // crash (a seeded mutation loop).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <cmath>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,11 +12,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+#include <zlib.h>
+
 #include "data/image_decode.h"
 #include "data/image_transforms.h"
 #include "util/strings.h"
-
-#include <zlib.h>
 
 using namespace ddptrain;
 namespace fs = std::filesystem;
@@ -278,7 +277,61 @@ TEST(Image, DamagedFilesAreImageErrorsNeverACrash) {
       m.insert(rng() % m.size(), std::string(1 + rng() % 64, static_cast<char>(rng())));
     const std::string e = error_of(m, i % 4 == 1 ? 2 : 8);
     (e.empty() ? decoded : failed) += 1;
+    try {  // the crop decoder on the same bytes: decodes or refuses, never crashes
+      decode_jpeg_region(reinterpret_cast<const uint8_t*>(m.data()), m.size(), i % 4 == 1 ? 2 : 8,
+                         {20, 30, 60, 90});
+    } catch (const ImageError&) {
+    }
   }
   std::printf("mutated files: %d decoded, %d refused with a reason\n", decoded, failed);
   EXPECT_GT(failed, 100);
+}
+
+TEST(Image, AJpegCropDecodesAsTheWholeDecodeDoesThere) {
+  // decode_jpeg_region: the crop's pixels as the whole decode's, at full and reduced DCT scales,
+  // for 4:2:0, 4:4:4, progressive and greyscale files; a truncated file is still refused.
+  const std::string& dir = images_dir();
+  std::mt19937_64 rng(5);
+  int64_t pixels = 0, differing = 0;
+  int worst = 0;
+  for (const char* name : {"photo.jpg", "photo444.jpg", "progressive.jpg", "grey.jpg"}) {
+    const std::string b = images_slurp(dir + "/" + name);
+    const auto* data = reinterpret_cast<const uint8_t*>(b.data());
+    for (int eighths : {8, 5, 2}) {
+      const DecodedImage whole = decode_image(data, b.size(), eighths);
+      for (int k = 0; k < 6; ++k) {
+        PixelRegion r;
+        r.top = static_cast<int>(rng() % (whole.height / 2));
+        r.left = static_cast<int>(rng() % (whole.width / 2));
+        r.height = 1 + static_cast<int>(rng() % (whole.height - r.top));
+        r.width = 1 + static_cast<int>(rng() % (whole.width - r.left));
+        const DecodedImage crop = decode_jpeg_region(data, b.size(), eighths, r);
+        ASSERT_LE(crop.left, r.left);
+        ASSERT_EQ(crop.top, r.top);
+        ASSERT_GE(crop.left + crop.width, r.left + r.width);
+        ASSERT_EQ(crop.height, r.height);
+        for (int y = 0; y < crop.height; ++y)
+          for (int x = 0; x < crop.width * 3; ++x) {
+            const int d = std::abs(
+                int{crop.rgb[static_cast<size_t>(y) * crop.width * 3 + x]} -
+                int{whole.rgb[(static_cast<size_t>(y + crop.top) * whole.width + crop.left) * 3 + x]});
+            ++pixels;
+            differing += d != 0;
+            worst = std::max(worst, d);
+          }
+      }
+    }
+  }
+  std::printf("JPEG crops: %lld of %lld values differ from the whole decode's, by at most %d\n",
+              static_cast<long long>(differing), static_cast<long long>(pixels), worst);
+  EXPECT_LT(static_cast<double>(differing), 0.02 * static_cast<double>(pixels));
+  EXPECT_LE(worst, 16);
+  const std::string jpg = images_slurp(dir + "/photo.jpg");
+  const std::string cut = jpg.substr(0, jpg.size() * 9 / 10);
+  try {
+    decode_jpeg_region(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(), 8, {0, 0, 10, 10});
+    ADD_FAILURE() << "a truncated JPEG's crop decoded";
+  } catch (const ImageError& e) {
+    EXPECT_NE(std::string(e.what()).find("Premature end"), std::string::npos) << e.what();
+  }
 }
