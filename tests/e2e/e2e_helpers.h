@@ -149,6 +149,23 @@ inline std::vector<int64_t> traced_samples(const std::string& trace, int world, 
   return ids;
 }
 
+// A run killed in epoch 2 after `cut_micro` micro-batches (its trace in cut, world 2) and
+// resumed at world 3 (trace in three) against the uninterrupted run's plan (whole, world 2):
+// every sample of epoch 2 trained, with no more repeats than PyTorch's padding at world 3.
+inline void expect_epoch_two_trained_once(const std::string& whole, const std::string& cut,
+                                          const std::string& three, int64_t cut_micro, const char* what) {
+  std::vector<int64_t> covered = traced_samples(cut, 2, 2, cut_micro);
+  const std::vector<int64_t> rest = traced_samples(three, 3, 2);
+  covered.insert(covered.end(), rest.begin(), rest.end());
+  std::sort(covered.begin(), covered.end());
+  const std::vector<int64_t> planned = traced_samples(whole, 2, 2);
+  std::vector<int64_t> missing;
+  std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
+                      std::back_inserter(missing));
+  EXPECT_TRUE(missing.empty()) << missing.size() << " " << what << " of epoch 2 never trained";
+  EXPECT_LT(covered.size() - planned.size(), 3u) << "more repeats than PyTorch's padding at world 3";
+}
+
 // How many times needle occurs in text.
 inline size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
