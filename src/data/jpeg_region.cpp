@@ -39,7 +39,6 @@ void region_message(j_common_ptr c, int level) {
 struct RegionResult {
   unsigned char* pixels = nullptr;  // malloc'ed: height x width x 3
   int top = 0, left = 0, height = 0, width = 0;
-  int colorspace = 0;
 };
 
 // The decode itself; false with e.message set on an error. Between setjmp and a longjmp only
@@ -56,14 +55,7 @@ bool decode_region_c(const uint8_t* data, size_t size, int eighths, PixelRegion 
     return false;
   }
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);
-  out.colorspace = cinfo.jpeg_color_space;
-  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    std::snprintf(e.message, sizeof e.message,
-                  "CMYK JPEG (only RGB and greyscale are read): convert it to RGB");
-    jpeg_destroy_decompress(&cinfo);
-    return false;
-  }
+  jpeg_read_header(&cinfo, TRUE);  // CMYK was refused by image_size, before
   cinfo.scale_num = static_cast<unsigned>(eighths);
   cinfo.scale_denom = 8;
   cinfo.out_color_space = JCS_RGB;
@@ -107,7 +99,7 @@ bool has_end_marker(const uint8_t* data, size_t size) {
 DecodedImage decode_jpeg_region(const uint8_t* data, size_t size, int eighths, PixelRegion region) {
   if (eighths < 1 || eighths > 8) throw ImageError(str("decode scale ", eighths, "/8 is not in 1/8..8/8"));
   if (sniff_image(data, size) != ImageFormat::kJpeg) throw ImageError("not a JPEG (by its first bytes)");
-  const ImageSize full = image_size(data, size);  // the header checks of decode_image (and the pixel limit)
+  image_size(data, size);  // decode_image's header checks: CMYK, the pixel limit
   if (!has_end_marker(data, size)) throw ImageError("JPEG data: Premature end of JPEG file (no end marker)");
   RegionErrors e{};
   RegionResult r;
@@ -122,7 +114,6 @@ DecodedImage decode_jpeg_region(const uint8_t* data, size_t size, int eighths, P
   out.left = r.left;
   out.rgb.assign(r.pixels, r.pixels + static_cast<size_t>(r.width) * r.height * 3);
   std::free(r.pixels);
-  (void)full;
   return out;
 }
 

@@ -11,11 +11,10 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "data/data_options.h"
 #include "data/datasets.h"
 #include "data/image_folder.h"
+#include "image_fixtures.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -23,25 +22,6 @@ using namespace ddptrain;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string folder_slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Pillow's test images (tests/python/images.py write), once per process.
-const std::string& folder_images() {
-  static const std::string d = [] {
-    // Per process: ctest runs each test in its own process, two at a time.
-    const std::string dir = testing::TempDir() + "folder_images_" + std::to_string(::getpid());
-    fs::remove_all(dir);
-    const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR +
-                            "/tests/python/images.py write " + dir + " > " + dir + ".log 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << folder_slurp(dir + ".log");
-    return dir;
-  }();
-  return d;
-}
 
 // A folder ROOT/<class>/<files>: each file a copy of one of the test images.
 std::string folder_tree(const std::string& name,
@@ -53,7 +33,7 @@ std::string folder_tree(const std::string& name,
     if (image.empty())
       std::ofstream(root + "/" + path) << "not an image";
     else
-      fs::copy_file(folder_images() + "/" + image, root + "/" + path);
+      fs::copy_file(images_dir() + "/" + image, root + "/" + path);
   }
   return root;
 }
@@ -90,10 +70,9 @@ TEST(ImageFolder, ClassesFilesAndOrderAreTorchvisions) {
   std::string ours;
   for (int64_t i = 0; i < d.size(); ++i) ours += str(d.label(i), " ", d.file(i), "\n");
   const std::string out = root + ".samples";
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR +
-                          "/tests/python/images.py samples " + root + " " + out + " > " + out + ".log 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << folder_slurp(out + ".log");
-  EXPECT_EQ(ours, folder_slurp(out));
+  const std::string err = images_python("samples " + root + " " + out, out + ".log");
+  ASSERT_EQ(err, "") << err;
+  EXPECT_EQ(ours, images_slurp(out));
   EXPECT_EQ(d.size(), 6);
   const DatasetShape s = d.shape();
   EXPECT_EQ(s.channels, 3);
@@ -154,7 +133,7 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
   const std::string root =
       folder_tree("folder_bad", {{"a/0.png", "wide.png"}, {"a/1.jpg", ""}, {"b/2.png", "tall.png"}});
   {
-    std::string jpg = folder_slurp(folder_images() + "/photo.jpg");
+    std::string jpg = images_slurp(images_dir() + "/photo.jpg");
     std::ofstream(root + "/a/1.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 3);  // truncated
   }
   ImageFolderDataset strict(root, small());

@@ -12,46 +12,17 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include "data/image_decode.h"
 #include "data/image_transforms.h"
+#include "image_fixtures.h"
 #include "util/strings.h"
 
 using namespace ddptrain;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string images_slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void images_put(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string images_python(const std::string& args, const std::string& log) {
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR +
-                          "/tests/python/images.py " + args + " > " + log + " 2>&1";
-  return std::system(cmd.c_str()) == 0 ? "" : images_slurp(log);
-}
-
-// Pillow's test images, written once per process.
-const std::string& images_dir() {
-  static const std::string d = [] {
-    // Per process: ctest runs each test in its own process, two at a time.
-    const std::string dir = testing::TempDir() + "images_unit_" + std::to_string(::getpid());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    const std::string err = images_python("write " + dir, dir + "/py.log");
-    EXPECT_EQ(err, "") << err;
-    return dir;
-  }();
-  return d;
-}
 
 DecodedImage images_decode(const std::string& path, int eighths = 8) {
   const std::string b = images_slurp(path);
