@@ -15,6 +15,13 @@ bool has_augment_recipe(DatasetKind d) {
          d == DatasetKind::kImageFolder;
 }
 
+// "{0}", "{0} and {1}", "{0}, {1} and {2}": the first n fields of an OptionError, listed.
+std::string listed_fields(size_t n) {
+  std::string names;
+  for (size_t i = 0; i < n; ++i) names += str(i == 0 ? "" : i + 1 == n ? " and " : ", ", "{", i, "}");
+  return names;
+}
+
 // The image_folder fields, set for another dataset (they would be silently ignored).
 void reject_image_folder_fields(const DataOptions& d) {
   if (decodes_images(d.dataset)) return;
@@ -28,8 +35,8 @@ void reject_image_folder_fields(const DataOptions& d) {
   const size_t at = set.size();
   set.push_back({&d.dataset, "dataset"});
   throw OptionError(set,
-                    str("{0} is for {", at, ":image_folder}; {", at, ":", word(d.dataset),
-                        "} decodes no image files: drop it"),
+                    str(listed_fields(at), at == 1 ? " is" : " are", " for {", at, ":image_folder}; {", at,
+                        ":", word(d.dataset), "} decodes no image files: drop ", at == 1 ? "it" : "them"),
                     kDataOwner);
 }
 
@@ -67,9 +74,7 @@ void reject_unused(const DataOptions& d) {
     if (d.image_size != defaults.image_size && !decodes_images(d.dataset))
       set.push_back({&d.image_size, "image_size"});
     if (!set.empty()) {
-      std::string names;
-      for (size_t i = 0; i < set.size(); ++i)
-        names += str(i == 0 ? "" : i + 1 == set.size() ? " and " : ", ", "{", i, "}");
+      const std::string names = listed_fields(set.size());
       const size_t at = set.size();
       set.push_back({&d.dataset, "dataset"});
       throw OptionError(

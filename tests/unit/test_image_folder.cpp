@@ -127,6 +127,9 @@ TEST(ImageFolder, FoldersItCannotReadAreNamed) {
   synthetic.bad_images = BadImagePolicy::kSkip;
   const std::string e6 = folder_error([&] { synthetic.validate(); });
   EXPECT_NE(e6.find("DataOptions::bad_images is for"), std::string::npos) << e6;
+  synthetic.resize_size = 300;
+  const std::string e7 = folder_error([&] { synthetic.validate(); });
+  EXPECT_NE(e7.find("DataOptions::resize_size and DataOptions::bad_images are for"), std::string::npos) << e7;
 }
 
 TEST(ImageFolder, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
