@@ -16,8 +16,9 @@
 //    backward, no_sync() for accumulation, buffer sync, compression hooks.
 //  - DistributedSampler (data/distributed_sampler.h): PyTorch's order, index for index;
 //    Loader (data/loader.h): batches of any Dataset built by worker threads, in order.
-//  - ImageFolderDataset (data/image_folder.h), TokenShardDataset (data/token_datasets.h):
-//    JPEG/PNG class folders with torchvision's transforms; nanoGPT and llm.c token shards.
+//  - ImageFolderDataset (data/image_folder.h), WebDatasetDataset (data/webdataset.h),
+//    TokenShardDataset (data/token_datasets.h): JPEG/PNG class folders and WebDataset tar
+//    shards with torchvision's transforms; nanoGPT and llm.c token shards.
 //  - save_checkpoint / load_checkpoint / find_latest_checkpoint (checkpoint/checkpoint.h):
 //    atomic, verified checkpoints of a module, an optimizer and the training position.
 //  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
@@ -41,6 +42,7 @@
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "data/token_datasets.h"
+#include "data/webdataset.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "models/script_model.h"

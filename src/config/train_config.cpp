@@ -22,31 +22,36 @@ std::vector<Flag> data_flags(TrainConfig& c) {
       bind_choice(
           "dataset", &c.data.dataset, dataset_choices(),
           "tensors reads DIR/train.pt and DIR/test.pt; image_folder DIR/train/<class>/<image>.jpg|png "
-          "(and DIR/val/...); tokens (synthetic), text (bytes of "
+          "(and DIR/val/...); webdataset tar shards of KEY.jpg|png + KEY.cls (--data_path, --val_path); "
+          "tokens (synthetic), text (bytes of "
           "--data_path) and token_shards (pre-tokenized files: nanoGPT's .bin, llm.c's) are for gpt"),
       bind_flag("data_dir", &c.data.data_dir,
                 "directory of the dataset's files: needed for mnist, cifar10, tensors and image_folder; "
                 "fashion-mnist "
                 "defaults to /usr/share/datasets/fashion-mnist (Debian: apt install dataset-fashion-mnist)"),
       bind_flag("data_path", &c.data.data_path,
-                "--dataset text: the text file (90% train, 10% validation); token_shards: the training "
-                "shards, a file or a glob ('data/fineweb_train_*.bin')"),
+                "--dataset text: the text file (90% train, 10% validation); token_shards, webdataset: the "
+                "training shards, a file or a glob ('data/fineweb_train_*.bin', 'shards/train-*.tar')"),
       bind_flag("val_path", &c.data.val_path,
-                "--dataset token_shards: the validation shards, a file or a glob (none: no evaluation)"),
+                "--dataset token_shards, webdataset: the validation shards, a file or a glob (none: no "
+                "evaluation)"),
       bind_flag("num_classes", &c.data.num_classes, "classes (synthetic data)"),
       bind_flag("in_channels", &c.data.in_channels, "image channels (synthetic data)"),
       bind_flag("image_size", &c.data.image_size,
-                "image height and width: synthetic data (0 = 32), image_folder's crops (0 = 224)"),
+                "image height and width: synthetic data (0 = 32), image_folder's and webdataset's crops (0 = "
+                "224)"),
       bind_flag("resize_size", &c.data.resize_size,
-                "image_folder: evaluation resizes the shorter side to this, then center-crops image_size "
+                "image_folder, webdataset: evaluation resizes the shorter side to this, then center-crops "
+                "image_size "
                 "(0 = floor(image_size*8/7): 256 for 224)"),
-      bind_flag(
-          "jpeg_dct_scaling", &c.data.jpeg_dct_scaling,
-          "image_folder: decode a JPEG at a reduced size (libjpeg-turbo's DCT scaling, 1/8..1) where its "
-          "crop stays at least image_size; --no-jpeg_dct_scaling decodes full size, then resamples"),
-      bind_choice("bad_images", &c.data.bad_images, bad_image_choices(),
-                  "image_folder: an image that does not decode stops the run naming it (error), or is "
-                  "replaced by the next readable image and reported in the log and metrics (skip)"),
+      bind_flag("jpeg_dct_scaling", &c.data.jpeg_dct_scaling,
+                "image_folder, webdataset: decode a JPEG at a reduced size (libjpeg-turbo's DCT scaling, "
+                "1/8..1) where its "
+                "crop stays at least image_size; --no-jpeg_dct_scaling decodes full size, then resamples"),
+      bind_choice(
+          "bad_images", &c.data.bad_images, bad_image_choices(),
+          "image_folder, webdataset: an image that does not decode stops the run naming it (error), or is "
+          "replaced by the next readable image and reported in the log and metrics (skip)"),
       bind_flag("dataset_size", &c.data.dataset_size,
                 "samples in the synthetic datasets (synthetic, tokens)"),
       bind_flag("batch_size", &c.trainer.data.batch_size, "samples per rank per micro-batch"),
@@ -57,11 +62,11 @@ std::vector<Flag> data_flags(TrainConfig& c) {
                 "DataLoader(drop_last=True); --no-drop_last trains it (PyTorch DataLoader's default)"),
       bind_flag("prefetch_factor", &c.trainer.data.prefetch_factor,
                 "batches each loader thread prepares ahead of the trainer"),
-      bind_flag(
-          "augment", &c.data.augment,
-          "augment training images: random crop with padding 4 and horizontal flip (cifar10), random "
-          "crop with padding 2 (fashion-mnist, mnist), RandomResizedCrop and flip (image_folder; without it "
-          "training images get the evaluation's resize and center crop)"),
+      bind_flag("augment", &c.data.augment,
+                "augment training images: random crop with padding 4 and horizontal flip (cifar10), random "
+                "crop with padding 2 (fashion-mnist, mnist), RandomResizedCrop and flip (image_folder, "
+                "webdataset; without it "
+                "training images get the evaluation's resize and center crop)"),
   };
 }
 

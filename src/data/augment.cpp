@@ -15,7 +15,7 @@ AugmentOptions augment_for(DatasetKind dataset, uint64_t seed) {
 }
 
 std::string augment_summary(DatasetKind dataset) {
-  if (dataset == DatasetKind::kImageFolder)
+  if (decodes_images(dataset))
     return "RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3) and horizontal flip, a function of (seed, epoch, "
            "sample "
            "index)";

@@ -12,7 +12,7 @@ constexpr const char* kDataOwner = "DataOptions";
 
 bool has_augment_recipe(DatasetKind d) {
   return d == DatasetKind::kCifar10 || d == DatasetKind::kFashionMnist || d == DatasetKind::kMnist ||
-         d == DatasetKind::kImageFolder;
+         decodes_images(d);
 }
 
 // "{0}", "{0} and {1}", "{0}, {1} and {2}": the first n fields of an OptionError, listed.
@@ -22,7 +22,7 @@ std::string listed_fields(size_t n) {
   return names;
 }
 
-// The image_folder fields, set for another dataset (they would be silently ignored).
+// The image datasets' fields, set for another dataset (they would be silently ignored).
 void reject_image_folder_fields(const DataOptions& d) {
   if (decodes_images(d.dataset)) return;
   const DataOptions defaults;
@@ -35,8 +35,9 @@ void reject_image_folder_fields(const DataOptions& d) {
   const size_t at = set.size();
   set.push_back({&d.dataset, "dataset"});
   throw OptionError(set,
-                    str(listed_fields(at), at == 1 ? " is" : " are", " for {", at, ":image_folder}; {", at,
-                        ":", word(d.dataset), "} decodes no image files: drop ", at == 1 ? "it" : "them"),
+                    str(listed_fields(at), at == 1 ? " is" : " are", " for {", at, ":image_folder} and {", at,
+                        ":webdataset}; {", at, ":", word(d.dataset), "} decodes no image files: drop ",
+                        at == 1 ? "it" : "them"),
                     kDataOwner);
 }
 
@@ -50,18 +51,18 @@ void reject_unused(const DataOptions& d) {
     throw OptionError(
         {{&d.data_path, "data_path"}, {&d.dataset, "dataset"}, {&d.data_dir, "data_dir"}},
         str("{0}='", OptionError::literal(d.data_path),
-            "' is the file of {1:text} or {1:token_shards}; {1:", kind, "}",
+            "' is the file of {1:text}, {1:token_shards} or {1:webdataset}; {1:", kind, "}",
             d.dataset == DatasetKind::kTokens ? " is synthetic tokens (no file): use {1:text} to train on "
                                                 "the file's bytes, {1:token_shards} on "
                                                 "its tokens"
                                               : " does not read it: drop {0} (its files are in {2})"),
         kDataOwner);
-  if (!d.val_path.empty() && d.dataset != DatasetKind::kTokenShards)
-    throw OptionError(
-        {{&d.val_path, "val_path"}, {&d.dataset, "dataset"}},
-        str("{0}='", OptionError::literal(d.val_path),
-            "' is the validation shards of {1:token_shards}; {1:", kind, "} does not read it: drop {0}"),
-        kDataOwner);
+  if (!d.val_path.empty() && !reads_shards(d.dataset))
+    throw OptionError({{&d.val_path, "val_path"}, {&d.dataset, "dataset"}},
+                      str("{0}='", OptionError::literal(d.val_path),
+                          "' is the validation shards of {1:token_shards} or {1:webdataset}; {1:", kind,
+                          "} does not read it: drop {0}"),
+                      kDataOwner);
   if (!d.data_dir.empty() && !reads_folder(d.dataset))
     throw OptionError({{&d.data_dir, "data_dir"}, {&d.dataset, "dataset"}, {&d.data_path, "data_path"}},
                       str("{0}='", OptionError::literal(d.data_dir), "': {1:", kind, "} reads no folder (",
@@ -112,7 +113,7 @@ void DataOptions::validate() const {
   if (augment && !has_augment_recipe(dataset))
     throw OptionError({{&augment, "augment"}, {&dataset, "dataset"}},
                       str("{0} has no recipe for {1:", kind,
-                          "}; use it with cifar10, fashion-mnist, mnist or image_folder"),
+                          "}; use it with cifar10, fashion-mnist, mnist, image_folder or webdataset"),
                       kDataOwner);
   if (dataset == DatasetKind::kText && data_path.empty())
     throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
@@ -121,6 +122,11 @@ void DataOptions::validate() const {
     throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
                       "{0:token_shards} needs {1:GLOB}: the training shards (nanoGPT's train.bin, or llm.c's "
                       "files, e.g. 'fineweb10B/fineweb_train_*.bin')",
+                      kDataOwner);
+  if (dataset == DatasetKind::kWebDataset && data_path.empty())
+    throw OptionError({{&dataset, "dataset"}, {&data_path, "data_path"}},
+                      "{0:webdataset} needs {1:GLOB}: the training shards (tar files of KEY.jpg|png and "
+                      "KEY.cls members, e.g. 'shards/train-*.tar')",
                       kDataOwner);
   reject_unused(*this);
   reject_image_folder_fields(*this);

@@ -19,7 +19,8 @@ enum class DatasetKind {
   kTokens,
   kText,
   kTokenShards,
-  kImageFolder
+  kImageFolder,
+  kWebDataset
 };
 
 inline const Choices<DatasetKind>& dataset_choices() {
@@ -31,7 +32,8 @@ inline const Choices<DatasetKind>& dataset_choices() {
                                       {"tokens", DatasetKind::kTokens},
                                       {"text", DatasetKind::kText},
                                       {"token_shards", DatasetKind::kTokenShards},
-                                      {"image_folder", DatasetKind::kImageFolder}};
+                                      {"image_folder", DatasetKind::kImageFolder},
+                                      {"webdataset", DatasetKind::kWebDataset}};
   return c;
 }
 inline const char* word(DatasetKind v) { return dataset_choices().word(v); }
@@ -41,8 +43,15 @@ inline bool is_token_dataset(DatasetKind d) {
   return d == DatasetKind::kTokens || d == DatasetKind::kText || d == DatasetKind::kTokenShards;
 }
 
-/// Read from the files that data_path names (a text file, or token shards).
-inline bool reads_path(DatasetKind d) { return d == DatasetKind::kText || d == DatasetKind::kTokenShards; }
+/// Read from the files that data_path names (a text file, token shards, tar shards).
+inline bool reads_path(DatasetKind d) {
+  return d == DatasetKind::kText || d == DatasetKind::kTokenShards || d == DatasetKind::kWebDataset;
+}
+
+/// Shards that data_path and val_path name (a glob each): the training and validation splits.
+inline bool reads_shards(DatasetKind d) {
+  return d == DatasetKind::kTokenShards || d == DatasetKind::kWebDataset;
+}
 
 /// Read from the files of a folder (data_dir), not generated or one text file.
 inline bool reads_folder(DatasetKind d) {
@@ -50,10 +59,12 @@ inline bool reads_folder(DatasetKind d) {
          d == DatasetKind::kTensors || d == DatasetKind::kImageFolder;
 }
 
-/// Image files decoded as they are read (image_folder): sized by image_size, not by the data.
-inline bool decodes_images(DatasetKind d) { return d == DatasetKind::kImageFolder; }
+/// Image files decoded as they are read (image_folder, webdataset): sized by image_size, not by the data.
+inline bool decodes_images(DatasetKind d) {
+  return d == DatasetKind::kImageFolder || d == DatasetKind::kWebDataset;
+}
 
-// What an image that does not decode does (image_folder): stop the run naming it, or train on
+// What an image that does not decode does (image_folder, webdataset): stop the run naming it, or train on
 // the next readable image in its place and report it once.
 enum class BadImagePolicy { kError, kSkip };
 
@@ -66,16 +77,19 @@ inline const char* word(BadImagePolicy v) { return bad_image_choices().word(v); 
 struct DataOptions {
   DatasetKind dataset = DatasetKind::kSynthetic;
   std::string data_dir;   // empty: the dataset's default (fashion-mnist only; see datasets.h)
-  std::string data_path;  // text: the text file; token_shards: the training shards (a glob)
-  std::string val_path;   // token_shards: the validation shards (a glob); empty: no validation split
+  std::string data_path;  // text: the text file; token_shards, webdataset: the training shards (a glob)
+  std::string
+      val_path;  // token_shards, webdataset: the validation shards (a glob); empty: no validation split
   int num_classes = 10;
   int in_channels = 3;
-  int image_size = 0;   // synthetic: 32; image_folder: 224; 0 = the dataset's (image_size_or_default)
-  int resize_size = 0;  // image_folder's evaluation Resize (shorter side); 0: floor(image_size·8/7)
-  bool jpeg_dct_scaling = true;  // image_folder: decode a JPEG at a reduced DCT scale where the crop allows
-  BadImagePolicy bad_images = BadImagePolicy::kError;  // image_folder: an image that does not decode
+  int image_size =
+      0;  // synthetic: 32; image_folder, webdataset: 224; 0 = the dataset's (image_size_or_default)
+  int resize_size = 0;  // the image datasets' evaluation Resize (shorter side); 0: floor(image_size·8/7)
+  bool jpeg_dct_scaling = true;  // image datasets: decode a JPEG at a reduced DCT scale where the crop allows
+  BadImagePolicy bad_images = BadImagePolicy::kError;  // image datasets: an image that does not decode
   long long dataset_size = 50000;                      // synthetic and tokens only
-  bool augment = false;  // random crop (and flip for cifar10; RandomResizedCrop + flip for image_folder)
+  bool augment =
+      false;  // random crop (and flip for cifar10; RandomResizedCrop + flip for the image datasets)
 
   /// The image size the dataset makes: image_size, else the dataset's default.
   int image_size_or_default() const {
@@ -83,9 +97,9 @@ struct DataOptions {
   }
 
   /// OptionError naming the field, its value and the fix (Note [Options named by their
-  /// field]): sizes that are not positive, augment without a recipe for the dataset, text
-  /// or token_shards without its files, and a field this dataset has no use for set anyway (it would be
-  /// silently ignored). make_datasets calls it.
+  /// field]): sizes that are not positive, augment without a recipe for the dataset, text,
+  /// token_shards or webdataset without its files, and a field this dataset has no use for set anyway (it
+  /// would be silently ignored). make_datasets calls it.
   void validate() const;
 };
 

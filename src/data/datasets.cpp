@@ -12,6 +12,7 @@
 #include "data/data_options.h"
 #include "data/image_folder.h"
 #include "data/token_datasets.h"
+#include "data/webdataset.h"
 #include "serialize/state_dict_reader.h"
 #include "util/error.h"
 
@@ -106,19 +107,25 @@ auto read_from(const std::string* field, const char* name, const DataOptions& o,
   }
 }
 
-// image_folder: DIR/train and, if there is one, DIR/val (labelled by train's classes).
-void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s) {
-  DDP_USAGE_CHECK(
-      std::filesystem::is_directory(dir + "/train"), "folder '", dir,
-      "' has no train/ folder: image_folder reads DIR/train/<class>/<image> (and DIR/val/<class>/<image> "
-      "for evaluation), ImageNet's layout");
-  ImageFolderOptions io;
+// The image datasets' options: the training split's (the validation split's takes no random crop).
+ImageOptions image_options(const DataOptions& o, uint64_t seed) {
+  ImageOptions io;
   io.image_size = o.image_size_or_default();
   io.resize_size = o.resize_size;
   io.jpeg_dct_scaling = o.jpeg_dct_scaling;
   io.bad_images = o.bad_images;
   io.seed = seed;
   io.random_crop = o.augment;
+  return io;
+}
+
+// image_folder: DIR/train and, if there is one, DIR/val (labelled by train's classes).
+void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s) {
+  DDP_USAGE_CHECK(
+      std::filesystem::is_directory(dir + "/train"), "folder '", dir,
+      "' has no train/ folder: image_folder reads DIR/train/<class>/<image> (and DIR/val/<class>/<image> "
+      "for evaluation), ImageNet's layout");
+  ImageOptions io = image_options(o, seed);
   auto train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
   if (std::filesystem::is_directory(dir + "/val")) {
     io.random_crop = false;
@@ -300,6 +307,18 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
         return 0;
       });
       break;
+    case DatasetKind::kWebDataset: {
+      ImageOptions io = image_options(opts, seed);
+      const auto shards = [&](const std::string* field, const char* name, int classes) {
+        return read_from(field, name, opts,
+                         [&] { return std::make_unique<WebDatasetDataset>(*field, io, classes); });
+      };
+      auto train = shards(&opts.data_path, "data_path", 0);
+      io.random_crop = false;
+      if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path", train->shape().num_classes);
+      s.train = std::move(train);
+      break;
+    }
     case DatasetKind::kFashionMnist:
     case DatasetKind::kMnist: {
       const bool fashion = opts.dataset == DatasetKind::kFashionMnist;
@@ -355,7 +374,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       }
       break;
   }
-  if (opts.augment && !decodes_images(opts.dataset))  // image_folder crops as it decodes
+  if (opts.augment && !decodes_images(opts.dataset))  // image datasets crop as they decode
     s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;
 }

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <utility>
 
 #include "data/image_decode.h"
 #include "util/error.h"
@@ -68,7 +66,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptions opts,
                                        std::vector<std::string> classes)
-    : root_(root), opts_(opts) {
+    : ImageDataset(opts, "image file", str("image folder '", root, "'")), root_(root) {
   const std::vector<std::string> own = class_folders(root);
   classes_ = classes.empty() ? own : std::move(classes);
   for (const auto& name : own) {
@@ -117,69 +115,6 @@ std::string ImageFolderDataset::file(int64_t index) const {
   return root_ + "/" + names_.substr(begin, ends_[i] - begin);
 }
 
-DatasetShape ImageFolderDataset::shape() const {
-  return {3, opts_.image_size, opts_.image_size, static_cast<int>(classes_.size())};
-}
-
-at::Tensor ImageFolderDataset::image(int64_t index, int64_t epoch) const {
-  const std::vector<uint8_t> bytes = read_file(file(index));
-  const ImageSize full = image_size(bytes.data(), bytes.size());
-  const int S = opts_.image_size;
-  SampleRandom rng(opts_.seed, epoch, index);
-  const CropBox box = opts_.random_crop ? random_resized_crop_box(full.height, full.width, rng)
-                                        : resize_center_crop_box(full.height, full.width, opts_.resize(), S);
-  const bool flip = opts_.random_crop && rng.uniform() < 0.5;
-  const bool jpeg = sniff_image(bytes.data(), bytes.size()) == ImageFormat::kJpeg;
-  const int eighths = jpeg && opts_.jpeg_dct_scaling ? decode_eighths(box, S, S) : 8;
-  const int scaled_h = jpeg ? scaled_dim(full.height, eighths) : full.height;
-  const int scaled_w = jpeg ? scaled_dim(full.width, eighths) : full.width;
-  CropBox at = scale_box(box, full.height, full.width, scaled_h, scaled_w);
-  // A random crop's filter reads only the box: a JPEG decodes only the box's rows and columns.
-  const FilterReach reach = opts_.random_crop ? FilterReach::kBox : FilterReach::kImage;
-  DecodedImage img;
-  if (jpeg && reach == FilterReach::kBox) {
-    const int top = static_cast<int>(std::floor(at.top)), left = static_cast<int>(std::floor(at.left));
-    img = decode_jpeg_region(bytes.data(), bytes.size(), eighths,
-                             {top, left, static_cast<int>(std::ceil(at.top + at.height)) - top,
-                              static_cast<int>(std::ceil(at.left + at.width)) - left});
-    at.top -= img.top;
-    at.left -= img.left;
-  } else {
-    img = decode_image(bytes.data(), bytes.size(), eighths);
-  }
-  at::Tensor out = at::empty({3, S, S}, at::kFloat);
-  resample_box(img.rgb.data(), img.height, img.width, at, reach, S, S, flip, opts_.normalize,
-               out.data_ptr<float>());
-  return out;
-}
-
-Example ImageFolderDataset::get(int64_t index) const {
-  const int64_t epoch = epoch_.load();
-  std::string last;
-  for (int64_t tries = 0; tries < size(); ++tries) {
-    const int64_t i = (index + tries) % size();
-    {
-      std::lock_guard<std::mutex> lock(bad_mu_);
-      if (bad_.count(i) != 0) continue;
-    }
-    try {
-      return {image(i, epoch), at::scalar_tensor(label(i), at::kLong)};
-    } catch (const ImageError& e) {
-      if (opts_.bad_images == BadImagePolicy::kError)
-        throw UsageError(str("image file '", file(i), "' does not decode: ", e.what(),
-                             "; replace or remove it, or skip such files (bad_images=skip)"));
-      last = file(i) + ": " + e.what();
-      std::lock_guard<std::mutex> lock(bad_mu_);
-      if (bad_.insert(i).second) reported_.push_back(last);
-    }
-  }
-  throw UsageError(
-      str("no image in '", root_, "' decodes (", last.empty() ? "all were skipped before" : last, ")"));
-}
-
-std::vector<std::string> ImageFolderDataset::take_skipped() const {
-  std::lock_guard<std::mutex> lock(bad_mu_);
-  return std::exchange(reported_, {});
-}
+std::vector<uint8_t> ImageFolderDataset::bytes(int64_t index) const { return read_file(file(index)); }
 
 }  // namespace ddptrain

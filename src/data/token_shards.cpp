@@ -1,5 +1,4 @@
 #include <fcntl.h>
-#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 
 #include "data/token_datasets.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -21,20 +21,6 @@ constexpr int32_t kMagicU16 = 20240520, kVersionU16 = 1;  // GPT-2's: uint16 tok
 constexpr int32_t kMagicU32 = 20240801, kVersionU32 = 7;  // Llama 3's: uint32 tokens
 constexpr int64_t kTokensCheckedAtOpen = 1 << 16;         // of each file, against the vocabulary
 
-// Every read of `n` bytes at `offset`, however the kernel splits it; false at the end of the file.
-bool read_at(int fd, void* out, size_t n, int64_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += got;
-  }
-  return true;
-}
-
 int32_t le32(const unsigned char* b) {
   return static_cast<int32_t>(static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
                               static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24);
@@ -43,16 +29,7 @@ int32_t le32(const unsigned char* b) {
 }  // namespace
 
 std::vector<std::string> token_shard_files(const std::string& pattern) {
-  glob_t g{};
-  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
-  std::vector<std::string> files;
-  for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  DDP_USAGE_CHECK(
-      !files.empty(), "'", pattern,
-      "' matches no file; give a token file or a pattern of them (e.g. 'data/fineweb_train_*.bin')");
-  std::sort(files.begin(), files.end());
-  return files;
+  return files_matching(pattern, "token file", "data/fineweb_train_*.bin");
 }
 
 // Opens the file and reads its format; the file is in shards_ (so close_all closes it) before
@@ -67,7 +44,7 @@ void TokenShardDataset::add_shard(const std::string& path) {
   DDP_USAGE_CHECK(::fstat(s.fd, &st) == 0 && S_ISREG(st.st_mode), "'", path, "' is not a regular file");
   const int64_t bytes = st.st_size;
   unsigned char head[12] = {};
-  const bool has_head = bytes >= kHeaderBytes && read_at(s.fd, head, sizeof head, 0);
+  const bool has_head = bytes >= kHeaderBytes && read_fully_at(s.fd, head, sizeof head, 0);
   const int32_t magic = has_head ? le32(head) : 0;
   if (magic == kMagicU16 || magic == kMagicU32) {
     const int32_t version = le32(head + 4), count = le32(head + 8);
@@ -145,8 +122,8 @@ Example TokenShardDataset::get(int64_t index) const {
 // write lands past every token still to be read (8·i >= width·(i + 1) for i >= 1).
 void TokenShardDataset::read_tokens(const Shard& s, int64_t first, int64_t n, int64_t* out) const {
   auto* bytes = reinterpret_cast<unsigned char*>(out);
-  DDP_USAGE_CHECK(read_at(s.fd, bytes, static_cast<size_t>(n * s.width), s.offset + first * s.width), "'",
-                  s.path, "': cannot read tokens ", first, " to ", first + n,
+  DDP_USAGE_CHECK(read_fully_at(s.fd, bytes, static_cast<size_t>(n * s.width), s.offset + first * s.width),
+                  "'", s.path, "': cannot read tokens ", first, " to ", first + n,
                   " (was it truncated while training?)");
   int64_t largest = 0;
   for (int64_t i = n - 1; i >= 0; --i) {

@@ -1,8 +1,17 @@
-// Small file-system helpers shared by the writers of output files.
+// Small file-system helpers: the writers of output files, and the readers of shards.
 #pragma once
 
+#include <glob.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include "util/error.h"
 
 namespace ddptrain {
 
@@ -11,6 +20,36 @@ namespace ddptrain {
 inline void create_parent_folder(const std::string& file) {
   const std::filesystem::path parent = std::filesystem::path(file).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
+}
+
+/// The files a pattern names (glob(3), sorted by name; a plain path names itself). UsageError
+/// naming the pattern when it matches nothing; `example` is a pattern that would.
+inline std::vector<std::string> files_matching(const std::string& pattern, const char* kind,
+                                               const char* example) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> files;
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  DDP_USAGE_CHECK(!files.empty(), "'", pattern, "' matches no file; give a ", kind,
+                  " or a pattern of them (e.g. '", example, "')");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// Reads `size` bytes at `offset` of the open file `fd`, however the kernel splits the read;
+/// false when the file ends first or the read fails (errno says why).
+inline bool read_fully_at(int fd, void* out, size_t size, int64_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t got = ::pread(fd, p, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    size -= static_cast<size_t>(got);
+    offset += got;
+  }
+  return true;
 }
 
 }  // namespace ddptrain

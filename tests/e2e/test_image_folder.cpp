@@ -1,8 +1,10 @@
-// The image folder end to end (#30 item 2): Fashion-MNIST's test split written by Pillow as
-// JPEG and PNG files trains at world 2 to the accuracy of the same pixels as IDX files; a run
-// with random crops killed mid-epoch resumes bitwise, and at another world size trains each
-// image of the interrupted epoch once; a file that does not decode stops the run naming it,
-// or is skipped and counted.
+// The image datasets end to end (#30 items 2 and 3): Fashion-MNIST's test split written by
+// Pillow as JPEG and PNG files trains at world 2 to the accuracy of the same pixels as IDX
+// files; a run with random crops killed mid-epoch resumes bitwise, and at another world size
+// trains each image of the interrupted epoch once; a file that does not decode stops the run
+// naming it, or is skipped and counted. The same folder written as WebDataset shards trains on
+// the folder's batches: a shards run killed and resumed ends bitwise where the folder's run
+// ends, and at world 3 trains each image of the interrupted epoch once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,6 +57,21 @@ std::vector<std::string> folder_train(const std::string& run_dir, std::vector<st
 std::vector<std::string> as_folder(const std::string& dir) {
   return {"--dataset",    "image_folder", "--data_dir",    dir + "/folder",
           "--image_size", "28",           "--resize_size", "28"};
+}
+
+// tests/python/wds.py from_folder: the folder's train/ and val/ as shards DIR/shards/{train,val}-NNNNNN.tar.
+std::vector<std::string> as_shards(const std::string& dir) {
+  for (const char* split : {"train", "val"}) {
+    ProcResult py = run({python(), source_dir() + "/tests/python/wds.py", "from_folder",
+                         dir + "/folder/" + split, dir + "/shards/" + split, "100"},
+                        {}, 120);
+    EXPECT_EQ(py.exit_code, 0) << py.output;
+  }
+  return {"--dataset",     "webdataset",
+          "--data_path",   dir + "/shards/train-*.tar",
+          "--val_path",    dir + "/shards/val-*.tar",
+          "--image_size",  "28",
+          "--resize_size", "28"};
 }
 
 // One process, not launched.
@@ -127,6 +144,50 @@ TEST(ImageFolder, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachImageOn
 
   const std::string three = fresh_dir("folder_three");
   auto ta = args(three, {"--resume_from", "auto"});
+  std::replace(ta.begin(), ta.end(), three + "/ck", other + "/ck");
+  ProcResult t = run(launch(3, free_port(), ta), {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  expect_epoch_two_trained_once(whole + "/trace", cut + "/trace", three + "/trace", 2, "images");
+}
+
+TEST(Webdataset, ShardsTrainOnTheFoldersBatchesAndAKilledRunResumesBitwiseAndAtAnotherWorld) {
+  const std::string data = pillow_folder("wds_resume_data", 480, 64);
+  ASSERT_TRUE(fs::create_directories(data + "/shards"));
+  const std::vector<std::string> shards = as_shards(data);
+  const auto args = [&](const std::vector<std::string>& d, const std::string& run_dir,
+                        std::vector<std::string> extra) {
+    std::vector<std::string> a = d;
+    for (const char* f : {"--augment", "--epochs", "2", "--save_every_steps", "3", "--trace_samples_dir"})
+      a.push_back(f);
+    a.push_back(run_dir + "/trace");
+    return folder_train(run_dir, a, std::move(extra));
+  };
+  // The folder's run, whole; the shards' run killed after step 11 (its checkpoint of step 9 is 2
+  // steps into epoch 2), resumed at world 2 and, from a copy, at world 3.
+  const std::string whole = fresh_dir("wds_folder_whole"), cut = fresh_dir("wds_cut");
+  ProcResult w = run(launch(2, free_port(), args(as_folder(data), whole, {})), {}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  ProcResult k = run(launch(2, free_port(), args(shards, cut, {})),
+                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "11"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  const std::string other = fresh_dir("wds_other_world");
+  fs::copy(cut + "/ck", other + "/ck", fs::copy_options::recursive);
+  const std::string resumed = fresh_dir("wds_resumed");
+  auto ra = args(shards, resumed, {"--resume_from", "auto"});
+  std::replace(ra.begin(), ra.end(), resumed + "/ck", cut + "/ck");
+  ProcResult r = run(launch(2, free_port(), ra), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "resuming from " + cut + "/ck/step_00000009").empty()) << r.output;
+  EXPECT_EQ(fingerprints(w.output)[0], fingerprints(r.output)[0])
+      << "the shards' resumed run differs from the folder's";
+  EXPECT_TRUE(read_text(whole + "/ck/epoch_0002/model.pt") == read_text(cut + "/ck/epoch_0002/model.pt"))
+      << "model.pt differs";
+  const nlohmann::json fe = last_epoch(whole + "/m.jsonl"), se = last_epoch(resumed + "/m.jsonl");
+  ASSERT_TRUE(fe.contains("test_acc") && se.contains("test_acc")) << fe.dump() << se.dump();
+  EXPECT_EQ(fe.at("test_acc"), se.at("test_acc")) << "the validation shards are not the val folder";
+
+  const std::string three = fresh_dir("wds_three");
+  auto ta = args(shards, three, {"--resume_from", "auto"});
   std::replace(ta.begin(), ta.end(), three + "/ck", other + "/ck");
   ProcResult t = run(launch(3, free_port(), ta), {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;

@@ -221,14 +221,15 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
   } catch (const OptionError& e) {
     EXPECT_EQ(std::string(e.what()).rfind(
                   "DataOptions::data_path='corpus.txt' is the file of DataOptions::dataset = "
-                  "text or DataOptions::dataset = token_shards; DataOptions::dataset = tokens "
+                  "text, DataOptions::dataset = token_shards or DataOptions::dataset = webdataset; "
+                  "DataOptions::dataset = tokens "
                   "is synthetic",
                   0),
               0u)
         << e.what();
     EXPECT_EQ(in_flag_words(e, train_flags(d))
-                  .rfind("--data_path='corpus.txt' is the file of --dataset text or --dataset "
-                         "token_shards; --dataset tokens is synthetic",
+                  .rfind("--data_path='corpus.txt' is the file of --dataset text, --dataset "
+                         "token_shards or --dataset webdataset; --dataset tokens is synthetic",
                          0),
               0u);
   }

@@ -1,0 +1,65 @@
+#include "data/webdataset.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "data/image_decode.h"
+#include "data/wds_index.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace ddptrain {
+
+// Note [Shards indexed at open]
+// webdataset reads a shard from its start to its end, one sample after another, and shuffles
+// in a buffer; ddptrain's sampler needs sample i wherever it is. Every rank therefore walks
+// each shard's headers once at construction (a header is 512 bytes before its member: one
+// pread a member, no image read) and keeps, per sample, its shard, its image's offset and size
+// and its label (about 40 bytes and the member's name). The index lives in memory only: it is
+// cheaper to rebuild than a cache file would be to trust (no staleness check, no write race
+// between ranks, no write access to the shards' folder needed).
+WebDatasetDataset::WebDatasetDataset(const std::string& pattern, ImageOptions opts, int num_classes)
+    : ImageDataset(opts, "image", str("tar shards '", pattern, "'")),
+      shards_(files_matching(pattern, "tar shard", "shards/train-*.tar")) {
+  int64_t max_label = -1;
+  for (size_t s = 0; s < shards_.size(); ++s)
+    for (const WdsSample& w : webdataset_samples(shards_[s])) {
+      DDP_USAGE_CHECK(num_classes <= 0 || w.label < num_classes, "tar shard '", shards_[s], "', sample '",
+                      w.key, "': label ", w.label, " is not below the training split's ", num_classes,
+                      " classes (its labels are 0..", num_classes - 1,
+                      "): a validation split's classes must be the training split's");
+      images_.push_back({static_cast<int32_t>(s), w.offset, w.size});
+      labels_.push_back(static_cast<int32_t>(w.label));
+      names_ += w.image;
+      ends_.push_back(names_.size());
+      max_label = std::max(max_label, w.label);
+    }
+  num_classes_ = num_classes > 0 ? num_classes : static_cast<int>(max_label + 1);
+}
+
+std::string WebDatasetDataset::name(int64_t index) const {
+  const auto i = static_cast<size_t>(index);
+  const size_t begin = i == 0 ? 0 : ends_[i - 1];
+  return shards_[static_cast<size_t>(images_[i].shard)] + ":" + names_.substr(begin, ends_[i] - begin);
+}
+
+std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
+  const Image& im = images_[static_cast<size_t>(index)];
+  const int fd = ::open(shards_[static_cast<size_t>(im.shard)].c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ImageError(str("cannot open its shard: ", std::strerror(errno)));
+  std::vector<uint8_t> out(static_cast<size_t>(im.size));
+  errno = 0;
+  const bool ok = read_fully_at(fd, out.data(), out.size(), im.offset);
+  const int err = errno;
+  ::close(fd);
+  if (!ok)
+    throw ImageError(str("cannot read its ", im.size, " bytes at offset ", im.offset, " of its shard: ",
+                         err != 0 ? std::strerror(err) : "the shard is shorter than its index says"));
+  return out;
+}
+
+}  // namespace ddptrain
