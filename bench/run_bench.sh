@@ -29,8 +29,9 @@
 #     --n_layer that trains 3 steps at --zero_stage 0 and at 3 (an OOM kill ends a size).
 # 14. the image folder: 1,024 JPEGs of about 500x375 (quality 90, made from scikit-image's
 #     photographs, bench/image_loader.py), RandomResizedCrop 224 + flip: images/s of
-#     `ddptrain inspect loader` against torchvision's ImageFolder through PyTorch's
-#     DataLoader (PIL), both with 2 workers, BENCH_ROUNDS interleaved rounds; then the data
+#     `ddptrain inspect loader` on the folder and on the same JPEGs as WebDataset shards
+#     against torchvision's ImageFolder through PyTorch's DataLoader (PIL), all with 2
+#     workers, BENCH_ROUNDS interleaved rounds, and the shards' indexing time; then the data
 #     wait of MiniResNet width 1.0 training on it at 64 (world 1, 2 threads, 1 loader thread).
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
@@ -427,14 +428,23 @@ if ! ls "$WHEEL_DIR"/scikit_image-*.whl > /dev/null 2>&1; then
 fi
 "$PY" "$ROOT/bench/image_loader.py" prepare "$(ls "$WHEEL_DIR"/scikit_image-*.whl | head -1)" "$TMP/images" 1024 \
   > "$TMP/prep.log" 2>&1 || fail "$TMP/prep.log"
-printf '%-6s %-22s %-26s %s\n' round "ddptrain images/s" "PyTorch DataLoader+PIL" ratio
+# The same JPEGs as WebDataset shards (4 of 256 samples: tests/python/wds.py).
+mkdir -p "$TMP/shards"
+"$PY" "$ROOT/tests/python/wds.py" from_folder "$TMP/images/train" "$TMP/shards/train" 256 > "$TMP/wds.log" 2>&1 ||
+  fail "$TMP/wds.log"
+printf '%-6s %-18s %-18s %-24s %s\n' round "folder images/s" "shards images/s" "PyTorch DataLoader+PIL" "ratio (folder)"
 for r in $(seq 1 "$ROUNDS"); do
   "$BIN" inspect loader --dataset image_folder --data_dir "$TMP/images" --augment --num_workers 2 --batch_size 64 \
     --batches 16 > "$TMP/il.log" 2>&1 || fail "$TMP/il.log"
   ours_ips=$(grep -oE '[0-9]+ samples/s' "$TMP/il.log" | awk '{print $1}')
+  "$BIN" inspect loader --dataset webdataset --data_path "$TMP/shards/train-*.tar" --augment --num_workers 2 \
+    --batch_size 64 --batches 16 > "$TMP/wl.log" 2>&1 || fail "$TMP/wl.log"
+  shards_ips=$(grep -oE '[0-9]+ samples/s' "$TMP/wl.log" | awk '{print $1}')
   theirs_ips=$("$PY" "$ROOT/bench/image_loader.py" pytorch "$TMP/images" 64 2 15 2> "$TMP/pt.log") || fail "$TMP/pt.log"
-  awk -v r="$r" -v a="$ours_ips" -v b="$theirs_ips" 'BEGIN {printf "%-6s %-22.0f %-26.0f %.2fx\n", r, a, b, a / b}'
+  awk -v r="$r" -v a="$ours_ips" -v w="$shards_ips" -v b="$theirs_ips" \
+    'BEGIN {printf "%-6s %-18.0f %-18.0f %-24.0f %.2fx\n", r, a, w, b, a / b}'
 done
+echo "the shards (1,024 samples in 4 tar files) indexed in $(grep -oE 'opened in [0-9.]+ s' "$TMP/wl.log" | awk '{print $3}') s"
 # At 64 (MiniResNet has no downsampling stem: 124 GFLOP a sample at 224, 85 s a step here).
 read -r s _ _ _ _ _ dw _ <<< "$(ours 1 1.0 32 --dataset image_folder --data_dir "$TMP/images" --image_size 64 \
   --augment --threads 2 --max_steps 12 --log_interval 4)"

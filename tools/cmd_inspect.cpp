@@ -212,10 +212,12 @@ int inspect_loader(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
   keep_cpu_heap(int64_t{1024} << 20);  // as train's default (Note [CPU heap kept across steps])
+  const auto opening = std::chrono::steady_clock::now();
   DataSplits data = in_flag_words_of(table, d, [&] {
     d.validate();
     return make_datasets(d, tokens, 42);
   });
+  const double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count();
   std::unique_ptr<Dataset> ds = std::move(data.train);
   ds->set_epoch(1);
   DistributedSampler sampler({ds->size(), static_cast<int>(world), 0, true, 42, false});
@@ -229,8 +231,9 @@ int inspect_loader(const std::vector<std::string>& args) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
   const double samples_per_s = static_cast<double>(n * lo.batch_size) / s;
-  std::printf("loader %s, %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s", word(d.dataset),
-              lo.num_workers, lo.batch_size, static_cast<long long>(n), s, samples_per_s);
+  std::printf("loader %s (%lld samples, opened in %.3f s), %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s",
+              word(d.dataset), static_cast<long long>(ds->size()), open_s, lo.num_workers, lo.batch_size,
+              static_cast<long long>(n), s, samples_per_s);
   if (token_data) std::printf(" (%.0f tokens/s)", samples_per_s * tokens.block_size);
   if (decodes_images(d.dataset))
     std::printf(" (%.0f images/s per loader thread)", samples_per_s / std::max(1, lo.num_workers));
