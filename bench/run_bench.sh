@@ -33,6 +33,9 @@
 #     against torchvision's ImageFolder through PyTorch's DataLoader (PIL), all with 2
 #     workers, BENCH_ROUNDS interleaved rounds, and the shards' indexing time; then the data
 #     wait of MiniResNet width 1.0 training on it at 64 (world 1, 2 threads, 1 loader thread).
+# 15. token shards: the loader alone (tokens/s, one loader thread) on a 256 MiB nanoGPT .bin,
+#     and GPT debug (block 256, vocabulary 50,257) training on it against synthetic tokens,
+#     BENCH_ROUNDS interleaved rounds.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -449,3 +452,27 @@ echo "the shards (1,024 samples in 4 tar files) indexed in $(grep -oE 'opened in
 read -r s _ _ _ _ _ dw _ <<< "$(ours 1 1.0 32 --dataset image_folder --data_dir "$TMP/images" --image_size 64 \
   --augment --threads 2 --max_steps 12 --log_interval 4)"
 awk -v s="$s" -v w="$dw" 'BEGIN {printf "MiniResNet width 1.0 at 64 on the folder: %.1f samples/s, data wait %.1f%% of the step (1 loader thread)\n", s, w}'
+
+echo
+echo "== 15. token shards: 128M random tokens (256 MiB, nanoGPT's uint16 .bin, in the page cache), $ROUNDS interleaved rounds =="
+"$PY" -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 128 << 20, dtype=np.uint16).tofile('$TMP/train.bin')" \
+  > "$TMP/tok.log" 2>&1 || fail "$TMP/tok.log"
+# gpt_sps [data flags]: GPT debug at block 256, vocabulary 50,257, world 1 -> samples/s
+gpt_sps() {
+  rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*
+  "$BIN" train --model gpt --gpt_preset debug --block_size 256 --vocab_size 50257 --batch_size 8 --optimizer adamw \
+    --lr 3e-4 --epochs 1 --max_steps "$STEPS" --log_interval "$INTERVAL" --num_workers 1 --save_every 0 \
+    --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" "$@" > "$TMP/gpt.log" 2>&1 ||
+    fail "$TMP/gpt.log"
+  summary "$TMP/m.jsonl" | awk '{print $1}'
+}
+printf '%-6s %-30s %-24s %s\n' round "loader alone, 1 thread" "GPT on the shards" "GPT on synthetic tokens"
+for r in $(seq 1 "$ROUNDS"); do
+  "$BIN" inspect loader --dataset token_shards --data_path "$TMP/train.bin" --block_size 1024 --vocab_size 50257 \
+    --batch_size 16 --num_workers 1 --batches 3000 > "$TMP/tl.log" 2>&1 || fail "$TMP/tl.log"
+  mtok=$(grep -oE '[0-9]+ tokens/s' "$TMP/tl.log" | awk '{printf "%.0f", $1 / 1e6}')
+  shards=$(gpt_sps --dataset token_shards --data_path "$TMP/train.bin")
+  synthetic=$(gpt_sps --dataset tokens)
+  printf '%-6s %-30s %-24s %s\n' "$r" "$mtok M tokens/s" "$shards samples/s" "$synthetic samples/s"
+done

@@ -231,9 +231,11 @@ int inspect_loader(const std::vector<std::string>& args) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   loader.stop();
   const double samples_per_s = static_cast<double>(n * lo.batch_size) / s;
-  std::printf("loader %s (%lld samples, opened in %.3f s), %d workers, batch %d: %lld batches in %.3f s: %.0f samples/s",
-              word(d.dataset), static_cast<long long>(ds->size()), open_s, lo.num_workers, lo.batch_size,
-              static_cast<long long>(n), s, samples_per_s);
+  std::printf(
+      "loader %s (%lld samples, opened in %.3f s), %d workers, batch %d: %lld batches in %.3f s: %.0f "
+      "samples/s",
+      word(d.dataset), static_cast<long long>(ds->size()), open_s, lo.num_workers, lo.batch_size,
+      static_cast<long long>(n), s, samples_per_s);
   if (token_data) std::printf(" (%.0f tokens/s)", samples_per_s * tokens.block_size);
   if (decodes_images(d.dataset))
     std::printf(" (%.0f images/s per loader thread)", samples_per_s / std::max(1, lo.num_workers));

@@ -62,7 +62,8 @@ Example ImageDataset::get(int64_t index) const {
       if (bad_.insert(i).second) reported_.push_back(last);
     }
   }
-  throw UsageError(str("no image in ", source_, " decodes (", last.empty() ? "all were skipped before" : last, ")"));
+  throw UsageError(
+      str("no image in ", source_, " decodes (", last.empty() ? "all were skipped before" : last, ")"));
 }
 
 std::vector<std::string> ImageDataset::take_skipped() const {

@@ -71,7 +71,11 @@ bool checksum_ok(const unsigned char* h) {
 const char* compression(const unsigned char* h, int64_t size) {
   if (size >= 2 && h[0] == 0x1f && h[1] == 0x8b) return "gzip";
   if (size >= 3 && std::memcmp(h, "BZh", 3) == 0) return "bzip2";
-  if (size >= 6 && std::memcmp(h, "\xfd" "7zXZ\0", 6) == 0) return "xz";
+  if (size >= 6 && std::memcmp(h,
+                               "\xfd"
+                               "7zXZ\0",
+                               6) == 0)
+    return "xz";
   if (size >= 4 && std::memcmp(h, "\x28\xb5\x2f\xfd", 4) == 0) return "zstd";
   return nullptr;
 }
@@ -94,16 +98,18 @@ class TarScan {
   std::string path_;
   int fd_;
   int64_t size_;
-  std::string at_member_;        // the last member's name, for messages
-  std::string next_name_;        // from a GNU long name or a pax path, for the next member
-  int64_t next_size_ = -1;       // from a pax size, for the next member
+  std::string at_member_;   // the last member's name, for messages
+  std::string next_name_;   // from a GNU long name or a pax path, for the next member
+  int64_t next_size_ = -1;  // from a pax size, for the next member
   bool has_next_name_ = false;
 };
 
 std::string TarScan::data(int64_t at, int64_t size, const char* what) {
-  if (size > kMaxHeaderData) fail(at, str("a ", what, " of ", size, " bytes (over the 1 MiB this reader takes)"));
-  if (at + size > size_) fail(at, str("a ", what, " cut short by the file's end (", size, " bytes)"));
+  if (size > kMaxHeaderData)
+    fail(at, str("a ", what, " of ", size, " bytes (over the 1 MiB this reader takes)"));
+  if (size > size_ - at) fail(at, str("a ", what, " cut short by the file's end (", size, " bytes)"));
   std::string s(static_cast<size_t>(size), '\0');
+  errno = 0;
   if (!read_fully_at(fd_, s.data(), s.size(), at)) fail(at, str("cannot read: ", std::strerror(errno)));
   return s;
 }
@@ -119,19 +125,24 @@ void TarScan::pax(const std::string& r, int64_t at, bool global) {
         eq >= pos + len || r[pos + len - 1] != '\n')
       fail(at, str("a pax header whose record at offset ", pos, " is not 'LEN key=value\\n'"));
     const std::string key = r.substr(sp + 1, eq - sp - 1), value = r.substr(eq + 1, pos + len - eq - 2);
-    if (key.rfind("GNU.sparse.", 0) == 0) fail(at, "a sparse file (pax GNU.sparse records), which this reader does not take");
+    if (key.rfind("GNU.sparse.", 0) == 0)
+      fail(at, "a sparse file (pax GNU.sparse records), which this reader does not take");
     if (key == "path" || key == "size") {
       if (global) fail(at, str("a global pax header setting '", key, "' for every member"));
       if (key == "path") {
-        next_name_ = value;
+        if (!has_next_name_) {  // stacked: the first (outer) one wins, as in Python's tarfile
+          const size_t end = value.find_last_not_of('/');
+          next_name_ = end == std::string::npos ? "" : value.substr(0, end + 1);
+        }
         has_next_name_ = true;
       } else {
         int64_t v = 0;
         size_t i = 0;
         for (; i < value.size() && value[i] >= '0' && value[i] <= '9' && v < (int64_t{1} << 56); ++i)
           v = v * 10 + (value[i] - '0');
-        if (value.empty() || i != value.size()) fail(at, str("a pax size '", value, "' that is not a number"));
-        next_size_ = v;
+        if (value.empty() || i != value.size())
+          fail(at, str("a pax size '", value, "' that is not a number"));
+        if (next_size_ < 0) next_size_ = v;
       }
     }
     pos += len;
@@ -143,7 +154,9 @@ std::vector<TarMember> TarScan::run() {
   unsigned char h[kBlock];
   int64_t at = 0;
   while (at < size_) {
-    if (size_ - at < kBlock) fail(at, str("a header cut short by the file's end (", size_ - at, " of 512 bytes)"));
+    if (size_ - at < kBlock)
+      fail(at, str("a header cut short by the file's end (", size_ - at, " of 512 bytes)"));
+    errno = 0;
     if (!read_fully_at(fd_, h, kBlock, at)) fail(at, str("cannot read: ", std::strerror(errno)));
     if (at == 0)
       if (const char* c = compression(h, size_))
@@ -159,15 +172,16 @@ std::vector<TarMember> TarScan::run() {
     int64_t size = 0;
     if (!tar_number(h + 124, 12, &size)) fail(at, "a header whose size field is not a number");
     const char type = static_cast<char>(h[156]);
-    std::string name = field_text(h, 100);
-    const bool posix = std::memcmp(h + 257, "ustar\0", 6) == 0;
-    const std::string prefix = posix ? field_text(h + 345, 155) : "";
-    if (!prefix.empty()) name = prefix + "/" + name;
+    const std::string raw_name = field_text(h, 100);
+    // Python's tarfile: an old-style regular file whose name ends in '/' is a folder.
+    const bool folder = type == '\0' && !raw_name.empty() && raw_name.back() == '/';
+    const bool no_data = folder || (type >= '1' && type <= '6');  // links, devices, folders: size ignored
     const int64_t body = at + kBlock;
     if (type == 'L' || type == 'K' || type == 'x' || type == 'X' || type == 'g') {
       const std::string d = data(body, size, type == 'L' || type == 'K' ? "long name" : "pax header");
       if (type == 'L') {
-        next_name_ = field_text(reinterpret_cast<const unsigned char*>(d.data()), d.size());
+        if (!has_next_name_)  // stacked: the first (outer) one wins, as in Python's tarfile
+          next_name_ = field_text(reinterpret_cast<const unsigned char*>(d.data()), d.size());
         has_next_name_ = true;
       } else if (type != 'K') {
         pax(d, at, type == 'g');
@@ -175,20 +189,23 @@ std::vector<TarMember> TarScan::run() {
       at = body + padded(size);
       continue;
     }
+    // The ustar prefix field only under POSIX's magic: GNU headers keep other fields there.
+    const bool posix = std::memcmp(h + 257, "ustar\0", 6) == 0;
+    const std::string prefix = posix ? field_text(h + 345, 155) : "";
+    std::string name = prefix.empty() ? raw_name : prefix + "/" + raw_name;
     if (has_next_name_) name = next_name_;
     if (next_size_ >= 0) size = next_size_;
     has_next_name_ = false;
     next_size_ = -1;
     at_member_ = name;
     if (type == 'S') fail(at, "a sparse file (GNU type 'S'), which this reader does not take");
-    const bool regular = (type == '0' || type == '\0' || type == '7') && !(type == '\0' && !name.empty() && name.back() == '/');
-    const bool no_data = type >= '1' && type <= '6';  // links, devices, folders (as Python's tarfile)
-    if (regular) {
-      if (body + size > size_) fail(at, str("a member of ", size, " bytes cut short by the file's end"));
-      members.push_back({name, body, size});
-    }
+    if (!no_data && size > size_ - body)
+      fail(at, str("a member of ", size, " bytes cut short by the file's end"));
+    if (!no_data && (type == '0' || type == '\0' || type == '7')) members.push_back({name, body, size});
     at = no_data ? body : body + padded(size);
   }
+  if (has_next_name_ || next_size_ >= 0)
+    fail(at, "a long name or pax header with no member after it (a truncated archive)");
   return members;
 }
 

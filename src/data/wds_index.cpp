@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <map>
 
 #include "data/tar_index.h"
@@ -18,6 +17,7 @@ namespace ddptrain {
 namespace {
 
 constexpr int64_t kMaxLabelBytes = 64;
+constexpr int64_t kMaxClasses = int64_t{1} << 20;  // a larger label is more likely a caption's number
 constexpr const char* kImageExtensions[] = {"jpg", "jpeg", "png"};
 constexpr const char* kLabelExtensions[] = {"cls", "txt"};
 // Image formats webdataset decodes and ddptrain does not: named, not silently missing.
@@ -31,10 +31,9 @@ bool parse_label(const std::string& text, int64_t* out) {
   if (i > e) return false;
   int64_t v = 0;
   for (; i <= e; ++i) {
-    if (text[i] < '0' || text[i] > '9' || v > (int64_t{1} << 31)) return false;
+    if (text[i] < '0' || text[i] > '9' || v > (int64_t{1} << 40)) return false;
     v = v * 10 + (text[i] - '0');
   }
-  if (v > std::numeric_limits<int32_t>::max()) return false;
   *out = v;
   return true;
 }
@@ -66,12 +65,13 @@ int64_t ShardSamples::read_label(const Group& g, const std::string& ext, const T
     fail(g, str("its label '", m.name, "' has ", m.size, " bytes: a class label is an integer"));
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   std::string text(static_cast<size_t>(m.size), '\0');
+  errno = 0;
   if (fd_ < 0 || !read_fully_at(fd_, text.data(), text.size(), m.offset))
     fail(g, str("cannot read its label '", m.name, "': ", std::strerror(errno)));
   int64_t label = 0;
-  if (!parse_label(text, &label))
-    fail(g, str("its .", ext, " member '", m.name, "' is not a class label (a non-negative integer ",
-                "below 2^31): it holds '", text.substr(0, 32), "'"));
+  if (!parse_label(text, &label) || label >= kMaxClasses)
+    fail(g, str("its .", ext, " member '", m.name, "' is not a class label (a non-negative integer below ",
+                kMaxClasses, ", ddptrain's bound on classes): it holds '", text.substr(0, 32), "'"));
   return label;
 }
 

@@ -60,7 +60,10 @@ std::string tar_header(const std::string& name, size_t size, char type = '0') {
   std::snprintf(&h[124], 12, "%011zo", size);
   std::snprintf(&h[136], 12, "%011o", 0);
   h[156] = type;
-  std::memcpy(&h[257], "ustar\0" "00", 8);
+  std::memcpy(&h[257],
+              "ustar\0"
+              "00",
+              8);
   return with_checksum(h);
 }
 
@@ -104,16 +107,32 @@ TEST(TarIndex, MembersAreWhatTarfileReadsInEachFormat) {
     for (const TarMember& m : tar_members(d + "/" + name + ".tar"))
       got.push_back(std::to_string(m.offset) + " " + std::to_string(m.size) + " " + m.name);
     EXPECT_EQ(got, expected) << name;
-    EXPECT_GE(expected.size(), std::string(name).rfind("big", 0) == 0 ? 1u : 4u) << name << ": too few to mean much";
+    EXPECT_GE(expected.size(), std::string(name).rfind("big", 0) == 0 ? 1u : 4u)
+        << name << ": too few to mean much";
   }
 }
 
 TEST(Webdataset, KeysSplitAsWebdatasetsRegex) {
-  const std::vector<std::string> names = {
-      "0001.jpg",     "a/0001.seg.png", "dir.x/0001.jpg", "noext",          ".hidden",   "a/.x.jpg",
-      "a.b/.x.jpg",   "/.x",            "a//.x",        "a/b/c.d.e/f.g",   "x.",        "a/b.c/d",
-      "./0001.cls",   "..",             "a/..",         "k.JPG",           "__key__",   "a b/c d.txt",
-      "a/b/.c/.d.e",  "n\xc3\xa4me/\xc3\xbc.cls"};
+  const std::vector<std::string> names = {"0001.jpg",
+                                          "a/0001.seg.png",
+                                          "dir.x/0001.jpg",
+                                          "noext",
+                                          ".hidden",
+                                          "a/.x.jpg",
+                                          "a.b/.x.jpg",
+                                          "/.x",
+                                          "a//.x",
+                                          "a/b/c.d.e/f.g",
+                                          "x.",
+                                          "a/b.c/d",
+                                          "./0001.cls",
+                                          "..",
+                                          "a/..",
+                                          "k.JPG",
+                                          "__key__",
+                                          "a b/c d.txt",
+                                          "a/b/.c/.d.e",
+                                          "n\xc3\xa4me/\xc3\xbc.cls"};
   const std::string d = wds_dir("wds_split");
   std::string list;
   for (const auto& n : names) list += n + "\n";
@@ -135,6 +154,19 @@ TEST(Webdataset, KeysSplitAsWebdatasetsRegex) {
   EXPECT_FALSE(is_meta_member("__a") || is_meta_member("a/__key__") || is_meta_member("__a/b__"));
 }
 
+TEST(TarIndex, StackedLongNamesAndFoldersReadAsTarfileReadsThem) {
+  const std::string d = wds_dir("tar_stacked");
+  // Two long names before one member: the first wins; an old-style folder "f/" with a size
+  // carries no data (the next header follows at once).
+  images_put(d + "/s.tar", tar_entry("././@LongLink", "first.jpg", 'L') +
+                               tar_entry("././@LongLink", "second.jpg", 'L') + tar_entry("ignored", "J") +
+                               tar_header("f/", 1000, '\0') + tar_entry("pax", "15 path=p.cls/\n", 'x') +
+                               tar_entry("q.cls", "7") + std::string(1024, '\0'));
+  std::vector<std::string> names;
+  for (const TarMember& m : tar_members(d + "/s.tar")) names.push_back(m.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"first.jpg", "p.cls"}));
+}
+
 TEST(Webdataset, SamplesGroupAsWebdatasetGroupsThem) {
   const std::string d = wds_dir("wds_group");
   images_put(d + "/s.tar", tar_of({{"a/1.jpg", "J1"},
@@ -152,7 +184,8 @@ TEST(Webdataset, SamplesGroupAsWebdatasetGroupsThem) {
   const std::vector<WdsSample> s = webdataset_samples(d + "/s.tar");
   ASSERT_EQ(s.size(), 4u);
   const std::vector<std::string> keys = {s[0].key, s[1].key, s[2].key, s[3].key};
-  EXPECT_EQ(keys, (std::vector<std::string>{"a/1", "b", "c", "a/1"})) << "a key that comes back is a new sample";
+  EXPECT_EQ(keys, (std::vector<std::string>{"a/1", "b", "c", "a/1"}))
+      << "a key that comes back is a new sample";
   EXPECT_EQ(s[1].image, "b.JPG") << "jpg before png; the extension compared lower-cased";
   EXPECT_EQ(s[2].image, "c.png");
   const std::vector<int64_t> labels = {s[0].label, s[1].label, s[2].label, s[3].label};
@@ -176,6 +209,12 @@ TEST(Webdataset, EveryShardItRefusesIsNamedWithTheReason) {
   bad_first[148] ^= 1;
   std::string sparse = tar_entry("s.jpg", "J", 'S') + std::string(1024, '\0');
   const std::string pax_bad = tar_entry("pax", "99 path=x\n", 'x') + good;
+  std::string huge = tar_header("a.jpg", 0);  // GNU base-256 size 0x7FFF...FE: no overflow
+  huge[124] = static_cast<char>(0x80);
+  std::memset(&huge[125], 0, 11);
+  for (int i = 0; i < 7; ++i) huge[128 + i] = static_cast<char>(i == 0 ? 0x7f : 0xff);
+  huge[135] = static_cast<char>(0xfe);
+  huge = with_checksum(huge) + good;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {tar_of({{"a.jpg", "J"}, {"a.jpg", "K"}, {"a.cls", "1"}}), "the extension 'jpg' twice"},
       {tar_of({{"a.jpg", "J"}}), "sample 'a': it has no class label"},
@@ -183,7 +222,8 @@ TEST(Webdataset, EveryShardItRefusesIsNamedWithTheReason) {
       {tar_of({{"a.jpg", "J"}, {"a.cls", "-1"}}), "'a.cls' is not a class label"},
       {tar_of({{"a.jpg", "J"}, {"a.cls", "99999999999"}}), "is not a class label"},
       {tar_of({{"a.jpg", "J"}, {"a.cls", std::string(100, '1')}}), "has 100 bytes"},
-      {tar_of({{"a.json", "{}"}, {"a.cls", "1"}}), "no image member (.jpg, .jpeg or .png); its members: a.cls, a.json"},
+      {tar_of({{"a.json", "{}"}, {"a.cls", "1"}}),
+       "no image member (.jpg, .jpeg or .png); its members: a.cls, a.json"},
       {tar_of({{"a.webp", "W"}, {"a.cls", "1"}}), "'a.webp' is in a format ddptrain does not decode"},
       {std::string("\x1f\x8b\x08\x00", 4) + std::string(600, '\0'), "is gzip-compressed"},
       {bad_first, "not a tar archive"},
@@ -197,6 +237,10 @@ TEST(Webdataset, EveryShardItRefusesIsNamedWithTheReason) {
       {pax_bad, "pax header"},
       {tar_entry("pax", "10 path=x\n", 'g') + good, "global pax header setting 'path'"},
       {tar_entry("pax", "10 size=q\n", 'x') + good, "pax size 'q' that is not a number"},
+      {huge, "a member of 9223372036854775806 bytes cut short"},
+      {good.substr(0, 4096) + tar_entry("././@LongLink", "late.jpg", 'L'), "with no member after it"},
+      {tar_of({{"a.jpg", "J"}, {"a.cls", "1048576"}}),
+       "'a.cls' is not a class label (a non-negative integer below 1048576"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = d + "/case" + std::to_string(i) + ".tar";
@@ -213,9 +257,11 @@ TEST(Webdataset, EveryShardItRefusesIsNamedWithTheReason) {
 TEST(Webdataset, ShardsOfAFolderGiveTheFoldersImagesIndexForIndex) {
   const std::string d = wds_dir("wds_folder");
   const std::string root = d + "/folder";
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"cat/1.jpg", "photo.jpg"}, {"cat/2.png", "wide.png"},    {"dog/x/3.jpeg", "grey.jpg"},
-      {"dog/4.JPG", "tall.png"},  {"emu/5.jpg", "progressive.jpg"}};
+  const std::vector<std::pair<std::string, std::string>> files = {{"cat/1.jpg", "photo.jpg"},
+                                                                  {"cat/2.png", "wide.png"},
+                                                                  {"dog/x/3.jpeg", "grey.jpg"},
+                                                                  {"dog/4.JPG", "tall.png"},
+                                                                  {"emu/5.jpg", "progressive.jpg"}};
   for (const auto& [path, image] : files) {
     fs::create_directories(fs::path(root + "/" + path).parent_path());
     fs::copy_file(images_dir() + "/" + image, root + "/" + path);
@@ -231,7 +277,8 @@ TEST(Webdataset, ShardsOfAFolderGiveTheFoldersImagesIndexForIndex) {
     for (int64_t i = 0; i < folder.size(); ++i) {
       EXPECT_EQ(shards.label(i), folder.label(i)) << i;
       for (int64_t epoch : {1, 2})
-        EXPECT_TRUE(shards.image(i, epoch).equal(folder.image(i, epoch))) << "sample " << i << " epoch " << epoch;
+        EXPECT_TRUE(shards.image(i, epoch).equal(folder.image(i, epoch)))
+            << "sample " << i << " epoch " << epoch;
     }
     EXPECT_EQ(shards.name(3), d + "/train-000001.tar:dog/x/3.jpeg");
   }
@@ -239,22 +286,29 @@ TEST(Webdataset, ShardsOfAFolderGiveTheFoldersImagesIndexForIndex) {
   images_put(d + "/val.tar", tar_of({{"v.png", images_slurp(images_dir() + "/wide.png")}, {"v.cls", "3"}}));
   EXPECT_EQ(WebDatasetDataset(d + "/val.tar", small(), 4).shape().num_classes, 4);
   const std::string e = shard_error([&] { WebDatasetDataset(d + "/val.tar", small(), 3); });
-  EXPECT_NE(e.find("sample 'v': label 3 is not below the training split's 3 classes"), std::string::npos) << e;
+  EXPECT_NE(e.find("sample 'v': label 3 is not below the training split's 3 classes"), std::string::npos)
+      << e;
 }
 
 TEST(Webdataset, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
   const std::string d = wds_dir("wds_bad");
   const std::string png = images_slurp(images_dir() + "/wide.png");
-  images_put(d + "/s.tar", tar_of({{"a.png", png}, {"a.cls", "0"}, {"b.jpg", "not a JPEG"}, {"b.cls", "1"},
-                                   {"c.png", png}, {"c.cls", "1"}}));
+  images_put(d + "/s.tar", tar_of({{"a.png", png},
+                                   {"a.cls", "0"},
+                                   {"b.jpg", "not a JPEG"},
+                                   {"b.cls", "1"},
+                                   {"c.png", images_slurp(images_dir() + "/tall.png")},
+                                   {"c.cls", "2"}}));
   WebDatasetDataset strict(d + "/s.tar", small());
   const std::string e = shard_error([&] { strict.get(1); });
   EXPECT_NE(e.find("image '" + d + "/s.tar:b.jpg' does not decode"), std::string::npos) << e;
   ImageOptions o = small();
   o.bad_images = BadImagePolicy::kSkip;
   WebDatasetDataset lenient(d + "/s.tar", o);
-  EXPECT_TRUE(lenient.get(1).input.equal(lenient.get(2).input)) << "b's place is taken by the next readable image";
-  EXPECT_EQ(lenient.get(1).target.item<int64_t>(), 1);
+  EXPECT_TRUE(lenient.get(1).input.equal(lenient.get(2).input))
+      << "b's place is taken by the next readable image";
+  EXPECT_FALSE(lenient.get(1).input.equal(lenient.get(0).input));
+  EXPECT_EQ(lenient.get(1).target.item<int64_t>(), 2) << "b's place and label are c's";
   EXPECT_EQ(lenient.take_skipped().size(), 1u);
   lenient.get(1);
   EXPECT_TRUE(lenient.take_skipped().empty()) << "reported once";
@@ -262,7 +316,8 @@ TEST(Webdataset, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
 
 TEST(Webdataset, MutatedShardsIndexOrFailNamingTheShard) {
   const std::string d = wds_dir("wds_fuzz");
-  const std::string jpg = images_slurp(images_dir() + "/grey.jpg"), png = images_slurp(images_dir() + "/wide.png");
+  const std::string jpg = images_slurp(images_dir() + "/grey.jpg"),
+                    png = images_slurp(images_dir() + "/wide.png");
   const std::string seeds[] = {
       tar_of({{"a.jpg", jpg}, {"a.cls", "1"}, {"b.png", png}, {"b.cls", "2"}}),
       tar_entry("././@LongLink", std::string(150, 'k') + ".png", 'L') + tar_entry("ignored", png) +
@@ -300,7 +355,8 @@ TEST(Webdataset, MutatedShardsIndexOrFailNamingTheShard) {
           w.get(i);
           ++images;
         } catch (const UsageError& e) {
-          EXPECT_NE(std::string(e.what()).find(path + ":"), std::string::npos) << "round " << round << ": " << e.what();
+          EXPECT_NE(std::string(e.what()).find(path + ":"), std::string::npos)
+              << "round " << round << ": " << e.what();
         }
       }
     } catch (const UsageError& e) {
