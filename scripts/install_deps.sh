@@ -72,6 +72,13 @@ if [ "$mode" = test ] && ! "$py2" -c 'import torchvision, PIL' 2> /dev/null; the
   fi
 fi
 
+# The Hugging Face tests (HfGpt2.*) compare with transformers itself (its own dependencies: the
+# tokenizers, hub and safetensors packages; the venv's torch satisfies it and is kept).
+if [ "$mode" = test ] && ! "$py2" -c 'import transformers' 2> /dev/null; then
+  echo "install_deps: pip installing transformers==5.25.0 for $py2"
+  "$py2" -m pip install --quiet --disable-pip-version-check transformers==5.25.0
+fi
+
 # Python readers the interop tests check our files with (PyPI), for Debian's python3:
 # installed into .pydeps next to this script's repository, never into the system (pip
 # --target leaves Debian's packages alone). Both Pythons are 3.11, so either can use it.

@@ -73,6 +73,27 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
 
 }  // namespace
 
+std::vector<std::string> checkpoint_train_flags(const std::string& checkpoint) {
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(read_file(checkpoint + "/config.json"));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str("checkpoint '", checkpoint, "': config.json is not readable (", e.what(), ")"));
+  }
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : saved.items()) {
+    // Where the run started and wrote to: the checkpoint holds the weights and its sizes.
+    if (key == "config" || key == "resume_from" || key == "init_from" || key == "init_from_hf" ||
+        key == "metrics_file" || key == "tensorboard_dir" || key == "trace_samples_dir")
+      continue;
+    if (value.is_boolean())
+      flags.push_back((value.get<bool>() ? "--" : "--no-") + key);
+    else
+      flags.push_back("--" + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
+  }
+  return flags;
+}
+
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";
   std::string checkpoint;
@@ -100,22 +121,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   checkpoint = resolve_checkpoint(checkpoint);
   const CheckpointMeta meta = verify_checkpoint(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then the overrides.
-  nlohmann::json saved;
-  try {
-    saved = nlohmann::json::parse(read_file(checkpoint + "/config.json"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str("checkpoint '", checkpoint, "': config.json is not readable (", e.what(), ")"));
-  }
-  std::vector<std::string> flags;
-  for (const auto& [key, value] : saved.items()) {
-    if (key == "config" || key == "resume_from" || key == "init_from" || key == "metrics_file" ||
-        key == "tensorboard_dir" || key == "trace_samples_dir")
-      continue;
-    if (value.is_boolean())
-      flags.push_back((value.get<bool>() ? "--" : "--no-") + key);
-    else
-      flags.push_back("--" + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
-  }
+  std::vector<std::string> flags = checkpoint_train_flags(checkpoint);
   flags.insert(flags.end(), overrides.begin(), overrides.end());
   TrainConfig cfg = resolve_train_config(flags);
   const bool path_given = std::any_of(overrides.begin(), overrides.end(),

@@ -1,11 +1,17 @@
-// `ddptrain export --checkpoint DIR --format pt|safetensors --out FILE`: the weights of a
-// verified checkpoint (or the newest in a --checkpoint_dir) for other tools. pt: the state_dict that Python's
-// torch.load(weights_only=True) reads; safetensors: the Hugging Face format.
+// `ddptrain export --checkpoint DIR --format pt|safetensors|hf --out PATH`: the weights of a
+// verified checkpoint (or the newest in a --checkpoint_dir) for other tools. pt: the state_dict
+// that Python's torch.load(weights_only=True) reads; safetensors: the Hugging Face format;
+// hf: a folder that transformers' from_pretrained loads (a gpt model as GPT2LMHeadModel:
+// models/hf_gpt2.h), in --dtype, sharded above --max_shard_mb.
 #include <cstdio>
 #include <filesystem>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_folder.h"
 #include "config/flag_table.h"
+#include "config/train_config.h"
+#include "models/build_model.h"
+#include "models/hf_gpt2.h"
 #include "serialize/python_pickle.h"
 #include "serialize/safetensors.h"
 #include "serialize/state_dict_reader.h"
@@ -15,13 +21,47 @@
 
 namespace ddptrain {
 
+namespace {
+
+// --format hf: the checkpoint's GPT as a folder transformers loads.
+int export_hf(const std::string& checkpoint, const std::string& out, const std::string& dtype,
+              long long max_shard_mb) {
+  DDP_USAGE_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype='", dtype, "' must be fp32 or bf16");
+  DDP_USAGE_CHECK(max_shard_mb >= 1, "--max_shard_mb=", max_shard_mb, " must be >= 1");
+  DDP_USAGE_CHECK(!std::filesystem::exists(out) || std::filesystem::is_directory(out), "--out='", out,
+                  "' is a file; --format hf writes a folder (config.json, model.safetensors)");
+  const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
+  DDP_USAGE_CHECK(cfg.model.model == ModelKind::kGpt,
+                  "--format hf exports a gpt model (as GPT-2); checkpoint '", checkpoint, "' holds --model ",
+                  word(cfg.model.model), ": use --format pt or safetensors");
+  const std::string model_pt = checkpoint + "/model.pt";
+  const NamedTensors weights = unpickle_tensors(read_file(model_pt), model_pt);
+  write_hf_folder(out, hf_gpt2_config_json(gpt_config(cfg.model)), gpt_to_hf(weights),
+                  dtype == "bf16" ? at::kBFloat16 : at::kFloat, max_shard_mb << 20);
+  std::printf("wrote %s (GPT-2 for transformers, %s, %zu tensors)\n", out.c_str(), dtype.c_str(),
+              weights.size());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_export(const std::vector<std::string>& args) {
-  const char* usage = "usage: ddptrain export --checkpoint DIR --format pt|safetensors --out FILE";
-  std::string checkpoint, format = "pt", out;
+  const char* usage =
+      "usage: ddptrain export --checkpoint DIR --format pt|safetensors|hf --out PATH [--dtype fp32|bf16] "
+      "[--max_shard_mb N]";
+  std::string checkpoint, format = "pt", out, dtype = "fp32";
+  long long max_shard_mb = 5000;
   std::vector<Flag> table = {
       bind_flag("checkpoint", &checkpoint, "a checkpoint, or a --checkpoint_dir (its newest)"),
-      bind_flag("format", &format, "pt (torch.load, weights_only) or safetensors"),
-      bind_flag("out", &out, "file to write (written atomically)"),
+      bind_flag(
+          "format", &format,
+          "pt (torch.load, weights_only), safetensors, or hf (a folder for transformers' from_pretrained: "
+          "config.json and model.safetensors; --model gpt)"),
+      bind_flag("out", &out, "file to write (written atomically); hf: the folder"),
+      bind_flag("dtype", &dtype, "hf: the tensors' dtype, fp32 or bf16"),
+      bind_flag("max_shard_mb", &max_shard_mb,
+                "hf: one model.safetensors up to this size, else shards of it and their index (transformers' "
+                "5 GB)"),
   };
   if (wants_help(args)) {
     std::printf("%s", flags_help(table, usage).c_str());
@@ -32,12 +72,15 @@ int cmd_export(const std::vector<std::string>& args) {
                   positional.empty() ? "" : positional[0], "'); ", usage);
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint is required; ", usage);
   DDP_USAGE_CHECK(!out.empty(), "--out is required; ", usage);
-  DDP_USAGE_CHECK(!std::filesystem::is_directory(out), "--out='", out,
+  DDP_USAGE_CHECK(format == "pt" || format == "safetensors" || format == "hf", "--format='", format,
+                  "' must be pt, safetensors or hf");
+  DDP_USAGE_CHECK(format == "hf" || !std::filesystem::is_directory(out), "--out='", out,
                   "' is a folder; pass a file path (e.g. ", out, "/model.", format, ")");
-  DDP_USAGE_CHECK(format == "pt" || format == "safetensors", "--format='", format,
-                  "' must be pt or safetensors");
+  DDP_USAGE_CHECK(format == "hf" || (dtype == "fp32" && max_shard_mb == 5000),
+                  "--dtype and --max_shard_mb apply to --format hf");
   checkpoint = resolve_checkpoint(checkpoint);
   verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
+  if (format == "hf") return export_hf(checkpoint, out, dtype, max_shard_mb);
   const std::string model_pt = checkpoint + "/model.pt";
   std::string bytes = read_file(model_pt);
   if (format == "safetensors")

@@ -18,4 +18,8 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
 /// meaning its newest; UsageError naming the path and the fix for anything else.
 std::string resolve_checkpoint(const std::string& path);
 
+/// The train flags a checkpoint's config.json records, less where the run read its initial
+/// weights and wrote its outputs (eval and export build the model from them).
+std::vector<std::string> checkpoint_train_flags(const std::string& checkpoint);
+
 }  // namespace ddptrain

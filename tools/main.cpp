@@ -3,7 +3,7 @@
 //   ddptrain train [flags]                       one process (or one rank under a launcher)
 //   ddptrain launch --nproc_per_node N train ... N local workers (torchrun's contract)
 //   ddptrain inspect sampler --dataset_len ...   print a rank's data order
-//   ddptrain export --checkpoint DIR ...         weights as .pt or .safetensors
+//   ddptrain export --checkpoint DIR ...         weights as .pt, .safetensors or a Hugging Face folder
 //   ddptrain plot RUN.jsonl ... -o run.svg       metrics as an SVG chart
 //   ddptrain eval --checkpoint DIR               test loss and accuracy of a saved model
 //
@@ -40,7 +40,7 @@ const char* const kUsage =
     "           ddptrain inspect model [--model M ...]: layers, parameters, FLOPs per sample\n"
     "           ddptrain inspect loader [--dataset D ...]: how fast the loader alone delivers batches\n"
     "           ddptrain inspect hang DIR: which rank a failed job waited for, from its flight records\n"
-    "  export   ddptrain export --checkpoint DIR --format pt|safetensors --out FILE\n"
+    "  export   ddptrain export --checkpoint DIR --format pt|safetensors|hf --out PATH\n"
     "  plot     ddptrain plot METRICS.jsonl [MORE.jsonl ...] -o OUT.svg\n"
     "  eval     ddptrain eval --checkpoint DIR [train flags]: test loss and accuracy\n"
     "run `ddptrain <command> --help` for the flags of a command";

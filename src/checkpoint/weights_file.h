@@ -1,6 +1,8 @@
 // A file of initial weights (--init_from): a Python torch.save(model.state_dict()) file, a
 // safetensors file (ours from `ddptrain export`, or Hugging Face's), with the "module."
-// prefix of a state_dict saved from a DDP-wrapped model removed.
+// prefix of a state_dict saved from a DDP-wrapped model removed; or a Hugging Face GPT-2
+// folder (config.json + safetensors: checkpoint/hf_folder.h), its weights as Gpt's
+// (models/hf_gpt2.h).
 #pragma once
 
 #include <string>

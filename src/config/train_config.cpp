@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "checkpoint/hf_folder.h"
+#include "models/hf_gpt2.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -89,6 +91,11 @@ std::vector<Flag> model_flags(TrainConfig& c) {
       bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size,
                 "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
+      bind_choice("gpt_activation", &c.model.gpt_activation, gpt_activation_choices(),
+                  "gpt: the MLP's GELU, exact (gelu) or in its tanh form (gelu_tanh: GPT-2's gelu_new)"),
+      bind_flag("init_from_hf", &c.model.init_from_hf,
+                "gpt: a Hugging Face GPT-2 folder (save_pretrained's config.json and model.safetensors): "
+                "the model's sizes and activation from its config, its initial weights from its tensors"),
       bind_flag("dropout", &c.model.dropout,
                 "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
       bind_choice("memory_format", &c.model.memory_format, memory_format_choices(),
@@ -186,7 +193,8 @@ std::vector<Flag> output_flags(TrainConfig& c) {
                 "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
       bind_flag("init_from", &c.trainer.checkpoint.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
-                "\"module.\" prefix is removed), a model.pt, or a .safetensors file (ddptrain export)"),
+                "\"module.\" prefix is removed), a model.pt, a .safetensors file (ddptrain export), or a "
+                "Hugging Face GPT-2 folder (see --init_from_hf)"),
       bind_flag("eval_every", &c.trainer.loop.eval_every,
                 "evaluate on the test split every N epochs and after the last (0 = never)"),
       bind_flag(
@@ -309,6 +317,23 @@ void validate(TrainConfig& c, const std::vector<Flag>& table) {
   reject_flags_that_do_not_apply(c);
 }
 
+// --init_from_hf DIR: the GPT's sizes and activation from DIR/config.json (recorded in the
+// run's config.json as plain sizes), its initial weights from DIR (the Trainer's init_from).
+void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table) {
+  std::string& dir = c.model.init_from_hf;
+  dir = std::filesystem::absolute(dir).lexically_normal().string();
+  DDP_USAGE_CHECK(is_hf_folder(dir), "--init_from_hf='", dir,
+                  "' holds no config.json: pass a folder written by transformers' save_pretrained");
+  DDP_USAGE_CHECK(c.trainer.checkpoint.init_from.empty() || c.trainer.checkpoint.init_from == dir,
+                  "--init_from and --init_from_hf both give initial weights: drop --init_from");
+  try {
+    apply_hf_gpt2_config(read_hf_config(dir), dir + "/config.json", c.model);
+  } catch (const OptionError& e) {
+    throw UsageError(in_flag_words(e, table));
+  }
+  c.trainer.checkpoint.init_from = dir;
+}
+
 }  // namespace
 
 LrSchedule effective_lr_schedule(const TrainConfig& c) {
@@ -333,6 +358,7 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   // Recorded as an absolute path (config.json): eval and resumes from another folder find it.
   if (!c.model.model_path.empty())
     c.model.model_path = std::filesystem::absolute(c.model.model_path).lexically_normal().string();
+  if (!c.model.init_from_hf.empty()) from_hugging_face(c, table);
   validate(c, table);
   return c;
 }

@@ -18,6 +18,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   if (o.block_size > 0) c.block_size = o.block_size;
   if (o.vocab_size > 0) c.vocab_size = o.vocab_size;
   c.dropout = o.dropout;
+  c.gelu_tanh = o.gpt_activation == GptActivation::kGeluTanh;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   return c;
 }

@@ -53,13 +53,15 @@ at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   return resid_drop(c_proj(y.transpose(1, 2).contiguous().view({B, T, C})));
 }
 
-GptMlpImpl::GptMlpImpl(const GptConfig& c) {
+GptMlpImpl::GptMlpImpl(const GptConfig& c) : gelu_tanh(c.gelu_tanh) {
   c_fc = register_module("c_fc", linear(c.n_embd, 4 * c.n_embd, 0.02));
   c_proj = register_module("c_proj", linear(4 * c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
   drop = register_module("drop", torch::nn::Dropout(c.dropout));
 }
 
-at::Tensor GptMlpImpl::forward(const at::Tensor& x) { return drop(c_proj(at::gelu(c_fc(x)))); }
+at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
+  return drop(c_proj(at::gelu(c_fc(x), gelu_tanh ? "tanh" : "none")));
+}
 
 GptBlockImpl::GptBlockImpl(const GptConfig& c) {
   ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
@@ -132,7 +134,8 @@ int64_t GptImpl::train_flops_per_sample() const { return train_flops_per_token()
 std::string GptImpl::describe() const {
   return str("gpt (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads, ", cfg_.n_embd, " wide, block ",
              cfg_.block_size, ", vocab ", cfg_.vocab_size,
-             cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
+             cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(),
+             cfg_.gelu_tanh ? ", GELU tanh" : "", ")");
 }
 
 }  // namespace ddptrain

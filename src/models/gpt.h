@@ -33,6 +33,7 @@ struct GptConfig {
   int64_t block_size = 64;  // the longest sequence (context length)
   int64_t vocab_size = 256;
   double dropout = 0.0;
+  bool gelu_tanh = false;         // the MLP's GELU in its tanh form (GPT-2's gelu_new), not the exact one
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
 };
 
@@ -54,6 +55,7 @@ TORCH_MODULE(CausalSelfAttention);
 struct GptMlpImpl : torch::nn::Module {
   explicit GptMlpImpl(const GptConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  bool gelu_tanh;
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
   torch::nn::Dropout drop{nullptr};
 };

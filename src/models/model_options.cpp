@@ -96,6 +96,11 @@ void ModelOptions::validate(const DataOptions& data) const {
                         "{0} applies to {1:torchscript} (the built-in models count their own)", kModelOwner);
   }
   const ModelOptions defaults;
+  if (model != ModelKind::kGpt && (gpt_activation != defaults.gpt_activation || !init_from_hf.empty()))
+    throw OptionError(
+        {{&gpt_activation, "gpt_activation"}, {&init_from_hf, "init_from_hf"}, {&model, "model"}},
+        str("{0} and {1} apply to {2:gpt}; {2:", word(model), "} has no GPT-2 to set: drop them"),
+        kModelOwner);
   if (model != ModelKind::kGpt &&
       (gpt_preset != defaults.gpt_preset || n_layer != 0 || n_head != 0 || n_embd != 0))
     throw OptionError(

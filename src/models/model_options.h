@@ -14,6 +14,7 @@ enum class ModelKind { kMiniResnet, kGpt, kTorchscript };
 enum class GptPreset { kDebug, kSmall, kGpt2_124m };
 enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
 enum class Recompute { kNone, kBlocks };
+enum class GptActivation { kGelu, kGeluTanh };
 
 inline const Choices<ModelKind>& model_choices() {
   static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
@@ -36,10 +37,16 @@ inline const Choices<Recompute>& recompute_choices() {
   static const Choices<Recompute> c{{"none", Recompute::kNone}, {"blocks", Recompute::kBlocks}};
   return c;
 }
+inline const Choices<GptActivation>& gpt_activation_choices() {
+  static const Choices<GptActivation> c{{"gelu", GptActivation::kGelu},
+                                        {"gelu_tanh", GptActivation::kGeluTanh}};
+  return c;
+}
 inline const char* word(ModelKind v) { return model_choices().word(v); }
 inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
 inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
 inline const char* word(Recompute v) { return recompute_choices().word(v); }
+inline const char* word(GptActivation v) { return gpt_activation_choices().word(v); }
 
 struct ModelOptions {
   ModelKind model = ModelKind::kMiniResnet;
@@ -50,6 +57,8 @@ struct ModelOptions {
   int n_embd = 0;
   int block_size = 0;
   int vocab_size = 0;
+  GptActivation gpt_activation = GptActivation::kGelu;  // gpt's MLP: exact GELU, or its tanh form (GPT-2's)
+  std::string init_from_hf;        // gpt: a Hugging Face GPT-2 folder: its sizes (and, in train, its weights)
   double dropout = 0.0;            // inside each residual block (0: the reference model)
   std::string model_path;          // torchscript: the scripted module's file
   long long flops_per_sample = 0;  // torchscript: training FLOPs per sample, for MFU (0: no MFU)

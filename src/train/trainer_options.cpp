@@ -60,12 +60,13 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
                           "./checkpoints/epoch_0001), or auto for this run's newest"));
-  if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from))
+  if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from) &&
+      !std::filesystem::is_regular_file(std::filesystem::path(o.init_from) / "config.json"))
     throw OptionError(
         {{&o.init_from, "checkpoint.init_from"}},
         str("{0}='", OptionError::literal(o.init_from),
-            "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path) or a "
-            ".safetensors file"));
+            "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path), a "
+            ".safetensors file, or a Hugging Face GPT-2 folder (config.json and model.safetensors)"));
 }
 
 void validate_report_options(const ReportOptions& o, const CheckpointOptions& checkpoint) {

@@ -88,7 +88,8 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
                         "--out", dir + "/w.onnx"},
                        {}, 60);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("--format='onnx' must be pt or safetensors"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--format='onnx' must be pt, safetensors or hf"), std::string::npos)
+      << bad.output;
   // --checkpoint as eval takes it: a --checkpoint_dir means its newest checkpoint; a missing
   // path or a file is a usage error saying so; --out's folder is created.
   ProcResult from_dir =

@@ -1,0 +1,125 @@
+#include "checkpoint/hf_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "checkpoint/checkpoint.h"
+#include "serialize/safetensors.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kIndex = "model.safetensors.index.json";
+constexpr const char* kSingle = "model.safetensors";
+
+// A user's file, read and parsed: its errors are the user's (exit 2), naming it.
+template <typename Parse>
+auto parse_users_file(const std::string& path, Parse parse) {
+  DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing");
+  try {
+    return parse(read_file(path));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(str("'", path, "' is not readable: ", e.what()));
+  }
+}
+
+NamedTensors read_shard(const std::string& path) {
+  return parse_users_file(path, [&](const std::string& bytes) { return read_safetensors(bytes, path); });
+}
+
+}  // namespace
+
+bool is_hf_folder(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / "config.json"); }
+
+nlohmann::json read_hf_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  nlohmann::json config =
+      parse_users_file(path, [](const std::string& b) { return nlohmann::json::parse(b); });
+  DDP_USAGE_CHECK(config.is_object(), "'", path, "' is not a JSON object");
+  return config;
+}
+
+NamedTensors read_hf_tensors(const std::string& dir) {
+  const fs::path root(dir);
+  if (fs::is_regular_file(root / kSingle)) return read_shard((root / kSingle).string());
+  const std::string index_path = (root / kIndex).string();
+  DDP_USAGE_CHECK(fs::is_regular_file(index_path), "'", dir, "' has neither ", kSingle, " nor ", kIndex,
+                  ": a Hugging Face checkpoint saved with safetensors (save_pretrained's default) holds one");
+  const nlohmann::json index =
+      parse_users_file(index_path, [](const std::string& b) { return nlohmann::json::parse(b); });
+  DDP_USAGE_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), "'",
+                  index_path, "' has no weight_map object");
+  std::map<std::string, std::set<std::string>> by_shard;  // shard -> the tensors the index puts there
+  for (const auto& [name, shard] : index["weight_map"].items()) {
+    DDP_USAGE_CHECK(shard.is_string(), "'", index_path, "': tensor '", name, "' maps to ", shard.dump(),
+                    ", not a file name");
+    by_shard[shard.get<std::string>()].insert(name);
+  }
+  NamedTensors all;
+  for (const auto& [shard, names] : by_shard) {
+    const std::string path = (root / shard).string();
+    DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing: ", index_path, " puts ",
+                    names.size(), " tensors there (e.g. '", *names.begin(), "')");
+    NamedTensors part = read_shard(path);
+    std::set<std::string> found;
+    for (auto& [name, t] : part) {
+      DDP_USAGE_CHECK(names.count(name) != 0, "'", path, "' holds tensor '", name, "', which ", index_path,
+                      " does not place there");
+      found.insert(name);
+      all.emplace_back(name, t);
+    }
+    for (const auto& name : names)
+      DDP_USAGE_CHECK(found.count(name) != 0, "'", path, "' lacks tensor '", name, "', which ", index_path,
+                      " places there");
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return all;
+}
+
+void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
+                     at::ScalarType dtype, int64_t max_shard_bytes) {
+  fs::create_directories(dir);
+  NamedTensors converted;
+  int64_t total = 0;
+  for (const auto& [name, t] : tensors) {
+    converted.emplace_back(name, t.detach().to(at::kCPU, t.is_floating_point() ? dtype : t.scalar_type()));
+    total += static_cast<int64_t>(converted.back().second.nbytes());
+  }
+  std::sort(converted.begin(), converted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::map<std::string, std::string> meta{{"format", "pt"}};
+  write_file_atomic((fs::path(dir) / "config.json").string(), config_json);
+  if (total <= max_shard_bytes) {
+    write_file_atomic((fs::path(dir) / kSingle).string(), safetensors_bytes(converted, meta));
+    return;
+  }
+  std::vector<NamedTensors> shards(1);
+  int64_t in_shard = 0;
+  for (auto& nt : converted) {
+    const auto bytes = static_cast<int64_t>(nt.second.nbytes());
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(nt);
+    in_shard += bytes;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    write_file_atomic((fs::path(dir) / name).string(), safetensors_bytes(shards[i], meta));
+    for (const auto& nt : shards[i]) weight_map[nt.first] = name;
+  }
+  const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  write_file_atomic((fs::path(dir) / kIndex).string(), index.dump(2) + "\n");
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,73 @@
+"""Hugging Face GPT-2 folders for the --init_from_hf / export --format hf tests (#31), through
+transformers itself.
+
+usage:
+  hf.py make DIR [SHARD]   a tiny random GPT2LMHeadModel (torch seed 0: 2 layers, 2 heads, n_embd 32,
+                           n_positions 16, vocab 96, gelu_new), saved by save_pretrained(DIR), in shards
+                           of SHARD (e.g. 20KB) when given
+  hf.py logits DIR B T OUT from_pretrained(DIR) (no missing, unexpected or mismatched tensors allowed):
+                           its float32 logits on the B x T tokens (i * 7 + 3) % vocab into OUT (raw), and
+                           its loss with labels = the tokens into OUT.loss
+  hf.py config DIR KEY=JSON ...
+                           rewrites DIR/config.json with KEY set to the JSON value
+"""
+import json
+import sys
+
+
+def make(d, shard=None):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=16, vocab_size=96, activation_function="gelu_new",
+                     bos_token_id=95, eos_token_id=95)
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():  # biases and LayerNorms away from their 0/1 init, so a misplaced one shows
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    kwargs = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(d, **kwargs)
+
+
+def logits(d, b, t, out):
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    if bad:
+        sys.exit(f"hf.py: from_pretrained({d}) reported {bad}")
+    model.eval()
+    vocab = model.config.vocab_size
+    tokens = ((torch.arange(b * t) * 7 + 3) % vocab).reshape(b, t)
+    with torch.no_grad():
+        o = model(tokens, labels=tokens)
+    o.logits.float().contiguous().numpy().tofile(out)
+    open(out + ".loss", "w").write(repr(o.loss.item()) + "\n")
+
+
+def config(d, pairs):
+    path = f"{d}/config.json"
+    c = json.load(open(path))
+    for p in pairs:
+        k, v = p.split("=", 1)
+        c[k] = json.loads(v)
+    json.dump(c, open(path, "w"))
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "make":
+        make(args[0], args[1] if len(args) > 1 else None)
+    elif cmd == "logits":
+        logits(args[0], int(args[1]), int(args[2]), args[3])
+    elif cmd == "config":
+        config(args[0], args[1:])
+    else:
+        sys.exit(f"hf.py: unknown command {cmd!r}; see the docstring")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+// Hugging Face GPT-2 in and out (#31, GPT-2 part): a GPT2LMHeadModel that transformers saved
+// (one file and sharded) loads into Gpt with logits and loss equal to transformers' own; the
+// export is a folder from_pretrained loads with no missing or unexpected tensor and the same
+// logits, and reads back bitwise; every folder that does not fit is named with the file and
+// the tensor or field. The Python side is transformers itself (tests/python/hf.py); where the
+// interop Python has no transformers (Debian's torch 1.13) the tests say so and skip.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/hf_folder.h"
+#include "models/build_model.h"
+#include "models/hf_gpt2.h"
+#include "util/error.h"
+
+using namespace ddptrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hf_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + name + "_" + std::to_string(::getpid());
+  fs::remove_all(d);
+  return d;
+}
+
+/// tests/python/hf.py ARGS; "" on success, else its output.
+std::string hf_python(const std::string& args) {
+  const std::string log = testing::TempDir() + "hf_py_" + std::to_string(::getpid()) + ".log";
+  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR + "/tests/python/hf.py " +
+                          args + " > " + log + " 2>&1";
+  if (std::system(cmd.c_str()) == 0) return "";
+  std::ifstream in(log);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool has_transformers() {
+  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " -c 'import transformers' > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+#define SKIP_WITHOUT_TRANSFORMERS()                                                          \
+  if (!has_transformers())                                                                   \
+  GTEST_SKIP() << DDPTRAIN_PYTHON << " has no transformers (pip's torch builds install it: " \
+               << "scripts/install_deps.sh test); the Hugging Face tests need transformers itself"
+
+// A folder's Gpt: sizes from its config, weights from its tensors.
+Gpt load_gpt(const std::string& dir) {
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  apply_hf_gpt2_config(read_hf_config(dir), dir + "/config.json", o);
+  const GptConfig c = gpt_config(o);
+  Gpt g(c);
+  load_state_dict(*g, gpt_from_hf(read_hf_tensors(dir), c, dir), dir);
+  g->eval();
+  return g;
+}
+
+at::Tensor tokens(int64_t b, int64_t t, int64_t vocab) {
+  return ((at::arange(b * t, at::kLong) * 7 + 3) % vocab).reshape({b, t});
+}
+
+// transformers' logits (B, T, V) and loss on the same tokens.
+std::pair<at::Tensor, double> transformers_logits(const std::string& dir, int64_t b, int64_t t,
+                                                  int64_t vocab) {
+  const std::string out = dir + ".logits";
+  const std::string err =
+      hf_python("logits " + dir + " " + std::to_string(b) + " " + std::to_string(t) + " " + out);
+  EXPECT_EQ(err, "") << err;
+  std::ifstream in(out, std::ios::binary);
+  at::Tensor l = at::empty({b, t, vocab}, at::kFloat);
+  in.read(static_cast<char*>(l.data_ptr()), static_cast<std::streamsize>(l.nbytes()));
+  EXPECT_TRUE(in.good()) << out;
+  double loss = 0;
+  std::ifstream(out + ".loss") >> loss;
+  return {l, loss};
+}
+
+std::string folder_error(const std::function<void()>& f) {
+  try {
+    f();
+    return "";
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST(HfGpt2, LogitsAndLossEqualTransformersFromOneFileAndFromShards) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string one = hf_dir("hf_one"), sharded = hf_dir("hf_sharded");
+  ASSERT_EQ(hf_python("make " + one), "");
+  ASSERT_EQ(hf_python("make " + sharded + " 20KB"), "");
+  ASSERT_TRUE(fs::exists(sharded + "/model.safetensors.index.json")) << "transformers wrote no shards";
+  const NamedTensors a = read_hf_tensors(one), b = read_hf_tensors(sharded);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(a[i].second.equal(b[i].second)) << a[i].first;
+  }
+  Gpt g = load_gpt(sharded);
+  const int64_t B = 3, T = 16, V = 96;
+  const at::Tensor x = tokens(B, T, V);
+  const at::Tensor ours = g->forward(x).detach();
+  const auto [theirs, their_loss] = transformers_logits(one, B, T, V);
+  const double diff = (ours - theirs).abs().max().item<double>();
+  std::printf("max |logit difference| from transformers: %.3g\n", diff);
+  EXPECT_LT(diff, 1e-5);
+  EXPECT_GT(theirs.abs().max().item<double>(), 0.1)
+      << "the logits are all near 0: the comparison means little";
+  // ddptrain's objective: the next token of each of the first T - 1 positions.
+  const at::Tensor shifted = g->forward(x.slice(1, 0, T - 1)).detach();
+  const double our_loss =
+      at::cross_entropy_loss(shifted.reshape({-1, V}), x.slice(1, 1, T).reshape({-1})).item<double>();
+  EXPECT_NEAR(our_loss, their_loss, 1e-6);
+}
+
+TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string src = hf_dir("hf_src"), out = hf_dir("hf_export"), half = hf_dir("hf_export_bf16");
+  ASSERT_EQ(hf_python("make " + src), "");
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  apply_hf_gpt2_config(read_hf_config(src), src, o);
+  const GptConfig c = gpt_config(o);
+  Gpt g = load_gpt(src);
+  const NamedTensors state = state_dict(*g);
+  write_hf_folder(out, hf_gpt2_config_json(c), gpt_to_hf(state), at::kFloat, 30 << 10);  // 30 KB: shards
+  ASSERT_TRUE(fs::exists(out + "/model.safetensors.index.json"));
+  const NamedTensors back = gpt_from_hf(read_hf_tensors(out), c, out);
+  ASSERT_EQ(back.size(), state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(back[i].first, state[i].first);
+    EXPECT_TRUE(back[i].second.equal(state[i].second)) << state[i].first << " changed in the round trip";
+  }
+  const at::Tensor ours = g->forward(tokens(2, 16, 96)).detach();
+  const at::Tensor theirs = transformers_logits(out, 2, 16, 96).first;
+  EXPECT_LT((ours - theirs).abs().max().item<double>(), 1e-5);
+  write_hf_folder(half, hf_gpt2_config_json(c), gpt_to_hf(state), at::kBFloat16, 1 << 30);
+  ASSERT_TRUE(fs::exists(half + "/model.safetensors"));
+  for (const auto& [name, t] : read_hf_tensors(half)) EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;
+  const NamedTensors rounded = gpt_from_hf(read_hf_tensors(half), c, half);
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(rounded[i].second.equal(state[i].second.to(at::kBFloat16).to(at::kFloat))) << state[i].first;
+}
+
+TEST(HfGpt2, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string d = hf_dir("hf_bad");
+  ASSERT_EQ(hf_python("make " + d + " 20KB"), "");
+  const auto load = [](const std::string& dir) { return folder_error([&] { load_gpt(dir); }); };
+  const auto variant = [&](const std::string& name, const std::string& config_change) {
+    const std::string v = hf_dir(name);
+    fs::copy(d, v, fs::copy_options::recursive);
+    if (!config_change.empty()) {
+      EXPECT_EQ(hf_python("config " + v + " " + config_change), "");
+    }
+    return v;
+  };
+  std::string e = load(variant("hf_llama", "model_type='\"llama\"'"));
+  EXPECT_NE(e.find("model_type 'llama' is not a model ddptrain reads"), std::string::npos) << e;
+  e = load(variant("hf_inner", "n_inner=100"));
+  EXPECT_NE(e.find("n_inner 100 is not 4 x n_embd"), std::string::npos) << e;
+  e = load(variant("hf_relu", "activation_function='\"relu\"'"));
+  EXPECT_NE(e.find("activation_function 'relu'"), std::string::npos) << e;
+  e = load(variant("hf_untied", "tie_word_embeddings=false"));
+  EXPECT_NE(e.find("tie_word_embeddings false"), std::string::npos) << e;
+  e = load(variant("hf_layers", "n_layer=3"));
+  EXPECT_NE(e.find("tensor 'transformer.h.2.ln_1.weight' is missing"), std::string::npos) << e;
+  e = load(variant("hf_wide", "n_embd=64"));
+  EXPECT_NE(e.find("has shape"), std::string::npos) << e;
+  const std::string missing = variant("hf_missing", "");
+  fs::remove(missing + "/model-00002-of-00007.safetensors");
+  e = load(missing);
+  EXPECT_NE(e.find("model-00002-of-00007.safetensors' is missing"), std::string::npos) << e;
+  const std::string cut = variant("hf_cut", "");
+  fs::resize_file(cut + "/model-00003-of-00007.safetensors", 6);
+  e = load(cut);
+  EXPECT_NE(e.find("model-00003-of-00007.safetensors' is not readable"), std::string::npos) << e;
+  const std::string none = variant("hf_none", "");
+  fs::remove(none + "/model.safetensors.index.json");
+  e = load(none);
+  EXPECT_NE(e.find("has neither model.safetensors nor model.safetensors.index.json"), std::string::npos) << e;
+  const std::string garbled = variant("hf_garbled", "");
+  std::ofstream(garbled + "/config.json") << "{not json";
+  e = load(garbled);
+  EXPECT_NE(e.find(garbled + "/config.json' is not readable"), std::string::npos) << e;
+}
