@@ -27,7 +27,8 @@ namespace {
 int export_hf(const std::string& checkpoint, const std::string& out, const std::string& dtype,
               long long max_shard_mb) {
   DDP_USAGE_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype='", dtype, "' must be fp32 or bf16");
-  DDP_USAGE_CHECK(max_shard_mb >= 1, "--max_shard_mb=", max_shard_mb, " must be >= 1");
+  DDP_USAGE_CHECK(max_shard_mb >= 1 && max_shard_mb <= (1 << 20), "--max_shard_mb=", max_shard_mb,
+                  " must be in 1..1048576 (MiB)");
   DDP_USAGE_CHECK(!std::filesystem::exists(out) || std::filesystem::is_directory(out), "--out='", out,
                   "' is a file; --format hf writes a folder (config.json, model.safetensors)");
   const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
@@ -36,8 +37,8 @@ int export_hf(const std::string& checkpoint, const std::string& out, const std::
                   word(cfg.model.model), ": use --format pt or safetensors");
   const std::string model_pt = checkpoint + "/model.pt";
   const NamedTensors weights = unpickle_tensors(read_file(model_pt), model_pt);
-  write_hf_folder(out, hf_gpt2_config_json(gpt_config(cfg.model)), gpt_to_hf(weights),
-                  dtype == "bf16" ? at::kBFloat16 : at::kFloat, max_shard_mb << 20);
+  write_hf_folder(out, hf_gpt2_config_json(gpt_config(cfg.model), dtype == "bf16" ? "bfloat16" : "float32"),
+                  gpt_to_hf(weights), dtype == "bf16" ? at::kBFloat16 : at::kFloat, max_shard_mb << 20);
   std::printf("wrote %s (GPT-2 for transformers, %s, %zu tensors)\n", out.c_str(), dtype.c_str(),
               weights.size());
   return 0;
@@ -60,8 +61,7 @@ int cmd_export(const std::vector<std::string>& args) {
       bind_flag("out", &out, "file to write (written atomically); hf: the folder"),
       bind_flag("dtype", &dtype, "hf: the tensors' dtype, fp32 or bf16"),
       bind_flag("max_shard_mb", &max_shard_mb,
-                "hf: one model.safetensors up to this size, else shards of it and their index (transformers' "
-                "5 GB)"),
+                "hf: one model.safetensors up to this size (MiB), else shards of at most it and their index"),
   };
   if (wants_help(args)) {
     std::printf("%s", flags_help(table, usage).c_str());

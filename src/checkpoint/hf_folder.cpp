@@ -14,8 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kIndex = "model.safetensors.index.json";
-constexpr const char* kSingle = "model.safetensors";
+constexpr const char* kIndex = kHfIndex;
+constexpr const char* kSingle = kHfSingle;
 
 // A user's file, read and parsed: its errors are the user's (exit 2), naming it.
 template <typename Parse>
@@ -35,8 +35,6 @@ NamedTensors read_shard(const std::string& path) {
 }
 
 }  // namespace
-
-bool is_hf_folder(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / "config.json"); }
 
 nlohmann::json read_hf_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / "config.json").string();
@@ -86,6 +84,14 @@ NamedTensors read_hf_tensors(const std::string& dir) {
 void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
                      at::ScalarType dtype, int64_t max_shard_bytes) {
   fs::create_directories(dir);
+  // An earlier export's weights would be read instead of (a single file) or beside (shards) these.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == kSingle || name == kIndex ||
+        (name.rfind("model-", 0) == 0 && name.size() > 12 &&
+         name.compare(name.size() - 12, 12, ".safetensors") == 0))
+      fs::remove(e.path());
+  }
   NamedTensors converted;
   int64_t total = 0;
   for (const auto& [name, t] : tensors) {

@@ -9,12 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/hf_files.h"
 #include "serialize/python_pickle.h"
 
 namespace ddptrain {
-
-/// A folder holding config.json (what `init_from` takes as a Hugging Face checkpoint).
-bool is_hf_folder(const std::string& dir);
 
 /// config.json, parsed. UsageError naming the file when it is missing or not a JSON object.
 nlohmann::json read_hf_config(const std::string& dir);
@@ -28,7 +26,8 @@ NamedTensors read_hf_tensors(const std::string& dir);
 /// Writes config_json and the tensors (converted to `dtype`) into dir, as save_pretrained
 /// does: one model.safetensors up to max_shard_bytes, else shards of at most that size (a
 /// larger tensor alone in its shard) and the index. Files are written atomically; dir is
-/// created. The metadata {"format": "pt"} that transformers expects is set.
+/// created, and an earlier export's weight files in it are removed first. The metadata
+/// {"format": "pt"} that transformers expects is set.
 void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
                      at::ScalarType dtype, int64_t max_shard_bytes);
 

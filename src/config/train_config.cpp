@@ -324,7 +324,8 @@ void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table) {
   dir = std::filesystem::absolute(dir).lexically_normal().string();
   DDP_USAGE_CHECK(is_hf_folder(dir), "--init_from_hf='", dir,
                   "' holds no config.json: pass a folder written by transformers' save_pretrained");
-  DDP_USAGE_CHECK(c.trainer.checkpoint.init_from.empty() || c.trainer.checkpoint.init_from == dir,
+  const std::string& init = c.trainer.checkpoint.init_from;
+  DDP_USAGE_CHECK(init.empty() || std::filesystem::absolute(init).lexically_normal().string() == dir,
                   "--init_from and --init_from_hf both give initial weights: drop --init_from");
   try {
     apply_hf_gpt2_config(read_hf_config(dir), dir + "/config.json", c.model);
@@ -358,6 +359,9 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args) {
   // Recorded as an absolute path (config.json): eval and resumes from another folder find it.
   if (!c.model.model_path.empty())
     c.model.model_path = std::filesystem::absolute(c.model.model_path).lexically_normal().string();
+  // A Hugging Face folder as --init_from is --init_from_hf: its weights need its sizes and activation.
+  if (c.model.init_from_hf.empty() && is_hf_folder(c.trainer.checkpoint.init_from))
+    c.model.init_from_hf = c.trainer.checkpoint.init_from;
   if (!c.model.init_from_hf.empty()) from_hugging_face(c, table);
   validate(c, table);
   return c;

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "util/error.h"
 
 namespace ddptrain {
@@ -46,6 +48,18 @@ void unsupported(bool ok, const std::string& origin, const std::string& what) {
                   ", which ddptrain's GPT does not compute; only GPT-2's own architecture is read");
 }
 
+// Gpt's names, shapes and order, from a Gpt built for the purpose: its initialisation draws
+// from the default generator, whose state is put back (the program's seeded draws go on as if
+// this had not run).
+NamedTensors model_layout(const GptConfig& c) {
+  // Not under the generator's mutex: Gpt's initialisation takes it for each draw.
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  const at::Tensor state = gen.get_state();
+  NamedTensors layout = state_dict(*Gpt(c));
+  gen.set_state(state);
+  return layout;
+}
+
 }  // namespace
 
 void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
@@ -61,6 +75,8 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
       {"vocab_size", {&o.vocab_size, field<int>(c, "vocab_size", origin, 50257)}}};
   for (const auto& [name, fv] : sizes) {
     auto [f, v] = fv;
+    unsupported(v >= 1, origin,
+                str(name == std::string("block_size") ? "n_positions" : name, " ", v, " (below 1)"));
     if (*f != 0 && *f != v)
       throw OptionError({{f, name}, {&o.init_from_hf, "init_from_hf"}},
                         str("{0}=", *f, " differs from the ", v, " of {1}'s config.json: drop {0}"),
@@ -73,7 +89,14 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
   const auto act = field<std::string>(c, "activation_function", origin, "gelu_new");
   unsupported(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu", origin,
               str("activation_function '", act, "'"));
-  o.gpt_activation = act == "gelu" ? GptActivation::kGelu : GptActivation::kGeluTanh;
+  const GptActivation from_config = act == "gelu" ? GptActivation::kGelu : GptActivation::kGeluTanh;
+  if (o.gpt_activation != ModelOptions{}.gpt_activation && o.gpt_activation != from_config)
+    throw OptionError(
+        {{&o.gpt_activation, "gpt_activation"}, {&o.init_from_hf, "init_from_hf"}},
+        str("{0}=", word(o.gpt_activation), " differs from {1}'s activation_function '", act, "': drop {0}"),
+        "ModelOptions")
+        .within(&o);
+  o.gpt_activation = from_config;
   const double eps = field<double>(c, "layer_norm_epsilon", origin, 1e-5);
   unsupported(std::abs(eps - 1e-5) < 1e-12, origin, str("layer_norm_epsilon ", eps, " (not 1e-5)"));
   unsupported(field<bool>(c, "tie_word_embeddings", origin, true), origin, "tie_word_embeddings false");
@@ -84,7 +107,7 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
 }
 
 NamedTensors gpt_from_hf(const NamedTensors& hf, const GptConfig& c, const std::string& origin) {
-  const NamedTensors model_state = state_dict(*Gpt(c));  // Gpt's names, shapes and order
+  const NamedTensors model_state = model_layout(c);
   std::map<std::string, at::Tensor> want(model_state.begin(), model_state.end());
   std::map<std::string, at::Tensor> got;
   at::Tensor lm_head;
@@ -125,7 +148,7 @@ NamedTensors gpt_to_hf(const NamedTensors& ours) {
   return out;
 }
 
-std::string hf_gpt2_config_json(const GptConfig& c) {
+std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype) {
   const nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
                             {"model_type", "gpt2"},
                             {"n_layer", c.n_layer},
@@ -143,6 +166,7 @@ std::string hf_gpt2_config_json(const GptConfig& c) {
                             {"tie_word_embeddings", true},
                             {"scale_attn_weights", true},
                             {"initializer_range", 0.02},
+                            {"dtype", dtype},
                             {"bos_token_id", c.vocab_size - 1},
                             {"eos_token_id", c.vocab_size - 1}};
   return j.dump(2) + "\n";

@@ -38,7 +38,8 @@ NamedTensors gpt_from_hf(const NamedTensors& hf, const GptConfig& c,
 /// layout, no lm_head.weight: it is tied).
 NamedTensors gpt_to_hf(const NamedTensors& ours);
 
-/// The config.json transformers reads for a Gpt of config c.
-std::string hf_gpt2_config_json(const GptConfig& c);
+/// The config.json transformers reads for a Gpt of config c whose tensors are `dtype`
+/// ("float32" or "bfloat16", transformers' words).
+std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype = "float32");
 
 }  // namespace ddptrain

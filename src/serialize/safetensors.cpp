@@ -72,12 +72,29 @@ NamedTensors read_safetensors(const std::string& bytes, const std::string& origi
   NamedTensors out;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    const auto shape = entry.at("shape").get<std::vector<int64_t>>();
-    const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype_of(entry.at("dtype"), origin, name)));
-    DDP_CHECK(
-        offsets.size() == 2 && offsets[1] - offsets[0] == t.nbytes() && data + offsets[1] <= bytes.size(),
-        origin, ": tensor '", name, "' has data offsets that do not match its shape or lie outside the file");
+    std::vector<int64_t> shape;
+    std::vector<uint64_t> offsets;
+    std::string dtype;
+    try {
+      shape = entry.at("shape").get<std::vector<int64_t>>();
+      offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      dtype = entry.at("dtype").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(
+          str(origin, ": tensor '", name, "' has no valid shape, data_offsets or dtype (", e.what(), ")"));
+    }
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+      DDP_CHECK(d >= 0 && (d == 0 || numel <= (int64_t{1} << 40) / d), origin, ": tensor '", name,
+                "' has a shape that is not one");
+      numel *= d;
+    }
+    const uint64_t available = bytes.size() - data;
+    DDP_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= available, origin,
+              ": tensor '", name, "' has data offsets outside the file");
+    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype_of(dtype, origin, name)));
+    DDP_CHECK(offsets[1] - offsets[0] == t.nbytes(), origin, ": tensor '", name,
+              "' has data offsets that do not match its shape");
     std::memcpy(t.data_ptr(), bytes.data() + data + offsets[0], t.nbytes());
     out.emplace_back(name, t);
   }

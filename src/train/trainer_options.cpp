@@ -1,4 +1,5 @@
 #include "train/trainer_options.h"
+#include "checkpoint/hf_files.h"
 
 #include <filesystem>
 
@@ -60,8 +61,7 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
                           "./checkpoints/epoch_0001), or auto for this run's newest"));
-  if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from) &&
-      !std::filesystem::is_regular_file(std::filesystem::path(o.init_from) / "config.json"))
+  if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from) && !is_hf_folder(o.init_from))
     throw OptionError(
         {{&o.init_from, "checkpoint.init_from"}},
         str("{0}='", OptionError::literal(o.init_from),

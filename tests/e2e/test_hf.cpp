@@ -72,6 +72,19 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
       {}, 120);
   EXPECT_EQ(load.exit_code, 0) << load.output;
   EXPECT_NE(read_text(dir + "/logits.loss"), "");
+  // A resume with the same command (it reads the folder's config again, not its weights).
+  std::vector<std::string> more = train;
+  more.insert(more.end(), {"--resume_from", "auto", "--epochs", "2"});
+  ProcResult r = run(launch(2, free_port(), more), {}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(lines_with(r.output, "resuming from " + dir + "/ck/epoch_0001").empty()) << r.output;
+  // The folder as --init_from is --init_from_hf: the same sizes and activation.
+  ProcResult as_init =
+      run({binary(), "train", "--model", "gpt", "--init_from", dir + "/gpt2", "--dataset", "token_shards",
+           "--data_path", dir + "/train.bin", "--max_steps", "1", "--checkpoint_dir", dir + "/ck_init"},
+          {}, 120);
+  EXPECT_EQ(as_init.exit_code, 0) << as_init.output;
+  EXPECT_FALSE(lines_with(as_init.output, "GELU tanh)").empty()) << as_init.output;
   // Eval builds the model from the checkpoint's sizes: the folder may be gone.
   fs::rename(dir + "/gpt2", dir + "/gone");
   ProcResult ev = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);

@@ -6,6 +6,7 @@
 // interop Python has no transformers (Debian's torch 1.13) the tests say so and skip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,13 @@ TEST(HfGpt2, LogitsAndLossEqualTransformersFromOneFileAndFromShards) {
     EXPECT_EQ(a[i].first, b[i].first);
     EXPECT_TRUE(a[i].second.equal(b[i].second)) << a[i].first;
   }
+  ModelOptions sizes;
+  apply_hf_gpt2_config(read_hf_config(sharded), sharded, sizes);
+  at::manual_seed(7);
+  const at::Tensor draws = at::rand({8});
+  at::manual_seed(7);
+  gpt_from_hf(b, gpt_config(sizes), sharded);  // builds a Gpt of its own to learn the names
+  EXPECT_TRUE(at::rand({8}).equal(draws)) << "gpt_from_hf moved the program's random stream";
   Gpt g = load_gpt(sharded);
   const int64_t B = 3, T = 16, V = 96;
   const at::Tensor x = tokens(B, T, V);
@@ -142,7 +150,12 @@ TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   const at::Tensor ours = g->forward(tokens(2, 16, 96)).detach();
   const at::Tensor theirs = transformers_logits(out, 2, 16, 96).first;
   EXPECT_LT((ours - theirs).abs().max().item<double>(), 1e-5);
-  write_hf_folder(half, hf_gpt2_config_json(c), gpt_to_hf(state), at::kBFloat16, 1 << 30);
+  // The same folder again as one file: the shards and index of the first export are gone.
+  write_hf_folder(out, hf_gpt2_config_json(c), gpt_to_hf(state), at::kFloat, 1 << 30);
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json") ||
+               fs::exists(out + "/model-00001-of-00002.safetensors"));
+  EXPECT_TRUE(is_hf_folder(out));
+  write_hf_folder(half, hf_gpt2_config_json(c, "bfloat16"), gpt_to_hf(state), at::kBFloat16, 1 << 30);
   ASSERT_TRUE(fs::exists(half + "/model.safetensors"));
   for (const auto& [name, t] : read_hf_tensors(half)) EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;
   const NamedTensors rounded = gpt_from_hf(read_hf_tensors(half), c, half);
@@ -175,18 +188,37 @@ TEST(HfGpt2, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
   EXPECT_NE(e.find("tensor 'transformer.h.2.ln_1.weight' is missing"), std::string::npos) << e;
   e = load(variant("hf_wide", "n_embd=64"));
   EXPECT_NE(e.find("has shape"), std::string::npos) << e;
+  std::vector<std::string> shards;  // as transformers named them
+  for (const auto& f : fs::directory_iterator(d))
+    if (f.path().extension() == ".safetensors") shards.push_back(f.path().filename().string());
+  std::sort(shards.begin(), shards.end());
+  ASSERT_GE(shards.size(), 3u);
   const std::string missing = variant("hf_missing", "");
-  fs::remove(missing + "/model-00002-of-00007.safetensors");
+  fs::remove(missing + "/" + shards[1]);
   e = load(missing);
-  EXPECT_NE(e.find("model-00002-of-00007.safetensors' is missing"), std::string::npos) << e;
+  EXPECT_NE(e.find(shards[1] + "' is missing"), std::string::npos) << e;
   const std::string cut = variant("hf_cut", "");
-  fs::resize_file(cut + "/model-00003-of-00007.safetensors", 6);
+  fs::resize_file(cut + "/" + shards[2], 6);
   e = load(cut);
-  EXPECT_NE(e.find("model-00003-of-00007.safetensors' is not readable"), std::string::npos) << e;
+  EXPECT_NE(e.find(shards[2] + "' is not readable"), std::string::npos) << e;
   const std::string none = variant("hf_none", "");
   fs::remove(none + "/model.safetensors.index.json");
   e = load(none);
   EXPECT_NE(e.find("has neither model.safetensors nor model.safetensors.index.json"), std::string::npos) << e;
+  ModelOptions tanh_wanted;
+  tanh_wanted.gpt_activation = GptActivation::kGeluTanh;
+  const std::string exact = variant("hf_exact", "activation_function='\"gelu\"'");
+  e = folder_error([&] { apply_hf_gpt2_config(read_hf_config(exact), exact, tanh_wanted); });
+  EXPECT_NE(e.find("gpt_activation=gelu_tanh differs from"), std::string::npos) << e;
+  e = load(variant("hf_zero", "n_head=0"));
+  EXPECT_NE(e.find("n_head 0 (below 1)"), std::string::npos) << e;
+  // A ddptrain checkpoint has a config.json too, but no safetensors: not a Hugging Face folder.
+  const std::string ours = hf_dir("hf_ours");
+  fs::create_directories(ours);
+  std::ofstream(ours + "/config.json") << "{}";
+  std::ofstream(ours + "/model.pt") << "pt";
+  EXPECT_FALSE(is_hf_folder(ours));
+  EXPECT_TRUE(is_hf_folder(d));
   const std::string garbled = variant("hf_garbled", "");
   std::ofstream(garbled + "/config.json") << "{not json";
   e = load(garbled);
