@@ -36,6 +36,10 @@
 # 15. token shards: the loader alone (tokens/s, one loader thread) on a 256 MiB nanoGPT .bin,
 #     and GPT debug (block 256, vocabulary 50,257) training on it against synthetic tokens,
 #     BENCH_ROUNDS interleaved rounds.
+# 16. Llama against GPT at GPT-2 124M's sizes (block 256, fp32): tokens/s, and the ratio of
+#     FLOP/s (the two count nearly the same FLOPs per token), BENCH_ROUNDS interleaved rounds;
+# 17. loading a Hugging Face Llama folder of about 1 GiB (made by transformers): ddptrain's
+#     read of the weights against `cat file > /dev/null`, both from the page cache.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -476,3 +480,60 @@ for r in $(seq 1 "$ROUNDS"); do
   synthetic=$(gpt_sps --dataset tokens)
   printf '%-6s %-30s %-24s %s\n' "$r" "$mtok M tokens/s" "$shards samples/s" "$synthetic samples/s"
 done
+
+echo
+echo "== 16. Llama against GPT at GPT-2 124M's sizes (block 256, batch 2, world 1, fp32, AdamW), $ROUNDS interleaved rounds =="
+# decoder_tps MODEL -> tokens/s (training, after the first log interval)
+decoder_tps() {
+  rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*
+  "$BIN" train --model "$1" --gpt_preset gpt2-124m --block_size 256 --dataset tokens --batch_size 2 \
+    --optimizer adamw --lr 3e-4 --epochs 1 --max_steps 9 --log_interval 3 --num_workers 1 --no-use_amp \
+    --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" > "$TMP/dec.log" 2>&1 ||
+    fail "$TMP/dec.log"
+  summary "$TMP/m.jsonl" | awk '{print $5}'
+}
+# flops MODEL -> training FLOPs per token at block 256 (ddptrain inspect model)
+flops() {
+  "$BIN" inspect model --model "$1" --gpt_preset gpt2-124m --block_size 256 | sed -n 's/^training FLOPs per token.*: \([0-9]*\) .*/\1/p'
+}
+gpt_flops=$(flops gpt)
+llama_flops=$(flops llama)
+echo "training FLOPs per token: gpt $gpt_flops, llama $llama_flops (llama: untied, SwiGLU 2048, no biases)"
+printf '%-6s %-16s %-18s %s\n' round "gpt tokens/s" "llama tokens/s" "llama/gpt FLOP/s"
+for r in $(seq 1 "$ROUNDS"); do
+  g=$(decoder_tps gpt)
+  l=$(decoder_tps llama)
+  awk -v r="$r" -v g="$g" -v l="$l" -v gf="$gpt_flops" -v lf="$llama_flops" \
+    'BEGIN {printf "%-6s %-16.0f %-18.0f %.3f\n", r, g, l, (l * lf) / (g * gf)}'
+done
+
+echo
+echo "== 17. loading a Hugging Face Llama folder of about 1 GiB (fp32, one model.safetensors, in the page cache) =="
+if ! "$PY" -c "import transformers" > /dev/null 2>&1; then
+  echo "skipped: $PY has no transformers (scripts/install_deps.sh test installs it for pip's torches)"
+else
+  "$PY" -c "
+import torch, transformers as tf
+torch.manual_seed(0)
+c = tf.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
+                   num_attention_heads=16, max_position_embeddings=256)
+tf.LlamaForCausalLM(c).save_pretrained('$TMP/big', max_shard_size='50GB')
+" > "$TMP/big.log" 2>&1 || fail "$TMP/big.log"
+  file="$TMP/big/model.safetensors"
+  cat "$file" > /dev/null
+  mib=$(($(stat -c %s "$file") >> 20))
+  printf '%-6s %-22s %s\n' round "cat > /dev/null MiB/s" "ddptrain --init_from_hf MiB/s"
+  for r in $(seq 1 "$ROUNDS"); do
+    t0=$(now)
+    cat "$file" > /dev/null
+    t1=$(now)
+    rm -rf "$TMP"/ckpt*
+    "$BIN" train --init_from_hf "$TMP/big" --dataset tokens --block_size 64 --batch_size 1 --max_steps 1 \
+      --num_workers 1 --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" > "$TMP/load.log" 2>&1 ||
+      fail "$TMP/load.log"
+    read -r read_mib ms <<< "$(sed -n 's/.*initial weights from .* tensors, \([0-9]*\) MiB read in \([0-9]*\) ms.*/\1 \2/p' "$TMP/load.log")"
+    awk -v r="$r" -v m="$mib" -v a="$t0" -v b="$t1" -v rm="$read_mib" -v ms="$ms" \
+      'BEGIN {printf "%-6s %-22.0f %.0f (%d MiB in %d ms)\n", r, m / (b - a), rm / (ms / 1000), rm, ms}'
+  done
+fi

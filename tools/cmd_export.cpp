@@ -1,8 +1,9 @@
 // `ddptrain export --checkpoint DIR --format pt|safetensors|hf --out PATH`: the weights of a
 // verified checkpoint (or the newest in a --checkpoint_dir) for other tools. pt: the state_dict
 // that Python's torch.load(weights_only=True) reads; safetensors: the Hugging Face format;
-// hf: a folder that transformers' from_pretrained loads (a gpt model as GPT2LMHeadModel:
-// models/hf_gpt2.h), in --dtype, sharded above --max_shard_mb.
+// hf: a folder that transformers' from_pretrained loads (a gpt model as GPT2LMHeadModel, a
+// llama as LlamaForCausalLM or Qwen2ForCausalLM: models/hf_model.h), in --dtype, sharded
+// above --max_shard_mb.
 #include <cstdio>
 #include <filesystem>
 
@@ -11,7 +12,7 @@
 #include "config/flag_table.h"
 #include "config/train_config.h"
 #include "models/build_model.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_model.h"
 #include "serialize/python_pickle.h"
 #include "serialize/safetensors.h"
 #include "serialize/state_dict_reader.h"
@@ -23,7 +24,7 @@ namespace ddptrain {
 
 namespace {
 
-// --format hf: the checkpoint's GPT as a folder transformers loads.
+// --format hf: the checkpoint's GPT or Llama as a folder transformers loads.
 int export_hf(const std::string& checkpoint, const std::string& out, const std::string& dtype,
               long long max_shard_mb) {
   DDP_USAGE_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype='", dtype, "' must be fp32 or bf16");
@@ -32,15 +33,16 @@ int export_hf(const std::string& checkpoint, const std::string& out, const std::
   DDP_USAGE_CHECK(!std::filesystem::exists(out) || std::filesystem::is_directory(out), "--out='", out,
                   "' is a file; --format hf writes a folder (config.json, model.safetensors)");
   const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
-  DDP_USAGE_CHECK(cfg.model.model == ModelKind::kGpt,
-                  "--format hf exports a gpt model (as GPT-2); checkpoint '", checkpoint, "' holds --model ",
-                  word(cfg.model.model), ": use --format pt or safetensors");
+  DDP_USAGE_CHECK(is_decoder_model(cfg.model.model),
+                  "--format hf exports a gpt model (as GPT-2) or a llama (as Llama or Qwen2); checkpoint '",
+                  checkpoint, "' holds --model ", word(cfg.model.model), ": use --format pt or safetensors");
   const std::string model_pt = checkpoint + "/model.pt";
   const NamedTensors weights = unpickle_tensors(read_file(model_pt), model_pt);
-  write_hf_folder(out, hf_gpt2_config_json(gpt_config(cfg.model), dtype == "bf16" ? "bfloat16" : "float32"),
-                  gpt_to_hf(weights), dtype == "bf16" ? at::kBFloat16 : at::kFloat, max_shard_mb << 20);
-  std::printf("wrote %s (GPT-2 for transformers, %s, %zu tensors)\n", out.c_str(), dtype.c_str(),
-              weights.size());
+  write_hf_folder(out, hf_config_json(cfg.model, dtype == "bf16" ? "bfloat16" : "float32"),
+                  model_to_hf(weights, cfg.model), dtype == "bf16" ? at::kBFloat16 : at::kFloat,
+                  max_shard_mb << 20);
+  std::printf("wrote %s (%s for transformers, %s, %zu tensors)\n", out.c_str(),
+              hf_architecture(cfg.model).c_str(), dtype.c_str(), weights.size());
   return 0;
 }
 
@@ -57,7 +59,7 @@ int cmd_export(const std::vector<std::string>& args) {
       bind_flag(
           "format", &format,
           "pt (torch.load, weights_only), safetensors, or hf (a folder for transformers' from_pretrained: "
-          "config.json and model.safetensors; --model gpt)"),
+          "config.json and model.safetensors; --model gpt or llama)"),
       bind_flag("out", &out, "file to write (written atomically); hf: the folder"),
       bind_flag("dtype", &dtype, "hf: the tensors' dtype, fp32 or bf16"),
       bind_flag("max_shard_mb", &max_shard_mb,

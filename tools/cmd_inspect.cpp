@@ -14,6 +14,7 @@
 #include "dist/flight_verdict.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "models/script_model.h"
 #include "obs/memory.h"
 #include "tools/commands.h"
@@ -37,6 +38,27 @@ int inspect_gpt(const ModelOptions& mo) {
   std::printf("parameters: %lld (without the position embedding: %lld)\n",
               static_cast<long long>(count_parameters(*model)),
               static_cast<long long>(model->non_embedding_params()));
+  std::printf("training FLOPs per token (6N + 12*L*H*d_head*T, T = %lld): %lld (%.4f GFLOP)\n",
+              static_cast<long long>(c.block_size), static_cast<long long>(model->train_flops_per_token()),
+              static_cast<double>(model->train_flops_per_token()) / 1e9);
+  return 0;
+}
+
+// Llama: parameters per part and in all, and the FLOPs per token of the MFU formula.
+int inspect_llama(const ModelOptions& mo) {
+  Llama model(llama_config(mo));
+  const LlamaConfig& c = model->config();
+  std::printf("%s\n", model->describe().c_str());
+  std::printf("%-22s %14s\n", "part", "params");
+  std::printf("%-22s %14lld\n", c.tie_embeddings ? "embed_tokens (tied)" : "embed_tokens",
+              static_cast<long long>(model->embed_tokens->weight.numel()));
+  std::printf("%-22s %14lld\n", "layers.* (each)",
+              static_cast<long long>(count_parameters(*model->layers[0])));
+  if (!c.tie_embeddings)
+    std::printf("%-22s %14lld\n", "lm_head", static_cast<long long>(model->lm_head->weight.numel()));
+  std::printf("parameters: %lld (in matmuls and norms: %lld)\n",
+              static_cast<long long>(count_parameters(*model)),
+              static_cast<long long>(model->matmul_params()));
   std::printf("training FLOPs per token (6N + 12*L*H*d_head*T, T = %lld): %lld (%.4f GFLOP)\n",
               static_cast<long long>(c.block_size), static_cast<long long>(model->train_flops_per_token()),
               static_cast<double>(model->train_flops_per_token()) / 1e9);
@@ -100,9 +122,9 @@ int inspect_script(const ModelOptions& mo, const DataOptions& d) {
 int inspect_model(const std::vector<std::string>& args) {
   const char* usage =
       "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
-      "       ddptrain inspect model --model gpt [--gpt_preset P --n_layer L --n_head H --n_embd C "
-      "--block_size T "
-      "--vocab_size V]\n"
+      "       ddptrain inspect model --model gpt|llama [--gpt_preset P --n_layer L --n_head H --n_embd C "
+      "--block_size T --vocab_size V] [llama: --n_kv_head K --intermediate_size I --tie_embeddings "
+      "--attention_bias B]\n"
       "       ddptrain inspect model --model torchscript --model_path FILE [--dataset D --data_dir DIR | "
       "--image_size S --in_channels C | --block_size T]";
   double width = 1.0;
@@ -110,12 +132,16 @@ int inspect_model(const std::vector<std::string>& args) {
   ModelOptions mo;
   std::vector<Flag> table = {
       bind_choice("model", &mo.model, model_choices(), "the model to describe"),
-      bind_choice("gpt_preset", &mo.gpt_preset, gpt_preset_choices(), "the gpt sizes"),
-      bind_flag("n_layer", &mo.n_layer, "gpt blocks (0 = the preset's)"),
-      bind_flag("n_head", &mo.n_head, "gpt heads (0 = the preset's)"),
-      bind_flag("n_embd", &mo.n_embd, "gpt width (0 = the preset's)"),
-      bind_flag("block_size", &mo.block_size, "gpt context length (0 = the preset's)"),
-      bind_flag("vocab_size", &mo.vocab_size, "gpt vocabulary (0 = the preset's)"),
+      bind_choice("gpt_preset", &mo.gpt_preset, gpt_preset_choices(), "the gpt and llama sizes"),
+      bind_flag("n_layer", &mo.n_layer, "gpt/llama blocks (0 = the preset's)"),
+      bind_flag("n_head", &mo.n_head, "gpt/llama heads (0 = the preset's)"),
+      bind_flag("n_embd", &mo.n_embd, "gpt/llama width (0 = the preset's)"),
+      bind_flag("block_size", &mo.block_size, "gpt/llama context length (0 = the preset's)"),
+      bind_flag("vocab_size", &mo.vocab_size, "gpt/llama vocabulary (0 = the preset's)"),
+      bind_flag("n_kv_head", &mo.n_kv_head, "llama: key/value heads (0 = n_head)"),
+      bind_flag("intermediate_size", &mo.intermediate_size, "llama: the MLP's width (0 = 8/3 x n_embd)"),
+      bind_flag("tie_embeddings", &mo.tie_embeddings, "llama: the output layer is the token embedding"),
+      bind_choice("attention_bias", &mo.attention_bias, attention_bias_choices(), "llama: none, qkv or all"),
       bind_flag("model_path", &mo.model_path, "torchscript: the scripted module's file"),
       bind_flag("width", &width, "channel multiplier"),
       bind_flag("image_size", &d.image_size, "input height and width"),
@@ -133,6 +159,7 @@ int inspect_model(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
+  if (mo.model == ModelKind::kLlama) return inspect_llama(mo);
   if (mo.model == ModelKind::kTorchscript) {
     DDP_USAGE_CHECK(!mo.model_path.empty(), "inspect model --model torchscript needs --model_path FILE");
     return in_flag_words_of(table, d, [&] {

@@ -30,8 +30,17 @@ auto parse_users_file(const std::string& path, Parse parse) {
   }
 }
 
+// A shard's tensors, read from disk one by one (no copy of the file in memory).
 NamedTensors read_shard(const std::string& path) {
-  return parse_users_file(path, [&](const std::string& bytes) { return read_safetensors(bytes, path); });
+  DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing");
+  try {
+    const SafetensorsFile file(path);
+    NamedTensors out;
+    for (const SafetensorsEntry& e : file.entries()) out.emplace_back(e.name, file.read(e));
+    return out;
+  } catch (const std::exception& e) {
+    throw UsageError(str("'", path, "' is not readable: ", e.what()));
+  }
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_folder.h"
 #include "models/build_model.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_model.h"
 #include "serialize/safetensors.h"
 #include "serialize/state_dict_reader.h"
 
@@ -14,10 +14,10 @@ namespace ddptrain {
 NamedTensors read_weights_file(const std::string& path, const Logger& log) {
   if (is_hf_folder(path)) {
     ModelOptions sizes;
-    apply_hf_gpt2_config(read_hf_config(path), path + "/config.json", sizes);
-    sizes.model = ModelKind::kGpt;
-    log.info(str(path, ": a Hugging Face GPT-2 (", sizes.n_layer, " layers, ", sizes.n_embd, " wide)"));
-    return gpt_from_hf(read_hf_tensors(path), gpt_config(sizes), path);
+    apply_hf_config(read_hf_config(path), path + "/config.json", sizes);
+    log.info(str(path, ": a Hugging Face ", hf_architecture(sizes), " (", sizes.n_layer, " layers, ",
+                 sizes.n_embd, " wide)"));
+    return model_from_hf(read_hf_tensors(path), sizes, path);
   }
   const std::string bytes = read_file(path);
   NamedTensors tensors =

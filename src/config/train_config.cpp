@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "checkpoint/hf_folder.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_model.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -75,27 +75,45 @@ std::vector<Flag> data_flags(TrainConfig& c) {
 // The model and its sizes.
 std::vector<Flag> model_flags(TrainConfig& c) {
   return {
-      bind_choice("model", &c.model.model, model_choices(),
-                  "mini_resnet for images, gpt for tokens (--dataset tokens or text), torchscript: a module "
-                  "scripted in Python (--model_path)"),
+      bind_choice(
+          "model", &c.model.model, model_choices(),
+          "mini_resnet for images; gpt (GPT-2's shape) or llama (Llama's) for tokens (--dataset tokens, "
+          "text or token_shards); torchscript: a module scripted in Python (--model_path)"),
       bind_flag("model_path", &c.model.model_path,
                 "torchscript: the file of torch.jit.script(model).save(path); trained from its weights"),
       bind_flag("flops_per_sample", &c.model.flops_per_sample,
                 "torchscript: training FLOPs per sample (forward + backward), for MFU (0 = no MFU)"),
       bind_flag("width", &c.model.width, "channel multiplier of mini_resnet"),
       bind_choice("gpt_preset", &c.model.gpt_preset, gpt_preset_choices(),
-                  "the gpt sizes; the flags below override them"),
-      bind_flag("n_layer", &c.model.n_layer, "gpt transformer blocks (0 = the preset's)"),
-      bind_flag("n_head", &c.model.n_head, "gpt attention heads (0 = the preset's)"),
-      bind_flag("n_embd", &c.model.n_embd, "gpt width (0 = the preset's)"),
-      bind_flag("block_size", &c.model.block_size, "gpt context length in tokens (0 = the preset's)"),
+                  "the sizes of gpt and llama (layers, heads, width, block, vocabulary); the flags below "
+                  "override them"),
+      bind_flag("n_layer", &c.model.n_layer, "gpt/llama transformer blocks (0 = the preset's)"),
+      bind_flag("n_head", &c.model.n_head, "gpt/llama attention heads (0 = the preset's)"),
+      bind_flag("n_embd", &c.model.n_embd, "gpt/llama width (0 = the preset's)"),
+      bind_flag("block_size", &c.model.block_size,
+                "gpt/llama context length in tokens, the training window (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size,
-                "gpt vocabulary (0 = the preset's; text data needs >= 256)"),
+                "gpt/llama vocabulary (0 = the preset's; text data needs >= 256)"),
       bind_choice("gpt_activation", &c.model.gpt_activation, gpt_activation_choices(),
                   "gpt: the MLP's GELU, exact (gelu) or in its tanh form (gelu_tanh: GPT-2's gelu_new)"),
-      bind_flag("init_from_hf", &c.model.init_from_hf,
-                "gpt: a Hugging Face GPT-2 folder (save_pretrained's config.json and model.safetensors): "
-                "the model's sizes and activation from its config, its initial weights from its tensors"),
+      bind_flag("n_kv_head", &c.model.n_kv_head,
+                "llama: key/value heads, each shared by n_head / n_kv_head query heads (grouped-query "
+                "attention; 0 = n_head)"),
+      bind_flag("intermediate_size", &c.model.intermediate_size,
+                "llama: the SwiGLU MLP's width (0 = 8/3 x n_embd rounded up to 64)"),
+      bind_flag("max_positions", &c.model.max_positions,
+                "llama: the longest sequence the model is for (config.json's max_position_embeddings; "
+                "0 = block_size); training windows are --block_size"),
+      bind_flag("rope_theta", &c.model.rope_theta, "llama: the rotary position embedding's base"),
+      bind_flag("rms_norm_eps", &c.model.rms_norm_eps, "llama: RMSNorm's epsilon"),
+      bind_flag("tie_embeddings", &c.model.tie_embeddings, "llama: the output layer is the token embedding"),
+      bind_choice("attention_bias", &c.model.attention_bias, attention_bias_choices(),
+                  "llama: biases on q/k/v (qkv: Qwen2's) or on q/k/v/o (all); none: Llama's"),
+      bind_flag(
+          "init_from_hf", &c.model.init_from_hf,
+          "a Hugging Face folder (save_pretrained's config.json and model.safetensors) of GPT-2 (--model "
+          "gpt) or Llama, Qwen2, Mistral (--model llama): the model's sizes from its config, its initial "
+          "weights from its tensors"),
       bind_flag("dropout", &c.model.dropout,
                 "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
       bind_choice("memory_format", &c.model.memory_format, memory_format_choices(),
@@ -277,10 +295,9 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
       "targets, which only --dataset tensors holds (torch.save({\"images\": x, \"labels\": y.float()}, "
       "path)); --dataset ",
       word(c.data.dataset), " has class labels: use --loss cross_entropy");
-  if (c.model.model == ModelKind::kGpt)
-    DDP_USAGE_CHECK(!c.dist.sync_bn,
-                    "--sync_bn applies to models with BatchNorm; --model gpt has none (LayerNorm "
-                    "needs no synchronization): drop --sync_bn");
+  if (is_decoder_model(c.model.model))
+    DDP_USAGE_CHECK(!c.dist.sync_bn, "--sync_bn applies to models with BatchNorm; --model ",
+                    word(c.model.model), " has none (its norms need no synchronization): drop --sync_bn");
   DDP_USAGE_CHECK(
       c.optimizer.optimizer != OptimizerKind::kAdamw || c.optimizer.momentum == optimizer_defaults.momentum,
       "--momentum=", c.optimizer.momentum,
@@ -317,8 +334,8 @@ void validate(TrainConfig& c, const std::vector<Flag>& table) {
   reject_flags_that_do_not_apply(c);
 }
 
-// --init_from_hf DIR: the GPT's sizes and activation from DIR/config.json (recorded in the
-// run's config.json as plain sizes), its initial weights from DIR (the Trainer's init_from).
+// --init_from_hf DIR: the model (gpt or llama) and its sizes from DIR/config.json (recorded in
+// the run's config.json as plain sizes), its initial weights from DIR (the Trainer's init_from).
 void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table) {
   std::string& dir = c.model.init_from_hf;
   dir = std::filesystem::absolute(dir).lexically_normal().string();
@@ -328,7 +345,7 @@ void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table) {
   DDP_USAGE_CHECK(init.empty() || std::filesystem::absolute(init).lexically_normal().string() == dir,
                   "--init_from and --init_from_hf both give initial weights: drop --init_from");
   try {
-    apply_hf_gpt2_config(read_hf_config(dir), dir + "/config.json", c.model);
+    apply_hf_config(read_hf_config(dir), dir + "/config.json", c.model);
   } catch (const OptionError& e) {
     throw UsageError(in_flag_words(e, table));
   }

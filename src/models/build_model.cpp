@@ -1,6 +1,7 @@
 #include "models/build_model.h"
 
 #include "models/gpt.h"
+#include "models/llama.h"
 #include "models/model_options.h"
 #include "models/script_model.h"
 #include "util/error.h"
@@ -8,6 +9,32 @@
 namespace ddptrain {
 namespace {
 constexpr const char* kModelOptions = "ModelOptions";
+
+// The sizes that only fit together: grouped heads, an even head size for the rotation, and
+// a window no longer than the model's positions.
+void check_llama_sizes(const ModelOptions& o) {
+  const LlamaConfig c = llama_config(o);
+  if (c.n_head % c.n_kv_head != 0)
+    throw OptionError(
+        {{&o.n_kv_head, "n_kv_head"}, {&o.n_head, "n_head"}},
+        str("{1}=", c.n_head, " must be a multiple of {0}=", c.n_kv_head,
+            " (each key/value head serves a whole group of query heads); pass e.g. {0:", c.n_head, "}"),
+        kModelOptions)
+        .within(&o);
+  if (c.head_dim() % 2 != 0)
+    throw OptionError({{&o.n_embd, "n_embd"}, {&o.n_head, "n_head"}},
+                      str("{0}=", c.n_embd, " / {1}=", c.n_head, " is an odd head size ", c.head_dim(),
+                          "; rotary embeddings rotate pairs: pass e.g. {0:", c.n_head * 64, "}"),
+                      kModelOptions)
+        .within(&o);
+  if (c.max_positions < c.block_size)
+    throw OptionError({{&o.max_positions, "max_positions"}, {&o.block_size, "block_size"}},
+                      str("{1}=", c.block_size, " is longer than the model's {0}=", c.max_positions,
+                          "; pass {1:", c.max_positions, "} or less"),
+                      kModelOptions)
+        .within(&o);
+}
+
 }  // namespace
 
 GptConfig gpt_config(const ModelOptions& o) {
@@ -23,9 +50,26 @@ GptConfig gpt_config(const ModelOptions& o) {
   return c;
 }
 
+LlamaConfig llama_config(const ModelOptions& o) {
+  const GptConfig sizes = gpt_config(o);
+  LlamaConfig c;
+  c.n_layer = sizes.n_layer, c.n_head = sizes.n_head, c.n_embd = sizes.n_embd;
+  c.block_size = sizes.block_size, c.vocab_size = sizes.vocab_size;
+  c.n_kv_head = o.n_kv_head > 0 ? o.n_kv_head : c.n_head;
+  c.intermediate_size = o.intermediate_size > 0 ? o.intermediate_size : default_intermediate_size(c.n_embd);
+  c.max_positions = o.max_positions > 0 ? o.max_positions : c.block_size;
+  c.rope_theta = o.rope_theta;
+  c.rms_norm_eps = o.rms_norm_eps;
+  c.tie_embeddings = o.tie_embeddings;
+  c.attention_bias = o.attention_bias;
+  c.dropout = o.dropout;
+  c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
+  return c;
+}
+
 TokenSpec token_spec(const ModelOptions& o) {
   if (o.model == ModelKind::kTorchscript) return {o.block_size, o.vocab_size};
-  if (o.model != ModelKind::kGpt) return {};
+  if (!is_decoder_model(o.model)) return {};
   const GptConfig c = gpt_config(o);
   return {static_cast<int>(c.block_size), static_cast<int>(c.vocab_size)};
 }
@@ -53,7 +97,7 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
           .within(&o);
     }
   }
-  if (o.model == ModelKind::kGpt) {
+  if (is_decoder_model(o.model)) {
     const GptConfig c = gpt_config(o);
     if (c.n_head > 0 && c.n_embd % c.n_head != 0)
       throw OptionError({{&o.n_embd, "n_embd"}, {&o.n_head, "n_head"}},
@@ -67,7 +111,9 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
                             c.vocab_size, "; pass {0:", data.num_classes, "} or more"),
                         kModelOptions)
           .within(&o);
-    return Gpt(c).ptr();
+    if (o.model == ModelKind::kGpt) return Gpt(c).ptr();
+    check_llama_sizes(o);
+    return Llama(llama_config(o)).ptr();
   }
   MiniResNetOptions mo{data.channels, data.num_classes, o.width};
   mo.norm = std::move(norm);

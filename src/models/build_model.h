@@ -1,4 +1,4 @@
-// The model named by the options (--model mini_resnet | gpt), sized for the data.
+// The model named by the options (--model mini_resnet | gpt | llama | torchscript), sized for the data.
 #pragma once
 
 #include <memory>
@@ -11,9 +11,14 @@ namespace ddptrain {
 
 struct ModelOptions;
 struct GptConfig;
+struct LlamaConfig;
 
 /// The GPT sizes: the preset, then the explicit flags (non-zero) over it.
 GptConfig gpt_config(const ModelOptions& o);
+
+/// The Llama sizes: the preset's layers, heads, width, block and vocabulary, then the explicit
+/// flags (non-zero) over them, and llama's own fields.
+LlamaConfig llama_config(const ModelOptions& o);
 
 /// What the model needs of token data (block size and vocabulary); zeros for image models.
 TokenSpec token_spec(const ModelOptions& o);

@@ -6,6 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "models/hf_config_fields.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -31,21 +32,8 @@ bool is_mask_buffer(const std::string& name) {
   return ends(".attn.bias") || ends(".attn.masked_bias");
 }
 
-// A config value of the kind Gpt computes, or a UsageError naming the field.
-template <typename T>
-T field(const nlohmann::json& c, const char* key, const std::string& origin, const T& fallback) {
-  if (!c.contains(key) || c[key].is_null()) return fallback;
-  try {
-    return c[key].get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError(
-        str("'", origin, "': ", key, " is ", c[key].dump(), ", not the kind of value it should be"));
-  }
-}
-
 void unsupported(bool ok, const std::string& origin, const std::string& what) {
-  DDP_USAGE_CHECK(ok, "'", origin, "': ", what,
-                  ", which ddptrain's GPT does not compute; only GPT-2's own architecture is read");
+  hf_unsupported(ok, origin, what, "GPT");
 }
 
 // Gpt's names, shapes and order, from a Gpt built for the purpose: its initialisation draws
@@ -63,16 +51,16 @@ NamedTensors model_layout(const GptConfig& c) {
 }  // namespace
 
 void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
-  const auto type = field<std::string>(c, "model_type", origin, "");
+  const auto type = hf_field<std::string>(c, "model_type", origin, "");
   DDP_USAGE_CHECK(type == "gpt2", "'", origin, "': model_type '", type,
                   "' is not a model ddptrain reads from a Hugging Face folder (it reads gpt2)");
-  const int n_embd = field<int>(c, "n_embd", origin, 768);
+  const int n_embd = hf_field<int>(c, "n_embd", origin, 768);
   const std::map<const char*, std::pair<int*, int>> sizes = {
-      {"n_layer", {&o.n_layer, field<int>(c, "n_layer", origin, 12)}},
-      {"n_head", {&o.n_head, field<int>(c, "n_head", origin, 12)}},
+      {"n_layer", {&o.n_layer, hf_field<int>(c, "n_layer", origin, 12)}},
+      {"n_head", {&o.n_head, hf_field<int>(c, "n_head", origin, 12)}},
       {"n_embd", {&o.n_embd, n_embd}},
-      {"block_size", {&o.block_size, field<int>(c, "n_positions", origin, 1024)}},
-      {"vocab_size", {&o.vocab_size, field<int>(c, "vocab_size", origin, 50257)}}};
+      {"block_size", {&o.block_size, hf_field<int>(c, "n_positions", origin, 1024)}},
+      {"vocab_size", {&o.vocab_size, hf_field<int>(c, "vocab_size", origin, 50257)}}};
   for (const auto& [name, fv] : sizes) {
     auto [f, v] = fv;
     unsupported(v >= 1, origin,
@@ -84,9 +72,9 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
           .within(&o);
     *f = v;
   }
-  const int inner = field<int>(c, "n_inner", origin, 4 * n_embd);
-  unsupported(inner == 4 * n_embd, origin, str("n_inner ", inner, " is not 4 x n_embd"));
-  const auto act = field<std::string>(c, "activation_function", origin, "gelu_new");
+  const int64_t inner = hf_field<int64_t>(c, "n_inner", origin, 4 * int64_t{n_embd});
+  unsupported(inner == 4 * int64_t{n_embd}, origin, str("n_inner ", inner, " is not 4 x n_embd"));
+  const auto act = hf_field<std::string>(c, "activation_function", origin, "gelu_new");
   unsupported(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu", origin,
               str("activation_function '", act, "'"));
   const GptActivation from_config = act == "gelu" ? GptActivation::kGelu : GptActivation::kGeluTanh;
@@ -97,12 +85,12 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
         "ModelOptions")
         .within(&o);
   o.gpt_activation = from_config;
-  const double eps = field<double>(c, "layer_norm_epsilon", origin, 1e-5);
+  const double eps = hf_field<double>(c, "layer_norm_epsilon", origin, 1e-5);
   unsupported(std::abs(eps - 1e-5) < 1e-12, origin, str("layer_norm_epsilon ", eps, " (not 1e-5)"));
-  unsupported(field<bool>(c, "tie_word_embeddings", origin, true), origin, "tie_word_embeddings false");
-  unsupported(!field<bool>(c, "add_cross_attention", origin, false), origin, "add_cross_attention true");
-  unsupported(field<bool>(c, "scale_attn_weights", origin, true), origin, "scale_attn_weights false");
-  unsupported(!field<bool>(c, "scale_attn_by_inverse_layer_idx", origin, false), origin,
+  unsupported(hf_field<bool>(c, "tie_word_embeddings", origin, true), origin, "tie_word_embeddings false");
+  unsupported(!hf_field<bool>(c, "add_cross_attention", origin, false), origin, "add_cross_attention true");
+  unsupported(hf_field<bool>(c, "scale_attn_weights", origin, true), origin, "scale_attn_weights false");
+  unsupported(!hf_field<bool>(c, "scale_attn_by_inverse_layer_idx", origin, false), origin,
               "scale_attn_by_inverse_layer_idx true");
 }
 

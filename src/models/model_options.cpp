@@ -36,19 +36,20 @@ void validate_script(const ModelOptions& m, const DataOptions& data) {
 
 // The model the data needs: gpt reads tokens, the image models images.
 void check_model_reads_the_data(const ModelOptions& m, const DataOptions& data) {
-  const bool token_data = is_token_dataset(data.dataset), gpt = m.model == ModelKind::kGpt;
+  const bool token_data = is_token_dataset(data.dataset), gpt = is_decoder_model(m.model);
   const std::string kind = word(data.dataset);
   const OptionField model{&m.model, "model"}, dataset{&data.dataset, "DataOptions::dataset"};
   if (gpt && !token_data)
-    throw OptionError(
-        {model, dataset, {&data.data_path, "DataOptions::data_path"}},
-        str("{0:gpt} reads tokens, not {1:", kind, "}; pass {1:tokens} (synthetic) or {1:text} {2:FILE}"),
-        kModelOwner);
-  if (!gpt && token_data)
-    throw OptionError({model, dataset},
-                      str("{1:", kind, "} holds token sequences; pass {0:gpt} (or an image dataset for {0:",
-                          word(m.model), "})"),
+    throw OptionError({model, dataset, {&data.data_path, "DataOptions::data_path"}},
+                      str("{0:", word(m.model), "} reads tokens, not {1:", kind,
+                          "}; pass {1:tokens} (synthetic), {1:text} {2:FILE} or {1:token_shards}"),
                       kModelOwner);
+  if (!gpt && token_data)
+    throw OptionError(
+        {model, dataset},
+        str("{1:", kind, "} holds token sequences; pass {0:gpt} or {0:llama} (or an image dataset for {0:",
+            word(m.model), "})"),
+        kModelOwner);
 }
 
 // A built-in model's sizes, and the fields of the other built-in model left at their defaults.
@@ -69,14 +70,43 @@ void validate_built_in(const ModelOptions& m) {
         str("{0:channels_last} applies to image models; {1:", word(m.model), "} has no 4-d weights"),
         kModelOwner);
   const ModelOptions defaults;
-  if (m.model == ModelKind::kGpt && m.width != defaults.width)
+  if (is_decoder_model(m.model) && m.width != defaults.width)
     throw OptionError({{&m.width, "width"},
                        {&m.model, "model"},
                        {&m.gpt_preset, "gpt_preset"},
                        {&m.n_layer, "n_layer"},
                        {&m.n_head, "n_head"},
                        {&m.n_embd, "n_embd"}},
-                      str("{0}=", m.width, " applies to mini_resnet; {1:gpt} is sized by {2} or {3}/{4}/{5}"),
+                      str("{0}=", m.width, " applies to mini_resnet; {1:", word(m.model),
+                          "} is sized by {2} or {3}/{4}/{5}"),
+                      kModelOwner);
+}
+
+// llama's own fields: in range for llama, at their defaults for every other model.
+void validate_llama_fields(const ModelOptions& m) {
+  const ModelOptions defaults;
+  const OptionField kv{&m.n_kv_head, "n_kv_head"}, inner{&m.intermediate_size, "intermediate_size"},
+      positions{&m.max_positions, "max_positions"}, theta{&m.rope_theta, "rope_theta"},
+      eps{&m.rms_norm_eps, "rms_norm_eps"}, tie{&m.tie_embeddings, "tie_embeddings"},
+      bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"};
+  if (m.model != ModelKind::kLlama) {
+    if (m.n_kv_head != 0 || m.intermediate_size != 0 || m.max_positions != 0 ||
+        m.rope_theta != defaults.rope_theta || m.rms_norm_eps != defaults.rms_norm_eps ||
+        m.tie_embeddings != defaults.tie_embeddings || m.attention_bias != defaults.attention_bias)
+      throw OptionError({kv, inner, positions, theta, eps, tie, bias, model},
+                        str("{0}, {1}, {2}, {3}, {4}, {5} and {6} apply to {7:llama}; {7:", word(m.model),
+                            "} has none: drop them"),
+                        kModelOwner);
+    return;
+  }
+  check_option_non_negative(m.n_kv_head, "n_kv_head", "pass 0 for n_head (no grouping)", kModelOwner);
+  check_option_non_negative(m.intermediate_size, "intermediate_size", "pass 0 for 8/3 x n_embd", kModelOwner);
+  check_option_non_negative(m.max_positions, "max_positions", "pass 0 for block_size", kModelOwner);
+  if (!(m.rope_theta > 0 && m.rope_theta < 1e12))
+    throw OptionError({theta}, str("{0}=", m.rope_theta, " must be in (0, 1e12); pass e.g. {0:10000}"),
+                      kModelOwner);
+  if (!(m.rms_norm_eps > 0 && m.rms_norm_eps < 1))
+    throw OptionError({eps}, str("{0}=", m.rms_norm_eps, " must be in (0, 1); pass e.g. {0:1e-6}"),
                       kModelOwner);
 }
 
@@ -96,12 +126,17 @@ void ModelOptions::validate(const DataOptions& data) const {
                         "{0} applies to {1:torchscript} (the built-in models count their own)", kModelOwner);
   }
   const ModelOptions defaults;
-  if (model != ModelKind::kGpt && (gpt_activation != defaults.gpt_activation || !init_from_hf.empty()))
-    throw OptionError(
-        {{&gpt_activation, "gpt_activation"}, {&init_from_hf, "init_from_hf"}, {&model, "model"}},
-        str("{0} and {1} apply to {2:gpt}; {2:", word(model), "} has no GPT-2 to set: drop them"),
-        kModelOwner);
-  if (model != ModelKind::kGpt &&
+  if (model != ModelKind::kGpt && gpt_activation != defaults.gpt_activation)
+    throw OptionError({{&gpt_activation, "gpt_activation"}, {&model, "model"}},
+                      str("{0} applies to {1:gpt}; {1:", word(model), "} has no GELU to set: drop it"),
+                      kModelOwner);
+  if (!is_decoder_model(model) && !init_from_hf.empty())
+    throw OptionError({{&init_from_hf, "init_from_hf"}, {&model, "model"}},
+                      str("{0} applies to {1:gpt} and {1:llama}; {1:", word(model),
+                          "} is not read from a Hugging Face folder: drop it"),
+                      kModelOwner);
+  validate_llama_fields(*this);
+  if (!is_decoder_model(model) &&
       (gpt_preset != defaults.gpt_preset || n_layer != 0 || n_head != 0 || n_embd != 0))
     throw OptionError(
         {{&gpt_preset, "gpt_preset"},
@@ -110,7 +145,7 @@ void ModelOptions::validate(const DataOptions& data) const {
          {&n_embd, "n_embd"},
          {&model, "model"},
          {&width, "width"}},
-        str("{0}, {1}, {2} and {3} size {4:gpt}; {4:", word(model), "}",
+        str("{0}, {1}, {2} and {3} size {4:gpt} and {4:llama}; {4:", word(model), "}",
             model == ModelKind::kTorchscript ? " is as its file defines it" : " is sized by {5}",
             ": drop them"),
         kModelOwner);

@@ -10,16 +10,18 @@
 namespace ddptrain {
 
 // The model layer's choices and their words (Note [Choices are enums], util/choices.h).
-enum class ModelKind { kMiniResnet, kGpt, kTorchscript };
+enum class ModelKind { kMiniResnet, kGpt, kTorchscript, kLlama };
 enum class GptPreset { kDebug, kSmall, kGpt2_124m };
 enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
 enum class Recompute { kNone, kBlocks };
 enum class GptActivation { kGelu, kGeluTanh };
+enum class AttentionBias { kNone, kQkv, kAll };
 
 inline const Choices<ModelKind>& model_choices() {
   static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
                                     {"gpt", ModelKind::kGpt},
-                                    {"torchscript", ModelKind::kTorchscript}};
+                                    {"torchscript", ModelKind::kTorchscript},
+                                    {"llama", ModelKind::kLlama}};
   return c;
 }
 inline const Choices<GptPreset>& gpt_preset_choices() {
@@ -42,25 +44,42 @@ inline const Choices<GptActivation>& gpt_activation_choices() {
                                         {"gelu_tanh", GptActivation::kGeluTanh}};
   return c;
 }
+inline const Choices<AttentionBias>& attention_bias_choices() {
+  static const Choices<AttentionBias> c{
+      {"none", AttentionBias::kNone}, {"qkv", AttentionBias::kQkv}, {"all", AttentionBias::kAll}};
+  return c;
+}
 inline const char* word(ModelKind v) { return model_choices().word(v); }
 inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
 inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
 inline const char* word(Recompute v) { return recompute_choices().word(v); }
 inline const char* word(GptActivation v) { return gpt_activation_choices().word(v); }
+inline const char* word(AttentionBias v) { return attention_bias_choices().word(v); }
+
+/// The models that read tokens: gpt and llama (sized by gpt_preset and the size fields).
+inline bool is_decoder_model(ModelKind m) { return m == ModelKind::kGpt || m == ModelKind::kLlama; }
 
 struct ModelOptions {
   ModelKind model = ModelKind::kMiniResnet;
   double width = 1.0;                        // channel multiplier (mini_resnet)
-  GptPreset gpt_preset = GptPreset::kSmall;  // the sizes below override it
+  GptPreset gpt_preset = GptPreset::kSmall;  // gpt and llama: the sizes below override it
   int n_layer = 0;                           // 0: the preset's
   int n_head = 0;
   int n_embd = 0;
   int block_size = 0;
   int vocab_size = 0;
   GptActivation gpt_activation = GptActivation::kGelu;  // gpt's MLP: exact GELU, or its tanh form (GPT-2's)
-  std::string init_from_hf;        // gpt: a Hugging Face GPT-2 folder: its sizes (and, in train, its weights)
-  double dropout = 0.0;            // inside each residual block (0: the reference model)
-  std::string model_path;          // torchscript: the scripted module's file
+  // llama's own (a Hugging Face config's names in brackets):
+  int n_kv_head = 0;                                    // key/value heads [num_key_value_heads] (0: n_head)
+  int intermediate_size = 0;                            // the MLP's width (0: 8/3 n_embd rounded up to 64)
+  int max_positions = 0;                                // [max_position_embeddings] (0: block_size)
+  double rope_theta = 10000.0;                          // the rotary embedding's base
+  double rms_norm_eps = 1e-6;                           // RMSNorm's epsilon
+  bool tie_embeddings = false;                          // lm_head is the token embedding
+  AttentionBias attention_bias = AttentionBias::kNone;  // qkv: Qwen2's; all: q/k/v/o [attention_bias]
+  std::string init_from_hf;  // gpt, llama: a Hugging Face folder: its sizes (and, in train, its weights)
+  double dropout = 0.0;      // inside each residual block (0: the reference model)
+  std::string model_path;    // torchscript: the scripted module's file
   long long flops_per_sample = 0;  // torchscript: training FLOPs per sample, for MFU (0: no MFU)
   Recompute activation_checkpointing = Recompute::kNone;  // blocks: recompute blocks in backward
   MemoryFormat memory_format = MemoryFormat::kAuto;       // auto: channels_last for mini_resnet

@@ -1,13 +1,19 @@
 #include "serialize/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "obs/logger.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 namespace {
@@ -53,6 +59,54 @@ uint64_t header_length(const std::string& bytes) {
   return n;
 }
 
+// safetensors' own bound on the header (MAX_HEADER_SIZE in the Rust reader).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// The header's entries, sorted by name, each checked against the data's size before anything is
+// allocated: a dtype we read, a shape whose bytes fit 2^62, offsets inside the data and as long
+// as the shape.
+std::vector<SafetensorsEntry> parse_header(const std::string& json, uint64_t data_size,
+                                           const std::string& origin) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str(origin, ": the safetensors header is not JSON (", e.what(), ")"));
+  }
+  DDP_CHECK(header.is_object(), origin, ": the safetensors header is not a JSON object");
+  std::vector<SafetensorsEntry> out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    SafetensorsEntry e;
+    e.name = name;
+    std::vector<uint64_t> offsets;
+    std::string dtype;
+    try {
+      e.shape = entry.at("shape").get<std::vector<int64_t>>();
+      offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      dtype = entry.at("dtype").get<std::string>();
+    } catch (const nlohmann::json::exception& ex) {
+      throw Error(
+          str(origin, ": tensor '", name, "' has no valid shape, data_offsets or dtype (", ex.what(), ")"));
+    }
+    e.dtype = dtype_of(dtype, origin, name);
+    uint64_t bytes = c10::elementSize(e.dtype);
+    for (int64_t d : e.shape) {
+      DDP_CHECK(d >= 0 && (d == 0 || bytes <= (uint64_t{1} << 62) / static_cast<uint64_t>(d)), origin,
+                ": tensor '", name, "' has a shape that is not one");
+      bytes *= static_cast<uint64_t>(d);
+    }
+    DDP_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size, origin,
+              ": tensor '", name, "' has data offsets outside the file");
+    DDP_CHECK(offsets[1] - offsets[0] == bytes, origin, ": tensor '", name,
+              "' has data offsets that do not match its shape");
+    e.begin = offsets[0], e.end = offsets[1];
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
 }  // namespace
 
 bool is_safetensors(const std::string& bytes) {
@@ -62,43 +116,47 @@ bool is_safetensors(const std::string& bytes) {
 NamedTensors read_safetensors(const std::string& bytes, const std::string& origin) {
   DDP_CHECK(is_safetensors(bytes), origin, ": not a safetensors file (truncated, or another format)");
   const uint64_t n = header_length(bytes);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.substr(8, n));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str(origin, ": the safetensors header is not JSON (", e.what(), ")"));
-  }
   const size_t data = 8 + n;
   NamedTensors out;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    std::vector<int64_t> shape;
-    std::vector<uint64_t> offsets;
-    std::string dtype;
-    try {
-      shape = entry.at("shape").get<std::vector<int64_t>>();
-      offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      dtype = entry.at("dtype").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(
-          str(origin, ": tensor '", name, "' has no valid shape, data_offsets or dtype (", e.what(), ")"));
-    }
-    int64_t numel = 1;
-    for (int64_t d : shape) {
-      DDP_CHECK(d >= 0 && (d == 0 || numel <= (int64_t{1} << 40) / d), origin, ": tensor '", name,
-                "' has a shape that is not one");
-      numel *= d;
-    }
-    const uint64_t available = bytes.size() - data;
-    DDP_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= available, origin,
-              ": tensor '", name, "' has data offsets outside the file");
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(dtype_of(dtype, origin, name)));
-    DDP_CHECK(offsets[1] - offsets[0] == t.nbytes(), origin, ": tensor '", name,
-              "' has data offsets that do not match its shape");
-    std::memcpy(t.data_ptr(), bytes.data() + data + offsets[0], t.nbytes());
-    out.emplace_back(name, t);
+  for (const SafetensorsEntry& e : parse_header(bytes.substr(8, n), bytes.size() - data, origin)) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+    std::memcpy(t.data_ptr(), bytes.data() + data + e.begin, t.nbytes());
+    out.emplace_back(e.name, t);
   }
   return out;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DDP_CHECK(fd_ >= 0, path, ": cannot open (", std::strerror(errno), ")");
+  try {
+    struct stat st {};
+    DDP_CHECK(::fstat(fd_, &st) == 0, path, ": cannot stat (", std::strerror(errno), ")");
+    const auto size = static_cast<uint64_t>(st.st_size);
+    std::string head(8, '\0');
+    DDP_CHECK(size >= 10 && read_fully_at(fd_, head.data(), 8, 0), path,
+              ": not a safetensors file (truncated, or another format)");
+    const uint64_t n = header_length(head);
+    DDP_CHECK(n <= size - 8 && n <= kMaxHeaderBytes, path, ": not a safetensors file (a header of ", n,
+              " bytes in a file of ", size, ")");
+    std::string json(n, '\0');
+    DDP_CHECK(read_fully_at(fd_, json.data(), n, 8), path, ": the safetensors header could not be read");
+    DDP_CHECK(n > 0 && json[0] == '{', path, ": not a safetensors file (the header is not a JSON object)");
+    data_start_ = 8 + n;
+    entries_ = parse_header(json, size - data_start_, path);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
+
+at::Tensor SafetensorsFile::read(const SafetensorsEntry& e) const {
+  at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+  DDP_CHECK(read_fully_at(fd_, t.data_ptr(), t.nbytes(), static_cast<int64_t>(data_start_ + e.begin)), path_,
+            ": tensor '", e.name, "' could not be read (the file shrank?)");
+  return t;
 }
 
 std::string safetensors_bytes(const NamedTensors& tensors,

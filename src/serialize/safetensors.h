@@ -4,12 +4,44 @@
 // Readers reject gaps and overlaps, so tensors are written in one sorted, contiguous run.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "serialize/python_pickle.h"
 
 namespace ddptrain {
+
+/// One tensor of a safetensors header: its bytes are [begin, end) after the header.
+struct SafetensorsEntry {
+  std::string name;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+/// A safetensors file on disk, read tensor by tensor: the header is read and checked at open
+/// (every entry's dtype, shape, and offsets inside the file and matching the shape), a tensor's
+/// bytes are read by pread straight into its storage when asked, so a loader holds no copy of
+/// the file and reads at the disk's speed. Error naming the path for what is wrong.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  /// Sorted by name.
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }
+  at::Tensor read(const SafetensorsEntry& e) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::vector<SafetensorsEntry> entries_;
+};
 
 /// The bytes of a .safetensors file holding the tensors (CPU copies, contiguous).
 std::string safetensors_bytes(const NamedTensors& tensors,

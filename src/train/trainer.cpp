@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <chrono>
 #include <cmath>
 
 #include <torch/optim/adamw.h>
@@ -74,7 +75,11 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
 Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const Logger& log) {
   const std::string& from = o.checkpoint.init_from;
   if (from.empty() || !o.checkpoint.resume_from.empty()) return model;
+  const auto start = std::chrono::steady_clock::now();
   const NamedTensors weights = read_weights_file(from, log);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double mib = 0;
+  for (const auto& nt : weights) mib += static_cast<double>(nt.second.nbytes()) / (1 << 20);
   try {
     load_state_dict(*model.module, weights, from);
   } catch (const Error& e) {  // the user's file does not fit the model: their input
@@ -83,7 +88,8 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const L
         str(OptionError::literal(e.what()), "; {0} must hold weights of this model with these sizes"))
         .within(&o);
   }
-  log.info(str("initial weights from ", from));
+  log.info(str("initial weights from ", from, " (", weights.size(), " tensors, ", static_cast<int64_t>(mib),
+               " MiB read in ", static_cast<int64_t>(seconds * 1000), " ms)"));
   return model;
 }
 

@@ -88,7 +88,8 @@ TEST(E2E, BadInputsExitWith2AndSayWhy) {
        "--data_dir='/tmp': --dataset text reads no folder"},
       {{"train", "--n_layer", "2", "--max_steps", "1", "--checkpoint_dir", unused_ck},
        {},
-       "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt; --model mini_resnet"},
+       "--gpt_preset, --n_layer, --n_head and --n_embd size --model gpt and --model llama; --model "
+       "mini_resnet"},
       {{"train", "--dataset", "fashion-mnist", "--num_classes", "5", "--max_steps", "1", "--checkpoint_dir",
         unused_ck},
        {},

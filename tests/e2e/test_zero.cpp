@@ -100,7 +100,7 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
 // The built-in models, 10 steps across an epoch's end. MiniResNet at width 0.25: at 0.125 (2-4
 // channels) one BatchNorm bias of the first block is so sensitive to the summation order that
 // stage 0 with 10 KiB buckets already ends 4e-5 from stage 0 with one bucket at world 4.
-std::vector<std::string> model_train(const std::string& dir, int stage, bool gpt,
+std::vector<std::string> model_train(const std::string& dir, int stage, const std::string& model,
                                      const std::string& optimizer) {
   std::vector<std::string> a = {"train",
                                 "--dataset_size",
@@ -127,11 +127,15 @@ std::vector<std::string> model_train(const std::string& dir, int stage, bool gpt
                                 "--metrics_file",
                                 dir + "/m.jsonl"};
   const std::vector<std::string> mini = {"--image_size", "8", "--width", "0.25", "--batch_size", "16"};
-  const std::vector<std::string> gpt_debug = {"--model",      "gpt",       "--gpt_preset",
-                                              "debug",        "--dataset", "tokens",
-                                              "--batch_size", "4",         "--activation_checkpointing",
-                                              "blocks"};
-  a.insert(a.end(), gpt ? gpt_debug.begin() : mini.begin(), gpt ? gpt_debug.end() : mini.end());
+  const std::vector<std::string> decoder = {"--model",      model,       "--gpt_preset",
+                                            "debug",        "--dataset", "tokens",
+                                            "--batch_size", "4",         "--activation_checkpointing",
+                                            "blocks"};
+  // llama: grouped-query attention and Qwen2's biases, so that every kind of tensor is sharded
+  const std::vector<std::string> llama = {"--n_kv_head", "1", "--attention_bias", "qkv"};
+  a.insert(a.end(), model == "mini_resnet" ? mini.begin() : decoder.begin(),
+           model == "mini_resnet" ? mini.end() : decoder.end());
+  if (model == "llama") a.insert(a.end(), llama.begin(), llama.end());
   return a;
 }
 
@@ -145,7 +149,7 @@ double max_abs_diff(const std::string& a, const std::string& b) {
 }
 
 // Stage 3 (Note [ZeRO stage 3]) trains the built-in models as stage 0: MiniResNet (its residual
-// blocks are the units) and GPT debug (its transformer blocks, recomputed in backward), at world
+// blocks are the units), GPT and Llama debug (their transformer blocks, recomputed in backward), at world
 // 2 and 4, SGD with momentum and AdamW: every rank ends equal, bitwise stage 0's at world 2 and
 // within 1e-6 at world 4 (there the reduce-scatter sums in another order than the all-reduce).
 // Where AdamW turns that rounding into more (a gradient that is zero but for rounding, as the
@@ -153,15 +157,16 @@ double max_abs_diff(const std::string& a, const std::string& b) {
 // sensitivity: stage 0 with 10 KiB buckets against stage 0 with its default ones.
 // (Evaluation under stage 3: Trainer.ZeroStagesTrainAsStageZero.)
 // One model per test, so that ctest runs the two side by side.
-void stage_three_trains_as_stage_zero(const bool is_gpt) {
+void stage_three_trains_as_stage_zero(const std::string& model_name) {
   for (const int world : {2, 4})
     for (const std::string optimizer : {"sgd", "adamw"}) {
-      const std::string what = str_of(is_gpt ? "gpt" : "mini_resnet", " world ", world, " ", optimizer);
+      const std::string what = str_of(model_name, " world ", world, " ", optimizer);
       std::map<int, std::string> model;
       std::map<int, ProcResult> runs;
       for (int stage : {0, 3}) {
-        const std::string dir = fresh_dir(str_of("zero3_", is_gpt, world, optimizer, stage));
-        runs[stage] = run(launch(world, free_port(), model_train(dir, stage, is_gpt, optimizer)), {}, 300);
+        const std::string dir = fresh_dir(str_of("zero3_", model_name, world, optimizer, stage));
+        runs[stage] =
+            run(launch(world, free_port(), model_train(dir, stage, model_name, optimizer)), {}, 300);
         ASSERT_EQ(runs[stage].exit_code, 0) << runs[stage].output;
         const auto fp = fingerprints(runs[stage].output);
         for (int r = 1; r < world; ++r)
@@ -175,8 +180,8 @@ void stage_three_trains_as_stage_zero(const bool is_gpt) {
         continue;
       }
       if (diff <= 1e-6) continue;
-      const std::string dir = fresh_dir(str_of("zero3_", is_gpt, world, optimizer, "small_buckets"));
-      std::vector<std::string> small = model_train(dir, 0, is_gpt, optimizer);
+      const std::string dir = fresh_dir(str_of("zero3_", model_name, world, optimizer, "small_buckets"));
+      std::vector<std::string> small = model_train(dir, 0, model_name, optimizer);
       small.insert(small.end(), {"--bucket_cap_mb", "0.01", "--first_bucket_mb", "0.01"});
       ProcResult r = run(launch(world, free_port(), small), {}, 300);
       ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -191,9 +196,11 @@ void stage_three_trains_as_stage_zero(const bool is_gpt) {
     }
 }
 
-TEST(Zero, StageThreeTrainsMiniResNetAsStageZero) { stage_three_trains_as_stage_zero(false); }
+TEST(Zero, StageThreeTrainsMiniResNetAsStageZero) { stage_three_trains_as_stage_zero("mini_resnet"); }
 
-TEST(Zero, StageThreeTrainsGptAsStageZero) { stage_three_trains_as_stage_zero(true); }
+TEST(Zero, StageThreeTrainsGptAsStageZero) { stage_three_trains_as_stage_zero("gpt"); }
+
+TEST(Zero, StageThreeTrainsLlamaAsStageZero) { stage_three_trains_as_stage_zero("llama"); }
 
 // The memory bound: world 4, AdamW, GPT small (10.8M parameters; a short context to
 // keep the test quick): a rank holds <= 0.3x stage 0's optimizer state at stage 1, <= 0.3x its

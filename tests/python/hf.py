@@ -5,6 +5,12 @@ usage:
   hf.py make DIR [SHARD]   a tiny random GPT2LMHeadModel (torch seed 0: 2 layers, 2 heads, n_embd 32,
                            n_positions 16, vocab 96, gelu_new), saved by save_pretrained(DIR), in shards
                            of SHARD (e.g. 20KB) when given
+  hf.py make-arch ARCH DIR [SHARD]
+                           the same for the Llama family (torch seed 0: 2 layers, hidden 32, 4 heads, MLP
+                           48, 16 positions, vocab 96, rope_theta 500, rms_norm_eps 1e-5):
+                           llama (GQA: 2 key/value heads, untied), llama_tied (4 key/value heads, tied),
+                           llama_bias (attention_bias: q/k/v/o), qwen2 (q/k/v biases, GQA, tied),
+                           mistral (GQA, sliding_window 16)
   hf.py logits DIR B T OUT from_pretrained(DIR) (no missing, unexpected or mismatched tensors allowed):
                            its float32 logits on the B x T tokens (i * 7 + 3) % vocab into OUT (raw), and
                            its loss with labels = the tokens into OUT.loss
@@ -31,11 +37,45 @@ def make(d, shard=None):
     model.save_pretrained(d, **kwargs)
 
 
+def make_arch(arch, d, shard=None):
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=16, rope_theta=500.0, rms_norm_eps=1e-5)
+    if arch == "llama":
+        cfg = tf.LlamaConfig(num_key_value_heads=2, tie_word_embeddings=False, **common)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "llama_tied":
+        cfg = tf.LlamaConfig(num_key_value_heads=4, tie_word_embeddings=True, **common)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "llama_bias":
+        cfg = tf.LlamaConfig(num_key_value_heads=2, attention_bias=True, **common)
+        model = tf.LlamaForCausalLM(cfg)
+    elif arch == "qwen2":
+        cfg = tf.Qwen2Config(num_key_value_heads=2, tie_word_embeddings=True, **common)
+        model = tf.Qwen2ForCausalLM(cfg)
+    elif arch == "mistral":
+        cfg = tf.MistralConfig(num_key_value_heads=2, sliding_window=16, head_dim=8, **common)
+        model = tf.MistralForCausalLM(cfg)
+    else:
+        sys.exit(f"hf.py: unknown architecture {arch!r}")
+    with torch.no_grad():  # biases and norms away from their 0/1 init, so a misplaced one shows; weights
+        for name, p in model.named_parameters():  # 10x theirs, so that the logits are far from 0
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.mul_(10)
+    kwargs = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(d, **kwargs)
+
+
 def logits(d, b, t, out):
     import torch
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
-    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True)
+    model, info = AutoModelForCausalLM.from_pretrained(d, output_loading_info=True)
     bad = {k: v for k, v in info.items() if v}
     if bad:
         sys.exit(f"hf.py: from_pretrained({d}) reported {bad}")
@@ -61,6 +101,8 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "make":
         make(args[0], args[1] if len(args) > 1 else None)
+    elif cmd == "make-arch":
+        make_arch(args[0], args[1], args[2] if len(args) > 2 else None)
     elif cmd == "logits":
         logits(args[0], int(args[1]), int(args[2]), args[3])
     elif cmd == "config":

@@ -242,12 +242,12 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
     EXPECT_EQ(
         std::string(e.what()),
         "ModelOptions::model = gpt reads tokens, not DataOptions::dataset = synthetic; pass "
-        "DataOptions::dataset = tokens (synthetic) or DataOptions::dataset = text DataOptions::data_path = "
-        "FILE");
+        "DataOptions::dataset = tokens (synthetic), DataOptions::dataset = text DataOptions::data_path = "
+        "FILE or DataOptions::dataset = token_shards");
     EXPECT_EQ(
         in_flag_words(e, train_flags(d)),
-        "--model gpt reads tokens, not --dataset synthetic; pass --dataset tokens (synthetic) or --dataset "
-        "text --data_path FILE");
+        "--model gpt reads tokens, not --dataset synthetic; pass --dataset tokens (synthetic), --dataset "
+        "text --data_path FILE or --dataset token_shards");
   }
   const int x = 0;
   const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");

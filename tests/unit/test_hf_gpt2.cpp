@@ -15,40 +15,16 @@
 #include <vector>
 
 #include "checkpoint/hf_folder.h"
+#include "hf_fixtures.h"
 #include "models/build_model.h"
 #include "models/hf_gpt2.h"
 #include "util/error.h"
 
 using namespace ddptrain;
+using namespace hf_fixtures;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string hf_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + name + "_" + std::to_string(::getpid());
-  fs::remove_all(d);
-  return d;
-}
-
-/// tests/python/hf.py ARGS; "" on success, else its output.
-std::string hf_python(const std::string& args) {
-  const std::string log = testing::TempDir() + "hf_py_" + std::to_string(::getpid()) + ".log";
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR + "/tests/python/hf.py " +
-                          args + " > " + log + " 2>&1";
-  if (std::system(cmd.c_str()) == 0) return "";
-  std::ifstream in(log);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-bool has_transformers() {
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " -c 'import transformers' > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
-
-#define SKIP_WITHOUT_TRANSFORMERS()                                                          \
-  if (!has_transformers())                                                                   \
-  GTEST_SKIP() << DDPTRAIN_PYTHON << " has no transformers (pip's torch builds install it: " \
-               << "scripts/install_deps.sh test); the Hugging Face tests need transformers itself"
 
 // A folder's Gpt: sizes from its config, weights from its tensors.
 Gpt load_gpt(const std::string& dir) {
@@ -60,35 +36,6 @@ Gpt load_gpt(const std::string& dir) {
   load_state_dict(*g, gpt_from_hf(read_hf_tensors(dir), c, dir), dir);
   g->eval();
   return g;
-}
-
-at::Tensor tokens(int64_t b, int64_t t, int64_t vocab) {
-  return ((at::arange(b * t, at::kLong) * 7 + 3) % vocab).reshape({b, t});
-}
-
-// transformers' logits (B, T, V) and loss on the same tokens.
-std::pair<at::Tensor, double> transformers_logits(const std::string& dir, int64_t b, int64_t t,
-                                                  int64_t vocab) {
-  const std::string out = dir + ".logits";
-  const std::string err =
-      hf_python("logits " + dir + " " + std::to_string(b) + " " + std::to_string(t) + " " + out);
-  EXPECT_EQ(err, "") << err;
-  std::ifstream in(out, std::ios::binary);
-  at::Tensor l = at::empty({b, t, vocab}, at::kFloat);
-  in.read(static_cast<char*>(l.data_ptr()), static_cast<std::streamsize>(l.nbytes()));
-  EXPECT_TRUE(in.good()) << out;
-  double loss = 0;
-  std::ifstream(out + ".loss") >> loss;
-  return {l, loss};
-}
-
-std::string folder_error(const std::function<void()>& f) {
-  try {
-    f();
-    return "";
-  } catch (const UsageError& e) {
-    return e.what();
-  }
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+// What the Hugging Face architectures (models/hf_gpt2, models/hf_llama) share when they read a
+// config.json into ModelOptions: a field's value or its fallback, a field ddptrain does not
+// compute named as such, and a flag the user set that the config contradicts.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model_options.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+/// config[key] as T; `fallback` when absent or null. UsageError naming the field when its value
+/// is of another kind: an integer field takes a whole number within T's range (never a cast that
+/// wraps), a flag takes true or false.
+template <typename T>
+T hf_field(const nlohmann::json& config, const char* key, const std::string& origin, const T& fallback) {
+  if (!config.contains(key) || config[key].is_null()) return fallback;
+  const nlohmann::json& v = config[key];
+  const auto wrong = [&] {
+    return UsageError(str("'", origin, "': ", key, " is ", v.dump(), ", not the kind of value it should be"));
+  };
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    constexpr auto lo = static_cast<double>(std::numeric_limits<T>::lowest()),
+                   hi = static_cast<double>(std::numeric_limits<T>::max());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+      throw wrong();
+    if (v.is_number_integer() && !v.is_number_unsigned()) {
+      const auto i = v.get<int64_t>();
+      if (static_cast<double>(i) < lo || static_cast<double>(i) > hi) throw wrong();
+    }
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (!(d == std::floor(d) && d >= lo && d <= hi)) throw wrong();
+      return static_cast<T>(d);
+    }
+    if (!v.is_number()) throw wrong();
+    return v.get<T>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw wrong();
+    return v.get<bool>();
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw wrong();
+    }
+  }
+}
+
+/// UsageError unless ok: "'origin': what, which ddptrain's <model> does not compute".
+inline void hf_unsupported(bool ok, const std::string& origin, const std::string& what, const char* model) {
+  DDP_USAGE_CHECK(ok, "'", origin, "': ", what, ", which ddptrain's ", model, " does not compute");
+}
+
+/// Sets *field (named `name`) to the config's value of `key`; OptionError naming the field and
+/// init_from_hf when the user set it (it differs from `unset`) to another value.
+template <typename T>
+void hf_set(T* field, const char* name, const T& value, const T& unset, const char* key, ModelOptions& o) {
+  if (*field != unset && *field != value)
+    throw OptionError(
+        {{field, name}, {&o.init_from_hf, "init_from_hf"}},
+        str("{0}=", *field, " differs from ", key, " ", value, " in {1}'s config.json: drop {0}"),
+        "ModelOptions")
+        .within(&o);
+  *field = value;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,50 @@
+#include "models/hf_model.h"
+
+#include "models/build_model.h"
+#include "models/hf_config_fields.h"
+#include "models/hf_gpt2.h"
+#include "models/hf_llama.h"
+#include "util/error.h"
+
+namespace ddptrain {
+
+void apply_hf_config(const nlohmann::json& config, const std::string& origin, ModelOptions& o) {
+  const auto type = hf_field<std::string>(config, "model_type", origin, "");
+  const bool gpt2 = type == "gpt2", llama = type == "llama" || type == "qwen2" || type == "mistral";
+  DDP_USAGE_CHECK(gpt2 || llama, "'", origin, "': model_type '", type,
+                  "' is not a model ddptrain reads from a Hugging Face folder (it reads gpt2 as --model gpt; "
+                  "llama, qwen2 and mistral as --model llama)");
+  const ModelKind kind = gpt2 ? ModelKind::kGpt : ModelKind::kLlama;
+  if (o.model == ModelOptions{}.model) o.model = kind;
+  if (o.model != kind)
+    throw OptionError(
+        {{&o.model, "model"}, {&o.init_from_hf, "init_from_hf"}},
+        str("{0}=", word(o.model), " cannot hold {1}'s model_type '", type, "': pass {0:", word(kind), "}"),
+        "ModelOptions")
+        .within(&o);
+  if (gpt2)
+    apply_hf_gpt2_config(config, origin, o);
+  else
+    apply_hf_llama_config(config, origin, o);
+}
+
+NamedTensors model_from_hf(const NamedTensors& hf, const ModelOptions& o, const std::string& origin) {
+  if (o.model == ModelKind::kLlama) return llama_from_hf(hf, llama_config(o), origin);
+  return gpt_from_hf(hf, gpt_config(o), origin);
+}
+
+NamedTensors model_to_hf(const NamedTensors& ours, const ModelOptions& o) {
+  return o.model == ModelKind::kLlama ? llama_to_hf(ours) : gpt_to_hf(ours);
+}
+
+std::string hf_config_json(const ModelOptions& o, const std::string& dtype) {
+  return o.model == ModelKind::kLlama ? hf_llama_config_json(llama_config(o), dtype)
+                                      : hf_gpt2_config_json(gpt_config(o), dtype);
+}
+
+std::string hf_architecture(const ModelOptions& o) {
+  if (o.model != ModelKind::kLlama) return "GPT-2";
+  return o.attention_bias == AttentionBias::kQkv ? "Qwen2" : "Llama";
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,173 @@
+#include "models/llama.h"
+
+#include <torch/nn/init.h>
+
+#include "models/recompute.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+namespace ddptrain {
+
+int64_t default_intermediate_size(int64_t n_embd) { return (8 * n_embd / 3 + 63) / 64 * 64; }
+
+namespace {
+
+torch::nn::Linear llama_linear(int64_t in, int64_t out, bool bias) {
+  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
+  torch::NoGradGuard no_grad;
+  torch::nn::init::normal_(l->weight, 0.0, 0.02);
+  if (bias) torch::nn::init::zeros_(l->bias);
+  return l;
+}
+
+// transformers' rotate_half: (x1, x2) -> (-x2, x1) over the last dimension's halves.
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t h = x.size(-1) / 2;
+  return at::cat({-x.slice(-1, h), x.slice(-1, 0, h)}, -1);
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+}  // namespace
+
+LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, int64_t head_dim, double theta,
+                                                 const at::TensorOptions& device) {
+  const auto f32 = device.dtype(at::kFloat);
+  // As transformers computes it: theta^(2i/d) in float32, its reciprocal, times the position.
+  const at::Tensor inv_freq =
+      1.0 / at::pow(theta, at::arange(0, head_dim, 2, device.dtype(at::kLong)).to(at::kFloat) / head_dim);
+  const at::Tensor freqs = at::outer(at::arange(T, f32), inv_freq);
+  const at::Tensor emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
+    : n_head(c.n_head), n_kv_head(c.n_kv_head), head_dim(c.head_dim()), dropout(c.dropout) {
+  const bool qkv_bias = c.attention_bias != AttentionBias::kNone;
+  q_proj = register_module("q_proj", llama_linear(c.n_embd, n_head * head_dim, qkv_bias));
+  k_proj = register_module("k_proj", llama_linear(c.n_embd, n_kv_head * head_dim, qkv_bias));
+  v_proj = register_module("v_proj", llama_linear(c.n_embd, n_kv_head * head_dim, qkv_bias));
+  o_proj = register_module(
+      "o_proj", llama_linear(n_head * head_dim, c.n_embd, c.attention_bias == AttentionBias::kAll));
+}
+
+at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
+  at::Tensor q = heads(q_proj(x), n_head), k = heads(k_proj(x), n_kv_head), v = heads(v_proj(x), n_kv_head);
+  q = apply_rotary(q, cos.to(q.scalar_type()), sin.to(q.scalar_type()));
+  k = apply_rotary(k, cos.to(k.scalar_type()), sin.to(k.scalar_type()));
+  if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
+    k = k.repeat_interleave(n_head / n_kv_head, 1);
+    v = v.repeat_interleave(n_head / n_kv_head, 1);
+  }
+  const at::Tensor y = compat::causal_attention(q, k, v, is_training() ? dropout : 0.0);
+  return o_proj(y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
+}
+
+LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
+  gate_proj = register_module("gate_proj", llama_linear(c.n_embd, c.intermediate_size, false));
+  up_proj = register_module("up_proj", llama_linear(c.n_embd, c.intermediate_size, false));
+  down_proj = register_module("down_proj", llama_linear(c.intermediate_size, c.n_embd, false));
+}
+
+at::Tensor LlamaMlpImpl::forward(const at::Tensor& x) {
+  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
+  self_attn = register_module("self_attn", LlamaAttention(c));
+  mlp = register_module("mlp", LlamaMlp(c));
+  input_layernorm = register_module("input_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+}
+
+at::Tensor LlamaLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const at::Tensor h = x + self_attn->forward(input_layernorm(x), cos, sin);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
+  DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_kv_head >= 1 && c.n_embd >= 1 &&
+                      c.intermediate_size >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
+                  "Llama sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_kv_head ",
+                  c.n_kv_head, ", n_embd ", c.n_embd, ", intermediate_size ", c.intermediate_size,
+                  ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
+  DDP_USAGE_CHECK(c.n_embd % c.n_head == 0 && c.head_dim() % 2 == 0, "LlamaConfig::n_embd=", c.n_embd,
+                  " must be n_head=", c.n_head, " times an even head size, e.g. ", c.n_head * 64);
+  DDP_USAGE_CHECK(c.n_head % c.n_kv_head == 0, "LlamaConfig::n_head=", c.n_head,
+                  " must be a multiple of n_kv_head=", c.n_kv_head);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  {
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
+  }
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    layers_.emplace_back(c);
+    layers->push_back(layers_.back());
+    units_.add(layers_.back().ptr());
+  }
+  norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+  if (!c.tie_embeddings) lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
+}
+
+at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
+            cfg_.block_size);
+  at::Tensor x = embed_tokens(tokens);
+  const auto [cos, sin] = rotary_cos_sin(T, cfg_.head_dim(), cfg_.rope_theta, tokens.options());
+  const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LlamaLayer layer = layers_[i];
+    // See Note [The last block is not recomputed].
+    x = units_.run(i, [&] {
+      if (recompute_now && i + 1 < layers_.size())
+        return recompute([layer, cos = cos,
+                          sin = sin](const at::Tensor& t) mutable { return layer->forward(t, cos, sin); },
+                         x, layer->parameters(), {});
+      return layer->forward(x, cos, sin);
+    });
+  }
+  const at::Tensor h = norm(x);
+  return cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : lm_head(h);
+}
+
+int64_t LlamaImpl::matmul_params() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return cfg_.tie_embeddings ? n : n - embed_tokens->weight.numel();
+}
+
+int64_t LlamaImpl::train_flops_per_token() const {
+  return 6 * matmul_params() + 12 * cfg_.n_layer * cfg_.n_head * cfg_.head_dim() * cfg_.block_size;
+}
+
+int64_t LlamaImpl::train_flops_per_sample() const { return train_flops_per_token() * cfg_.block_size; }
+
+std::string LlamaImpl::describe() const {
+  const char* bias = cfg_.attention_bias == AttentionBias::kQkv   ? ", q/k/v biases"
+                     : cfg_.attention_bias == AttentionBias::kAll ? ", attention biases"
+                                                                  : "";
+  return str("llama (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads",
+             cfg_.n_kv_head != cfg_.n_head ? str(" (", cfg_.n_kv_head, " key/value)") : std::string(), ", ",
+             cfg_.n_embd, " wide, MLP ", cfg_.intermediate_size, ", block ", cfg_.block_size, ", vocab ",
+             cfg_.vocab_size, cfg_.tie_embeddings ? ", tied" : "", bias, ", rope theta ", cfg_.rope_theta,
+             cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
+}
+
+}  // namespace ddptrain

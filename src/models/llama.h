@@ -1,0 +1,120 @@
+// Llama: a decoder-only transformer in the Llama shape, as transformers' LlamaForCausalLM
+// computes it (Qwen2 and Mistral are the same with q/k/v biases or a sliding window):
+// token embeddings, n_layer pre-RMSNorm layers (self-attention with rotary position
+// embeddings, then a SwiGLU MLP, each added to the residual stream), a final RMSNorm and an
+// output layer (lm_head, or the token embedding when tied). No position embedding table: a
+// position enters only as the rotation of each query and key.
+//  - Rotary embeddings in transformers' "rotate half" layout: a head's dimension i < d/2 is
+//    paired with i + d/2 and rotated by position · theta^(-2i/d).
+//  - Grouped-query attention: n_kv_head key/value heads, each shared by n_head / n_kv_head
+//    query heads (n_kv_head = n_head: plain multi-head attention).
+//  - RMSNorm in float32 whatever the input's dtype, then cast back, as transformers does.
+//  - Biases: none (Llama), on q/k/v (Qwen2: AttentionBias::kQkv), or on q/k/v/o (Llama's
+//    attention_bias: kAll).
+// The parameters' names are transformers' without "model." (embed_tokens, layers.N.self_attn.
+// q_proj, ..., norm, lm_head), so a Hugging Face folder maps one to one (models/hf_llama.h).
+// Initialisation as transformers': normal (0, 0.02) for every Linear and the embedding, zero
+// biases, unit norms. Dropout (ModelOptions::dropout) on the attention weights only, as
+// transformers' attention_dropout.
+// FLOPs per token for MFU (PaLM, appendix B): 6·N + 12·L·H·d_head·T, N the parameters of the
+// matmuls and norms: without the input embedding when untied (a lookup, not a matmul); with
+// it once when tied (it is then the output layer's).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include "models/model.h"
+#include "models/model_options.h"
+
+namespace ddptrain {
+
+struct LlamaConfig {
+  int64_t n_layer = 2;
+  int64_t n_head = 2;
+  int64_t n_kv_head = 2;  // key/value heads; n_head must be a multiple
+  int64_t n_embd = 64;
+  int64_t intermediate_size = 192;  // the SwiGLU MLP's hidden width
+  int64_t block_size = 64;          // the training window: the longest sequence forward takes
+  int64_t max_positions = 64;       // config.json's max_position_embeddings (>= block_size)
+  int64_t vocab_size = 256;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_embeddings = false;
+  AttentionBias attention_bias = AttentionBias::kNone;
+  double dropout = 0.0;           // on the attention weights
+  bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)
+
+  int64_t head_dim() const { return n_embd / n_head; }
+};
+
+/// The default MLP width for a model of width n_embd: 8/3 · n_embd (SwiGLU's three matrices
+/// then hold as many weights as GPT's two of 4x), rounded up to a multiple of 64.
+int64_t default_intermediate_size(int64_t n_embd);
+
+struct LlamaRmsNormImpl : torch::nn::Module {
+  LlamaRmsNormImpl(int64_t dim, double eps);
+  at::Tensor forward(const at::Tensor& x);
+  double eps;
+  at::Tensor weight;
+};
+TORCH_MODULE(LlamaRmsNorm);
+
+/// cos and sin (T, head_dim) of the rotary embedding at positions 0..T-1, in float32.
+std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, int64_t head_dim, double theta,
+                                                 const at::TensorOptions& device);
+
+struct LlamaAttentionImpl : torch::nn::Module {
+  explicit LlamaAttentionImpl(const LlamaConfig& c);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+  int64_t n_head, n_kv_head, head_dim;
+  double dropout;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(LlamaAttention);
+
+struct LlamaMlpImpl : torch::nn::Module {
+  explicit LlamaMlpImpl(const LlamaConfig& c);
+  at::Tensor forward(const at::Tensor& x);
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(LlamaMlp);
+
+struct LlamaLayerImpl : torch::nn::Module {
+  explicit LlamaLayerImpl(const LlamaConfig& c);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+  LlamaAttention self_attn{nullptr};
+  LlamaMlp mlp{nullptr};
+  LlamaRmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(LlamaLayer);
+
+class LlamaImpl : public Model {
+ public:
+  explicit LlamaImpl(const LlamaConfig& c);
+  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
+  at::Tensor forward(const at::Tensor& tokens) override;
+  int64_t train_flops_per_sample() const override;  // block_size tokens
+  std::string describe() const override;
+  /// 6·N + 12·L·H·d_head·T at T = block_size.
+  int64_t train_flops_per_token() const;
+  /// The N of the FLOPs formula (see the file's comment).
+  int64_t matmul_params() const;
+  const LlamaConfig& config() const { return cfg_; }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  LlamaRmsNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied
+
+ private:
+  LlamaConfig cfg_;
+  std::vector<LlamaLayer> layers_;
+};
+TORCH_MODULE(Llama);
+
+}  // namespace ddptrain

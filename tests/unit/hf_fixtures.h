@@ -1,0 +1,77 @@
+// The Hugging Face tests' helpers (HfGpt2.*, HfLlama.*): folders made and read by
+// transformers itself through tests/python/hf.py, and the comparison of logits.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include "util/error.h"
+
+namespace hf_fixtures {
+
+inline std::string hf_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+/// tests/python/hf.py ARGS; "" on success, else its output.
+inline std::string hf_python(const std::string& args) {
+  const std::string log = testing::TempDir() + "hf_py_" + std::to_string(::getpid()) + ".log";
+  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR + "/tests/python/hf.py " +
+                          args + " > " + log + " 2>&1";
+  if (std::system(cmd.c_str()) == 0) return "";
+  std::ifstream in(log);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline bool has_transformers() {
+  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " -c 'import transformers' > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+#define SKIP_WITHOUT_TRANSFORMERS()                                                          \
+  if (!hf_fixtures::has_transformers())                                                      \
+  GTEST_SKIP() << DDPTRAIN_PYTHON << " has no transformers (pip's torch builds install it: " \
+               << "scripts/install_deps.sh test); the Hugging Face tests need transformers itself"
+
+inline at::Tensor tokens(int64_t b, int64_t t, int64_t vocab) {
+  return ((at::arange(b * t, at::kLong) * 7 + 3) % vocab).reshape({b, t});
+}
+
+// transformers' logits (B, T, V) and loss on the same tokens.
+inline std::pair<at::Tensor, double> transformers_logits(const std::string& dir, int64_t b, int64_t t,
+                                                         int64_t vocab) {
+  const std::string out = dir + ".logits";
+  const std::string err =
+      hf_python("logits " + dir + " " + std::to_string(b) + " " + std::to_string(t) + " " + out);
+  EXPECT_EQ(err, "") << err;
+  std::ifstream in(out, std::ios::binary);
+  at::Tensor l = at::empty({b, t, vocab}, at::kFloat);
+  in.read(static_cast<char*>(l.data_ptr()), static_cast<std::streamsize>(l.nbytes()));
+  EXPECT_TRUE(in.good()) << out;
+  double loss = 0;
+  std::ifstream(out + ".loss") >> loss;
+  return {l, loss};
+}
+
+inline std::string folder_error(const std::function<void()>& f) {
+  try {
+    f();
+    return "";
+  } catch (const ddptrain::UsageError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace hf_fixtures

@@ -1,0 +1,198 @@
+// The readers of a Hugging Face folder under hostile input (#31's fuzz targets): seeded mutation
+// loops over the safetensors reader (a file's bytes flipped, cut short, grown) and the config
+// readers (fields replaced by values of every JSON kind, removed, or the text's bytes flipped).
+// Each input is read or refused with a UsageError naming the file (or the field): never another
+// error, a crash, a hang or an allocation the file's size does not justify. And the file reader
+// reads what the writer wrote, bitwise, as the in-memory reader does.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "checkpoint/hf_folder.h"
+#include "models/hf_llama.h"
+#include "models/hf_model.h"
+#include "models/llama.h"
+#include "serialize/safetensors.h"
+#include "util/error.h"
+
+using namespace ddptrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string readers_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + name + "_" + std::to_string(::getpid());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void readers_put(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+NamedTensors varied_tensors() {
+  return {{"a.weight", at::randn({3, 5})},
+          {"b.bias", at::randn({7}).to(at::kBFloat16)},
+          {"c.half", at::randn({2, 2, 2}).to(at::kHalf)},
+          {"d.ids", at::arange(6, at::kLong).reshape({2, 3})},
+          {"e.empty", at::empty({0, 4})},
+          {"f.flag", at::ones({3}, at::kBool)}};
+}
+
+}  // namespace
+
+TEST(HfReaders, TheFileReaderReadsWhatTheWriterWroteAsTheInMemoryReaderDoes) {
+  const std::string dir = readers_dir("st_roundtrip");
+  const NamedTensors tensors = varied_tensors();
+  const std::string bytes = safetensors_bytes(tensors, {{"format", "pt"}});
+  readers_put(dir + "/m.safetensors", bytes);
+  const SafetensorsFile file(dir + "/m.safetensors");
+  const NamedTensors in_memory = read_safetensors(bytes, "bytes");
+  ASSERT_EQ(file.entries().size(), tensors.size());
+  ASSERT_EQ(in_memory.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor t = file.read(file.entries()[i]);
+    EXPECT_EQ(file.entries()[i].name, tensors[i].first);  // the writer sorts; these are sorted already
+    EXPECT_EQ(t.scalar_type(), tensors[i].second.scalar_type()) << tensors[i].first;
+    EXPECT_TRUE(t.equal(tensors[i].second)) << tensors[i].first;
+    EXPECT_TRUE(in_memory[i].second.equal(t)) << tensors[i].first;
+  }
+  // A header claiming a tensor of 2^80 bytes is refused before anything is allocated.
+  std::string huge = R"({"x":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]}})";
+  huge.append((8 - huge.size() % 8) % 8, ' ');
+  std::string file_bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) file_bytes[i] = static_cast<char>((huge.size() >> (8 * i)) & 0xff);
+  readers_put(dir + "/huge.safetensors", file_bytes + huge + "abcd");
+  try {
+    SafetensorsFile bad(dir + "/huge.safetensors");
+    ADD_FAILURE() << "accepted a shape of 2^80 bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'x' has a shape that is not one"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HfReaders, MutatedSafetensorsAreReadOrRefusedNamingTheFile) {
+  const std::string dir = readers_dir("st_fuzz");
+  at::manual_seed(1);
+  const std::string seed = safetensors_bytes(varied_tensors(), {{"format", "pt"}});
+  const uint64_t header_end = 8 + static_cast<uint8_t>(seed[0]) + 256u * static_cast<uint8_t>(seed[1]);
+  std::mt19937 rng(20261204);
+  int read = 0, refused = 0;
+  for (int round = 0; round < 800; ++round) {
+    std::string bytes = seed;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const uint32_t kind = rng() % 5;
+      if (kind <= 2 && !bytes.empty()) {  // a byte: of the length (0), of the header (1), anywhere (2)
+        const size_t span = kind == 0 ? 8 : kind == 1 ? header_end : bytes.size();
+        bytes[rng() % std::min(span, bytes.size())] =
+            static_cast<char>(kind == 1 ? "{}[]\":,0129-e. "[rng() % 15] : rng());
+      } else if (kind == 3) {
+        bytes.resize(rng() % (bytes.size() + 1));
+      } else {
+        bytes.append(rng() % 17, static_cast<char>(rng()));
+      }
+    }
+    const std::string folder = dir + "/f" + std::to_string(round % 5);
+    fs::create_directories(folder);
+    readers_put(folder + "/config.json", "{}");
+    readers_put(folder + "/model.safetensors", bytes);
+    try {
+      const NamedTensors got = read_hf_tensors(folder);
+      for (const auto& [name, t] : got) EXPECT_TRUE(t.defined()) << name;
+      ++read;
+    } catch (const UsageError& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(folder + "/model.safetensors"), std::string::npos)
+          << "round " << round << ": " << e.what();
+    }
+  }
+  std::printf("800 mutated safetensors files: %d read, %d refused naming the file\n", read, refused);
+  EXPECT_GT(read, 0);
+  EXPECT_GT(refused, 0);
+}
+
+TEST(HfReaders, MutatedConfigsApplyOrAreRefusedNamingTheField) {
+  const std::string dir = readers_dir("config_fuzz");
+  LlamaConfig c;
+  c.n_layer = 2, c.n_head = 4, c.n_kv_head = 2, c.n_embd = 32, c.intermediate_size = 48;
+  const nlohmann::json llama = nlohmann::json::parse(hf_llama_config_json(c));
+  c.attention_bias = AttentionBias::kQkv;
+  const nlohmann::json qwen2 = nlohmann::json::parse(hf_llama_config_json(c));
+  const nlohmann::json gpt2 = {{"model_type", "gpt2"},
+                               {"n_layer", 2},
+                               {"n_head", 2},
+                               {"n_embd", 32},
+                               {"n_positions", 16},
+                               {"vocab_size", 96},
+                               {"activation_function", "gelu_new"}};
+  const std::vector<nlohmann::json> seeds = {llama, qwen2, gpt2};
+  const std::vector<nlohmann::json> values = {nullptr,
+                                              true,
+                                              false,
+                                              0,
+                                              -1,
+                                              1,
+                                              7,
+                                              4096,
+                                              2147483648LL,
+                                              -2147483649LL,
+                                              18446744073709551615ULL,
+                                              1e30,
+                                              -0.5,
+                                              2.0,
+                                              1e-300,
+                                              "llama",
+                                              "",
+                                              "silu",
+                                              nlohmann::json::array(),
+                                              nlohmann::json::object(),
+                                              {{"rope_type", "yarn"}},
+                                              {{"rope_theta", "x"}},
+                                              {1, 2}};
+  std::mt19937 rng(20261205);
+  int applied = 0, refused = 0;
+  for (int round = 0; round < 1500; ++round) {
+    nlohmann::json config = seeds[static_cast<size_t>(round) % seeds.size()];
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : config.items()) keys.push_back(k);
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const std::string& key = keys[rng() % keys.size()];
+      if (rng() % 6 == 0)
+        config.erase(key);
+      else
+        config[key] = values[rng() % values.size()];
+    }
+    std::string text = config.dump();
+    if (round % 4 == 3) text[rng() % text.size()] = "{}[]\":,0 x"[rng() % 10];  // the text itself
+    const std::string folder = dir + "/c" + std::to_string(round % 5);
+    fs::create_directories(folder);
+    readers_put(folder + "/config.json", text);
+    ModelOptions o;
+    try {
+      apply_hf_config(read_hf_config(folder), folder + "/config.json", o);
+      EXPECT_TRUE(o.n_layer >= 1 && o.n_head >= 1 && o.n_embd >= 1 && o.vocab_size >= 1) << text;
+      if (o.model == ModelKind::kLlama) {
+        EXPECT_TRUE(o.n_kv_head >= 1 && o.intermediate_size >= 1 && o.max_positions >= 1) << text;
+        EXPECT_EQ(int64_t{o.n_embd} % o.n_head, 0) << text;
+      }
+      ++applied;
+    } catch (const UsageError& e) {
+      ++refused;
+      EXPECT_NE(std::string(e.what()).find(folder + "/config.json"), std::string::npos)
+          << "round " << round << ": " << e.what();
+    }
+  }
+  std::printf("1500 mutated configs: %d applied, %d refused naming the file\n", applied, refused);
+  EXPECT_GT(applied, 0);
+  EXPECT_GT(refused, 0);
+}
