@@ -532,7 +532,7 @@ tf.LlamaForCausalLM(c).save_pretrained('$TMP/big', max_shard_size='50GB')
     "$BIN" train --init_from_hf "$TMP/big" --dataset tokens --block_size 64 --batch_size 1 --max_steps 1 \
       --num_workers 1 --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" > "$TMP/load.log" 2>&1 ||
       fail "$TMP/load.log"
-    read -r read_mib ms <<< "$(sed -n 's/.*initial weights from .* tensors, \([0-9]*\) MiB read in \([0-9]*\) ms.*/\1 \2/p' "$TMP/load.log")"
+    read -r read_mib ms <<< "$(sed -n 's/.*initial weights from .* tensors, \([0-9]*\) MiB of weights read in \([0-9]*\) ms.*/\1 \2/p' "$TMP/load.log")"
     awk -v r="$r" -v m="$mib" -v a="$t0" -v b="$t1" -v rm="$read_mib" -v ms="$ms" \
       'BEGIN {printf "%-6s %-22.0f %.0f (%d MiB in %d ms)\n", r, m / (b - a), rm / (ms / 1000), rm, ms}'
   done

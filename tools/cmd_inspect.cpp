@@ -158,6 +158,11 @@ int inspect_model(const std::vector<std::string>& args) {
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
+  const ModelOptions defaults;
+  DDP_USAGE_CHECK(
+      mo.model == ModelKind::kLlama || (mo.n_kv_head == 0 && mo.intermediate_size == 0 &&
+                                        !mo.tie_embeddings && mo.attention_bias == defaults.attention_bias),
+      "--n_kv_head, --intermediate_size, --tie_embeddings and --attention_bias apply to --model llama");
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kLlama) return inspect_llama(mo);
   if (mo.model == ModelKind::kTorchscript) {

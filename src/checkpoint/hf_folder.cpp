@@ -38,6 +38,8 @@ NamedTensors read_shard(const std::string& path) {
     NamedTensors out;
     for (const SafetensorsEntry& e : file.entries()) out.emplace_back(e.name, file.read(e));
     return out;
+  } catch (const std::bad_alloc&) {
+    throw;  // the machine's limit, not the file's fault
   } catch (const std::exception& e) {
     throw UsageError(str("'", path, "' is not readable: ", e.what()));
   }

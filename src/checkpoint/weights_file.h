@@ -1,8 +1,8 @@
 // A file of initial weights (--init_from): a Python torch.save(model.state_dict()) file, a
 // safetensors file (ours from `ddptrain export`, or Hugging Face's), with the "module."
-// prefix of a state_dict saved from a DDP-wrapped model removed; or a Hugging Face GPT-2
-// folder (config.json + safetensors: checkpoint/hf_folder.h), its weights as Gpt's
-// (models/hf_gpt2.h).
+// prefix of a state_dict saved from a DDP-wrapped model removed; or a Hugging Face folder of
+// GPT-2 or the Llama family (config.json + safetensors: checkpoint/hf_folder.h), its weights
+// as the model's (models/hf_model.h).
 #pragma once
 
 #include <string>

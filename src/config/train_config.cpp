@@ -26,7 +26,8 @@ std::vector<Flag> data_flags(TrainConfig& c) {
           "tensors reads DIR/train.pt and DIR/test.pt; image_folder DIR/train/<class>/<image>.jpg|png "
           "(and DIR/val/...); webdataset tar shards of KEY.jpg|png + KEY.cls (--data_path, --val_path); "
           "tokens (synthetic), text (bytes of "
-          "--data_path) and token_shards (pre-tokenized files: nanoGPT's .bin, llm.c's) are for gpt"),
+          "--data_path) and token_shards (pre-tokenized files: nanoGPT's .bin, llm.c's) are for gpt and "
+          "llama"),
       bind_flag("data_dir", &c.data.data_dir,
                 "directory of the dataset's files: needed for mnist, cifar10, tensors and image_folder; "
                 "fashion-mnist "
@@ -109,13 +110,21 @@ std::vector<Flag> model_flags(TrainConfig& c) {
       bind_flag("tie_embeddings", &c.model.tie_embeddings, "llama: the output layer is the token embedding"),
       bind_choice("attention_bias", &c.model.attention_bias, attention_bias_choices(),
                   "llama: biases on q/k/v (qkv: Qwen2's) or on q/k/v/o (all); none: Llama's"),
+      bind_flag("pad_token_id", &c.model.pad_token_id,
+                "llama: the padding token, whose embedding row gets no gradient (transformers' padding_idx; "
+                "-1 = none)"),
+      bind_flag("bos_token_id", &c.model.bos_token_id,
+                "llama: the first token of a sequence, for an export's config.json (-1 = none)"),
+      bind_flag("eos_token_id", &c.model.eos_token_id,
+                "llama: the end of a sequence, for an export's config.json (-1 = none)"),
       bind_flag(
           "init_from_hf", &c.model.init_from_hf,
           "a Hugging Face folder (save_pretrained's config.json and model.safetensors) of GPT-2 (--model "
           "gpt) or Llama, Qwen2, Mistral (--model llama): the model's sizes from its config, its initial "
           "weights from its tensors"),
       bind_flag("dropout", &c.model.dropout,
-                "dropout probability (mini_resnet: inside each residual block; 0 = the reference model)"),
+                "dropout probability (mini_resnet: inside each residual block; gpt: embeddings, attention "
+                "weights, residual branches; llama: attention weights; 0 = the reference model)"),
       bind_choice("memory_format", &c.model.memory_format, memory_format_choices(),
                   "the layout of mini_resnet's weights and images (auto: channels_last, faster with oneDNN "
                   "and cuDNN)"),
@@ -212,7 +221,7 @@ std::vector<Flag> output_flags(TrainConfig& c) {
       bind_flag("init_from", &c.trainer.checkpoint.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
                 "\"module.\" prefix is removed), a model.pt, a .safetensors file (ddptrain export), or a "
-                "Hugging Face GPT-2 folder (see --init_from_hf)"),
+                "Hugging Face folder (see --init_from_hf)"),
       bind_flag("eval_every", &c.trainer.loop.eval_every,
                 "evaluate on the test split every N epochs and after the last (0 = never)"),
       bind_flag(

@@ -351,7 +351,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
         throw OptionError(
             {{&opts.dataset, "dataset"}},
             str("{0}=", word(opts.dataset),
-                " holds token sequences: train it with a GPT model (TokenSpec::block_size > 0)"),
+                " holds token sequences: train it with a GPT or Llama model (TokenSpec::block_size > 0)"),
             kDatasetsOwner)
             .within(&opts);
       if (opts.dataset == DatasetKind::kTokens) {

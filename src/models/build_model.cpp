@@ -27,6 +27,15 @@ void check_llama_sizes(const ModelOptions& o) {
                           "; rotary embeddings rotate pairs: pass e.g. {0:", c.n_head * 64, "}"),
                       kModelOptions)
         .within(&o);
+  for (const auto& [id, name] :
+       {std::pair{&o.pad_token_id, "pad_token_id"}, std::pair{&o.bos_token_id, "bos_token_id"},
+        std::pair{&o.eos_token_id, "eos_token_id"}})
+    if (*id >= c.vocab_size)
+      throw OptionError({{id, name}, {&o.vocab_size, "vocab_size"}},
+                        str("{0}=", *id, " is not a token of the ", c.vocab_size,
+                            "-token vocabulary ({1}); pass -1 for none"),
+                        kModelOptions)
+          .within(&o);
   if (c.max_positions < c.block_size)
     throw OptionError({{&o.max_positions, "max_positions"}, {&o.block_size, "block_size"}},
                       str("{1}=", c.block_size, " is longer than the model's {0}=", c.max_positions,
@@ -62,6 +71,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   c.rms_norm_eps = o.rms_norm_eps;
   c.tie_embeddings = o.tie_embeddings;
   c.attention_bias = o.attention_bias;
+  c.pad_token_id = o.pad_token_id, c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
   c.dropout = o.dropout;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   return c;

@@ -37,7 +37,7 @@ T hf_field(const nlohmann::json& config, const char* key, const std::string& ori
     }
     if (v.is_number_float()) {
       const double d = v.get<double>();
-      if (!(d == std::floor(d) && d >= lo && d <= hi)) throw wrong();
+      if (!(d == std::floor(d) && d >= lo && d < hi + 1.0)) throw wrong();  // hi + 1: 2^31, 2^63 exactly
       return static_cast<T>(d);
     }
     if (!v.is_number()) throw wrong();

@@ -1,6 +1,7 @@
 #include "models/hf_llama.h"
 
 #include <map>
+#include <tuple>
 
 #include "models/hf_config_fields.h"
 #include "util/error.h"
@@ -19,63 +20,114 @@ bool name_ends_with(const std::string& name, const std::string& end) {
   return name.size() >= end.size() && name.compare(name.size() - end.size(), std::string::npos, end) == 0;
 }
 
-// The rotation's base: transformers 5's rope_parameters, or the older top-level rope_theta;
-// scaled rotations (Llama 3.1's "llama3", "linear", "yarn", ...) are not computed.
+// What transformers' config class assumes for a field config.json leaves out, by model_type.
+struct FamilyDefaults {
+  int layers, heads, kv_heads, hidden, intermediate, positions, vocab;  // kv_heads 0: = heads
+  int window;  // the sliding window when one is used and sliding_window is left out
+};
+
+FamilyDefaults family_defaults(const std::string& type) {
+  if (type == "qwen2") return {32, 32, 32, 4096, 22016, 32768, 151936, 4096};
+  if (type == "mistral") return {32, 32, 8, 4096, 14336, 131072, 32000, 4096};
+  return {32, 32, 0, 4096, 11008, 2048, 32000, 0};  // llama
+}
+
+// The rotation's base, where transformers takes it: rope_scaling over rope_parameters (transformers
+// 5) over the older top-level rope_theta; scaled rotations (Llama 3.1's "llama3", "linear",
+// "yarn", ...) and parameters per layer type are not computed.
 double rope_theta_of(const nlohmann::json& c, const std::string& origin) {
+  double theta = hf_field<double>(c, "rope_theta", origin, 10000.0);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    if (!c.contains(key) || !c[key].is_object()) continue;
+    if (!c.contains(key) || c[key].is_null()) continue;
     const nlohmann::json& rope = c[key];
+    llama_unsupported(rope.is_object(), origin, str(key, " ", rope.dump(), " (not an object)"));
+    for (const auto& [k, v] : rope.items())
+      llama_unsupported(!v.is_object(), origin, str(key, " per layer type ('", k, "')"));
     const auto type = hf_field<std::string>(rope, "rope_type", origin,
                                             hf_field<std::string>(rope, "type", origin, "default"));
     llama_unsupported(type == "default", origin,
                       str(key, ".rope_type '", type, "' (scaled rotary embeddings)"));
+    theta = hf_field<double>(rope, "rope_theta", origin, theta);
   }
-  const double top = hf_field<double>(c, "rope_theta", origin, 10000.0);
-  if (c.contains("rope_parameters") && c["rope_parameters"].is_object())
-    return hf_field<double>(c["rope_parameters"], "rope_theta", origin, top);
-  return top;
+  return theta;
 }
 
-// The sizes, each >= 1 and each equal to the flag the user set, if any.
-void apply_llama_sizes(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
-  const int heads = hf_field<int>(c, "num_attention_heads", origin, 32);  // defaults: LlamaConfig's
+// The sliding window a layer of this config computes (0: none): Mistral's; Qwen2's when used and
+// some layer slides (layer_types, or the layers from max_window_layers on).
+int sliding_window_of(const nlohmann::json& c, const std::string& type, const std::string& origin,
+                      int layers) {
+  bool used = type == "mistral";
+  if (type == "qwen2" && hf_field<bool>(c, "use_sliding_window", origin, false)) {
+    used = hf_field<int>(c, "max_window_layers", origin, 28) < layers;
+    if (c.contains("layer_types") && c["layer_types"].is_array()) {
+      used = false;
+      for (const auto& t : c["layer_types"]) used = used || t == "sliding_attention";
+    }
+  }
+  if (!used) return 0;
+  return hf_field<int>(c, "sliding_window", origin, family_defaults(type).window);
+}
+
+// The sizes, each >= 1 and each equal to the flag the user set, if any. A sliding window shorter
+// than max_position_embeddings caps the model's positions: within it the window changes nothing.
+void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const std::string& origin,
+                       ModelOptions& o) {
+  const FamilyDefaults d = family_defaults(type);
+  const int heads = hf_field<int>(c, "num_attention_heads", origin, d.heads);
+  const int layers = hf_field<int>(c, "num_hidden_layers", origin, d.layers);
+  const int window = sliding_window_of(c, type, origin, layers);
+  int positions = hf_field<int>(c, "max_position_embeddings", origin, d.positions);
+  if (window > 0 && window < positions) positions = window;
   const struct {
     int* field;
     const char* name;
     const char* key;
     int value;
-  } sizes[] = {
-      {&o.n_layer, "n_layer", "num_hidden_layers", hf_field<int>(c, "num_hidden_layers", origin, 32)},
-      {&o.n_head, "n_head", "num_attention_heads", heads},
-      {&o.n_kv_head, "n_kv_head", "num_key_value_heads",
-       hf_field<int>(c, "num_key_value_heads", origin, heads)},
-      {&o.n_embd, "n_embd", "hidden_size", hf_field<int>(c, "hidden_size", origin, 4096)},
-      {&o.intermediate_size, "intermediate_size", "intermediate_size",
-       hf_field<int>(c, "intermediate_size", origin, 11008)},
-      {&o.max_positions, "max_positions", "max_position_embeddings",
-       hf_field<int>(c, "max_position_embeddings", origin, 2048)},
-      {&o.vocab_size, "vocab_size", "vocab_size", hf_field<int>(c, "vocab_size", origin, 32000)}};
+  } sizes[] = {{&o.n_layer, "n_layer", "num_hidden_layers", layers},
+               {&o.n_head, "n_head", "num_attention_heads", heads},
+               {&o.n_kv_head, "n_kv_head", "num_key_value_heads",
+                hf_field<int>(c, "num_key_value_heads", origin, d.kv_heads > 0 ? d.kv_heads : heads)},
+               {&o.n_embd, "n_embd", "hidden_size", hf_field<int>(c, "hidden_size", origin, d.hidden)},
+               {&o.intermediate_size, "intermediate_size", "intermediate_size",
+                hf_field<int>(c, "intermediate_size", origin, d.intermediate)},
+               {&o.max_positions, "max_positions",
+                window > 0 ? "the sliding window" : "max_position_embeddings", positions},
+               {&o.vocab_size, "vocab_size", "vocab_size", hf_field<int>(c, "vocab_size", origin, d.vocab)}};
   for (const auto& s : sizes) {
     llama_unsupported(s.value >= 1, origin, str(s.key, " ", s.value, " (below 1)"));
     hf_set(s.field, s.name, s.value, 0, s.key, o);
   }
-  if (o.block_size == 0)
-    o.block_size = o.max_positions;  // a shorter window is the run's (checked when built)
-  const int head_dim = hf_field<int>(c, "head_dim", origin, o.n_embd / o.n_head);
-  llama_unsupported(
-      head_dim * o.n_head == o.n_embd, origin,
-      str("head_dim ", head_dim, " (not hidden_size / num_attention_heads = ", o.n_embd / o.n_head, ")"));
-}
-
-// A sliding window (Mistral's, Qwen2's when used) changes nothing within a window no longer than it.
-void check_sliding_window(const nlohmann::json& c, const std::string& type, const std::string& origin,
-                          const ModelOptions& o) {
-  const bool used =
-      type == "mistral" || (type == "qwen2" && hf_field<bool>(c, "use_sliding_window", origin, false));
-  const int window = used ? hf_field<int>(c, "sliding_window", origin, 0) : 0;
+  if (o.block_size == 0) o.block_size = o.max_positions;  // a shorter window is the run's
   llama_unsupported(window <= 0 || window >= o.block_size, origin,
                     str("sliding_window ", window, " is shorter than the training window ", o.block_size,
                         " (attention limited to a window; pass --block_size ", window, " or less)"));
+  llama_unsupported(o.n_embd % o.n_head == 0, origin,
+                    str("hidden_size ", o.n_embd, " is not a multiple of num_attention_heads ", o.n_head));
+  const int head_dim = hf_field<int>(c, "head_dim", origin, o.n_embd / o.n_head);
+  llama_unsupported(
+      int64_t{head_dim} * o.n_head == o.n_embd, origin,
+      str("head_dim ", head_dim, " (not hidden_size / num_attention_heads = ", o.n_embd / o.n_head, ")"));
+}
+
+// The token ids: pad's embedding row gets no gradient (transformers' padding_idx); bos and eos are
+// carried to an export's config.json. Each in [0, vocab_size) or none.
+void apply_token_ids(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
+  for (const auto& [field, name, key] : {std::tuple{&o.pad_token_id, "pad_token_id", "pad_token_id"},
+                                         std::tuple{&o.bos_token_id, "bos_token_id", "bos_token_id"},
+                                         std::tuple{&o.eos_token_id, "eos_token_id", "eos_token_id"}}) {
+    // eos may be a list (Llama 3.1's): its first is the one written back; all are ids.
+    nlohmann::json v = c.contains(key) ? c[key] : nlohmann::json();
+    if (v.is_array()) {
+      for (const auto& id : v)
+        llama_unsupported(id.is_number_integer(), origin, str(key, " ", v.dump(), " (not token ids)"));
+      v = v.empty() ? nlohmann::json() : v[0];
+    }
+    const nlohmann::json one = {{key, v}};
+    const int id = hf_field<int>(one, key, origin, -1);
+    llama_unsupported(id == -1 || (id >= 0 && id < o.vocab_size), origin,
+                      str(key, " ", id, " (not a token of the ", o.vocab_size, "-token vocabulary)"));
+    hf_set(field, name, id, -1, key, o);
+  }
 }
 
 }  // namespace
@@ -84,13 +136,14 @@ void apply_hf_llama_config(const nlohmann::json& c, const std::string& origin, M
   const auto type = hf_field<std::string>(c, "model_type", origin, "");
   DDP_USAGE_CHECK(type == "llama" || type == "qwen2" || type == "mistral", "'", origin, "': model_type '",
                   type, "' is not of the Llama family (llama, qwen2, mistral)");
-  apply_llama_sizes(c, origin, o);
-  check_sliding_window(c, type, origin, o);
+  apply_llama_sizes(c, type, origin, o);
+  apply_token_ids(c, origin, o);
   const auto act = hf_field<std::string>(c, "hidden_act", origin, "silu");
-  llama_unsupported(act == "silu", origin, str("hidden_act '", act, "' (the SwiGLU MLP's is silu)"));
-  llama_unsupported(!hf_field<bool>(c, "mlp_bias", origin, false), origin, "mlp_bias true");
-  const int tp = hf_field<int>(c, "pretraining_tp", origin, 1);
-  llama_unsupported(tp <= 1, origin, str("pretraining_tp ", tp, " (a sliced output layer)"));
+  llama_unsupported(act == "silu" || act == "swish", origin,
+                    str("hidden_act '", act, "' (the SwiGLU MLP's is silu)"));
+  // Qwen2 and Mistral fix their biases in code; only Llama's config chooses them.
+  if (type == "llama")
+    llama_unsupported(!hf_field<bool>(c, "mlp_bias", origin, false), origin, "mlp_bias true");
   const ModelOptions defaults;
   hf_set(&o.rope_theta, "rope_theta", rope_theta_of(c, origin), defaults.rope_theta, "rope_theta", o);
   hf_set(&o.rms_norm_eps, "rms_norm_eps", hf_field<double>(c, "rms_norm_eps", origin, 1e-6),
@@ -102,9 +155,10 @@ void apply_hf_llama_config(const nlohmann::json& c, const std::string& origin, M
                       "ModelOptions")
         .within(&o);
   o.tie_embeddings = tied;
-  const AttentionBias bias = type == "qwen2"                                      ? AttentionBias::kQkv
-                             : hf_field<bool>(c, "attention_bias", origin, false) ? AttentionBias::kAll
-                                                                                  : AttentionBias::kNone;
+  const AttentionBias bias = type == "qwen2" ? AttentionBias::kQkv
+                             : type == "llama" && hf_field<bool>(c, "attention_bias", origin, false)
+                                 ? AttentionBias::kAll
+                                 : AttentionBias::kNone;
   if (o.attention_bias != defaults.attention_bias && o.attention_bias != bias)
     throw OptionError({{&o.attention_bias, "attention_bias"}, {&o.init_from_hf, "init_from_hf"}},
                       str("{0}=", word(o.attention_bias), " differs from {1}'s config.json (model_type '",
@@ -204,13 +258,16 @@ std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype)
                       {"attention_dropout", c.dropout},
                       {"initializer_range", 0.02},
                       {"dtype", dtype}};
+  for (const auto& [key, id] :
+       {std::pair{"pad_token_id", c.pad_token_id}, std::pair{"bos_token_id", c.bos_token_id},
+        std::pair{"eos_token_id", c.eos_token_id}})
+    j[key] = id >= 0 ? nlohmann::json(id) : nlohmann::json();
   if (qwen2) {
     j["use_sliding_window"] = false;
   } else {
     j["head_dim"] = c.head_dim();
     j["attention_bias"] = c.attention_bias == AttentionBias::kAll;
     j["mlp_bias"] = false;
-    j["pretraining_tp"] = 1;
   }
   return j.dump(2) + "\n";
 }

@@ -26,8 +26,11 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.slice(-1, h), x.slice(-1, 0, h)}, -1);
 }
 
+// In float32 whatever x's dtype, then back to it: transformers rotates a bf16 query by float32
+// cos/sin (the result float32, cast to bf16 by autocast for attention).
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + rotate_half(x) * sin;
+  const at::Tensor xf = x.to(at::kFloat);
+  return (xf * cos + rotate_half(xf) * sin).to(x.scalar_type());
 }
 
 }  // namespace
@@ -42,13 +45,13 @@ at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
-std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, int64_t head_dim, double theta,
-                                                 const at::TensorOptions& device) {
-  const auto f32 = device.dtype(at::kFloat);
-  // As transformers computes it: theta^(2i/d) in float32, its reciprocal, times the position.
-  const at::Tensor inv_freq =
-      1.0 / at::pow(theta, at::arange(0, head_dim, 2, device.dtype(at::kLong)).to(at::kFloat) / head_dim);
-  const at::Tensor freqs = at::outer(at::arange(T, f32), inv_freq);
+at::Tensor rotary_inv_freq(int64_t head_dim, double theta) {
+  // As transformers computes it: theta^(2i/d) in float32, its reciprocal.
+  return 1.0 / at::pow(theta, at::arange(0, head_dim, 2, at::kLong).to(at::kFloat) / head_dim);
+}
+
+std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, const at::Tensor& inv_freq) {
+  const at::Tensor freqs = at::outer(at::arange(T, inv_freq.options()), inv_freq);  // position x frequency
   const at::Tensor emb = at::cat({freqs, freqs}, -1);
   return {emb.cos(), emb.sin()};
 }
@@ -67,8 +70,8 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   const int64_t B = x.size(0), T = x.size(1);
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
   at::Tensor q = heads(q_proj(x), n_head), k = heads(k_proj(x), n_kv_head), v = heads(v_proj(x), n_kv_head);
-  q = apply_rotary(q, cos.to(q.scalar_type()), sin.to(q.scalar_type()));
-  k = apply_rotary(k, cos.to(k.scalar_type()), sin.to(k.scalar_type()));
+  q = apply_rotary(q, cos, sin);
+  k = apply_rotary(k, cos, sin);
   if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
     k = k.repeat_interleave(n_head / n_kv_head, 1);
     v = v.repeat_interleave(n_head / n_kv_head, 1);
@@ -110,10 +113,16 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
                   " must be n_head=", c.n_head, " times an even head size, e.g. ", c.n_head * 64);
   DDP_USAGE_CHECK(c.n_head % c.n_kv_head == 0, "LlamaConfig::n_head=", c.n_head,
                   " must be a multiple of n_kv_head=", c.n_kv_head);
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  DDP_USAGE_CHECK(c.pad_token_id >= -1 && c.pad_token_id < c.vocab_size,
+                  "LlamaConfig::pad_token_id=", c.pad_token_id, " is not a token of the ", c.vocab_size,
+                  "-token vocabulary (-1: none)");
+  torch::nn::EmbeddingOptions embedding(c.vocab_size, c.n_embd);
+  if (c.pad_token_id >= 0) embedding.padding_idx(c.pad_token_id);
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(embedding));
   {
     torch::NoGradGuard no_grad;
     torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
+    if (c.pad_token_id >= 0) embed_tokens->weight[c.pad_token_id].zero_();
   }
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -123,6 +132,7 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
   }
   norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
   if (!c.tie_embeddings) lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
+  inv_freq_ = rotary_inv_freq(c.head_dim(), c.rope_theta);
 }
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
@@ -130,7 +140,7 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
             cfg_.block_size);
   at::Tensor x = embed_tokens(tokens);
-  const auto [cos, sin] = rotary_cos_sin(T, cfg_.head_dim(), cfg_.rope_theta, tokens.options());
+  const auto [cos, sin] = rotary_cos_sin(T, inv_freq_.to(tokens.device()));
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
   for (size_t i = 0; i < layers_.size(); ++i) {
     LlamaLayer layer = layers_[i];

@@ -14,7 +14,7 @@
 // The parameters' names are transformers' without "model." (embed_tokens, layers.N.self_attn.
 // q_proj, ..., norm, lm_head), so a Hugging Face folder maps one to one (models/hf_llama.h).
 // Initialisation as transformers': normal (0, 0.02) for every Linear and the embedding, zero
-// biases, unit norms. Dropout (ModelOptions::dropout) on the attention weights only, as
+// biases and padding row, unit norms. Dropout (ModelOptions::dropout) on the attention weights only, as
 // transformers' attention_dropout.
 // FLOPs per token for MFU (PaLM, appendix B): 6·N + 12·L·H·d_head·T, N the parameters of the
 // matmuls and norms: without the input embedding when untied (a lookup, not a matmul); with
@@ -46,6 +46,9 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   bool tie_embeddings = false;
   AttentionBias attention_bias = AttentionBias::kNone;
+  int64_t pad_token_id = -1;  // the embedding's padding row: zero at init, no gradient (-1: none)
+  int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: none)
+  int64_t eos_token_id = -1;
   double dropout = 0.0;           // on the attention weights
   bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)
 
@@ -64,9 +67,13 @@ struct LlamaRmsNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(LlamaRmsNorm);
 
-/// cos and sin (T, head_dim) of the rotary embedding at positions 0..T-1, in float32.
-std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, int64_t head_dim, double theta,
-                                                 const at::TensorOptions& device);
+/// The rotation's frequencies theta^(-2i/d), i < d/2, in float32 on the CPU, as transformers
+/// computes them.
+at::Tensor rotary_inv_freq(int64_t head_dim, double theta);
+
+/// cos and sin (T, head_dim) of the rotary embedding at positions 0..T-1, in float32 on
+/// inv_freq's device.
+std::pair<at::Tensor, at::Tensor> rotary_cos_sin(int64_t T, const at::Tensor& inv_freq);
 
 struct LlamaAttentionImpl : torch::nn::Module {
   explicit LlamaAttentionImpl(const LlamaConfig& c);
@@ -114,6 +121,7 @@ class LlamaImpl : public Model {
  private:
   LlamaConfig cfg_;
   std::vector<LlamaLayer> layers_;
+  at::Tensor inv_freq_;  // CPU; not a buffer (not state: it follows from the config)
 };
 TORCH_MODULE(Llama);
 

@@ -34,17 +34,17 @@ void validate_script(const ModelOptions& m, const DataOptions& data) {
                       kModelOwner);
 }
 
-// The model the data needs: gpt reads tokens, the image models images.
+// The model the data needs: gpt and llama read tokens, the image models images.
 void check_model_reads_the_data(const ModelOptions& m, const DataOptions& data) {
-  const bool token_data = is_token_dataset(data.dataset), gpt = is_decoder_model(m.model);
+  const bool token_data = is_token_dataset(data.dataset), decoder = is_decoder_model(m.model);
   const std::string kind = word(data.dataset);
   const OptionField model{&m.model, "model"}, dataset{&data.dataset, "DataOptions::dataset"};
-  if (gpt && !token_data)
+  if (decoder && !token_data)
     throw OptionError({model, dataset, {&data.data_path, "DataOptions::data_path"}},
                       str("{0:", word(m.model), "} reads tokens, not {1:", kind,
                           "}; pass {1:tokens} (synthetic), {1:text} {2:FILE} or {1:token_shards}"),
                       kModelOwner);
-  if (!gpt && token_data)
+  if (!decoder && token_data)
     throw OptionError(
         {model, dataset},
         str("{1:", kind, "} holds token sequences; pass {0:gpt} or {0:llama} (or an image dataset for {0:",
@@ -88,17 +88,25 @@ void validate_llama_fields(const ModelOptions& m) {
   const OptionField kv{&m.n_kv_head, "n_kv_head"}, inner{&m.intermediate_size, "intermediate_size"},
       positions{&m.max_positions, "max_positions"}, theta{&m.rope_theta, "rope_theta"},
       eps{&m.rms_norm_eps, "rms_norm_eps"}, tie{&m.tie_embeddings, "tie_embeddings"},
-      bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"};
+      bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"},
+      pad{&m.pad_token_id, "pad_token_id"}, bos{&m.bos_token_id, "bos_token_id"},
+      eos{&m.eos_token_id, "eos_token_id"};
   if (m.model != ModelKind::kLlama) {
     if (m.n_kv_head != 0 || m.intermediate_size != 0 || m.max_positions != 0 ||
         m.rope_theta != defaults.rope_theta || m.rms_norm_eps != defaults.rms_norm_eps ||
-        m.tie_embeddings != defaults.tie_embeddings || m.attention_bias != defaults.attention_bias)
-      throw OptionError({kv, inner, positions, theta, eps, tie, bias, model},
-                        str("{0}, {1}, {2}, {3}, {4}, {5} and {6} apply to {7:llama}; {7:", word(m.model),
-                            "} has none: drop them"),
+        m.tie_embeddings != defaults.tie_embeddings || m.attention_bias != defaults.attention_bias ||
+        m.pad_token_id != -1 || m.bos_token_id != -1 || m.eos_token_id != -1)
+      throw OptionError({kv, inner, positions, theta, eps, tie, bias, pad, bos, eos, model},
+                        str("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8} and {9} apply to {10:llama}; {10:",
+                            word(m.model), "} has none: drop them"),
                         kModelOwner);
     return;
   }
+  for (const OptionField& id : {pad, bos, eos})
+    if (*static_cast<const int*>(id.address) < -1)
+      throw OptionError(
+          {id}, str("{0}=", *static_cast<const int*>(id.address), " is not a token id; pass -1 for none"),
+          kModelOwner);
   check_option_non_negative(m.n_kv_head, "n_kv_head", "pass 0 for n_head (no grouping)", kModelOwner);
   check_option_non_negative(m.intermediate_size, "intermediate_size", "pass 0 for 8/3 x n_embd", kModelOwner);
   check_option_non_negative(m.max_positions, "max_positions", "pass 0 for block_size", kModelOwner);

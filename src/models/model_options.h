@@ -77,6 +77,9 @@ struct ModelOptions {
   double rms_norm_eps = 1e-6;                           // RMSNorm's epsilon
   bool tie_embeddings = false;                          // lm_head is the token embedding
   AttentionBias attention_bias = AttentionBias::kNone;  // qkv: Qwen2's; all: q/k/v/o [attention_bias]
+  int pad_token_id = -1;  // its embedding row gets no gradient, as transformers' padding_idx (-1: none)
+  int bos_token_id = -1;  // carried to an export's config.json (-1: none)
+  int eos_token_id = -1;
   std::string init_from_hf;  // gpt, llama: a Hugging Face folder: its sizes (and, in train, its weights)
   double dropout = 0.0;      // inside each residual block (0: the reference model)
   std::string model_path;    // torchscript: the scripted module's file

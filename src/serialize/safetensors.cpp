@@ -82,8 +82,16 @@ std::vector<SafetensorsEntry> parse_header(const std::string& json, uint64_t dat
     std::vector<uint64_t> offsets;
     std::string dtype;
     try {
-      e.shape = entry.at("shape").get<std::vector<int64_t>>();
-      offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      for (const auto& d : entry.at("shape")) {
+        DDP_CHECK(d.is_number_integer(), origin, ": tensor '", name, "' has shape ", entry.at("shape").dump(),
+                  ", not of whole numbers");
+        e.shape.push_back(d.get<int64_t>());
+      }
+      for (const auto& d : entry.at("data_offsets")) {
+        DDP_CHECK(d.is_number_unsigned(), origin, ": tensor '", name, "' has data_offsets ",
+                  entry.at("data_offsets").dump(), ", not byte offsets");
+        offsets.push_back(d.get<uint64_t>());
+      }
       dtype = entry.at("dtype").get<std::string>();
     } catch (const nlohmann::json::exception& ex) {
       throw Error(
@@ -103,6 +111,18 @@ std::vector<SafetensorsEntry> parse_header(const std::string& json, uint64_t dat
     e.begin = offsets[0], e.end = offsets[1];
     out.push_back(std::move(e));
   }
+  // As safetensors' own reader: the tensors tile the data, no gap, no overlap, nothing after.
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  for (const SafetensorsEntry& e : out) {
+    DDP_CHECK(e.begin == expected, origin, ": tensor '", e.name, "' starts at byte ", e.begin,
+              " of the data, not ", expected, " (a gap or an overlap)");
+    expected = e.end;
+  }
+  DDP_CHECK(expected == data_size, origin, ": the tensors end at byte ", expected, " of data of ", data_size,
+            " bytes");
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
 }
@@ -154,8 +174,10 @@ SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
 
 at::Tensor SafetensorsFile::read(const SafetensorsEntry& e) const {
   at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+  errno = 0;
   DDP_CHECK(read_fully_at(fd_, t.data_ptr(), t.nbytes(), static_cast<int64_t>(data_start_ + e.begin)), path_,
-            ": tensor '", e.name, "' could not be read (the file shrank?)");
+            ": tensor '", e.name, "' could not be read (",
+            errno != 0 ? std::strerror(errno) : "the file shrank", ")");
   return t;
 }
 

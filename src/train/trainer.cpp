@@ -89,7 +89,7 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const L
         .within(&o);
   }
   log.info(str("initial weights from ", from, " (", weights.size(), " tensors, ", static_cast<int64_t>(mib),
-               " MiB read in ", static_cast<int64_t>(seconds * 1000), " ms)"));
+               " MiB of weights read in ", static_cast<int64_t>(seconds * 1000), " ms)"));
   return model;
 }
 

@@ -66,7 +66,8 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
         {{&o.init_from, "checkpoint.init_from"}},
         str("{0}='", OptionError::literal(o.init_from),
             "' is not a file; pass a state_dict saved by torch.save(model.state_dict(), path), a "
-            ".safetensors file, or a Hugging Face GPT-2 folder (config.json and model.safetensors)"));
+            ".safetensors file, or a Hugging Face folder of GPT-2 or the Llama family (config.json and "
+            "model.safetensors)"));
 }
 
 void validate_report_options(const ReportOptions& o, const CheckpointOptions& checkpoint) {

@@ -90,6 +90,22 @@ TEST(HfLlama, LogitsAndLossEqualTransformersInEachArchitecture) {
   }
 }
 
+// A Mistral whose sliding window (8) is shorter than its positions (16): its weights load (the
+// model's positions are capped to the window) and within the window the logits are
+// transformers'.
+TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinIt) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string dir = hf_dir("hfl_mistral_window");
+  ASSERT_EQ(hf_python("make-arch mistral " + dir), "");
+  ASSERT_EQ(hf_python("config " + dir + " sliding_window=8"), "");
+  Llama m = load_llama(dir);
+  EXPECT_EQ(m->config().max_positions, 8);
+  EXPECT_EQ(m->config().block_size, 8);
+  const at::Tensor x = tokens(2, 8, 96);
+  const at::Tensor theirs = transformers_logits(dir, 2, 8, 96).first;
+  EXPECT_LT((m->forward(x).detach() - theirs).abs().max().item<double>(), 1e-5);
+}
+
 TEST(HfLlama, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   SKIP_WITHOUT_TRANSFORMERS();
   for (const std::string arch : {"llama", "qwen2"}) {
@@ -102,6 +118,8 @@ TEST(HfLlama, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
     write_hf_folder(out, hf_config_json(o, "float32"), model_to_hf(state, o), at::kFloat, 20 << 10);
     ASSERT_TRUE(fs::exists(out + "/model.safetensors.index.json")) << arch;
     EXPECT_EQ(read_hf_config(out)["model_type"], arch);
+    EXPECT_EQ(read_hf_config(out)["eos_token_id"], read_hf_config(src)["eos_token_id"]) << arch;
+    EXPECT_EQ(read_hf_config(out)["bos_token_id"], read_hf_config(src)["bos_token_id"]) << arch;
     const ModelOptions back_options = llama_options(out);
     EXPECT_EQ(hf_config_json(back_options, "float32"), hf_config_json(o, "float32"))
         << "the config round trip";
@@ -147,7 +165,11 @@ TEST(HfLlama, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
   expect(load(variant("hfl_mlp_bias", "mlp_bias=true")), "mlp_bias true");
   expect(load(variant("hfl_head_dim", "head_dim=16")),
          "head_dim 16 (not hidden_size / num_attention_heads = 8)");
-  expect(load(variant("hfl_window", "model_type='\"mistral\"' sliding_window=8")),
+  // A window shorter than the model's positions: refused for a longer training window.
+  ModelOptions window_16;
+  window_16.block_size = 16;
+  const std::string windowed = variant("hfl_window", "model_type='\"mistral\"' sliding_window=8");
+  expect(folder_error([&] { apply_hf_config(read_hf_config(windowed), windowed, window_16); }),
          "sliding_window 8 is shorter than the training window 16");
   expect(load(variant("hfl_layers", "num_hidden_layers=3")),
          "tensor 'model.layers.2.self_attn.q_proj.weight' is missing");

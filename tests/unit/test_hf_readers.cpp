@@ -196,3 +196,81 @@ TEST(HfReaders, MutatedConfigsApplyOrAreRefusedNamingTheField) {
   EXPECT_GT(applied, 0);
   EXPECT_GT(refused, 0);
 }
+
+// config.json read as transformers reads it, without transformers: each family's defaults for
+// what a file leaves out, sliding windows (Mistral's caps the model's positions; Qwen2's only
+// when some layer slides), where rope_theta comes from, and the token ids.
+TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
+  const auto read = [](const nlohmann::json& c, int block_size = 0) {
+    ModelOptions o;
+    o.block_size = block_size;
+    apply_hf_config(c, "config.json", o);
+    return o;
+  };
+  const auto refusal = [&](const nlohmann::json& c, int block_size = 0) {
+    try {
+      read(c, block_size);
+      return std::string();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+  };
+  ModelOptions o = read({{"model_type", "mistral"}});
+  EXPECT_EQ(o.n_kv_head, 8);  // MistralConfig's default, not num_attention_heads
+  EXPECT_EQ(o.intermediate_size, 14336);
+  EXPECT_EQ(o.max_positions, 4096);  // 131,072 capped by the default window of 4,096
+  EXPECT_EQ(o.block_size, 4096);
+  o = read({{"model_type", "qwen2"}});
+  EXPECT_EQ(o.vocab_size, 151936);
+  EXPECT_EQ(o.n_kv_head, 32);
+  EXPECT_EQ(o.max_positions, 32768);
+  EXPECT_EQ(o.attention_bias, AttentionBias::kQkv);
+  o = read({{"model_type", "llama"}, {"num_attention_heads", 8}});
+  EXPECT_EQ(o.n_kv_head, 8);  // Llama's: num_attention_heads
+  EXPECT_EQ(o.bos_token_id, -1);
+  // Mistral's window: within it, any block; beyond it, refused naming it.
+  const nlohmann::json mistral = {{"model_type", "mistral"},  {"max_position_embeddings", 16},
+                                  {"sliding_window", 8},      {"hidden_size", 32},
+                                  {"num_attention_heads", 4}, {"vocab_size", 96}};
+  EXPECT_EQ(read(mistral).max_positions, 8);
+  EXPECT_EQ(read(mistral, 4).block_size, 4);
+  EXPECT_NE(refusal(mistral, 16).find("sliding_window 8 is shorter than the training window 16"),
+            std::string::npos);
+  // Qwen2's window: used only for the layers from max_window_layers on.
+  nlohmann::json qwen2 = {
+      {"model_type", "qwen2"}, {"max_position_embeddings", 16}, {"use_sliding_window", true},
+      {"sliding_window", 8},   {"num_hidden_layers", 2},        {"max_window_layers", 28},
+      {"hidden_size", 32},     {"num_attention_heads", 4},      {"vocab_size", 96}};
+  EXPECT_EQ(read(qwen2).max_positions, 16);
+  qwen2["max_window_layers"] = 1;
+  EXPECT_EQ(read(qwen2).max_positions, 8);
+  qwen2["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(read(qwen2).max_positions, 16);
+  // rope_theta: rope_scaling over rope_parameters over the top level.
+  nlohmann::json rope = {{"model_type", "llama"}, {"rope_theta", 1.0e4}};
+  EXPECT_EQ(read(rope).rope_theta, 1.0e4);
+  rope["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5.0e5}};
+  EXPECT_EQ(read(rope).rope_theta, 5.0e5);
+  rope["rope_scaling"] = {{"rope_type", "default"}, {"rope_theta", 2.0e5}};
+  EXPECT_EQ(read(rope).rope_theta, 2.0e5);
+  rope["rope_parameters"] = {{"full_attention", {{"rope_theta", 1.0}}}};
+  EXPECT_NE(refusal(rope).find("rope_parameters per layer type ('full_attention')"), std::string::npos);
+  // Token ids: Llama 3.1's list of eos ids keeps its first; an id outside the vocabulary is named.
+  o = read({{"model_type", "llama"},
+            {"vocab_size", 300},
+            {"bos_token_id", 1},
+            {"eos_token_id", {2, 7}},
+            {"pad_token_id", 0}});
+  EXPECT_EQ(o.bos_token_id, 1);
+  EXPECT_EQ(o.eos_token_id, 2);
+  EXPECT_EQ(o.pad_token_id, 0);
+  EXPECT_NE(refusal({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", 300}})
+                .find("pad_token_id 300 (not a token of the 300-token vocabulary)"),
+            std::string::npos);
+  // What Qwen2 and Mistral fix in code is not read from their config; Llama's is.
+  EXPECT_EQ(read({{"model_type", "mistral"}, {"attention_bias", true}}).attention_bias, AttentionBias::kNone);
+  EXPECT_EQ(read({{"model_type", "llama"}, {"attention_bias", true}}).attention_bias, AttentionBias::kAll);
+  EXPECT_NE(refusal({{"model_type", "llama"}, {"hidden_size", 30}, {"num_attention_heads", 4}})
+                .find("hidden_size 30 is not a multiple of num_attention_heads 4"),
+            std::string::npos);
+}

@@ -93,7 +93,7 @@ TEST(Llama, CausalMaskingAndRelativePositions) {
   EXPECT_THROW(m->forward(torch::zeros({1, 17}, at::kLong)), Error);
   // A query at i and a key at j, both rotated: their product depends on i - j only.
   const int64_t d = 8;
-  const auto [cos, sin] = rotary_cos_sin(12, d, 500.0, at::TensorOptions());
+  const auto [cos, sin] = rotary_cos_sin(12, rotary_inv_freq(d, 500.0));
   const at::Tensor q = torch::randn({d}), k = torch::randn({d});
   const auto rotated = [&](const at::Tensor& x, int64_t pos) {
     const at::Tensor half = at::cat({-x.slice(0, d / 2), x.slice(0, 0, d / 2)});
@@ -144,6 +144,20 @@ TEST(Llama, RecomputeGivesBitwiseEqualGradientsWithDropout) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(plain[i].equal(recomputed[i])) << "parameter " << i;
 }
 
+// transformers' padding_idx: the padding token's embedding row starts at zero and gets no gradient.
+TEST(Llama, ThePaddingTokensEmbeddingRowGetsNoGradient) {
+  LlamaConfig c = small_llama();
+  c.pad_token_id = 3;
+  torch::manual_seed(7);
+  Llama m(c);
+  EXPECT_EQ(m->embed_tokens->weight[3].abs().max().item<double>(), 0.0);
+  const at::Tensor tokens = at::tensor({3, 5, 3, 9, 3, 1}, at::kLong).reshape({2, 3});
+  m->forward(tokens).sum().backward();
+  const at::Tensor g = m->embed_tokens->weight.grad();
+  EXPECT_EQ(g[3].abs().max().item<double>(), 0.0);
+  EXPECT_GT(g[5].abs().max().item<double>(), 0.0);
+}
+
 TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
   const std::vector<std::string> base = {"--model", "llama", "--dataset", "tokens", "--gpt_preset", "debug"};
   const auto err = [&](std::vector<std::string> extra) {
@@ -170,6 +184,8 @@ TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
   EXPECT_NE(built_error({"--max_positions", "32"}).find("block_size=64 is longer than the model's"),
             std::string::npos);
   EXPECT_EQ(built_error({"--n_kv_head", "1", "--tie_embeddings", "--attention_bias", "qkv"}), "");
+  EXPECT_NE(built_error({"--pad_token_id", "256"}).find("pad_token_id=256 is not a token of the 256-token"),
+            std::string::npos);
   EXPECT_NE(err({"--rope_theta", "0"}).find("--rope_theta=0 must be in (0, 1e12)"), std::string::npos);
   EXPECT_NE(err({"--rms_norm_eps", "-1"}).find("--rms_norm_eps=-1 must be in (0, 1)"), std::string::npos);
   EXPECT_NE(err({"--gpt_activation", "gelu_tanh"}).find("--gpt_activation applies to --model gpt"),
