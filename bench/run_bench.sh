@@ -36,8 +36,9 @@
 # 15. token shards: the loader alone (tokens/s, one loader thread) on a 256 MiB nanoGPT .bin,
 #     and GPT debug (block 256, vocabulary 50,257) training on it against synthetic tokens,
 #     BENCH_ROUNDS interleaved rounds.
-# 16. Llama against GPT at GPT-2 124M's sizes (block 256, fp32): tokens/s, and the ratio of
-#     FLOP/s (the two count nearly the same FLOPs per token), BENCH_ROUNDS interleaved rounds;
+# 16. Llama against GPT at GPT-2 124M's sizes (block 256, fp32): tokens/s of GPT, Llama tied
+#     (GPT-2's parameter count) and untied (+38.6M), and the ratios of FLOP/s (all count nearly
+#     the same FLOPs per token), BENCH_ROUNDS interleaved rounds;
 # 17. loading a Hugging Face Llama folder of about 1 GiB (made by transformers): ddptrain's
 #     read of the weights against `cat file > /dev/null`, both from the page cache.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
@@ -483,29 +484,35 @@ done
 
 echo
 echo "== 16. Llama against GPT at GPT-2 124M's sizes (block 256, batch 2, world 1, fp32, AdamW), $ROUNDS interleaved rounds =="
-# decoder_tps MODEL -> tokens/s (training, after the first log interval)
+# decoder_tps MODEL [flags] -> tokens/s (training, after the first log interval)
 decoder_tps() {
+  local model=$1
+  shift
   rm -f "$TMP/m.jsonl"
   rm -rf "$TMP"/ckpt*
-  "$BIN" train --model "$1" --gpt_preset gpt2-124m --block_size 256 --dataset tokens --batch_size 2 \
+  "$BIN" train --model "$model" --gpt_preset gpt2-124m --block_size 256 --dataset tokens --batch_size 2 \
     --optimizer adamw --lr 3e-4 --epochs 1 --max_steps 9 --log_interval 3 --num_workers 1 --no-use_amp \
-    --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" > "$TMP/dec.log" 2>&1 ||
+    --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" "$@" > "$TMP/dec.log" 2>&1 ||
     fail "$TMP/dec.log"
   summary "$TMP/m.jsonl" | awk '{print $5}'
 }
-# flops MODEL -> training FLOPs per token at block 256 (ddptrain inspect model)
+# flops MODEL [flags] -> training FLOPs per token at block 256 (ddptrain inspect model)
 flops() {
-  "$BIN" inspect model --model "$1" --gpt_preset gpt2-124m --block_size 256 | sed -n 's/^training FLOPs per token.*: \([0-9]*\) .*/\1/p'
+  "$BIN" inspect model --model "$@" --gpt_preset gpt2-124m --block_size 256 |
+    sed -n 's/^training FLOPs per token.*: \([0-9]*\) .*/\1/p'
 }
 gpt_flops=$(flops gpt)
-llama_flops=$(flops llama)
-echo "training FLOPs per token: gpt $gpt_flops, llama $llama_flops (llama: untied, SwiGLU 2048, no biases)"
-printf '%-6s %-16s %-18s %s\n' round "gpt tokens/s" "llama tokens/s" "llama/gpt FLOP/s"
+tied_flops=$(flops llama --tie_embeddings)
+untied_flops=$(flops llama)
+echo "training FLOPs per token: gpt $gpt_flops, llama tied $tied_flops (123.6M parameters, as GPT-2's 124.4M), llama untied $untied_flops (162.1M)"
+printf '%-6s %-14s %-18s %-20s %-22s %s\n' round "gpt tokens/s" "llama tied tok/s" "llama untied tok/s" \
+  "tied/gpt FLOP/s" "untied/gpt FLOP/s"
 for r in $(seq 1 "$ROUNDS"); do
   g=$(decoder_tps gpt)
-  l=$(decoder_tps llama)
-  awk -v r="$r" -v g="$g" -v l="$l" -v gf="$gpt_flops" -v lf="$llama_flops" \
-    'BEGIN {printf "%-6s %-16.0f %-18.0f %.3f\n", r, g, l, (l * lf) / (g * gf)}'
+  t=$(decoder_tps llama --tie_embeddings)
+  u=$(decoder_tps llama)
+  awk -v r="$r" -v g="$g" -v t="$t" -v u="$u" -v gf="$gpt_flops" -v tf="$tied_flops" -v uf="$untied_flops" \
+    'BEGIN {printf "%-6s %-14.0f %-18.0f %-20.0f %-22.3f %.3f\n", r, g, t, u, (t * tf) / (g * gf), (u * uf) / (g * gf)}'
 done
 
 echo
