@@ -2,6 +2,8 @@
 // and the loader's batches do not depend on the number of workers.
 #include <gtest/gtest.h>
 
+#include <torch/version.h>
+
 #include <atomic>
 #include <set>
 
@@ -320,7 +322,14 @@ TEST(Data, LoaderThreadsRunASamplesOpsInlineNotInAnIntraOpTeam) {
   }
   ASSERT_NE(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"), nullptr) << "this LibTorch runs no OpenMP";
   EXPECT_GE(base, 2) << "the calling thread's op started no team: the probe proves nothing";
-  EXPECT_LE(probe.most.load(), base + 2) << "the loader's 2 threads opened intra-op teams of their own";
+  // LibTorch 1.13's first op in a thread (its lazy init, here at::get_num_threads() in each
+  // loader thread) calls at::set_num_threads, which there recreates the global pthreadpool
+  // unconditionally (newer releases skip an equal count): the new pool's thread is started
+  // before the old one is gone, one thread more for a moment (gdb: pthreadpool_create under
+  // at::set_num_threads). Teams would add a thread per loader thread, beyond that.
+  const int transient = TORCH_VERSION_MAJOR < 2 ? 1 : 0;
+  EXPECT_LE(probe.most.load(), base + 2 + transient)
+      << "the loader's 2 threads opened intra-op teams of their own";
   EXPECT_GT(at::get_num_threads(), 1) << "the calling thread's own team size changed";
 }
 
