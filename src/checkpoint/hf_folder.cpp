@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "serialize/safetensors.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 namespace {
@@ -99,8 +100,7 @@ void write_hf_folder(const std::string& dir, const std::string& config_json, con
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name == kSingle || name == kIndex ||
-        (name.rfind("model-", 0) == 0 && name.size() > 12 &&
-         name.compare(name.size() - 12, 12, ".safetensors") == 0))
+        (name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors")))
       fs::remove(e.path());
   }
   NamedTensors converted;

@@ -8,6 +8,7 @@
 
 #include "models/hf_config_fields.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 namespace {
@@ -17,19 +18,13 @@ constexpr const char* kPrefix = "transformer.";
 bool is_conv1d(const std::string& name) {
   for (const char* s :
        {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
-    if (name.size() > std::string(s).size() &&
-        name.compare(name.size() - std::string(s).size(), std::string::npos, s) == 0)
-      return true;
+    if (ends_with(name, s)) return true;
   return false;
 }
 
 // The causal-mask buffers of older files: not weights.
 bool is_mask_buffer(const std::string& name) {
-  const auto ends = [&](const char* s) {
-    const std::string e(s);
-    return name.size() >= e.size() && name.compare(name.size() - e.size(), std::string::npos, e) == 0;
-  };
-  return ends(".attn.bias") || ends(".attn.masked_bias");
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
 }
 
 void unsupported(bool ok, const std::string& origin, const std::string& what) {

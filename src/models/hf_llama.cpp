@@ -5,6 +5,7 @@
 
 #include "models/hf_config_fields.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 namespace {
@@ -14,10 +15,6 @@ constexpr const char* kLmHead = "lm_head.weight";
 
 void llama_unsupported(bool ok, const std::string& origin, const std::string& what) {
   hf_unsupported(ok, origin, what, "Llama");
-}
-
-bool name_ends_with(const std::string& name, const std::string& end) {
-  return name.size() >= end.size() && name.compare(name.size() - end.size(), std::string::npos, end) == 0;
 }
 
 // What transformers' config class assumes for a field config.json leaves out, by model_type.
@@ -206,7 +203,7 @@ NamedTensors llama_from_hf(const NamedTensors& hf, const LlamaConfig& c, const s
   for (const auto& [stored, t] : hf) {
     const std::string name =
         stored.rfind(kModelPrefix, 0) == 0 ? stored.substr(std::string(kModelPrefix).size()) : stored;
-    if (name_ends_with(name, ".rotary_emb.inv_freq")) continue;  // a buffer of older files
+    if (ends_with(name, ".rotary_emb.inv_freq")) continue;  // a buffer of older files
     if (c.tie_embeddings && name == kLmHead) {
       tied_head = t;
       continue;

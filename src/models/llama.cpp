@@ -140,7 +140,9 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
             cfg_.block_size);
   at::Tensor x = embed_tokens(tokens);
-  const auto [cos, sin] = rotary_cos_sin(T, inv_freq_.to(tokens.device()));
+  if (inv_freq_.device() != tokens.device())
+    inv_freq_ = inv_freq_.to(tokens.device());  // once, not a copy a step
+  const auto [cos, sin] = rotary_cos_sin(T, inv_freq_);
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
   for (size_t i = 0; i < layers_.size(); ++i) {
     LlamaLayer layer = layers_[i];

@@ -121,7 +121,7 @@ class LlamaImpl : public Model {
  private:
   LlamaConfig cfg_;
   std::vector<LlamaLayer> layers_;
-  at::Tensor inv_freq_;  // CPU; not a buffer (not state: it follows from the config)
+  at::Tensor inv_freq_;  // computed on the CPU, then kept on the tokens' device; not a buffer (not state)
 };
 TORCH_MODULE(Llama);
 

@@ -15,6 +15,11 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
+/// Whether s ends with suffix.
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), std::string::npos, suffix) == 0;
+}
+
 /// One number through a printf format: fmt("%.4f", loss).
 inline std::string fmt(const char* format, double v) {
   char buf[64];

@@ -19,22 +19,33 @@
 using namespace ddptrain::e2e;
 namespace fs = std::filesystem;
 
+namespace {
+
+bool has_transformers() { return run({python(), "-c", "import transformers"}, {}, 60).exit_code == 0; }
+
+// nanoGPT's token file (uint16) of n tokens (i * 37 + offset) % 96, for the test models' 96-token
+// vocabulary.
+void write_tokens(const std::string& path, int n, int offset) {
+  std::string bytes;
+  for (int i = 0; i < n; ++i) {
+    const auto tok = static_cast<uint16_t>((i * 37 + offset) % 96);
+    bytes.append(reinterpret_cast<const char*>(&tok), 2);
+  }
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
 TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads) {
-  if (run({python(), "-c", "import transformers"}, {}, 60).exit_code != 0)
+  if (!has_transformers())
     GTEST_SKIP() << python()
                  << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
   const std::string dir = fresh_dir("hf_e2e");
   ProcResult make = run({python(), source_dir() + "/tests/python/hf.py", "make", dir + "/gpt2"}, {}, 120);
   ASSERT_EQ(make.exit_code, 0) << make.output;
   // nanoGPT's token files (uint16) of the model's 96-token vocabulary: 64 windows to train, 8 to validate.
-  for (const auto& [name, n] : {std::pair{"train.bin", 64 * 16 + 1}, std::pair{"val.bin", 8 * 16 + 1}}) {
-    std::string bytes;
-    for (int i = 0; i < n; ++i) {
-      const auto tok = static_cast<uint16_t>((i * 37 + n) % 96);
-      bytes.append(reinterpret_cast<const char*>(&tok), 2);
-    }
-    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
-  }
+  for (const auto& [name, n] : {std::pair{"train.bin", 64 * 16 + 1}, std::pair{"val.bin", 8 * 16 + 1}})
+    write_tokens(dir + "/" + name, n, n);
   const std::vector<std::string> train = {"train",
                                           "--model",
                                           "gpt",
@@ -106,19 +117,14 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
 // window shorter than the model's positions; the export is Qwen2 again, with the model's
 // max_position_embeddings, and transformers loads it.
 TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoads) {
-  if (run({python(), "-c", "import transformers"}, {}, 60).exit_code != 0)
+  if (!has_transformers())
     GTEST_SKIP() << python()
                  << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
   const std::string dir = fresh_dir("hf_llama_e2e");
   ProcResult make =
       run({python(), source_dir() + "/tests/python/hf.py", "make-arch", "qwen2", dir + "/qwen2"}, {}, 120);
   ASSERT_EQ(make.exit_code, 0) << make.output;
-  std::string bytes;
-  for (int i = 0; i < 64 * 8 + 1; ++i) {
-    const auto tok = static_cast<uint16_t>((i * 37 + 5) % 96);
-    bytes.append(reinterpret_cast<const char*>(&tok), 2);
-  }
-  std::ofstream(dir + "/train.bin", std::ios::binary) << bytes;
+  write_tokens(dir + "/train.bin", 64 * 8 + 1, 5);
   const std::vector<std::string> train = {"train",
                                           "--init_from_hf",
                                           dir + "/qwen2",
@@ -179,16 +185,11 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
 // weights within 1e-5, for GPT-2, Llama (grouped-query attention, untied) and Qwen2 (q/k/v
 // biases, tied); both moved away from the folder's weights.
 TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
-  if (run({python(), "-c", "import transformers"}, {}, 60).exit_code != 0)
+  if (!has_transformers())
     GTEST_SKIP() << python()
                  << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
   const std::string dir = fresh_dir("hf_parity");
-  std::string bytes;
-  for (int i = 0; i < 64 * 16 + 1; ++i) {
-    const auto tok = static_cast<uint16_t>((i * 37 + 1025) % 96);
-    bytes.append(reinterpret_cast<const char*>(&tok), 2);
-  }
-  std::ofstream(dir + "/train.bin", std::ios::binary) << bytes;
+  write_tokens(dir + "/train.bin", 64 * 16 + 1, 1025);
   const std::string hf_py = source_dir() + "/tests/python/hf.py",
                     close_py = source_dir() + "/tests/python/script_model.py";
   for (const std::string arch : {"gpt2", "llama", "qwen2"}) {

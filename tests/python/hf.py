@@ -28,11 +28,21 @@ def make(d, shard=None):
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=16, vocab_size=96, activation_function="gelu_new",
                      bos_token_id=95, eos_token_id=95)
-    model = GPT2LMHeadModel(cfg)
-    with torch.no_grad():  # biases and LayerNorms away from their 0/1 init, so a misplaced one shows
-        for name, p in model.named_parameters():
+    perturb_and_save(GPT2LMHeadModel(cfg), d, shard, weight_scale=1)
+
+
+def perturb_and_save(model, d, shard, weight_scale):
+    """Biases and norms moved away from their 0/1 init, so that a misplaced one shows, and the
+    matrices scaled by weight_scale (10: logits far from 0); then save_pretrained(d), in shards
+    of `shard` when given."""
+    import torch
+
+    with torch.no_grad():
+        for _, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.1)
+            elif weight_scale != 1:
+                p.mul_(weight_scale)
     kwargs = {"max_shard_size": shard} if shard else {}
     model.save_pretrained(d, **kwargs)
 
@@ -61,14 +71,7 @@ def make_arch(arch, d, shard=None):
         model = tf.MistralForCausalLM(cfg)
     else:
         sys.exit(f"hf.py: unknown architecture {arch!r}")
-    with torch.no_grad():  # biases and norms away from their 0/1 init, so a misplaced one shows; weights
-        for name, p in model.named_parameters():  # 10x theirs, so that the logits are far from 0
-            if p.dim() == 1:
-                p.add_(torch.randn_like(p) * 0.1)
-            else:
-                p.mul_(10)
-    kwargs = {"max_shard_size": shard} if shard else {}
-    model.save_pretrained(d, **kwargs)
+    perturb_and_save(model, d, shard, weight_scale=10)
 
 
 def logits(d, b, t, out):

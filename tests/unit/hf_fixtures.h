@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -63,6 +65,26 @@ inline std::pair<at::Tensor, double> transformers_logits(const std::string& dir,
   double loss = 0;
   std::ifstream(out + ".loss") >> loss;
   return {l, loss};
+}
+
+/// A copy of folder `src` named `name`, with tests/python/hf.py's config KEY=JSON changes applied.
+inline std::string hf_variant(const std::string& src, const std::string& name,
+                              const std::string& config_change) {
+  const std::string v = hf_dir(name);
+  std::filesystem::copy(src, v, std::filesystem::copy_options::recursive);
+  if (!config_change.empty()) {
+    EXPECT_EQ(hf_python("config " + v + " " + config_change), "");
+  }
+  return v;
+}
+
+/// The .safetensors files of a folder, by name, as transformers named them.
+inline std::vector<std::string> hf_shards(const std::string& dir) {
+  std::vector<std::string> shards;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.path().extension() == ".safetensors") shards.push_back(f.path().filename().string());
+  std::sort(shards.begin(), shards.end());
+  return shards;
 }
 
 inline std::string folder_error(const std::function<void()>& f) {

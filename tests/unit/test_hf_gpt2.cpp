@@ -6,7 +6,6 @@
 // interop Python has no transformers (Debian's torch 1.13) the tests say so and skip.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -115,13 +114,8 @@ TEST(HfGpt2, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
   const std::string d = hf_dir("hf_bad");
   ASSERT_EQ(hf_python("make " + d + " 20KB"), "");
   const auto load = [](const std::string& dir) { return folder_error([&] { load_gpt(dir); }); };
-  const auto variant = [&](const std::string& name, const std::string& config_change) {
-    const std::string v = hf_dir(name);
-    fs::copy(d, v, fs::copy_options::recursive);
-    if (!config_change.empty()) {
-      EXPECT_EQ(hf_python("config " + v + " " + config_change), "");
-    }
-    return v;
+  const auto variant = [&](const std::string& name, const std::string& change) {
+    return hf_variant(d, name, change);
   };
   std::string e = load(variant("hf_llama", "model_type='\"llama\"'"));
   EXPECT_NE(e.find("model_type 'llama' is not a model ddptrain reads"), std::string::npos) << e;
@@ -135,10 +129,7 @@ TEST(HfGpt2, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
   EXPECT_NE(e.find("tensor 'transformer.h.2.ln_1.weight' is missing"), std::string::npos) << e;
   e = load(variant("hf_wide", "n_embd=64"));
   EXPECT_NE(e.find("has shape"), std::string::npos) << e;
-  std::vector<std::string> shards;  // as transformers named them
-  for (const auto& f : fs::directory_iterator(d))
-    if (f.path().extension() == ".safetensors") shards.push_back(f.path().filename().string());
-  std::sort(shards.begin(), shards.end());
+  const std::vector<std::string> shards = hf_shards(d);
   ASSERT_GE(shards.size(), 3u);
   const std::string missing = variant("hf_missing", "");
   fs::remove(missing + "/" + shards[1]);

@@ -7,7 +7,6 @@
 // transformers (Debian's torch 1.13).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -144,13 +143,8 @@ TEST(HfLlama, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
   const std::string d = hf_dir("hfl_bad");
   ASSERT_EQ(hf_python("make-arch llama " + d + " 20KB"), "");
   const auto load = [](const std::string& dir) { return folder_error([&] { load_llama(dir); }); };
-  const auto variant = [&](const std::string& name, const std::string& config_change) {
-    const std::string v = hf_dir(name);
-    fs::copy(d, v, fs::copy_options::recursive);
-    if (!config_change.empty()) {
-      EXPECT_EQ(hf_python("config " + v + " " + config_change), "");
-    }
-    return v;
+  const auto variant = [&](const std::string& name, const std::string& change) {
+    return hf_variant(d, name, change);
   };
   const auto expect = [&](const std::string& e, const std::string& part) {
     EXPECT_NE(e.find(part), std::string::npos) << "wanted \"" << part << "\" in: " << e;
@@ -199,10 +193,7 @@ TEST(HfLlama, EveryFolderThatDoesNotFitIsNamedWithTheFileAndTheTensorOrField) {
     e = err.what();
   }
   expect(e, "ModelOptions::model=gpt cannot hold ModelOptions::init_from_hf's model_type 'llama'");
-  std::vector<std::string> shards;
-  for (const auto& f : fs::directory_iterator(d))
-    if (f.path().extension() == ".safetensors") shards.push_back(f.path().filename().string());
-  std::sort(shards.begin(), shards.end());
+  const std::vector<std::string> shards = hf_shards(d);
   ASSERT_GE(shards.size(), 2u);
   const std::string missing = variant("hfl_missing", "");
   fs::remove(missing + "/" + shards[1]);
