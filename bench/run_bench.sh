@@ -41,6 +41,10 @@
 #     the same FLOPs per token), BENCH_ROUNDS interleaved rounds;
 # 17. loading a Hugging Face Llama folder of about 1 GiB (made by transformers): ddptrain's
 #     read of the weights against `cat file > /dev/null`, both from the page cache.
+# 18. the optimizer step on CPU, fused (--fused_optimizer on: ATen's fused kernels) against
+#     torch::optim's loop: ms per optimizer phase (clipping included) of GPT at GPT-2 124M's
+#     sizes (124M parameters; block 64, batch 1, world 1, fp32), AdamW and SGD, BENCH_ROUNDS
+#     interleaved rounds.
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -544,3 +548,29 @@ tf.LlamaForCausalLM(c).save_pretrained('$TMP/big', max_shard_size='50GB')
       'BEGIN {printf "%-6s %-22.0f %.0f (%d MiB in %d ms)\n", r, m / (b - a), rm / (ms / 1000), rm, ms}'
   done
 fi
+
+echo
+echo "== 18. the optimizer step on CPU: fused against the loop (GPT at GPT-2 124M's sizes, clip 1.0), $ROUNDS interleaved rounds =="
+# opt_ms OPTIMIZER FUSED -> ms of the optimizer phase per step (after the first log interval)
+opt_ms() {
+  rm -f "$TMP/m.jsonl"
+  rm -rf "$TMP"/ckpt*
+  "$BIN" train --model gpt --gpt_preset gpt2-124m --block_size 64 --dataset tokens --batch_size 1 \
+    --optimizer "$1" --fused_optimizer "$2" --clip_grad_norm 1.0 --lr 3e-4 --epochs 1 --max_steps 12 \
+    --log_interval 3 --num_workers 1 --no-use_amp --save_every 0 --eval_every 0 --checkpoint_dir "$TMP/ckpt" \
+    --metrics_file "$TMP/m.jsonl" > "$TMP/opt.log" 2>&1 || fail "$TMP/opt.log"
+  python3 -c "
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r['kind'] == 'step'][1:]
+print(sum(r['opt_ms'] for r in steps) / len(steps))" "$TMP/m.jsonl"
+}
+printf '%-6s %-16s %-16s %-12s %-16s %-16s %s\n' round "adamw loop ms" "adamw fused ms" "loop/fused" \
+  "sgd loop ms" "sgd fused ms" "loop/fused"
+for r in $(seq 1 "$ROUNDS"); do
+  al=$(opt_ms adamw off)
+  af=$(opt_ms adamw on)
+  sl=$(opt_ms sgd off)
+  sf=$(opt_ms sgd on)
+  awk -v r="$r" -v al="$al" -v af="$af" -v sl="$sl" -v sf="$sf" \
+    'BEGIN {printf "%-6s %-16.1f %-16.1f %-12.2f %-16.1f %-16.1f %.2f\n", r, al, af, al / af, sl, sf, sl / sf}'
+done

@@ -46,6 +46,7 @@
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "models/script_model.h"
+#include "optim/fused_optimizers.h"
 #include "train/callbacks.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"

@@ -155,6 +155,10 @@ std::vector<Flag> optimization_flags(TrainConfig& c) {
                 "step_cosine: optimizer steps of linear warmup"),
       bind_flag("min_lr_ratio", &c.trainer.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
       bind_flag("momentum", &c.optimizer.momentum, "SGD momentum"),
+      bind_choice(
+          "fused_optimizer", &c.optimizer.fused, fused_optimizer_choices(),
+          "ATen's fused kernels for the optimizer step (one per parameter group): auto on CUDA only "
+          "(on CPU the loop is bitwise Python's default), on everywhere (LibTorch >= 2.4), off: the loop"),
       bind_flag("adam_beta1", &c.optimizer.adam_beta1, "AdamW beta1"),
       bind_flag("adam_beta2", &c.optimizer.adam_beta2, "AdamW beta2"),
       bind_flag("weight_decay", &c.optimizer.weight_decay,

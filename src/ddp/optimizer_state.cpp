@@ -7,6 +7,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "optim/fused_optimizers.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -52,7 +53,9 @@ const char* optimizer_kind_name(OptimizerClass k) {
 
 std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full,
                                                  std::vector<optim::OptimizerParamGroup> g) {
-  switch (optimizer_kind(full)) {
+  const OptimizerClass kind = optimizer_kind(full);  // refuses what ZeRO cannot shard, first
+  if (is_fused_optimizer(full)) return fused_optimizer_like(full, std::move(g));
+  switch (kind) {
     case OptimizerClass::kSgd:
       return std::make_unique<optim::SGD>(std::move(g),
                                           static_cast<const optim::SGDOptions&>(full.defaults()));

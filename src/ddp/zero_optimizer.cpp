@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ddp/optimizer_state.h"
+#include "optim/grad_clip.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -73,16 +74,17 @@ std::vector<at::Tensor> ShardedOptimizer::attached_gradients() const {
   return out;
 }
 
-double ShardedOptimizer::clip_grad_norm(double max_norm) {
+at::Tensor ShardedOptimizer::clip_grad_norm(double max_norm) {
   torch::NoGradGuard no_grad;
   at::Tensor sq = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(ctx_.device()));
   for (const auto& g : attached_gradients()) sq += g.to(at::kDouble).pow(2).sum();
   std::vector<at::Tensor> total{sq};
   ctx_.all_reduce_sum(total, "ZeRO stage 2: the gradient's global norm from the shards");
-  const double norm = std::sqrt(total[0].item<double>());
-  const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
-  if (coef < 1)
-    for (auto& g : attached_gradients()) g.mul_(coef);
+  // On the device, no host read (Note [No host sync in a step], optim/grad_clip.h); a
+  // coefficient of 1 leaves the gradients as they are.
+  const at::Tensor norm = total[0].sqrt().reshape({});
+  const at::Tensor coef = clip_coefficient(norm, max_norm);
+  for (auto& g : attached_gradients()) g.mul_(coef);
   return norm;
 }
 

@@ -88,7 +88,7 @@ class ShardedOptimizer {
   std::vector<at::Tensor> attached_gradients() const;
   /// Stage 2: scales the shards so the global norm of the whole gradient is at most max_norm;
   /// returns that norm (before clipping). A collective.
-  double clip_grad_norm(double max_norm);
+  at::Tensor clip_grad_norm(double max_norm);
   /// fn(key, state) for each of the full optimizer's parameters that has state (key: its index
   /// over the parameter groups; state: its tensors, laid out like it), gathered bucket by
   /// bucket, so that a rank holds one bucket's state at a time, never the whole. A collective.

@@ -5,12 +5,32 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "optim/fused_optimizers.h"
+#include "util/error.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
 
+bool use_fused_optimizer(FusedOptimizer fused, const std::vector<at::Tensor>& params) {
+  switch (fused) {
+    case FusedOptimizer::kOff:
+      return false;
+    case FusedOptimizer::kOn:
+      if (!compat::kHasFusedOptimizers)
+        throw UsageError(
+            str("--fused_optimizer on (OptimizerOptions::fused) needs LibTorch 2.4 or later, which "
+                "has ATen's fused optimizer kernels; this build has ",
+                TORCH_VERSION, ": pass --fused_optimizer auto or off"));
+      return true;
+    case FusedOptimizer::kAuto:
+      return compat::kHasFusedOptimizers && !params.empty() && params.front().is_cuda();
+  }
+  return false;
+}
+
 std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions& o,
                                                          const std::vector<at::Tensor>& params) {
+  const bool fused = use_fused_optimizer(o.fused, params);
   if (o.optimizer == OptimizerKind::kAdamw) {
     std::vector<at::Tensor> decay, no_decay;
     for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -22,10 +42,12 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions&
     if (!no_decay.empty())
       groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                         torch::optim::AdamWOptions(opts).weight_decay(0.0)));
+    if (fused) return std::make_unique<FusedAdamW>(std::move(groups), opts);
     return std::make_unique<torch::optim::AdamW>(std::move(groups), opts);
   }
-  return std::make_unique<torch::optim::SGD>(
-      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  const auto sgd = torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay);
+  if (fused) return std::make_unique<FusedSGD>(params, sgd);
+  return std::make_unique<torch::optim::SGD>(params, sgd);
 }
 
 void set_lr(torch::optim::Optimizer& opt, double lr) {

@@ -20,6 +20,11 @@
 
 namespace ddptrain {
 
+/// Whether build_optimizer makes a fused optimizer for these parameters (FusedOptimizer's
+/// rule); on: a UsageError where LibTorch has no fused kernels (1.13).
+bool use_fused_optimizer(FusedOptimizer fused, const std::vector<at::Tensor>& params);
+
+/// AdamW or SGD per `o`, fused (optim/fused_optimizers.h) where use_fused_optimizer says.
 std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions& o,
                                                          const std::vector<at::Tensor>& params);
 

@@ -16,6 +16,19 @@ inline const Choices<OptimizerKind>& optimizer_choices() {
 }
 inline const char* word(OptimizerKind v) { return optimizer_choices().word(v); }
 
+// Which implementation steps the optimizer (Note [Fused optimizers], optim/fused_optimizers.h).
+// auto: fused on CUDA (what pays there: one kernel per group), the loop on CPU (bitwise
+// Python's default there, and the golden runs'); on: fused on every device (LibTorch >= 2.4);
+// off: torch::optim's loop everywhere.
+enum class FusedOptimizer { kAuto, kOn, kOff };
+
+inline const Choices<FusedOptimizer>& fused_optimizer_choices() {
+  static const Choices<FusedOptimizer> c{
+      {"auto", FusedOptimizer::kAuto}, {"on", FusedOptimizer::kOn}, {"off", FusedOptimizer::kOff}};
+  return c;
+}
+inline const char* word(FusedOptimizer v) { return fused_optimizer_choices().word(v); }
+
 struct OptimizerOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   double lr = 0.01;  // the peak learning rate: the schedule's base
@@ -23,6 +36,7 @@ struct OptimizerOptions {
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double weight_decay = 1e-4;  // adamw: on matrices only (not biases, LayerNorm)
+  FusedOptimizer fused = FusedOptimizer::kAuto;
 
   /// OptionError naming the field (Note [Options named by their field], util/error.h).
   void validate() const;

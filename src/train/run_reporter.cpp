@@ -131,7 +131,8 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.mem = memory_stats(ctx_.device());
   r.phases = timer_.take();
   if (s.scaler.enabled()) r.loss_scale = s.scaler.current_scale();
-  if (opts_.optim.clip_grad_norm > 0) r.grad_norm = s.last_grad_norm;
+  if (opts_.optim.clip_grad_norm > 0)
+    r.grad_norm = s.last_grad_norm.defined() ? s.last_grad_norm.item<double>() : 0.0;
   state_memory(s, ddp_, r);
   if (!progress_.active()) ctx_.log().info(format_step_line(r));  // on a terminal the progress bar stands in
   nlohmann::json rec = step_record(r);

@@ -1,28 +1,61 @@
 #include "train/stop_vote.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "util/torch_compat.h"
+
 namespace ddptrain {
 
 StopVote::StopVote(const DistContext& ctx, std::function<int()> stop_requested)
     : ctx_(ctx),
       requested_(std::move(stop_requested)),
-      votes_{at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(ctx.device()))} {}
+      votes_{at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(ctx.device()))} {
+  if (ctx.device().is_cuda()) {
+    host_copy_ = at::zeros({1}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    copied_.emplace(c10::DeviceType::CUDA);
+  }
+}
+
+void StopVote::start_vote() {
+  votes_[0].fill_(local_signal() != 0 ? 1 : 0);
+  pending_ = ctx_.all_reduce_sum_async(votes_, "stop vote");
+  if (!copied_) return;
+  // CUDA: the wait orders the current stream after the all-reduce (the host does not wait); the
+  // copy and the event follow on that stream.
+  ctx_.wait(pending_, "stop-signal all_reduce");
+  pending_.reset();
+  host_copy_.copy_(votes_[0], /*non_blocking=*/true);
+  const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  copied_->record(cuda.getStream(ctx_.device()));
+  copy_pending_ = true;
+}
+
+// The vote started at the previous step: every rank's sum (Note [Agreed stop]).
+bool StopVote::read_vote() {
+  if (copied_) {
+    if (!copy_pending_) return false;
+    compat::synchronize_event(*copied_);  // the previous step's work and the copy, not what was queued since
+    copy_pending_ = false;
+    return host_copy_.data_ptr<int>()[0] > 0;
+  }
+  if (!pending_) return false;
+  ctx_.wait(pending_, "stop-signal all_reduce");  // Gloo: the sum is in host memory when this returns
+  pending_.reset();
+  return votes_[0].data_ptr<int>()[0] > 0;
+}
 
 bool StopVote::agreed() {
   if (ctx_.world_size() == 1) return local_signal() != 0;
-  bool stop_now = false;
-  if (pending_) {
-    ctx_.wait(pending_, "stop-signal all_reduce");
-    pending_.reset();
-    stop_now = votes_[0].item<int>() > 0;
-  }
-  if (!stop_now) {
-    votes_[0].fill_(local_signal() != 0 ? 1 : 0);
-    pending_ = ctx_.all_reduce_sum_async(votes_, "stop vote");
-  }
+  const bool stop_now = read_vote();
+  if (!stop_now) start_vote();
   return stop_now;
 }
 
 void StopVote::drain() {
+  if (copied_ && copy_pending_) {
+    compat::synchronize_event(*copied_);
+    copy_pending_ = false;
+  }
   if (!pending_) return;
   ctx_.wait(pending_, "stop-signal all_reduce");
   pending_.reset();

@@ -6,7 +6,16 @@
 // the same sum and stops after the same step, and the exchange costs no waiting. A world of
 // one reads its own request. The pending vote is drained at each epoch's end, so that it never
 // stays outstanding across other collectives.
+// Reading the sum is no host sync on a GPU (Note [No host sync in a step], optim/grad_clip.h):
+// on CUDA the sum is copied into pinned host memory on the stream right after its all-reduce
+// and an event recorded; the next step waits for that event only (the previous step's work),
+// not for the kernels the host has queued since, and reads the host copy. On CPU (Gloo) the
+// tensor is in host memory already.
 #pragma once
+
+#include <optional>
+
+#include <c10/core/Event.h>
 
 #include <functional>
 #include <vector>
@@ -27,10 +36,16 @@ class StopVote {
   int local_signal() const { return requested_ ? requested_() : 0; }
 
  private:
+  void start_vote();
+  bool read_vote();
+
   const DistContext& ctx_;
   std::function<int()> requested_;
   std::vector<at::Tensor> votes_;
-  compat::WorkHandle pending_;
+  compat::WorkHandle pending_;        // CPU: the all-reduce, read at the next step
+  at::Tensor host_copy_;              // CUDA: the sum in pinned memory ...
+  std::optional<c10::Event> copied_;  // ... and the event after its copy
+  bool copy_pending_ = false;
 };
 
 }  // namespace ddptrain

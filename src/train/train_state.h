@@ -29,7 +29,8 @@ struct TrainState {
   int64_t micro_done = 0;                    // micro-batches of that epoch trained
   int64_t run_steps = 0;                     // optimizer steps taken by this run
   int64_t skipped_steps = 0;                 // of this run, on inf/NaN gradients
-  double last_grad_norm = 0;                 // of the last step, when clipping is on
+  at::Tensor last_grad_norm = {};            // of the last step, when clipping is on (0-dim, on the
+                                             // device: read at log lines, Note [No host sync in a step])
   int64_t grad_bytes = 0;                    // of the parameters' gradients at the last optimizer step
   int stopped_by_signal = 0;                 // the agreed stop's signal, or 0
   // Note [Resume at another world size]: the epoch's order, and what was done of it before this

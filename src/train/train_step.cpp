@@ -3,9 +3,9 @@
 #include <optional>
 
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/utils/clip_grad.h>
 
 #include "ddp/zero_optimizer.h"
+#include "optim/grad_clip.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
@@ -65,7 +65,7 @@ void prepare_gradients(TrainState& state, double clip_grad_norm) {
   }
   state.scaler.unscale(state.optimizer);
   if (clip_grad_norm > 0)
-    state.last_grad_norm = torch::nn::utils::clip_grad_norm_(state.module.parameters(), clip_grad_norm);
+    state.last_grad_norm = ddptrain::clip_grad_norm(state.module.parameters(), clip_grad_norm);
 }
 
 }  // namespace

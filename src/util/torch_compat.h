@@ -13,6 +13,10 @@
 //    (CpuMemoryAllocator, behind the tests' CPU-backed device).
 //  - Autograd nodes are held by std::shared_ptr up to 2.14 and by c10::intrusive_ptr from
 //    2.15 on (GradAccumulator: whatever grad_accumulator() returns).
+//  - ATen's fused optimizer kernels (at::_fused_adamw_, at::_fused_sgd_) and _foreach_mul_ by a
+//    tensor exist in 2.x (2.4 on); 1.13 has none of them (kHasFusedOptimizers; fused_adamw_ and
+//    fused_sgd_ refuse there, foreach_mul_ loops).
+//  - c10::Event::synchronize exists in 2.x; 1.13 polls query() (synchronize_event).
 #pragma once
 
 #include <cmath>
@@ -23,9 +27,12 @@
 
 #include <torch/version.h>
 
+#include <thread>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/Event.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -166,6 +173,61 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
   att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
   if (p > 0) att = at::dropout(att, p, /*train=*/true);
   return at::matmul(att, v);
+#endif
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+inline constexpr bool kHasFusedOptimizers = true;
+#else
+inline constexpr bool kHasFusedOptimizers = false;
+#endif
+
+/// at::_fused_adamw_ (lr a double; no grad_scale/found_inf: ddptrain's GradScaler unscales
+/// before the step). Throws on LibTorch 1.13, which has no fused kernels (kHasFusedOptimizers).
+inline void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                         at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList steps,
+                         double lr, double beta1, double beta2, double weight_decay, double eps,
+                         bool amsgrad) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2,
+                    weight_decay, eps, amsgrad, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)max_exp_avg_sqs, (void)steps, (void)lr,
+      (void)beta1, (void)beta2, (void)weight_decay, (void)eps, (void)amsgrad;
+  TORCH_CHECK(false, "fused optimizers need LibTorch 2.4 or later; this is ", TORCH_VERSION);
+#endif
+}
+
+/// at::_fused_sgd_ (momentum buffers empty when momentum is 0; is_first_step: the buffers are
+/// new and take the gradient as it is, as torch::optim::SGD's first step).
+inline void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                       double weight_decay, double momentum, double lr, double dampening, bool nesterov,
+                       bool is_first_step) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::_fused_sgd_(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov,
+                  /*maximize=*/false, is_first_step);
+#else
+  (void)params, (void)grads, (void)momentum_buffers, (void)weight_decay, (void)momentum, (void)lr,
+      (void)dampening, (void)nesterov, (void)is_first_step;
+  TORCH_CHECK(false, "fused optimizers need LibTorch 2.4 or later; this is ", TORCH_VERSION);
+#endif
+}
+
+/// Waits for the work recorded before `event` (and nothing queued after it).
+inline void synchronize_event(c10::Event& event) {
+#if TORCH_VERSION_MAJOR >= 2
+  event.synchronize();
+#else
+  while (!event.query()) std::this_thread::yield();
+#endif
+}
+
+/// Multiplies every tensor by the 0-dim tensor `factor`, on its device (no host read).
+inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const auto& t : tensors) const_cast<at::Tensor&>(t).mul_(factor);
 #endif
 }
 

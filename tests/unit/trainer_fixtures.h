@@ -15,6 +15,7 @@
 
 #include "dist_harness.h"
 #include "models/script_model.h"
+#include "optim/fused_optimizers.h"
 #include "train/fault_hooks.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -120,9 +121,14 @@ struct Trained {
   int64_t counted = 0;         // rank 0's Counter, saved in the checkpoints as part "counter"
 };
 
-inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& net, bool adamw) {
-  if (!adamw)
-    return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+// fused: FusedSGD / FusedAdamW (optim/fused_optimizers.h) with the same options.
+inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module& net, bool adamw,
+                                                               bool fused = false) {
+  if (!adamw) {
+    const auto o = torch::optim::SGDOptions(0.1).momentum(0.9);
+    if (fused) return std::make_unique<FusedSGD>(net.parameters(), o);
+    return std::make_unique<torch::optim::SGD>(net.parameters(), o);
+  }
   std::vector<at::Tensor> decay, no_decay;  // two groups, as ddptrain's CLI builds AdamW
   for (const auto& p : net.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -130,19 +136,20 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module
                                  torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(0.01).weight_decay(0)));
+  if (fused) return std::make_unique<FusedAdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
   return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
 }
 
 inline Trained train_user_net(int world, TrainerOptions opts,
                               Objective objective = Objective::classification(), bool regression = false,
                               const AsTrainable& as = native, bool adamw = false,
-                              const FaultPlan& faults = {}) {
+                              const FaultPlan& faults = {}, bool fused = false) {
   Trained out;
   std::mutex mu;
   testing_dist::run_world(world, [&](const DistContext& ctx) {
     Trainable model = as(make_net());
     const std::shared_ptr<torch::nn::Module> net = model.module;
-    const auto optimizer = make_optimizer(*net, adamw);
+    const auto optimizer = make_optimizer(*net, adamw, fused);
     UserData train(96, regression), test(40, regression);
     Trainer trainer(ctx, std::move(model), *optimizer, opts, objective);
     trainer.set_loop_hooks(std::make_shared<FaultHooks>(faults));
