@@ -3,12 +3,17 @@
 # machine), in one command: check the toolchain, build ddptrain with all cores against that
 # torch (CUDA and NCCL compiled in), run the CUDA tests, then measure and write
 # OUTDIR/gpu_report.json:
+#   - first (#27), GPT gpt2-124m, bf16, block 1024, batch 64, AdamW, clip 1.0: a run with
+#     --enable_profiling whose kernel trace (3 steps) becomes the table of GPU time by kind of
+#     work and the top kernels (scripts/profile_table.py); PyTorch's nanoGPT-style module eager
+#     and torch.compile (bench/nanogpt.py: fused AdamW, padded vocabulary) interleaved with two
+#     ddptrain runs (medians, ratios); the levers against their "before" (--vocab_multiple 1,
+#     --fused_optimizer off, --fused_loss off); GPU_CHECK_DRY=1 rehearses these stages on a CPU at tiny sizes;
 #   - MiniResNet width 1.0, batch 256, synthetic 32x32, world 1 over NCCL: samples/s and MFU
 #     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16);
 #   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), NCHW and
 #     channels_last, against ddptrain channels-last and contiguous: samples/s ratios;
-#   - GPT gpt2-124m, bf16, block 1024, the largest batch of 64, 32, 16, 8 that fits:
-#     tokens/s and MFU; then at that batch with --zero_stage 1, 2 and 3 (NCCL all_gather and
+#   - GPT gpt2-124m at batch 64 with --zero_stage 1, 2 and 3 (NCCL all_gather and
 #     reduce_scatter; the memory each rank holds).
 # Every stage runs under `timeout`, clamped to what is left of the whole check's budget
 # (GPU_CHECK_BUDGET_S, default 540 s, minus a reserve for the report), so the evidence comes
@@ -135,29 +140,40 @@ carried() {
     echo "using the carried binary (torch $want)"
 }
 
-stage preflight 60 preflight || finish
-stage machine 60 machine || finish
-# The carried binary's libraries: torch's and its CUDA runtime, then toml++ from .gpudeps.
-torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-export LD_LIBRARY_PATH="$torch_lib:$torch_lib/../../nvidia/cu13/lib:$PWD/.gpudeps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if stage carried 30 carried; then
-  BIN=.gpudeps/bin
+if [ -n "${GPU_CHECK_DRY:-}" ]; then
+  # A rehearsal on a machine without a GPU (tests: Scripts.GpuCheckRehearsesOnCpu): the #27
+  # stages below at tiny sizes on the CPU, with the binary of the default build, so the
+  # script, the profile table and the report are tested before a GPU's minutes are spent.
+  BIN=${GPU_CHECK_BIN:-build}
+  echo "$BIN (rehearsal on CPU)" > "$LOGS/binary.txt"
 else
-  unset 'FAILED[-1]' # no usable carried binary: build here instead (carried.log says why)
-  BIN=$BUILD
-  stage build 900 configure_and_build || finish
+  stage preflight 60 preflight || finish
+  stage machine 60 machine || finish
+  # The carried binary's libraries: torch's and its CUDA runtime, then toml++ from .gpudeps.
+  torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  export LD_LIBRARY_PATH="$torch_lib:$torch_lib/../../nvidia/cu13/lib:$PWD/.gpudeps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if stage carried 30 carried; then
+    BIN=.gpudeps/bin
+  else
+    unset 'FAILED[-1]' # no usable carried binary: build here instead (carried.log says why)
+    BIN=$BUILD
+    stage build 900 configure_and_build || finish
+  fi
+  echo "$BIN" > "$LOGS/binary.txt"
+  stage cuda_tests 180 "$BIN/ddptrain_cuda_tests"
 fi
-echo "$BIN" > "$LOGS/binary.txt"
-stage cuda_tests 180 "$BIN/ddptrain_cuda_tests"
 
 port=29600
+BACKEND=nccl
+[ -n "${GPU_CHECK_DRY:-}" ] && BACKEND=gloo
 # train NAME ARGS...: one ddptrain run (world 1, NCCL), its metrics in LOGS/NAME.jsonl; at
 # most TRAIN_LIMIT_S seconds (a hang costs that, not the whole budget).
 train() {
   local name=$1 limit=${TRAIN_LIMIT_S:-120}
   shift
   port=$((port + 1))
-  stage "$name" "$limit" "$BIN/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend nccl \
+  rm -rf "/tmp/gpu-check-$name" # a fresh run, never a resume of an earlier check's
+  stage "$name" "$limit" "$BIN/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend "$BACKEND" \
     --eval_every 0 --save_every 0 --checkpoint_dir "/tmp/gpu-check-$name" --metrics_file "$LOGS/$name.jsonl" "$@"
 }
 # python_ddp NAME ARGS...: Python DDP (bench/reference_ddp.py) on the same configuration.
@@ -168,6 +184,43 @@ python_ddp() {
   stage "$name" 120 "$PY" -m torch.distributed.run --nproc_per_node 1 --master_port $port bench/reference_ddp.py \
     --device cuda --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --steps "$STEPS" --warmup 20 "$@"
 }
+# #27 first: GPT-2 124M (bf16, block 1024, batch 64, AdamW, clip 1.0): a profiled run (LibTorch's
+# kernel trace of 3 steps -> the table of GPU time by kind of work), PyTorch's nanoGPT-style
+# module eager and torch.compile (bench/nanogpt.py) interleaved with ddptrain's runs, and the
+# levers one at a time against their "before" (--vocab_multiple 1, --fused_optimizer off).
+if [ -n "${GPU_CHECK_DRY:-}" ]; then
+  gpt=(--model gpt --gpt_preset debug --dataset tokens --dataset_size 2000 --batch_size 4 --amp_dtype bf16
+    --optimizer adamw --lr 6e-4 --warmup_steps 2 --clip_grad_norm 1.0 --num_workers 1 --max_steps 12 --log_interval 3)
+  pyargs=(--preset debug --device cpu --block_size 64 --batch_size 4 --steps 3 --warmup 2 --peak_tflops 1)
+else
+  gpt=(--model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size 64 --amp_dtype bf16
+    --optimizer adamw --lr 6e-4 --warmup_steps 10 --clip_grad_norm 1.0 --num_workers 4 --max_steps 40
+    --log_interval 10)
+  pyargs=(--preset gpt2-124m --device cuda --block_size 1024 --batch_size 64 --steps 20 --warmup 10)
+fi
+# pytorch NAME ARGS...: bench/nanogpt.py, its JSON line in LOGS/NAME.log.
+pytorch() {
+  local name=$1 limit=${PY_LIMIT_S:-120}
+  shift
+  stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
+}
+TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" --vocab_multiple 64 --enable_profiling
+if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
+  stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
+    --out "$LOGS/profile_table.json"
+else
+  FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
+fi
+pytorch py_eager_1
+TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" --vocab_multiple 64
+PY_LIMIT_S=300 pytorch py_compile --compile
+pytorch py_eager_2
+TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --vocab_multiple 1
+TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --vocab_multiple 64 --fused_optimizer off
+TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --vocab_multiple 64 --fused_loss off
+[ -n "${GPU_CHECK_DRY:-}" ] && finish
+
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"
   --log_interval 20)
 train resnet_fp32 "${resnet[@]}" --no-use_amp
@@ -180,29 +233,14 @@ python_ddp python_bf16 --amp bf16
 python_ddp python_fp16 --amp fp16
 python_ddp python_bf16_channels_last --amp bf16 --channels_last
 
-say "GPT gpt2-124m bf16, block 1024: the largest batch that fits"
-gpt_done=0
-for b in 64 32 16 8; do
-  if TRAIN_LIMIT_S=180 train "gpt_b$b" --model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size $b \
-    --amp_dtype bf16 --optimizer adamw --lr 6e-4 --warmup_steps 10 --max_steps 40 --log_interval 10 \
-    --num_workers 4; then
-    gpt_done=1
-    break
-  fi
-  # Another failure than running out of memory stays recorded and ends the search.
-  grep -qi "out of memory" "$LOGS/gpt_b$b.log" || { gpt_done=1; break; }
-  unset 'FAILED[-1]'  # out of memory at this batch is the search, not a failure
-  say "GPT batch $b does not fit; trying a smaller one"
-done
-[ $gpt_done = 1 ] || FAILED+=("gpt: gpt2-124m does not fit even at batch 8")
-
 # ZeRO stages 1, 2 and 3 (#15) on the batch that fitted: NCCL's all_gather and reduce_scatter
 # on the GPU, and what each rank holds (param/grad/optim MiB in the report).
-if [ $gpt_done = 1 ] && [ -s "$LOGS/gpt_b$b.jsonl" ]; then
+if [ -s "$LOGS/gpt_padded_1.jsonl" ]; then
+  b=64
   for z in 1 2 3; do
     TRAIN_LIMIT_S=120 train "gpt_zero$z" --model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 \
       --batch_size "$b" --amp_dtype bf16 --optimizer adamw --lr 6e-4 --warmup_steps 10 --max_steps 20 --log_interval 5 \
-      --num_workers 4 --zero_stage "$z"
+      --num_workers 4 --vocab_multiple 64 --zero_stage "$z"
   done
 fi
 finish

@@ -92,14 +92,58 @@ for ours, theirs in (("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"), ("bf1
     if resnet.get(ours) and python.get(theirs):
         ratios[f"{ours}/{theirs}"] = resnet[ours]["samples_per_s"] / python[theirs]
 rep["ratio_ddptrain_over_python"] = ratios
-gpt = sorted(glob.glob(os.path.join(logs, "gpt_b*.jsonl")), key=lambda p: int(re.search(r"gpt_b(\d+)", p).group(1)))
-for path in reversed(gpt):  # the largest batch that produced steps
-    name = os.path.basename(path)[:-6]
-    s = summary(name, measured)
-    if s:
-        rep["gpt2_124m_bf16_block1024"] = dict(s, batch=int(name[5:]))
-        rep["missing"] = [m for m in rep["missing"] if not m.startswith("gpt_b")]
-        break
+
+
+def pytorch_run(name):
+    """bench/nanogpt.py's JSON line (the last line of its log that parses)."""
+    path = os.path.join(logs, name + ".log")
+    for line in reversed(open(path).read().splitlines() if os.path.exists(path) else []):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    rep["missing"].append(name)
+    return None
+
+
+def median(values):
+    v = sorted(x for x in values if x is not None)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+
+
+# #27: GPT-2 124M, ddptrain (padded vocabulary, fused AdamW) against PyTorch eager and compile
+# in the same check, interleaved; the levers against their "before"; the profile table.
+gpt = {n: summary(n, measured) for n in ("gpt_profile", "gpt_padded_1", "gpt_padded_2", "gpt_vocab1",
+                                         "gpt_loop_optimizer", "gpt_eager_loss")}
+py = {n: pytorch_run(n) for n in ("py_eager_1", "py_eager_2", "py_compile")}
+tps = lambda r: r and r.get("tokens_per_s")  # noqa: E731
+ours = median([tps(gpt["gpt_padded_1"]), tps(gpt["gpt_padded_2"])])
+eager = median([tps(py["py_eager_1"]), tps(py["py_eager_2"])])
+compiled = tps(py["py_compile"])
+rep["gpt2_124m_bf16_b64_block1024"] = {
+    "ddptrain": gpt, "pytorch": py,
+    "ddptrain_tokens_per_s_median": ours,
+    "ddptrain_mfu_datasheet_median": median([(gpt[n] or {}).get("mfu_datasheet") for n in ("gpt_padded_1",
+                                                                                           "gpt_padded_2")]),
+    "pytorch_eager_tokens_per_s_median": eager,
+    "ratio_over_pytorch_eager": ours / eager if ours and eager else None,
+    "ratio_over_pytorch_compile": ours / compiled if ours and compiled else None,
+    "lever_vocab_multiple_64_over_1": ours / tps(gpt["gpt_vocab1"]) if ours and tps(gpt["gpt_vocab1"]) else None,
+    "lever_fused_loss_over_eager":
+        ours / tps(gpt["gpt_eager_loss"]) if ours and tps(gpt["gpt_eager_loss"]) else None,
+    "lever_fused_optimizer_over_loop":
+        ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
+}
+table_path = os.path.join(logs, "profile_table.json")
+if os.path.exists(table_path):
+    table = json.load(open(table_path))
+    names = " ".join(r["name"] for r in table.get("top", []) if r.get("category") == "attention").lower()
+    table["sdpa_backend_from_kernels"] = ("cudnn" if "cudnn" in names else "flash" if "flash" in names else
+                                          "mem_efficient" if "fmha" in names or "efficient" in names else
+                                          "math or unknown" if names else "no attention kernel in the top")
+    rep["gpt2_124m_profile"] = table
+else:
+    rep["missing"].append("profile_table")
 if any(os.path.exists(os.path.join(logs, f"gpt_zero{z}.jsonl")) for z in (1, 2, 3)):
     rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
 

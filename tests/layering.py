@@ -2,7 +2,8 @@
 """The include order of src/ (#29 item 2): a folder includes only itself and the folders
 before it in LAYERS (later layers may use earlier ones, never the reverse), as
 ../shared/DESIGN.md draws the layout (obs/, the logging and metrics primitives, sits right
-above util/; serialize/, the file formats: torch.save's pickle, safetensors, above obs/; optim/, the fused optimizers and clipping that ddp/'s ZeRO and train/ both
+above util/; serialize/, the file formats: torch.save's pickle, safetensors, above obs/; kernels/, ddptrain's own ATen ops and their CUDA kernels, above serialize/;
+optim/, the fused optimizers and clipping that ddp/'s ZeRO and train/ both
 build, above dist/).
 KNOWN lists includes against the order that are tolerated for now, each with what is to
 replace it (empty since the thirteenth session: keep it so): an include against the order that
@@ -14,7 +15,7 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["util", "obs", "serialize", "dist", "optim", "ddp", "data", "models", "checkpoint", "train", "config", "launch"]
+LAYERS = ["util", "obs", "serialize", "kernels", "dist", "optim", "ddp", "data", "models", "checkpoint", "train", "config", "launch"]
 
 # (including folder, included header): what replaces it.
 KNOWN = {}

@@ -6,6 +6,8 @@
 // above --max_shard_mb.
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <string>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_folder.h"
@@ -85,8 +87,16 @@ int cmd_export(const std::vector<std::string>& args) {
   if (format == "hf") return export_hf(checkpoint, out, dtype, max_shard_mb);
   const std::string model_pt = checkpoint + "/model.pt";
   std::string bytes = read_file(model_pt);
-  if (format == "safetensors")
-    bytes = safetensors_bytes(unpickle_tensors(bytes, model_pt), {{"format", "pt"}, {"source", checkpoint}});
+  if (format == "safetensors") {
+    std::map<std::string, std::string> meta{{"format", "pt"}, {"source", checkpoint}};
+    // Which embedding rows are real (Note [Padded vocabulary]): the tensors keep ddptrain's shapes.
+    const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
+    if (is_decoder_model(cfg.model.model)) {
+      meta["vocab_size"] = std::to_string(token_spec(cfg.model).vocab_size);
+      meta["vocab_multiple"] = std::to_string(cfg.model.vocab_multiple);
+    }
+    bytes = safetensors_bytes(unpickle_tensors(bytes, model_pt), meta);
+  }
   create_parent_folder(out);
   write_file_atomic(out, bytes);
   std::printf("wrote %s (%s, %zu bytes)\n", out.c_str(), format.c_str(), bytes.size());

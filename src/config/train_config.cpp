@@ -95,6 +95,10 @@ std::vector<Flag> model_flags(TrainConfig& c) {
                 "gpt/llama context length in tokens, the training window (0 = the preset's)"),
       bind_flag("vocab_size", &c.model.vocab_size,
                 "gpt/llama vocabulary (0 = the preset's; text data needs >= 256)"),
+      bind_flag(
+          "vocab_multiple", &c.model.vocab_multiple,
+          "gpt/llama: round the embedding and output rows up to a multiple of this (64: aligned GEMMs on a "
+          "GPU; the padded rows are zeros, never targets, and not in the logits; 1: none)"),
       bind_choice("gpt_activation", &c.model.gpt_activation, gpt_activation_choices(),
                   "gpt: the MLP's GELU, exact (gelu) or in its tanh form (gelu_tanh: GPT-2's gelu_new)"),
       bind_flag("n_kv_head", &c.model.n_kv_head,
@@ -146,6 +150,10 @@ std::vector<Flag> optimization_flags(TrainConfig& c) {
       bind_choice("loss", &c.program.loss, loss_choices(),
                   "cross_entropy of class (or next-token) logits; mse of outputs and float targets "
                   "(--dataset tensors with float labels)"),
+      bind_choice(
+          "fused_loss", &c.program.fused_loss, fused_loss_choices(),
+          "a language model's cross-entropy in one fused pass each way, bf16 logits read once and the "
+          "gradient written over them (no fp32 copy): auto on CUDA, on everywhere, off: eager"),
       bind_flag("lr", &c.optimizer.lr, "peak learning rate"),
       bind_choice(
           "lr_schedule", &c.trainer.optim.lr_schedule, schedule_choices(),

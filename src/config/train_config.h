@@ -29,6 +29,7 @@ struct DistOptions {
 struct ProgramOptions {
   std::string config;                       // the TOML file the run was read from, if any
   LossKind loss = LossKind::kCrossEntropy;  // mse: float targets (--dataset tensors)
+  FusedLoss fused_loss = FusedLoss::kAuto;  // Note [Fused cross-entropy]
   int threads = 0;                          // intra-op threads per rank; 0 = cores / local_world_size
   /// Freed CPU heap kept for the next step (Note [CPU heap kept across steps]); 0 = glibc's
   /// policy; -1 = 1024 at zero_stage 0, the lean heap under ZeRO (memory is the point there).

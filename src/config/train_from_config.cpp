@@ -86,7 +86,8 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
   const TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
-  Trainer trainer(ctx, std::move(net), *optimizer, opts, objective_for(cfg.program.loss));
+  Trainer trainer(ctx, std::move(net), *optimizer, opts,
+                  objective_for(cfg.program.loss, cfg.program.fused_loss));
   trainer.set_loop_hooks(std::make_shared<FaultHooks>(FaultPlan::from_env()));  // the failure tests'
   return trainer.fit(*data.train, data.test.get());
 }

@@ -53,6 +53,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   if (o.n_embd > 0) c.n_embd = o.n_embd;
   if (o.block_size > 0) c.block_size = o.block_size;
   if (o.vocab_size > 0) c.vocab_size = o.vocab_size;
+  c.vocab_multiple = o.vocab_multiple;
   c.dropout = o.dropout;
   c.gelu_tanh = o.gpt_activation == GptActivation::kGeluTanh;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
@@ -63,7 +64,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   const GptConfig sizes = gpt_config(o);
   LlamaConfig c;
   c.n_layer = sizes.n_layer, c.n_head = sizes.n_head, c.n_embd = sizes.n_embd;
-  c.block_size = sizes.block_size, c.vocab_size = sizes.vocab_size;
+  c.block_size = sizes.block_size, c.vocab_size = sizes.vocab_size, c.vocab_multiple = sizes.vocab_multiple;
   c.n_kv_head = o.n_kv_head > 0 ? o.n_kv_head : c.n_head;
   c.intermediate_size = o.intermediate_size > 0 ? o.intermediate_size : default_intermediate_size(c.n_embd);
   c.max_positions = o.max_positions > 0 ? o.max_positions : c.block_size;

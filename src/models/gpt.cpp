@@ -5,6 +5,7 @@
 #include <torch/nn/init.h>
 
 #include "models/recompute.h"
+#include "models/vocab_padding.h"
 #include "obs/logger.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
@@ -79,6 +80,7 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
                   "GPT sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
                   ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
+  DDP_USAGE_CHECK(c.vocab_multiple >= 1, "GptConfig::vocab_multiple=", c.vocab_multiple, " must be >= 1");
   DDP_USAGE_CHECK(c.n_embd % c.n_head == 0, "GptConfig::n_embd=", c.n_embd,
                   " must be a multiple of n_head=", c.n_head, ", e.g. ", c.n_head * 64);
   wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
@@ -96,6 +98,7 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
     units_.add(blocks_.back().ptr());
   }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
+  pad_vocab_rows(wte->weight, padded_vocab(c.vocab_size, c.vocab_multiple));  // after every draw
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
@@ -115,13 +118,14 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
       return block->forward(x);
     });
   }
-  return at::linear(ln_f(x), wte->weight);  // tied output layer
+  return real_vocab_logits(at::linear(ln_f(x), wte->weight), cfg_.vocab_size);  // tied output layer
 }
 
 int64_t GptImpl::non_embedding_params() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();
-  return n - wpe->weight.numel();
+  // The padded rows' FLOPs are not the model's work (Note [Padded vocabulary]).
+  return n - wpe->weight.numel() - (wte->weight.size(0) - cfg_.vocab_size) * cfg_.n_embd;
 }
 
 int64_t GptImpl::train_flops_per_token() const {
@@ -134,6 +138,7 @@ int64_t GptImpl::train_flops_per_sample() const { return train_flops_per_token()
 std::string GptImpl::describe() const {
   return str("gpt (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads, ", cfg_.n_embd, " wide, block ",
              cfg_.block_size, ", vocab ", cfg_.vocab_size,
+             wte->weight.size(0) > cfg_.vocab_size ? str(" padded to ", wte->weight.size(0)) : std::string(),
              cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(),
              cfg_.gelu_tanh ? ", GELU tanh" : "", ")");
 }

@@ -32,6 +32,7 @@ struct GptConfig {
   int64_t n_embd = 64;
   int64_t block_size = 64;  // the longest sequence (context length)
   int64_t vocab_size = 256;
+  int64_t vocab_multiple = 1;  // the embedding rows rounded up to a multiple (Note [Padded vocabulary])
   double dropout = 0.0;
   bool gelu_tanh = false;         // the MLP's GELU in its tanh form (GPT-2's gelu_new), not the exact one
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
@@ -73,7 +74,8 @@ TORCH_MODULE(GptBlock);
 class GptImpl : public Model {
  public:
   explicit GptImpl(const GptConfig& c);
-  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
+  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size) (of a padded
+  /// vocabulary, a view of the real rows' logits: Note [Padded vocabulary]).
   at::Tensor forward(const at::Tensor& tokens) override;
   int64_t train_flops_per_sample() const override;  // block_size tokens
   std::string describe() const override;

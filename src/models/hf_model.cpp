@@ -4,6 +4,7 @@
 #include "models/hf_config_fields.h"
 #include "models/hf_gpt2.h"
 #include "models/hf_llama.h"
+#include "models/vocab_padding.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -28,13 +29,33 @@ void apply_hf_config(const nlohmann::json& config, const std::string& origin, Mo
     apply_hf_llama_config(config, origin, o);
 }
 
+namespace {
+
+// The (vocab, C) tensors a padded vocabulary pads (Note [Padded vocabulary]).
+bool is_vocab_tensor(const std::string& name) {
+  return name == "wte.weight" || name == "embed_tokens.weight" || name == "lm_head.weight";
+}
+
+}  // namespace
+
 NamedTensors model_from_hf(const NamedTensors& hf, const ModelOptions& o, const std::string& origin) {
-  if (o.model == ModelKind::kLlama) return llama_from_hf(hf, llama_config(o), origin);
-  return gpt_from_hf(hf, gpt_config(o), origin);
+  ModelOptions unpadded = o;  // a Hugging Face checkpoint holds the real vocabulary's rows
+  unpadded.vocab_multiple = 1;
+  NamedTensors out = o.model == ModelKind::kLlama ? llama_from_hf(hf, llama_config(unpadded), origin)
+                                                  : gpt_from_hf(hf, gpt_config(unpadded), origin);
+  const int64_t rows = padded_vocab(gpt_config(o).vocab_size, o.vocab_multiple);
+  for (auto& [name, t] : out)
+    if (is_vocab_tensor(name)) t = with_vocab_rows(t, rows);
+  return out;
 }
 
 NamedTensors model_to_hf(const NamedTensors& ours, const ModelOptions& o) {
-  return o.model == ModelKind::kLlama ? llama_to_hf(ours) : gpt_to_hf(ours);
+  const int64_t vocab = gpt_config(o).vocab_size;
+  NamedTensors real;  // the padded rows dropped
+  for (const auto& [name, t] : ours)
+    real.emplace_back(name,
+                      is_vocab_tensor(name) && t.size(0) > vocab ? t.narrow(0, 0, vocab).contiguous() : t);
+  return o.model == ModelKind::kLlama ? llama_to_hf(real) : gpt_to_hf(real);
 }
 
 std::string hf_config_json(const ModelOptions& o, const std::string& dtype) {

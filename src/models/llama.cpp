@@ -3,6 +3,7 @@
 #include <torch/nn/init.h>
 
 #include "models/recompute.h"
+#include "models/vocab_padding.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -111,6 +112,7 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
                   ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
   DDP_USAGE_CHECK(c.n_embd % c.n_head == 0 && c.head_dim() % 2 == 0, "LlamaConfig::n_embd=", c.n_embd,
                   " must be n_head=", c.n_head, " times an even head size, e.g. ", c.n_head * 64);
+  DDP_USAGE_CHECK(c.vocab_multiple >= 1, "LlamaConfig::vocab_multiple=", c.vocab_multiple, " must be >= 1");
   DDP_USAGE_CHECK(c.n_head % c.n_kv_head == 0, "LlamaConfig::n_head=", c.n_head,
                   " must be a multiple of n_kv_head=", c.n_kv_head);
   DDP_USAGE_CHECK(c.pad_token_id >= -1 && c.pad_token_id < c.vocab_size,
@@ -133,6 +135,9 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
   norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
   if (!c.tie_embeddings) lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
   inv_freq_ = rotary_inv_freq(c.head_dim(), c.rope_theta);
+  const int64_t rows = padded_vocab(c.vocab_size, c.vocab_multiple);  // after every draw
+  pad_vocab_rows(embed_tokens->weight, rows);
+  if (lm_head) pad_vocab_rows(lm_head->weight, rows);
 }
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
@@ -156,13 +161,16 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     });
   }
   const at::Tensor h = norm(x);
-  return cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : lm_head(h);
+  return real_vocab_logits(cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : lm_head(h),
+                           cfg_.vocab_size);
 }
 
 int64_t LlamaImpl::matmul_params() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();
-  return cfg_.tie_embeddings ? n : n - embed_tokens->weight.numel();
+  // The padded rows' FLOPs are not the model's work (Note [Padded vocabulary]).
+  const int64_t padding = (embed_tokens->weight.size(0) - cfg_.vocab_size) * cfg_.n_embd;
+  return (cfg_.tie_embeddings ? n : n - embed_tokens->weight.numel()) - padding;
 }
 
 int64_t LlamaImpl::train_flops_per_token() const {
@@ -178,7 +186,10 @@ std::string LlamaImpl::describe() const {
   return str("llama (", cfg_.n_layer, " layers, ", cfg_.n_head, " heads",
              cfg_.n_kv_head != cfg_.n_head ? str(" (", cfg_.n_kv_head, " key/value)") : std::string(), ", ",
              cfg_.n_embd, " wide, MLP ", cfg_.intermediate_size, ", block ", cfg_.block_size, ", vocab ",
-             cfg_.vocab_size, cfg_.tie_embeddings ? ", tied" : "", bias, ", rope theta ", cfg_.rope_theta,
+             cfg_.vocab_size,
+             embed_tokens->weight.size(0) > cfg_.vocab_size ? str(" padded to ", embed_tokens->weight.size(0))
+                                                            : std::string(),
+             cfg_.tie_embeddings ? ", tied" : "", bias, ", rope theta ", cfg_.rope_theta,
              cfg_.dropout > 0 ? str(", dropout ", cfg_.dropout) : std::string(), ")");
 }
 

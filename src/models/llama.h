@@ -42,6 +42,7 @@ struct LlamaConfig {
   int64_t block_size = 64;          // the training window: the longest sequence forward takes
   int64_t max_positions = 64;       // config.json's max_position_embeddings (>= block_size)
   int64_t vocab_size = 256;
+  int64_t vocab_multiple = 1;  // embedding and lm_head rows rounded up (Note [Padded vocabulary])
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   bool tie_embeddings = false;
@@ -103,7 +104,8 @@ TORCH_MODULE(LlamaLayer);
 class LlamaImpl : public Model {
  public:
   explicit LlamaImpl(const LlamaConfig& c);
-  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size).
+  /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size) (of a padded
+  /// vocabulary, a view of the real rows' logits: Note [Padded vocabulary]).
   at::Tensor forward(const at::Tensor& tokens) override;
   int64_t train_flops_per_sample() const override;  // block_size tokens
   std::string describe() const override;

@@ -58,6 +58,10 @@ void validate_built_in(const ModelOptions& m) {
        {std::pair{&m.n_layer, "n_layer"}, std::pair{&m.n_head, "n_head"}, std::pair{&m.n_embd, "n_embd"},
         std::pair{&m.block_size, "block_size"}, std::pair{&m.vocab_size, "vocab_size"}})
     check_option_non_negative(*field, name, "pass 0 for the preset's", kModelOwner);
+  if (!(m.vocab_multiple >= 1 && m.vocab_multiple <= 4096))
+    throw OptionError({{&m.vocab_multiple, "vocab_multiple"}},
+                      str("{0}=", m.vocab_multiple, " must be in [1, 4096]; pass 1 for none or 64 for a GPU"),
+                      kModelOwner);
   if (!(m.width > 0 && m.width <= 64))
     throw OptionError({{&m.width, "width"}}, str("{0}=", m.width, " must be in (0, 64]; pass e.g. {0:1.0}"),
                       kModelOwner);
@@ -138,6 +142,11 @@ void ModelOptions::validate(const DataOptions& data) const {
     throw OptionError({{&gpt_activation, "gpt_activation"}, {&model, "model"}},
                       str("{0} applies to {1:gpt}; {1:", word(model), "} has no GELU to set: drop it"),
                       kModelOwner);
+  if (!is_decoder_model(model) && vocab_multiple != defaults.vocab_multiple)
+    throw OptionError(
+        {{&vocab_multiple, "vocab_multiple"}, {&model, "model"}},
+        str("{0} applies to {1:gpt} and {1:llama}; {1:", word(model), "} has no vocabulary: drop it"),
+        kModelOwner);
   if (!is_decoder_model(model) && !init_from_hf.empty())
     throw OptionError({{&init_from_hf, "init_from_hf"}, {&model, "model"}},
                       str("{0} applies to {1:gpt} and {1:llama}; {1:", word(model),

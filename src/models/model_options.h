@@ -68,6 +68,8 @@ struct ModelOptions {
   int n_embd = 0;
   int block_size = 0;
   int vocab_size = 0;
+  int vocab_multiple =
+      1;  // gpt, llama: embedding/output rows rounded up to a multiple (Note [Padded vocabulary])
   GptActivation gpt_activation = GptActivation::kGelu;  // gpt's MLP: exact GELU, or its tanh form (GPT-2's)
   // llama's own (a Hugging Face config's names in brackets):
   int n_kv_head = 0;                                    // key/value heads [num_key_value_heads] (0: n_head)

@@ -76,8 +76,8 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
     }
     const auto [beta1, beta2] = o.betas();
     for (auto& [key, l] : lists)
-      compat::fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs, l.steps, o.lr(), beta1,
-                           beta2, o.weight_decay(), o.eps(), o.amsgrad());
+      compat::fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, l.max_exp_avg_sqs, l.steps, o.lr(),
+                           beta1, beta2, o.weight_decay(), o.eps(), o.amsgrad());
   }
   return loss;
 }
@@ -130,7 +130,8 @@ std::unique_ptr<optim::Optimizer> fused_optimizer_like(const optim::Optimizer& f
     return std::make_unique<FusedAdamW>(std::move(groups),
                                         static_cast<const optim::AdamWOptions&>(full.defaults()));
   if (dynamic_cast<const FusedSGD*>(&full))
-    return std::make_unique<FusedSGD>(std::move(groups), static_cast<const optim::SGDOptions&>(full.defaults()));
+    return std::make_unique<FusedSGD>(std::move(groups),
+                                      static_cast<const optim::SGDOptions&>(full.defaults()));
   TORCH_CHECK(false, "fused_optimizer_like: the optimizer is not a fused one");
 }
 

@@ -40,7 +40,7 @@ bool is_fused_optimizer(const torch::optim::Optimizer& opt);
 
 /// A FusedAdamW or FusedSGD like `full` (its class, default options) over `groups`; `full`
 /// must be one (is_fused_optimizer): how ZeRO's shard optimizer keeps the user's choice.
-std::unique_ptr<torch::optim::Optimizer> fused_optimizer_like(const torch::optim::Optimizer& full,
-                                                              std::vector<torch::optim::OptimizerParamGroup> groups);
+std::unique_ptr<torch::optim::Optimizer> fused_optimizer_like(
+    const torch::optim::Optimizer& full, std::vector<torch::optim::OptimizerParamGroup> groups);
 
 }  // namespace ddptrain

@@ -15,4 +15,16 @@ inline const Choices<LossKind>& loss_choices() {
 }
 inline const char* word(LossKind v) { return loss_choices().word(v); }
 
+// Whether cross-entropy over a language model's (B, T, V) logits runs fused (Note [Fused
+// cross-entropy], kernels/fused_cross_entropy.h): auto on CUDA (where the kernels are built),
+// on everywhere (CPU: chunked ATen ops), off: the eager cross_entropy (the golden runs').
+enum class FusedLoss { kAuto, kOn, kOff };
+
+inline const Choices<FusedLoss>& fused_loss_choices() {
+  static const Choices<FusedLoss> c{
+      {"auto", FusedLoss::kAuto}, {"on", FusedLoss::kOn}, {"off", FusedLoss::kOff}};
+  return c;
+}
+inline const char* word(FusedLoss v) { return fused_loss_choices().word(v); }
+
 }  // namespace ddptrain

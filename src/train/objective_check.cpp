@@ -86,8 +86,8 @@ at::Tensor on_device(const at::Tensor& inputs, const FitCheck& c) {
 
 }  // namespace
 
-Objective objective_for(LossKind loss) {
-  return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification();
+Objective objective_for(LossKind loss, FusedLoss fused) {
+  return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification(fused);
 }
 
 void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {

@@ -14,7 +14,7 @@
 namespace ddptrain {
 
 /// cross_entropy: Objective::classification(); mse: Objective::mean_squared_error().
-Objective objective_for(LossKind loss);
+Objective objective_for(LossKind loss, FusedLoss fused = FusedLoss::kAuto);
 
 struct FitCheck {
   LossKind loss = LossKind::kCrossEntropy;

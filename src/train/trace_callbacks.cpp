@@ -23,6 +23,7 @@ void SampleTrace::on_micro_batch(const TrainState& s, const MicroBatchEvent& e) 
 Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx)
     : ctx_(ctx),
       path_(checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"),
+      kernels_path_(checkpoint_dir + "/kernels_rank" + std::to_string(ctx.rank()) + ".json"),
       trace_(path_, ctx.rank()) {}
 
 void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
@@ -30,8 +31,17 @@ void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
 }
 
 void Profiler::on_step_end(const TrainState& s, const StepEvent&) {
-  if (trace_.maybe_write(s.run_steps - 1))
+  const int64_t step = s.run_steps - 1;  // the step that ended; LibTorch's profiler spans the recorded ones
+  if (!kernels_.active() && !trace_.recording(step) && trace_.recording(step + 1)) {
+    std::string why;
+    if (!kernels_.start(ctx_.device().is_cuda(), &why))
+      ctx_.log().warn("no kernel trace: LibTorch's profiler did not start (" + why + ")");
+  }
+  if (trace_.maybe_write(step))
     ctx_.log().info("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): " + path_);
+  if (kernels_.active() && !trace_.recording(step + 1) && kernels_.stop_and_save(kernels_path_))
+    ctx_.log().info("kernel trace (LibTorch's profiler; scripts/profile_table.py summarises it): " +
+                    kernels_path_);
 }
 
 }  // namespace ddptrain

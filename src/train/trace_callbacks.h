@@ -1,7 +1,8 @@
 // Two traces of a run, as callbacks: the data order (trace_samples_dir: "epoch E micro M: i i
 // ..." per micro-batch, one file per rank, for debugging and the exact-resume tests) and the
 // profiler (enable_profiling: a Chrome trace of the step phases of some steps, in
-// checkpoint_dir; obs/chrome_trace.h).
+// checkpoint_dir; obs/chrome_trace.h, and LibTorch's trace of the ops and GPU kernels of the
+// same steps; obs/kernel_trace.h).
 #pragma once
 
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "dist/dist_context.h"
 #include "obs/chrome_trace.h"
+#include "obs/kernel_trace.h"
 #include "train/callbacks.h"
 
 namespace ddptrain {
@@ -33,8 +35,9 @@ class Profiler : public Callback {
 
  private:
   const DistContext& ctx_;
-  std::string path_;
+  std::string path_, kernels_path_;
   ChromeTrace trace_;
+  KernelTrace kernels_;
 };
 
 }  // namespace ddptrain

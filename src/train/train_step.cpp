@@ -5,16 +5,29 @@
 #include <torch/nn/functional/loss.h>
 
 #include "ddp/zero_optimizer.h"
+#include "kernels/fused_cross_entropy.h"
 #include "optim/grad_clip.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
 
-Objective Objective::classification() {
+namespace {
+
+bool use_fused_loss(FusedLoss fused, const at::Tensor& logits) {
+  if (fused == FusedLoss::kOff || logits.dim() != 3) return false;
+  return fused == FusedLoss::kOn || (logits.is_cuda() && fused_cross_entropy_has_cuda());
+}
+
+}  // namespace
+
+Objective Objective::classification(FusedLoss fused) {
   Objective o;
-  // Classes (B, C) or next tokens (B, T, V): the mean over every prediction.
-  o.loss = [](const at::Tensor& logits, const at::Tensor& targets) {
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  // Classes (B, C) or next tokens (B, T, V): the mean over every prediction. A padded
+  // vocabulary's (B, T, V) view flattens to (B·T, V) rows without a copy.
+  o.loss = [fused](const at::Tensor& logits, const at::Tensor& targets) {
+    const at::Tensor rows = logits.reshape({-1, logits.size(-1)});
+    if (use_fused_loss(fused, logits)) return fused_cross_entropy(rows, targets.reshape({-1}));
+    return torch::nn::functional::cross_entropy(rows, targets.reshape({-1}));
   };
   o.correct = [](const at::Tensor& logits, const at::Tensor& targets) {
     return logits.argmax(-1).eq(targets).sum();

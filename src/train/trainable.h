@@ -22,6 +22,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "train/loss_kind.h"
+
 #include "ddp/units.h"
 
 namespace ddptrain {
@@ -63,7 +65,9 @@ struct Objective {
   /// The number of correct predictions (a scalar tensor), or empty: no accuracy.
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> correct;
 
-  static Objective classification();
+  /// Cross-entropy of class (B, C) or next-token (B, T, V) logits; `fused` for the latter
+  /// (Note [Fused cross-entropy]: its backward overwrites the logits, read them before).
+  static Objective classification(FusedLoss fused = FusedLoss::kAuto);
   /// The mean squared error of outputs and float targets of the same shape; no accuracy.
   static Objective mean_squared_error();
 };

@@ -93,12 +93,13 @@ bool Trainer::Impl::train_epoch(Run& run) {
     ForwardResult f =
         forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
     hooks_->on_loss(ctx_, state_.global_step + 1, f.loss);
+    // Before backward: a fused loss writes its gradient over the output (Note [Fused cross-entropy]).
+    const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
+    run.sums.add(loss_d, f.output, targets, objective_);
     enter(run, StepTimer::kBackward);
     // See Note [no_sync and accumulation].
     backward(*ddp_, scaler_, f.loss, group_size, last_in_group || !opts_.ddp.accum_no_sync);
     end_phase(run);
-    const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
-    run.sums.add(loss_d, f.output, targets, objective_);
     state_.micro_done = micro + 1;
     for (auto& c : run.callbacks) c->on_micro_batch(state_, {micro, batch->indices, loss_d});
     if (last_in_group) enter(run, StepTimer::kOptimizer);

@@ -4,18 +4,28 @@
 // never lands.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "../common/free_port.h"
 #include "data/datasets.h"
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
+#include "kernels/fused_cross_entropy.h"
 #include "models/gpt.h"
 #include "models/mini_resnet.h"
+#include "obs/kernel_trace.h"
 #include "obs/memory.h"
+#include "optim/fused_optimizers.h"
+#include "optim/grad_clip.h"
 #include "train/grad_scaler.h"
 #include "util/torch_compat.h"
 
@@ -168,4 +178,116 @@ TEST_F(Cuda, LoaderPinsBatches) {
   auto on_gpu = b->inputs.to(kGpu, /*non_blocking=*/true);
   EXPECT_TRUE(on_gpu.cpu().equal(b->inputs));
   loader.stop();
+}
+
+namespace {
+
+std::vector<at::Tensor> gpu_params(uint64_t seed) {
+  at::manual_seed(seed);
+  std::vector<at::Tensor> out;
+  for (auto shape : std::vector<std::vector<int64_t>>{{257, 33}, {33}, {64, 64}, {1}})
+    out.push_back(at::randn(shape, kGpu).requires_grad_());
+  return out;
+}
+
+std::vector<torch::optim::OptimizerParamGroup> decay_groups(const std::vector<at::Tensor>& ps) {
+  std::vector<at::Tensor> decay, none;
+  for (const auto& p : ps) (p.dim() >= 2 ? decay : none).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> g;
+  g.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
+                            torch::optim::AdamWOptions(1e-3).weight_decay(0.1)));
+  g.emplace_back(
+      none, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-3).weight_decay(0)));
+  return g;
+}
+
+}  // namespace
+
+// Note [Fused optimizers] on the GPU: FusedAdamW (ATen's CUDA kernel, one launch per group)
+// steps as torch::optim::AdamW does on the same GPU within the CPU tests' bound (1e-5, 20 steps).
+TEST_F(Cuda, FusedAdamWMatchesTheLoopOnTheGpu) {
+  const auto a = gpu_params(1);
+  std::vector<at::Tensor> b;
+  for (const auto& p : a) b.push_back(p.detach().clone().requires_grad_());
+  torch::optim::AdamW loop(decay_groups(a), torch::optim::AdamWOptions(1e-3));
+  FusedAdamW fused(decay_groups(b), torch::optim::AdamWOptions(1e-3));
+  for (int s = 0; s < 20; ++s) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      const at::Tensor g = at::randn(a[i].sizes(), kGpu);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    loop.step();
+    fused.step();
+  }
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  std::printf("FusedAdamW vs the loop on the GPU after 20 steps: max |diff| %g\n", d);
+  EXPECT_LE(d, 1e-5);
+}
+
+// Note [No host sync in a step] on the GPU: clipping and the fused optimizer's step under
+// c10's sync debug mode set to error (any .item(), blocking copy or synchronize throws).
+TEST_F(Cuda, ClippingAndTheFusedStepMakeNoHostSync) {
+  const auto ps = gpu_params(2);
+  FusedAdamW opt(decay_groups(ps), torch::optim::AdamWOptions(1e-3));
+  auto step = [&] {
+    for (auto& p : ps) p.mutable_grad() = at::randn(p.sizes(), kGpu);
+    const at::Tensor norm = clip_grad_norm(ps, 0.5);
+    opt.step();
+    return norm;
+  };
+  step();  // the state's first allocation
+  auto& warnings = c10::cuda::warning_state();
+  warnings.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+  at::Tensor norm;
+  EXPECT_NO_THROW(for (int i = 0; i < 3; ++i) norm = step());
+  EXPECT_THROW(norm.item<double>(), c10::Error)
+      << "the sync debug mode is not on: the check would pass silently";
+  warnings.set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  EXPECT_GT(norm.item<double>(), 0.5);
+}
+
+// obs/kernel_trace.h on the GPU: LibTorch's profiler records the kernels (what
+// scripts/profile_table.py sums in the GPU check).
+TEST_F(Cuda, KernelTraceRecordsGpuKernels) {
+  const std::string path = (std::filesystem::temp_directory_path() / "ddptrain_cuda_kernels.json").string();
+  KernelTrace trace;
+  std::string why;
+  ASSERT_TRUE(trace.start(/*cuda=*/true, &why)) << why;
+  const at::Tensor x = at::randn({512, 512}, kGpu);
+  const at::Tensor y = at::mm(x, x).relu().sum();
+  EXPECT_TRUE(y.defined());
+  torch::cuda::synchronize();
+  ASSERT_TRUE(trace.stop_and_save(path));
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  int kernels = 0;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.value("cat", "") == "kernel") ++kernels;
+  EXPECT_GE(kernels, 3) << "no GPU kernels in the trace";
+  std::filesystem::remove(path);
+}
+
+// Note [Fused cross-entropy]: the CUDA kernels equal the CPU path (the reference the CPU tests
+// compare with eager) in loss and gradient, bf16 logits of a padded vocabulary's view.
+TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
+  ASSERT_TRUE(fused_cross_entropy_has_cuda())
+      << "this build has no CUDA kernels (nvcc not found at configure)";
+  at::manual_seed(9);
+  const at::Tensor full = (at::randn({512, 50304}) * 3).to(at::kBFloat16);
+  const at::Tensor targets = at::randint(0, 50257, {512}, at::kLong);
+  auto run = [&](at::Device dev) {
+    at::Tensor x = full.to(dev).clone().requires_grad_();
+    const at::Tensor loss = fused_cross_entropy(x.narrow(1, 0, 50257), targets.to(dev));
+    loss.backward();
+    return std::make_pair(loss.item<double>(), x.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat));
+  };
+  const auto [cpu_loss, cpu_grad] = run(at::kCPU);
+  const auto [gpu_loss, gpu_grad] = run(kGpu);
+  const double grad_max = cpu_grad.abs().max().item<double>();
+  std::printf("fused cross-entropy, CUDA vs CPU: loss %.9g vs %.9g, max |grad diff| %g of %g\n", gpu_loss,
+              cpu_loss, (gpu_grad - cpu_grad).abs().max().item<double>(), grad_max);
+  EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * cpu_loss);
+  EXPECT_LE((gpu_grad - cpu_grad).abs().max().item<double>(), grad_max / 64);  // both stored in bf16
 }

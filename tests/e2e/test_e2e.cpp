@@ -391,6 +391,28 @@ TEST(E2E, SingleProcessByDefault) {
   }
   EXPECT_EQ(phases, (std::map<std::string, int>{{"bwd", 3}, {"data", 3}, {"fwd", 3}, {"opt", 3}}));
   EXPECT_EQ(steps, (std::set<int64_t>{2, 3, 4}));
+  // And LibTorch's own trace of the same steps (obs/kernel_trace.h): the ATen ops, which
+  // scripts/profile_table.py sums by kind of work. A LibTorch without Kineto says so instead.
+  const std::string kernels = ckpt + "/kernels_rank0.json";
+  if (!fs::exists(kernels)) {
+    EXPECT_FALSE(lines_with(r.output, "no kernel trace: LibTorch's profiler did not start").empty())
+        << r.output;
+    return;
+  }
+  ProcResult table = run({python(), source_dir() + "/scripts/profile_table.py", kernels, "--steps", "3",
+                          "--out", ckpt + "/table.json"},
+                         {}, 120);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  const auto profile = nlohmann::json::parse(read_text(ckpt + "/table.json"));
+  EXPECT_EQ(profile.at("device"), "cpu");
+  const auto& cats = profile.at("categories_ms_per_step");
+  ASSERT_TRUE(cats.contains("convolution")) << cats.dump();
+  EXPECT_GT(cats.at("convolution").get<double>(), 0.0);
+  EXPECT_GT(profile.at("total_ms_per_step").get<double>(), 0.0);
+  EXPECT_LE(profile.at("total_ms_per_step").get<double>(),
+            profile.at("span_ms_per_step").get<double>() * 1.01)
+      << "self times add up to more than the traced span: ops counted twice";
+  EXPECT_FALSE(profile.at("top").empty());
 }
 
 TEST(E2E, SyncBatchNormAndAccumulationKeepReplicasBitwiseEqual) {

@@ -287,7 +287,8 @@ TEST(UserIntent, EveryFlagTheDocsNameExists) {
   const std::set<std::string> others = {"--build",     "--install",   "--prefix",       "--target",  // cmake
                                         "--no_python", "--no-python", "--rdzv_backend", "--rdzv_endpoint",
                                         "--rdzv_id",  // torchrun
-                                        "--binary"};  // scripts/gpu_deps.sh
+                                        "--binary",   // scripts/gpu_deps.sh
+                                        "--steps"};   // scripts/profile_table.py
   std::vector<std::string> pages = {source_dir() + "/README.md"};
   for (const auto& e : fs::directory_iterator(source_dir() + "/docs"))
     if (e.path().extension() == ".md" && e.path().filename() != "status.md")

@@ -18,8 +18,9 @@ using namespace ddptrain::trainer_test;
 
 namespace {
 
-#define SKIP_WITHOUT_FUSED_KERNELS()                                                       \
-  if (!compat::kHasFusedOptimizers) GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused optimizer kernels"
+#define SKIP_WITHOUT_FUSED_KERNELS() \
+  if (!compat::kHasFusedOptimizers)  \
+  GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no fused optimizer kernels"
 
 // Parameters of the shapes a model has (matrices, vectors, a scalar-sized one), two copies.
 std::vector<at::Tensor> make_params(uint64_t seed) {
@@ -41,18 +42,20 @@ std::vector<torch::optim::OptimizerParamGroup> adamw_groups(const std::vector<at
   std::vector<at::Tensor> decay, none;
   for (const auto& p : ps) (p.dim() >= 2 ? decay : none).push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> g;
-  g.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                            torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(0.1).amsgrad(amsgrad)));
-  g.emplace_back(none, std::make_unique<torch::optim::AdamWOptions>(
-                           torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(0).amsgrad(amsgrad)));
+  g.emplace_back(decay,
+                 std::make_unique<torch::optim::AdamWOptions>(
+                     torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(0.1).amsgrad(amsgrad)));
+  g.emplace_back(none,
+                 std::make_unique<torch::optim::AdamWOptions>(
+                     torch::optim::AdamWOptions(3e-3).betas({0.9, 0.95}).weight_decay(0).amsgrad(amsgrad)));
   return g;
 }
 
 // Steps both optimizers `steps` times with the same gradients (parameter 3 has none in steps 0-4
 // and 12: a late first step, and a step without it), the learning rate changed every step as a
 // schedule does; returns the largest difference of parameters and states, relative to 1.
-double step_both(torch::optim::Optimizer& loop, const std::vector<at::Tensor>& a, torch::optim::Optimizer& fused,
-                 const std::vector<at::Tensor>& b, int steps) {
+double step_both(torch::optim::Optimizer& loop, const std::vector<at::Tensor>& a,
+                 torch::optim::Optimizer& fused, const std::vector<at::Tensor>& b, int steps) {
   at::manual_seed(99);
   for (int s = 0; s < steps; ++s) {
     for (size_t i = 0; i < a.size(); ++i) {
@@ -115,7 +118,8 @@ at::CallbackHandle counting_reads() {
 
 double moved(const std::vector<at::Tensor>& before, const std::vector<at::Tensor>& after) {
   double d = 0;
-  for (size_t i = 0; i < before.size(); ++i) d = std::max(d, (before[i] - after[i]).abs().max().item<double>());
+  for (size_t i = 0; i < before.size(); ++i)
+    d = std::max(d, (before[i] - after[i]).abs().max().item<double>());
   return d;
 }
 
@@ -135,8 +139,8 @@ TEST(FusedOptimizers, AdamWTwentyStepsEqualTheLoopWithinTheBound) {
     EXPECT_LE(d, 1e-5) << "amsgrad " << amsgrad;
     EXPECT_GT(moved(start, b), 1e-3) << "the fused optimizer did not step";
     // The step counts are the loop's: parameter 3 was stepped 14 times of 20.
-    auto& s3 = static_cast<torch::optim::AdamWParamState&>(
-        *fused.state().at(compat::optimizer_state_key(b[3])));
+    auto& s3 =
+        static_cast<torch::optim::AdamWParamState&>(*fused.state().at(compat::optimizer_state_key(b[3])));
     EXPECT_EQ(s3.step(), 14);
   }
 }
@@ -204,7 +208,8 @@ TEST(FusedOptimizers, ZeroStagesWithFusedOptimizersTrainAsStageZero) {
       o.zero.stage = stage;
       const Trained z = train_user_net(2, o, mse(), true, native, adamw, {}, true);
       const double diff = max_diff(zero.params, z.params);
-      std::printf("%s fused: stage %d vs stage 0 max |weight diff| %g\n", adamw ? "adamw" : "sgd", stage, diff);
+      std::printf("%s fused: stage %d vs stage 0 max |weight diff| %g\n", adamw ? "adamw" : "sgd", stage,
+                  diff);
       EXPECT_LE(diff, 1e-6) << (adamw ? "adamw" : "sgd") << " stage " << stage;
       EXPECT_EQ(z.result.global_step, zero.result.global_step);
     }
@@ -262,7 +267,8 @@ TEST(FusedOptimizers, ClipGradNormEqualsTorchsWithoutAHostRead) {
     ASSERT_TRUE(got.defined());
     EXPECT_EQ(got.dim(), 0);
     EXPECT_EQ(got.item<double>(), want);
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i].grad(), b[i].grad())) << "parameter " << i;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(at::equal(a[i].grad(), b[i].grad())) << "parameter " << i;
   }
   EXPECT_FALSE(clip_grad_norm(copies(make_params(5)), 1.0).defined()) << "no gradients: no norm";
 }
@@ -297,10 +303,10 @@ TEST(FusedOptimizers, ATrainingStepReadsNoDeviceValueOnTheHost) {
         reads.push_back(count);
       }
       std::printf("stage %d %s: host reads in a run of 4 steps %lld, of 10 steps %lld\n", stage,
-                  fused ? "fused" : "loop", static_cast<long long>(reads[0]), static_cast<long long>(reads[1]));
+                  fused ? "fused" : "loop", static_cast<long long>(reads[0]),
+                  static_cast<long long>(reads[1]));
       EXPECT_GT(reads[0], 0) << "the callback saw nothing: the check would pass silently";
       EXPECT_EQ(reads[0], reads[1]) << "stage " << stage << (fused ? " fused" : " loop")
                                     << ": host reads grow with the steps";
     }
 }
-

@@ -250,3 +250,85 @@ TEST(Gpt, ConfigRules) {
   EXPECT_EQ(g.vocab_size, 50257);
   EXPECT_EQ(effective_lr_schedule(c), LrSchedule::kEpochCosine);
 }
+
+// Note [Padded vocabulary]: GPT and Llama (tied and untied) with --vocab_multiple 64 start from
+// the unpadded model's weights (the padded rows appended as zeros, every draw as before), give
+// the real vocabulary's logits, count the same FLOPs, and train as the unpadded model within
+// the GEMM's rounding while the padded rows stay zero (AdamW with weight decay, 3 steps).
+TEST(Gpt, APaddedVocabularyTrainsAsTheUnpaddedOne) {
+  struct Case {
+    ModelKind model;
+    bool tie;
+  };
+  for (const Case& k :
+       {Case{ModelKind::kGpt, true}, Case{ModelKind::kLlama, false}, Case{ModelKind::kLlama, true}}) {
+    ModelOptions o;
+    o.model = k.model;
+    o.gpt_preset = GptPreset::kDebug;
+    o.vocab_size = 100;
+    o.tie_embeddings = k.model == ModelKind::kLlama && k.tie;
+    DatasetShape tokens_shape;
+    std::vector<std::shared_ptr<Model>> models;
+    std::vector<std::vector<at::Tensor>> grads;
+    for (int multiple : {1, 64}) {
+      o.vocab_multiple = multiple;
+      torch::manual_seed(3);
+      models.push_back(build_model(o, tokens_shape));
+    }
+    const auto& plain = models[0];
+    const auto& padded = models[1];
+    const auto pp = plain->named_parameters(), qp = padded->named_parameters();
+    ASSERT_EQ(pp.size(), qp.size());
+    for (const auto& item : pp) {
+      const at::Tensor q = qp[item.key()];
+      if (q.sizes() == item.value().sizes()) {
+        EXPECT_TRUE(q.equal(item.value())) << item.key() << ": another initial value";
+      } else {
+        ASSERT_EQ(q.size(0), 128) << item.key();
+        EXPECT_TRUE(q.narrow(0, 0, 100).equal(item.value())) << item.key();
+        EXPECT_EQ(q.narrow(0, 100, 28).abs().max().item<double>(), 0.0) << item.key();
+      }
+    }
+    EXPECT_EQ(plain->train_flops_per_sample(), padded->train_flops_per_sample());
+    at::manual_seed(11);
+    const at::Tensor x = at::randint(0, 100, {2, 17}, at::kLong);
+    OptimizerOptions adamw;
+    adamw.optimizer = OptimizerKind::kAdamw;
+    adamw.lr = 1e-2;
+    adamw.weight_decay = 0.1;
+    std::vector<std::vector<at::Tensor>> after;
+    for (const auto& m : models) {
+      auto opt = build_optimizer(adamw, m->parameters());
+      for (int step = 0; step < 3; ++step) {
+        opt->zero_grad();
+        const at::Tensor logits = m->forward(x.slice(1, 0, 16));
+        ASSERT_EQ(logits.size(-1), 100);
+        torch::nn::functional::cross_entropy(logits.reshape({-1, 100}), x.slice(1, 1, 17).reshape({-1}))
+            .backward();
+        opt->step();
+      }
+      std::vector<at::Tensor> real;
+      for (const auto& p : m->parameters()) real.push_back(p.size(0) == 128 ? p.narrow(0, 0, 100) : p);
+      after.push_back(real);
+    }
+    const double diff = gpt_max_diff(after[0], after[1]);
+    std::printf("%s%s: padded vs unpadded after 3 AdamW steps, max |weight diff| %g\n", word(k.model),
+                k.tie ? " tied" : "", diff);
+    EXPECT_LT(diff, 1e-5);
+    for (const auto& p : padded->parameters()) {
+      if (p.size(0) == 128) {
+        EXPECT_EQ(p.narrow(0, 100, 28).abs().max().item<double>(), 0.0) << "a padded row moved";
+      }
+    }
+    EXPECT_NE(padded->describe().find("padded to 128"), std::string::npos) << padded->describe();
+  }
+  ModelOptions bad;
+  bad.model = ModelKind::kMiniResnet;
+  bad.vocab_multiple = 64;
+  EXPECT_THROW(bad.validate(DataOptions{}), OptionError);
+  bad.model = ModelKind::kGpt;
+  bad.vocab_multiple = 0;
+  DataOptions tokens;
+  tokens.dataset = DatasetKind::kTokens;
+  EXPECT_THROW(bad.validate(tokens), OptionError);
+}

@@ -1,0 +1,95 @@
+#include "kernels/fused_cross_entropy.h"
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+namespace fused_ce_detail {
+
+namespace {
+
+// Rows per chunk: about 32 MiB of fp32 at a time.
+int64_t chunk_rows(int64_t V) { return std::max<int64_t>(1, (int64_t{8} << 20) / std::max<int64_t>(V, 1)); }
+
+}  // namespace
+
+void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses) {
+  const int64_t N = logits.size(0), V = logits.size(1), step = chunk_rows(V);
+  for (int64_t r = 0; r < N; r += step) {
+    const int64_t n = std::min(step, N - r);
+    const at::Tensor x = logits.narrow(0, r, n).to(at::kFloat);
+    const at::Tensor l = at::logsumexp(x, {1});
+    lse.narrow(0, r, n).copy_(l);
+    losses.narrow(0, r, n).copy_(l - x.gather(1, targets.narrow(0, r, n).unsqueeze(1)).squeeze(1));
+  }
+}
+
+void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& scale) {
+  const int64_t N = logits.size(0), V = logits.size(1), step = chunk_rows(V);
+  for (int64_t r = 0; r < N; r += step) {
+    const int64_t n = std::min(step, N - r);
+    at::Tensor rows = logits.narrow(0, r, n);
+    at::Tensor p = (rows.to(at::kFloat) - lse.narrow(0, r, n).unsqueeze(1)).exp_();
+    p.scatter_add_(1, targets.narrow(0, r, n).unsqueeze(1), at::full({n, 1}, -1.0f, p.options()));
+    rows.copy_(p.mul_(scale));
+  }
+}
+
+}  // namespace fused_ce_detail
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
+    const int64_t N = logits.size(0);
+    const auto f32 = logits.options().dtype(at::kFloat);
+    at::Tensor lse = at::empty({N}, f32), losses = at::empty({N}, f32);
+    if (logits.is_cuda())
+      fused_ce_detail::forward_cuda(logits, targets, lse, losses);
+    else
+      fused_ce_detail::forward_cpu(logits, targets, lse, losses);
+    ctx->save_for_backward({logits, targets, lse});
+    return losses.sum() / static_cast<double>(N);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    auto saved = ctx->get_saved_variables();
+    at::Tensor logits = saved[0];
+    const at::Tensor scale = (grad[0].to(at::kFloat) / static_cast<double>(logits.size(0))).reshape({});
+    {
+      at::NoGradGuard no_grad;
+      if (logits.is_cuda())
+        fused_ce_detail::backward_cuda(logits, saved[1], saved[2], scale);
+      else
+        fused_ce_detail::backward_cpu(logits, saved[1], saved[2], scale);
+    }
+    return {logits, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
+  DDP_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
+            "fused_cross_entropy: logits (N, V) and targets (N), got ", logits.sizes(), " and ", targets.sizes());
+  DDP_CHECK(logits.stride(1) == 1, "fused_cross_entropy: the logits' rows must be contiguous (stride ",
+            logits.stride(1), ")");
+  DDP_CHECK(targets.scalar_type() == at::kLong, "fused_cross_entropy: int64 targets, got ", targets.scalar_type());
+  DDP_CHECK(logits.size(0) > 0, "fused_cross_entropy: no rows");
+  if (!logits.is_cuda()) {
+    const auto [lo, hi] = at::aminmax(targets);
+    DDP_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < logits.size(1), "fused_cross_entropy: a target outside [0, ",
+              logits.size(1), ")");
+  }
+  return FusedCrossEntropy::apply(logits, targets);
+}
+
+}  // namespace ddptrain

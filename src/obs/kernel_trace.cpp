@@ -1,0 +1,56 @@
+#include "obs/kernel_trace.h"
+
+#include <set>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+namespace ddptrain {
+
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+namespace {
+
+std::set<ActivityType> activities(bool cuda) {
+  std::set<ActivityType> a{ActivityType::CPU};
+  if (cuda) a.insert(ActivityType::CUDA);
+  return a;
+}
+
+}  // namespace
+
+bool KernelTrace::start(bool cuda, std::string* why) {
+  // Whether LibTorch has Kineto is not visible to its users' compiler (USE_KINETO is not exported):
+  // a LibTorch without it refuses to start here.
+  try {
+    const ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/true);
+    profiler::prepareProfiler(config, activities(cuda));
+    profiler::enableProfiler(config, activities(cuda));
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+  active_ = true;
+  return true;
+}
+
+KernelTrace::~KernelTrace() {
+  if (!active_) return;
+  try {
+    profiler::disableProfiler();
+  } catch (...) {  // a destructor does not throw; the trace was incomplete anyway
+  }
+}
+
+bool KernelTrace::stop_and_save(const std::string& path) {
+  if (!active_) return false;
+  active_ = false;
+  const auto result = profiler::disableProfiler();
+  if (!result) return false;
+  result->save(path);
+  return true;
+}
+
+}  // namespace ddptrain

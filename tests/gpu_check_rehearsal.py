@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Scripts.GpuCheckRehearsesOnCpu: scripts/gpu-check.sh with GPU_CHECK_DRY=1 runs #27's stages
+(a profiled ddptrain GPT run, the profile table, PyTorch's nanoGPT-style module eager and
+torch.compile, ddptrain interleaved, the levers' "before" runs) on the CPU at tiny sizes, and
+its report has every number the GPU run is read for. A GPU's minutes are too few to find a
+broken script there.
+
+usage: gpu_check_rehearsal.py SOURCE_DIR BUILD_DIR PYTHON
+Exit 77 (ctest: skipped) where PYTHON's torch has no torch.compile (Debian's 1.13).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+src, build, python = sys.argv[1:4]
+version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                         text=True).stdout.strip()
+if not version or int(version.split(".")[0]) < 2:
+    print(f"skipped: {python} has torch {version or 'none'}; bench/nanogpt.py needs torch 2 (SDPA, compile)")
+    sys.exit(77)
+out = tempfile.mkdtemp(prefix="gpu_check_rehearsal_")
+env = dict(os.environ, GPU_CHECK_DRY="1", GPU_CHECK_BIN=build, PYTHON=python)
+r = subprocess.run([os.path.join(src, "scripts/gpu-check.sh"), out], cwd=src, env=env, capture_output=True,
+                   text=True, timeout=600)
+print(r.stdout[-4000:], r.stderr[-4000:])
+failures = []
+if r.returncode != 0:
+    failures.append(f"gpu-check.sh exited {r.returncode}")
+report = json.load(open(os.path.join(out, "gpu_report.json")))
+if report["failed_stages"]:
+    failures.append(f"failed stages: {report['failed_stages']}")
+gpt = report.get("gpt2_124m_bf16_b64_block1024", {})
+for key in ("ddptrain_tokens_per_s_median", "pytorch_eager_tokens_per_s_median", "ratio_over_pytorch_eager",
+            "ratio_over_pytorch_compile", "lever_vocab_multiple_64_over_1", "lever_fused_optimizer_over_loop",
+            "lever_fused_loss_over_eager"):
+    if not isinstance(gpt.get(key), (int, float)) or gpt[key] <= 0:
+        failures.append(f"report: {key} is {gpt.get(key)!r}")
+compiled = (gpt.get("pytorch") or {}).get("py_compile") or {}
+if compiled.get("impl") != "pytorch compile":
+    failures.append(f"report: the compiled PyTorch run is {compiled!r}")
+profile = report.get("gpt2_124m_profile", {})
+cats = profile.get("categories_ms_per_step", {})
+for c in ("gemm", "attention", "normalisation"):
+    if not cats.get(c, 0) > 0:
+        failures.append(f"profile table: no {c} time ({cats})")
+if len(profile.get("top", [])) != 15:
+    failures.append(f"profile table: {len(profile.get('top', []))} top operations, not 15")
+for f in failures:
+    print("FAIL:", f)
+sys.exit(1 if failures else 0)

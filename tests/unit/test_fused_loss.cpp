@@ -1,0 +1,131 @@
+// Note [Fused cross-entropy]: fused_cross_entropy's CPU path (the reference of the CUDA
+// kernel) equals the eager cross_entropy in loss and gradient, on fp32 and bf16 logits, on a
+// padded vocabulary's strided view and across chunks of rows; its backward writes the
+// gradient into the logits' memory; the trainer's objective uses it where asked and reads the
+// accuracy before backward.
+#include <gtest/gtest.h>
+
+#include <torch/nn/functional/loss.h>
+
+#include "kernels/fused_cross_entropy.h"
+#include "models/build_model.h"
+#include "models/model_options.h"
+#include "train/optimizer.h"
+#include "train/trainable.h"
+
+using namespace ddptrain;
+
+namespace {
+
+struct Grads {
+  double loss;
+  at::Tensor grad;  // fp32, of the real vocabulary
+};
+
+Grads eager(const at::Tensor& logits, const at::Tensor& targets) {
+  at::Tensor x = logits.detach().clone().requires_grad_();
+  at::Tensor loss = torch::nn::functional::cross_entropy(x.to(at::kFloat), targets);
+  loss.backward();
+  return {loss.item<double>(), x.grad().to(at::kFloat)};
+}
+
+}  // namespace
+
+TEST(FusedLoss, EqualsTheEagerLossAndGradientInFp32AndBf16) {
+  struct Case {
+    int64_t N, V, padded;
+    at::ScalarType dtype;
+  };
+  // 400 rows of 50,304 columns span three chunks (8 Mi elements each).
+  for (const Case& c : {Case{37, 96, 96, at::kFloat}, Case{37, 96, 128, at::kFloat}, Case{64, 1000, 1024, at::kBFloat16},
+                        Case{400, 50257, 50304, at::kFloat}}) {
+    at::manual_seed(5);
+    const at::Tensor full = (at::randn({c.N, c.padded}) * 3).to(c.dtype);
+    const at::Tensor targets = at::randint(0, c.V, {c.N}, at::kLong);
+    const Grads want = eager(full.narrow(1, 0, c.V), targets);
+    at::Tensor mine = full.clone().requires_grad_();
+    const at::Tensor view = mine.narrow(1, 0, c.V);  // a padded vocabulary's real columns
+    const at::Tensor loss = fused_cross_entropy(view, targets);
+    EXPECT_EQ(loss.scalar_type(), at::kFloat);
+    EXPECT_EQ(loss.dim(), 0);
+    (loss * 2.0).backward();  // a scaled loss: the gradient scales with it
+    const at::Tensor got = mine.grad().narrow(1, 0, c.V).to(at::kFloat) / 2.0;
+    const double loss_diff = std::abs(loss.item<double>() - want.loss) / want.loss;
+    const double grad_diff = (got - want.grad).abs().max().item<double>();
+    const double grad_max = want.grad.abs().max().item<double>();
+    std::printf("N %lld V %lld (rows of %lld) %s: loss relative diff %.2g, max |grad diff| %.2g of max %.2g\n",
+                static_cast<long long>(c.N), static_cast<long long>(c.V), static_cast<long long>(c.padded),
+                c10::toString(c.dtype), loss_diff, grad_diff, grad_max);
+    EXPECT_LT(loss_diff, 1e-6);
+    // fp32: rounding (measured up to 2.1e-6 of the largest); bf16: stored in bf16 (8 bits of mantissa).
+    EXPECT_LE(grad_diff, c.dtype == at::kFloat ? 1e-5 * grad_max : grad_max / 128);
+    if (c.padded > c.V) {
+      EXPECT_EQ(mine.grad().narrow(1, c.V, c.padded - c.V).abs().max().item<double>(), 0.0)
+          << "the padded columns got a gradient";
+    }
+  }
+}
+
+TEST(FusedLoss, BackwardWritesTheGradientIntoTheLogits) {
+  at::manual_seed(6);
+  const at::Tensor w = at::randn({16, 8}).requires_grad_();
+  const at::Tensor h = at::randn({5, 8});
+  const at::Tensor logits = at::linear(h, w);  // an output layer's output
+  const at::Tensor targets = at::randint(0, 16, {5}, at::kLong);
+  const void* memory = logits.data_ptr();
+  fused_cross_entropy(logits, targets).backward();
+  ASSERT_TRUE(w.grad().defined());
+  // The logits now hold d loss / d logits: rows of softmax - onehot over N sum to zero.
+  EXPECT_LT(logits.sum(1).abs().max().item<double>(), 1e-6);
+  EXPECT_EQ(logits.data_ptr(), memory);
+  const at::Tensor w2 = w.detach().clone().requires_grad_();
+  torch::nn::functional::cross_entropy(at::linear(h, w2), targets).backward();
+  EXPECT_LT((w.grad() - w2.grad()).abs().max().item<double>(), 1e-6) << "the weight's gradient differs";
+}
+
+TEST(FusedLoss, BadShapesAndTargetsAreNamed) {
+  const at::Tensor x = at::randn({4, 10});
+  EXPECT_THROW(fused_cross_entropy(x, at::tensor({0, 1, 2, 10}, at::kLong)), std::exception);
+  EXPECT_THROW(fused_cross_entropy(x, at::tensor({0, 1, 2}, at::kLong)), std::exception);
+  EXPECT_THROW(fused_cross_entropy(x.t(), at::tensor({0, 1, 2, 3}, at::kLong)), std::exception);
+}
+
+// The objective with the fused loss trains GPT (a padded vocabulary's strided logits) as the
+// eager objective does: 5 SGD steps within 1e-5.
+TEST(FusedLoss, TheObjectiveTrainsGptAsTheEagerOne) {
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  o.gpt_preset = GptPreset::kDebug;
+  o.vocab_size = 100;
+  o.vocab_multiple = 64;
+  OptimizerOptions sgd;  // SGD: AdamW's first steps turn gradients near 0 into steps of +-lr
+  sgd.lr = 0.1;
+  at::manual_seed(12);
+  const at::Tensor x = at::randint(0, 100, {4, 33}, at::kLong);
+  std::vector<std::vector<at::Tensor>> after;
+  for (FusedLoss fused : {FusedLoss::kOff, FusedLoss::kOn}) {
+    torch::manual_seed(4);
+    auto m = build_model(o, DatasetShape{});
+    auto opt = build_optimizer(sgd, m->parameters());
+    const Objective obj = Objective::classification(fused);
+    for (int step = 0; step < 5; ++step) {
+      opt->zero_grad();
+      const at::Tensor logits = m->forward(x.slice(1, 0, 32));
+      const at::Tensor targets = x.slice(1, 1, 33);
+      const at::Tensor loss = obj.loss(logits, targets);
+      const at::Tensor before = logits.detach().clone();
+      loss.backward();
+      // The fused backward wrote the gradient over the logits: the trainer reads the accuracy
+      // before backward (trainer_loop.cpp).
+      EXPECT_EQ(at::equal(before, logits.detach()), fused == FusedLoss::kOff);
+      opt->step();
+    }
+    std::vector<at::Tensor> ps;
+    for (const auto& p : m->parameters()) ps.push_back(p.detach().clone());
+    after.push_back(ps);
+  }
+  double d = 0;
+  for (size_t i = 0; i < after[0].size(); ++i) d = std::max(d, (after[0][i] - after[1][i]).abs().max().item<double>());
+  std::printf("GPT debug, 5 SGD steps: fused vs eager loss, max |weight diff| %g\n", d);
+  EXPECT_LE(d, 1e-5);
+}
