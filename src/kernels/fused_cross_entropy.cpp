@@ -29,7 +29,8 @@ void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor
   }
 }
 
-void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& scale) {
+void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
+                  const at::Tensor& scale) {
   const int64_t N = logits.size(0), V = logits.size(1), step = chunk_rows(V);
   for (int64_t r = 0; r < N; r += step) {
     const int64_t n = std::min(step, N - r);
@@ -79,15 +80,17 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
 
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
   DDP_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
-            "fused_cross_entropy: logits (N, V) and targets (N), got ", logits.sizes(), " and ", targets.sizes());
+            "fused_cross_entropy: logits (N, V) and targets (N), got ", logits.sizes(), " and ",
+            targets.sizes());
   DDP_CHECK(logits.stride(1) == 1, "fused_cross_entropy: the logits' rows must be contiguous (stride ",
             logits.stride(1), ")");
-  DDP_CHECK(targets.scalar_type() == at::kLong, "fused_cross_entropy: int64 targets, got ", targets.scalar_type());
+  DDP_CHECK(targets.scalar_type() == at::kLong, "fused_cross_entropy: int64 targets, got ",
+            targets.scalar_type());
   DDP_CHECK(logits.size(0) > 0, "fused_cross_entropy: no rows");
   if (!logits.is_cuda()) {
     const auto [lo, hi] = at::aminmax(targets);
-    DDP_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < logits.size(1), "fused_cross_entropy: a target outside [0, ",
-              logits.size(1), ")");
+    DDP_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < logits.size(1),
+              "fused_cross_entropy: a target outside [0, ", logits.size(1), ")");
   }
   return FusedCrossEntropy::apply(logits, targets);
 }

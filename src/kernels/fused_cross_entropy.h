@@ -32,9 +32,11 @@ namespace fused_ce_detail {
 // lse (N) fp32 and the per-row losses (N) fp32.
 void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses);
 // logits <- (softmax - onehot) * scale, in place (scale: dloss / N, a 0-dim fp32 tensor).
-void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& scale);
+void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
+                  const at::Tensor& scale);
 void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses);
-void backward_cuda(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& scale);
+void backward_cuda(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
+                   const at::Tensor& scale);
 }  // namespace fused_ce_detail
 
 }  // namespace ddptrain

@@ -87,24 +87,27 @@ void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tenso
   const at::Tensor t = targets.contiguous();
   const int64_t N = logits.size(0), V = logits.size(1);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "fused_cross_entropy_forward", [&] {
-    forward_kernel<scalar_t><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-        logits.data_ptr<scalar_t>(), logits.stride(0), V, t.data_ptr<int64_t>(), lse.data_ptr<float>(),
-        losses.data_ptr<float>());
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, logits.scalar_type(), "fused_cross_entropy_forward", [&] {
+        forward_kernel<scalar_t><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
+            logits.data_ptr<scalar_t>(), logits.stride(0), V, t.data_ptr<int64_t>(), lse.data_ptr<float>(),
+            losses.data_ptr<float>());
+      });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void backward_cuda(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& scale) {
+void backward_cuda(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
+                   const at::Tensor& scale) {
   const c10::cuda::CUDAGuard guard(logits.device());
   const at::Tensor t = targets.contiguous();
   const int64_t N = logits.size(0), V = logits.size(1);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "fused_cross_entropy_backward", [&] {
-    backward_kernel<scalar_t><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-        logits.data_ptr<scalar_t>(), logits.stride(0), V, t.data_ptr<int64_t>(), lse.data_ptr<float>(),
-        scale.data_ptr<float>());
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kBFloat16, at::kHalf, logits.scalar_type(), "fused_cross_entropy_backward", [&] {
+        backward_kernel<scalar_t><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
+            logits.data_ptr<scalar_t>(), logits.stride(0), V, t.data_ptr<int64_t>(), lse.data_ptr<float>(),
+            scale.data_ptr<float>());
+      });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

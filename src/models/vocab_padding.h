@@ -19,7 +19,9 @@
 namespace ddptrain {
 
 /// vocab rounded up to a multiple of `multiple` (>= 1).
-inline int64_t padded_vocab(int64_t vocab, int64_t multiple) { return (vocab + multiple - 1) / multiple * multiple; }
+inline int64_t padded_vocab(int64_t vocab, int64_t multiple) {
+  return (vocab + multiple - 1) / multiple * multiple;
+}
 
 /// A (vocab, C) tensor with zero rows appended up to `rows` (itself when it has as many).
 inline at::Tensor with_vocab_rows(const at::Tensor& weight, int64_t rows) {

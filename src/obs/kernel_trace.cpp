@@ -44,12 +44,17 @@ KernelTrace::~KernelTrace() {
   }
 }
 
-bool KernelTrace::stop_and_save(const std::string& path) {
+bool KernelTrace::stop_and_save(const std::string& path, std::string* why) {
   if (!active_) return false;
   active_ = false;
-  const auto result = profiler::disableProfiler();
-  if (!result) return false;
-  result->save(path);
+  try {
+    const auto result = profiler::disableProfiler();
+    if (!result) return false;
+    result->save(path);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
   return true;
 }
 

@@ -20,8 +20,9 @@ class KernelTrace {
   /// Starts recording CPU ops, and the GPU's kernels when `cuda`; false (with `why`) where the
   /// profiler refuses to start (a LibTorch without Kineto).
   bool start(bool cuda, std::string* why);
-  /// Stops and writes the trace to `path` (when started); false otherwise.
-  bool stop_and_save(const std::string& path);
+  /// Stops and writes the trace to `path` (when started); false otherwise, with `why` when the
+  /// profiler cannot write one (Debian's LibTorch 1.13 records but has no Kineto to save with).
+  bool stop_and_save(const std::string& path, std::string* why);
   bool active() const { return active_; }
 
  private:

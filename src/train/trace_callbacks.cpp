@@ -39,9 +39,14 @@ void Profiler::on_step_end(const TrainState& s, const StepEvent&) {
   }
   if (trace_.maybe_write(step))
     ctx_.log().info("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): " + path_);
-  if (kernels_.active() && !trace_.recording(step + 1) && kernels_.stop_and_save(kernels_path_))
-    ctx_.log().info("kernel trace (LibTorch's profiler; scripts/profile_table.py summarises it): " +
-                    kernels_path_);
+  if (kernels_.active() && !trace_.recording(step + 1)) {
+    std::string why;
+    if (kernels_.stop_and_save(kernels_path_, &why))
+      ctx_.log().info("kernel trace (LibTorch's profiler; scripts/profile_table.py summarises it): " +
+                      kernels_path_);
+    else
+      ctx_.log().warn("no kernel trace: LibTorch's profiler could not write it (" + why + ")");
+  }
 }
 
 }  // namespace ddptrain

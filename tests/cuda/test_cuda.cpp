@@ -259,7 +259,7 @@ TEST_F(Cuda, KernelTraceRecordsGpuKernels) {
   const at::Tensor y = at::mm(x, x).relu().sum();
   EXPECT_TRUE(y.defined());
   torch::cuda::synchronize();
-  ASSERT_TRUE(trace.stop_and_save(path));
+  ASSERT_TRUE(trace.stop_and_save(path, &why)) << why;
   std::ifstream in(path);
   const auto doc = nlohmann::json::parse(in);
   int kernels = 0;

@@ -395,8 +395,7 @@ TEST(E2E, SingleProcessByDefault) {
   // scripts/profile_table.py sums by kind of work. A LibTorch without Kineto says so instead.
   const std::string kernels = ckpt + "/kernels_rank0.json";
   if (!fs::exists(kernels)) {
-    EXPECT_FALSE(lines_with(r.output, "no kernel trace: LibTorch's profiler did not start").empty())
-        << r.output;
+    EXPECT_FALSE(lines_with(r.output, "no kernel trace: LibTorch's profiler").empty()) << r.output;
     return;
   }
   ProcResult table = run({python(), source_dir() + "/scripts/profile_table.py", kernels, "--steps", "3",

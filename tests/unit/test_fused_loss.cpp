@@ -37,8 +37,8 @@ TEST(FusedLoss, EqualsTheEagerLossAndGradientInFp32AndBf16) {
     at::ScalarType dtype;
   };
   // 400 rows of 50,304 columns span three chunks (8 Mi elements each).
-  for (const Case& c : {Case{37, 96, 96, at::kFloat}, Case{37, 96, 128, at::kFloat}, Case{64, 1000, 1024, at::kBFloat16},
-                        Case{400, 50257, 50304, at::kFloat}}) {
+  for (const Case& c : {Case{37, 96, 96, at::kFloat}, Case{37, 96, 128, at::kFloat},
+                        Case{64, 1000, 1024, at::kBFloat16}, Case{400, 50257, 50304, at::kFloat}}) {
     at::manual_seed(5);
     const at::Tensor full = (at::randn({c.N, c.padded}) * 3).to(c.dtype);
     const at::Tensor targets = at::randint(0, c.V, {c.N}, at::kLong);
@@ -53,9 +53,10 @@ TEST(FusedLoss, EqualsTheEagerLossAndGradientInFp32AndBf16) {
     const double loss_diff = std::abs(loss.item<double>() - want.loss) / want.loss;
     const double grad_diff = (got - want.grad).abs().max().item<double>();
     const double grad_max = want.grad.abs().max().item<double>();
-    std::printf("N %lld V %lld (rows of %lld) %s: loss relative diff %.2g, max |grad diff| %.2g of max %.2g\n",
-                static_cast<long long>(c.N), static_cast<long long>(c.V), static_cast<long long>(c.padded),
-                c10::toString(c.dtype), loss_diff, grad_diff, grad_max);
+    std::printf(
+        "N %lld V %lld (rows of %lld) %s: loss relative diff %.2g, max |grad diff| %.2g of max %.2g\n",
+        static_cast<long long>(c.N), static_cast<long long>(c.V), static_cast<long long>(c.padded),
+        c10::toString(c.dtype), loss_diff, grad_diff, grad_max);
     EXPECT_LT(loss_diff, 1e-6);
     // fp32: rounding (measured up to 2.1e-6 of the largest); bf16: stored in bf16 (8 bits of mantissa).
     EXPECT_LE(grad_diff, c.dtype == at::kFloat ? 1e-5 * grad_max : grad_max / 128);
@@ -125,7 +126,8 @@ TEST(FusedLoss, TheObjectiveTrainsGptAsTheEagerOne) {
     after.push_back(ps);
   }
   double d = 0;
-  for (size_t i = 0; i < after[0].size(); ++i) d = std::max(d, (after[0][i] - after[1][i]).abs().max().item<double>());
+  for (size_t i = 0; i < after[0].size(); ++i)
+    d = std::max(d, (after[0][i] - after[1][i]).abs().max().item<double>());
   std::printf("GPT debug, 5 SGD steps: fused vs eager loss, max |weight diff| %g\n", d);
   EXPECT_LE(d, 1e-5);
 }
