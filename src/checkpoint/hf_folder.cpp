@@ -31,14 +31,11 @@ auto parse_users_file(const std::string& path, Parse parse) {
   }
 }
 
-// A shard's tensors, read from disk one by one (no copy of the file in memory).
-NamedTensors read_shard(const std::string& path) {
+// A shard's header, opened: the user's file, so its errors are exit 2 naming it.
+std::unique_ptr<SafetensorsFile> open_shard(const std::string& path) {
   DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing");
   try {
-    const SafetensorsFile file(path);
-    NamedTensors out;
-    for (const SafetensorsEntry& e : file.entries()) out.emplace_back(e.name, file.read(e));
-    return out;
+    return std::make_unique<SafetensorsFile>(path);
   } catch (const std::bad_alloc&) {
     throw;  // the machine's limit, not the file's fault
   } catch (const std::exception& e) {
@@ -56,40 +53,92 @@ nlohmann::json read_hf_config(const std::string& dir) {
   return config;
 }
 
-NamedTensors read_hf_tensors(const std::string& dir) {
+HfFolderTensors::HfFolderTensors(const std::string& dir) {
   const fs::path root(dir);
-  if (fs::is_regular_file(root / kSingle)) return read_shard((root / kSingle).string());
-  const std::string index_path = (root / kIndex).string();
-  DDP_USAGE_CHECK(fs::is_regular_file(index_path), "'", dir, "' has neither ", kSingle, " nor ", kIndex,
-                  ": a Hugging Face checkpoint saved with safetensors (save_pretrained's default) holds one");
-  const nlohmann::json index =
-      parse_users_file(index_path, [](const std::string& b) { return nlohmann::json::parse(b); });
-  DDP_USAGE_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), "'",
-                  index_path, "' has no weight_map object");
-  std::map<std::string, std::set<std::string>> by_shard;  // shard -> the tensors the index puts there
-  for (const auto& [name, shard] : index["weight_map"].items()) {
-    DDP_USAGE_CHECK(shard.is_string(), "'", index_path, "': tensor '", name, "' maps to ", shard.dump(),
-                    ", not a file name");
-    by_shard[shard.get<std::string>()].insert(name);
-  }
-  NamedTensors all;
-  for (const auto& [shard, names] : by_shard) {
-    const std::string path = (root / shard).string();
-    DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing: ", index_path, " puts ",
-                    names.size(), " tensors there (e.g. '", *names.begin(), "')");
-    NamedTensors part = read_shard(path);
-    std::set<std::string> found;
-    for (auto& [name, t] : part) {
-      DDP_USAGE_CHECK(names.count(name) != 0, "'", path, "' holds tensor '", name, "', which ", index_path,
-                      " does not place there");
-      found.insert(name);
-      all.emplace_back(name, t);
+  const auto add = [&](std::unique_ptr<SafetensorsFile> file) {
+    for (const SafetensorsEntry& e : file->entries()) {
+      where_[e.name] = {file.get(), &e};
+      headers_.push_back({e.name, e.dtype, e.shape});
     }
-    for (const auto& name : names)
-      DDP_USAGE_CHECK(found.count(name) != 0, "'", path, "' lacks tensor '", name, "', which ", index_path,
-                      " places there");
+    files_.push_back(std::move(file));
+  };
+  if (fs::is_regular_file(root / kSingle)) {
+    add(open_shard((root / kSingle).string()));
+  } else {
+    const std::string index_path = (root / kIndex).string();
+    DDP_USAGE_CHECK(
+        fs::is_regular_file(index_path), "'", dir, "' has neither ", kSingle, " nor ", kIndex,
+        ": a Hugging Face checkpoint saved with safetensors (save_pretrained's default) holds one");
+    const nlohmann::json index =
+        parse_users_file(index_path, [](const std::string& b) { return nlohmann::json::parse(b); });
+    DDP_USAGE_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(), "'",
+                    index_path, "' has no weight_map object");
+    std::map<std::string, std::set<std::string>> by_shard;  // shard -> the tensors the index puts there
+    for (const auto& [name, shard] : index["weight_map"].items()) {
+      DDP_USAGE_CHECK(shard.is_string(), "'", index_path, "': tensor '", name, "' maps to ", shard.dump(),
+                      ", not a file name");
+      by_shard[shard.get<std::string>()].insert(name);
+    }
+    for (const auto& [shard, names] : by_shard) {
+      const std::string path = (root / shard).string();
+      DDP_USAGE_CHECK(fs::is_regular_file(path), "'", path, "' is missing: ", index_path, " puts ",
+                      names.size(), " tensors there (e.g. '", *names.begin(), "')");
+      std::unique_ptr<SafetensorsFile> file = open_shard(path);
+      std::set<std::string> found;
+      for (const SafetensorsEntry& e : file->entries()) {
+        DDP_USAGE_CHECK(names.count(e.name) != 0, "'", path, "' holds tensor '", e.name, "', which ",
+                        index_path, " does not place there");
+        found.insert(e.name);
+      }
+      for (const auto& name : names)
+        DDP_USAGE_CHECK(found.count(name) != 0, "'", path, "' lacks tensor '", name, "', which ", index_path,
+                        " places there");
+      add(std::move(file));
+    }
   }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(headers_.begin(), headers_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+}
+
+HfFolderTensors::~HfFolderTensors() = default;
+
+std::pair<const SafetensorsFile*, const SafetensorsEntry*> HfFolderTensors::find(
+    const std::string& name) const {
+  const auto it = where_.find(name);
+  DDP_CHECK(it != where_.end(), "no tensor '", name, "' in the folder");
+  return it->second;
+}
+
+// A read that fails after the header was checked (the file shrank, a disk error): the user's file.
+template <typename Read>
+auto users_read(Read read) {
+  try {
+    return read();
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());  // SafetensorsFile's message names the file and the tensor
+  }
+}
+
+at::Tensor HfFolderTensors::read(const std::string& name) const {
+  const auto [file, entry] = find(name);
+  return users_read([&, file = file, entry = entry] { return file->read(*entry); });
+}
+
+void HfFolderTensors::read_into(const std::string& name, const at::Tensor& dest) const {
+  const auto [file, entry] = find(name);
+  users_read([&, file = file, entry = entry] {
+    file->read_into(*entry, dest);
+    return 0;
+  });
+}
+
+NamedTensors read_hf_tensors(const std::string& dir) {
+  const HfFolderTensors folder(dir);
+  NamedTensors all;
+  for (const StoredTensor& t : folder.tensors()) all.emplace_back(t.name, folder.read(t.name));
   return all;
 }
 

@@ -35,4 +35,38 @@ NamedTensors read_weights_file(const std::string& path, const Logger& log) {
   return tensors;
 }
 
+HfInitialWeights::HfInitialWeights(const std::string& dir, const Logger& log)
+    : dir_(dir), log_(log), start_(std::chrono::steady_clock::now()) {
+  ModelOptions sizes;
+  apply_hf_config(read_hf_config(dir), dir + "/config.json", sizes);
+  log.info(str(dir, ": a Hugging Face ", hf_architecture(sizes), " (", sizes.n_layer, " layers, ",
+               sizes.n_embd, " wide)"));
+  source_ = std::make_unique<HfFolderTensors>(dir);
+  plan_ = hf_weight_plan(source_->tensors(), sizes, dir);
+}
+
+HfInitialWeights::~HfInitialWeights() = default;
+
+void HfInitialWeights::fill(torch::nn::Module& module, const std::string& prefix) {
+  for (const auto& item : module.named_parameters()) {
+    const std::string name = prefix + item.key();
+    if (filled_.count(name) != 0) continue;
+    DDP_USAGE_CHECK(plan_.find(name) != nullptr, "'", dir_, "' has no weights for the model's parameter '",
+                    name, "'");
+    fill_from_hf(*source_, plan_, name, item.value());
+    filled_.insert(name);
+    bytes_ += static_cast<int64_t>(item.value().nbytes());
+  }
+}
+
+void HfInitialWeights::finish() {
+  for (const auto& [name, s] : plan_.tensors)
+    DDP_USAGE_CHECK(filled_.count(name) != 0, "'", dir_, "': tensor '", s.stored,
+                    "' has no parameter in the model built (", name, ")");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  log_.info(str("initial weights from ", dir_, " (", filled_.size(), " tensors, ", bytes_ >> 20,
+                " MiB of weights read in ", static_cast<int64_t>(seconds * 1000),
+                " ms, into the parameters)"));
+}
+
 }  // namespace ddptrain

@@ -1,9 +1,11 @@
 #include "config/train_from_config.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/weights_file.h"
 #include "config/run_identity.h"
 #include "data/augment.h"
 #include "data/datasets.h"
+#include "ddp/shard_as_built.h"
 #include "ddp/sync_batchnorm.h"
 #include "models/build_model.h"
 #include "train/fault_hooks.h"
@@ -59,6 +61,36 @@ DataSplits datasets_from(const TrainConfig& cfg) {
 
 namespace {
 
+// Note [Units sharded as built]: under zero_stage 3 over several ranks, gpt's and llama's
+// units are sharded as the model is built, unless something must read the whole model first
+// (a forward that checks its output, weights loaded after the build).
+// The initial weights of a Hugging Face folder are then read a unit at a time, into the unit.
+bool shards_as_built(const TrainConfig& cfg, const DistContext& ctx) {
+  return cfg.trainer.zero.stage >= 3 && ctx.communicates() && takes_unit_sink(cfg.model) &&
+         !fit_check(cfg, ctx).run_forward &&
+         (cfg.trainer.checkpoint.init_from.empty() || !cfg.model.init_from_hf.empty());
+}
+
+// The sink for build_model, and the folder it reads (unless a checkpoint is resumed).
+struct UnitByUnit {
+  std::unique_ptr<HfInitialWeights> weights;
+  std::unique_ptr<ShardAsBuilt> sink;
+};
+
+UnitByUnit unit_by_unit(const TrainConfig& cfg, const DistContext& ctx) {
+  UnitByUnit u;
+  if (!shards_as_built(cfg, ctx)) return u;
+  if (!cfg.model.init_from_hf.empty() && cfg.trainer.checkpoint.resume_from.empty())
+    u.weights = std::make_unique<HfInitialWeights>(cfg.model.init_from_hf, ctx.log());
+  ShardAsBuilt::Fill fill;
+  if (u.weights)
+    fill = [w = u.weights.get()](const std::string& name, torch::nn::Module& unit) {
+      w->fill(unit, name + ".");
+    };
+  u.sink = std::make_unique<ShardAsBuilt>(ctx, std::move(fill));
+  return u;
+}
+
 TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ctx,
                                    const std::string& config_json) {
   const Logger& log = ctx.log();
@@ -73,9 +105,18 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.
   torch::manual_seed(cfg.trainer.loop.seed);
-  std::shared_ptr<Model> model =
-      build_model(cfg.model, data.train->shape(),
-                  cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm));
+  const UnitByUnit units = unit_by_unit(cfg, ctx);
+  std::shared_ptr<Model> model = build_model(
+      cfg.model, data.train->shape(),
+      cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm), units.sink.get());
+  if (units.sink)
+    log.info(str("ZeRO stage 3: ", units.sink->units_sharded(), " units sharded as they were built (",
+                 units.sink->shard_bytes() / (1 << 20),
+                 " MiB of them on this rank); the rest of the model is sharded once built"));
+  if (units.weights) {  // the parameters outside the units
+    units.weights->fill(*model);
+    units.weights->finish();
+  }
   model->to(ctx.device());
   torch::manual_seed(cfg.trainer.loop.seed + static_cast<uint64_t>(ctx.rank()));
   if (cfg.model.activation_checkpointing == Recompute::kBlocks)
@@ -85,7 +126,8 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
       build_optimizer(cfg.optimizer, model->parameters());
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
-  const TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
+  TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
+  if (units.weights) opts.checkpoint.init_from.clear();     // read already, into the units
   Trainer trainer(ctx, std::move(net), *optimizer, opts,
                   objective_for(cfg.program.loss, cfg.program.fused_loss));
   trainer.set_loop_hooks(std::make_shared<FaultHooks>(FaultPlan::from_env()));  // the failure tests'

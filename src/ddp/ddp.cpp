@@ -24,6 +24,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   std::vector<at::Tensor> state = params_;
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   for (auto& t : state) {
+    // A unit sharded as built holds no memory here: it had rank 0's weights then (Note [Units
+    // sharded as built]).
+    if (t.numel() > 0 && t.storage().nbytes() == 0) continue;
     std::vector<at::Tensor> one{t};
     ctx_.broadcast(one, 0, "DDP start-up broadcast of rank 0's weights");
   }

@@ -29,6 +29,43 @@ size_t flat_nbytes(const at::Tensor& flat) { return static_cast<size_t>(flat.num
 
 }  // namespace
 
+BuiltShard shard_bucket(const std::vector<at::Tensor>& params, c10::Device device, const DistContext& ctx,
+                        bool broadcast) {
+  DDP_ASSERT(!params.empty());
+  torch::NoGradGuard no_grad;
+  const at::Tensor& first = params[0];
+  std::vector<int64_t> numels;
+  std::vector<size_t> all;
+  for (const auto& p : params) {
+    DDP_USAGE_CHECK(
+        p.is_non_overlapping_and_dense() && p.scalar_type() == first.scalar_type() &&
+            p.device() == first.device(),
+        "zero_stage 3 needs dense parameters of one dtype and device per unit (a parameter of shape ",
+        p.sizes(), " is ", p.scalar_type(), " on ", p.device(), ", the unit's first ", first.scalar_type(),
+        " on ", first.device(), ")");
+    all.push_back(numels.size());
+    numels.push_back(p.numel());
+  }
+  const int64_t shard_numel = shard_buckets(numels, {all}, ctx.world_size())[0].shard_numel;
+  BuiltShard out;
+  out.flat = at::zeros({shard_numel * ctx.world_size()}, first.options().device(device));
+  int64_t off = 0;
+  for (const auto& p : params) {
+    at::Tensor view = out.flat.as_strided(p.sizes(), p.strides(), off);
+    view.copy_(p.detach());
+    at::Tensor(p).set_data(view);  // the same parameter (autograd, optimizer and hooks keep it), new memory
+    off += p.numel();
+    out.params.push_back(p);
+  }
+  if (broadcast && ctx.communicates()) {
+    std::vector<at::Tensor> one{out.flat};
+    ctx.broadcast(one, 0, "zero_stage 3: rank 0's weights of a unit built");
+  }
+  out.shard = out.flat.narrow(0, ctx.rank() * shard_numel, shard_numel).clone();
+  release_storage(out.flat);
+  return out;
+}
+
 std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& params, const Units* units) {
   std::unordered_map<const void*, size_t> index_of;
   for (size_t i = 0; i < params.size(); ++i) index_of[params[i].unsafeGetTensorImpl()] = i;
@@ -78,30 +115,26 @@ FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params,
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!in_unit[b]) root_ = static_cast<int>(b);
 
-  torch::NoGradGuard no_grad;
-  const int64_t world = ctx_.world_size();
+  std::vector<int> unit_of_bucket(buckets_.size(), -1);
+  for (size_t u = 0; u < bucket_of_unit_.size(); ++u)
+    if (bucket_of_unit_[u] >= 0)
+      unit_of_bucket[static_cast<size_t>(bucket_of_unit_[u])] = static_cast<int>(u);
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const int64_t shard_numel = layout_[b].shard_numel;
-    const at::Tensor& first = params_[buckets_[b][0]];
-    at::Tensor flat = at::zeros({shard_numel * world}, first.options());
-    int64_t off = 0;
-    for (size_t i : buckets_[b]) {
-      at::Tensor& p = params_[i];
-      DDP_USAGE_CHECK(
-          p.is_non_overlapping_and_dense() && p.scalar_type() == first.scalar_type() &&
-              p.device() == first.device(),
-          "zero_stage 3 needs dense parameters of one dtype and device per unit (a parameter of shape ",
-          p.sizes(), " is ", p.scalar_type(), " on ", p.device(), ", the unit's first ", first.scalar_type(),
-          " on ", first.device(), ")");
-      at::Tensor view = flat.as_strided(p.sizes(), p.strides(), off);
-      view.copy_(p.detach());
-      p.set_data(view);  // the same parameter (autograd, optimizer and hooks keep it), new memory
-      off += p.numel();
-    }
-    shard_.push_back(flat.narrow(0, ctx_.rank() * shard_numel, shard_numel).clone());
-    flat_.push_back(flat);
-    release_storage(flat);
+    std::vector<at::Tensor> ps;
+    for (size_t i : buckets_[b]) ps.push_back(params_[i]);
+    const BuiltShard* built = units_ && unit_of_bucket[b] >= 0
+                                  ? units_->built_shard(static_cast<size_t>(unit_of_bucket[b]))
+                                  : nullptr;
+    const BuiltShard s = built ? *built : shard_bucket(ps, ps[0].device(), ctx_, false);
+    DDP_ASSERT(s.params.size() == ps.size() &&
+                   std::equal(ps.begin(), ps.end(), s.params.begin(),
+                              [](const at::Tensor& a, const at::Tensor& c) { return a.is_same(c); }) &&
+                   s.shard.numel() == layout_[b].shard_numel,
+               "unit ", unit_of_bucket[b], " was sharded as built in another layout than its bucket's");
+    shard_.push_back(s.shard);
+    flat_.push_back(s.flat);
   }
+  if (units_) units_->clear_built_shards();
   gathered_.assign(buckets_.size(), 0);
   in_flight_.resize(buckets_.size());
   if (units_) units_->set_hooks(this);

@@ -39,10 +39,20 @@ namespace ddptrain {
 /// two units.
 std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& params, const Units* units);
 
+/// One bucket's parameters (in the bucket's order) moved into one flat buffer on `device`, laid
+/// out as ddp/shard_layout.h cuts it (padded to a multiple of the world size), each parameter
+/// becoming a view into it (the same parameter, new memory; its old memory is freed unless
+/// something else holds it); this rank's shard is kept and the flat buffer's storage released.
+/// broadcast: rank 0's values go to every rank first (a collective). UsageError for
+/// parameters of different dtypes or devices, or not dense.
+BuiltShard shard_bucket(const std::vector<at::Tensor>& params, c10::Device device, const DistContext& ctx,
+                        bool broadcast);
+
 class FullyShardedParams : public UnitHooks {
  public:
   /// params and buckets: DDP's (unit_buckets). Takes over the parameters' memory (each becomes
-  /// a view into its unit's flat buffer), keeps this rank's shards and releases the rest.
+  /// a view into its unit's flat buffer), keeps this rank's shards and releases the rest; a
+  /// unit sharded as built (Units::built_shard) is taken as it is.
   /// `units` (may be null) gets this object as its hooks until destruction.
   FullyShardedParams(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets, Units* units,
                      const DistContext& ctx);

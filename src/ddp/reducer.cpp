@@ -50,7 +50,10 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     // Under shard_gradients padded to equal shards, as ddp/shard_layout.h cuts them.
     const int64_t padded = opts_.shard_gradients ? (n + world - 1) / world * world : n;
     flat_numel_.push_back(padded);
-    flat_.push_back(at::zeros({padded}, params_[buckets_[b][0]].options()));
+    // Under shard_gradients the full bucket exists only while a backward fills it (ensure_flat):
+    // a rank never holds the whole model's gradients, not even before its first step.
+    flat_.push_back(opts_.shard_gradients ? at::Tensor()
+                                          : at::zeros({padded}, params_[buckets_[b][0]].options()));
     if (opts_.shard_gradients)
       shard_.push_back(at::zeros({padded / world}, params_[buckets_[b][0]].options()));
   }

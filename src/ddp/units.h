@@ -7,11 +7,23 @@
 // model stays plain LibTorch and knows nothing of who shards it; the parameters outside
 // every unit form the root unit, which the sharder handles around the whole forward.
 // Units must run in the order they were added, each at most once per forward.
+//
+// Note [Units sharded as built]
+// Under --zero_stage 3 a rank keeps 1/W of each unit, so building the whole model first (and
+// sharding it after) needs the whole model in memory once on every rank. A model's
+// constructor may instead take a UnitSink and hand it to Model, which gives it to Units: each
+// add() then passes the unit, built and initialised, to the sink at once, before the next unit
+// draws its weights. ZeRO-3's sink (ddp/shard_as_built.h) fills it from a file when asked,
+// broadcasts rank 0's values, keeps this rank's shard (set_built_shard) and frees the rest; the
+// random draws are the whole build's, in the same order, so the weights are the same. The
+// parameters of such a unit hold no memory until FullyShardedParams gathers them: nothing may
+// read them before (the builder refuses what would, e.g. a forward to check the output).
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -28,15 +40,57 @@ class UnitHooks {
   virtual at::Tensor after_forward(size_t unit, const at::Tensor& output) = 0;
 };
 
+class Units;
+
+/// Who wants each unit as soon as it is built (Note [Units sharded as built]).
+class UnitSink {
+ public:
+  virtual ~UnitSink() = default;
+  /// Unit `unit` of `units` is built and initialised; `name` is its path in the model ("h.3").
+  virtual void built(Units& units, size_t unit, const std::string& name) = 0;
+};
+
+/// A unit sharded as it was built: its trainable parameters in the order of its flat buffer
+/// (views into `flat`, whose storage is released), and this rank's persistent shard of it.
+struct BuiltShard {
+  std::vector<at::Tensor> params;
+  at::Tensor flat;
+  at::Tensor shard;
+};
+
 class Units {
  public:
-  /// Names `module` (a submodule of the model) the next unit; returns its index.
-  size_t add(std::shared_ptr<torch::nn::Module> module) {
+  explicit Units(UnitSink* sink = nullptr) : sink_(sink) {}
+
+  /// Names `module` (a submodule of the model, at `name` in it) the next unit; returns its
+  /// index. A sink, if set, gets it now.
+  size_t add(std::shared_ptr<torch::nn::Module> module, const std::string& name = "") {
     modules_.push_back(std::move(module));
+    names_.push_back(name.empty() ? "unit " + std::to_string(modules_.size() - 1) : name);
+    if (sink_) sink_->built(*this, modules_.size() - 1, names_.back());
     return modules_.size() - 1;
   }
   const std::vector<std::shared_ptr<torch::nn::Module>>& modules() const { return modules_; }
+  const std::string& name(size_t unit) const { return names_.at(unit); }
   size_t size() const { return modules_.size(); }
+  /// The builder's: no sink once the model is built.
+  void clear_sink() { sink_ = nullptr; }
+
+  void set_built_shard(size_t unit, BuiltShard s) {
+    if (built_.size() <= unit) built_.resize(unit + 1);
+    built_[unit] = std::move(s);
+  }
+  /// The unit's shard when it was sharded as built; null otherwise.
+  const BuiltShard* built_shard(size_t unit) const {
+    return unit < built_.size() && built_[unit].flat.defined() ? &built_[unit] : nullptr;
+  }
+  bool any_built_shard() const {
+    for (size_t u = 0; u < built_.size(); ++u)
+      if (built_shard(u)) return true;
+    return false;
+  }
+  /// FullyShardedParams took the shards over.
+  void clear_built_shards() { built_.clear(); }
 
   /// forward() of unit `unit`, between the hooks when a sharder set them.
   at::Tensor run(size_t unit, const std::function<at::Tensor()>& forward) const {
@@ -48,6 +102,9 @@ class Units {
 
  private:
   std::vector<std::shared_ptr<torch::nn::Module>> modules_;
+  std::vector<std::string> names_;
+  UnitSink* sink_;
+  std::vector<BuiltShard> built_;
   UnitHooks* hooks_ = nullptr;
 };
 

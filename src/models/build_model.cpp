@@ -98,7 +98,10 @@ void to_channels_last(torch::nn::Module& m) {
     if (t.dim() == 4) t.set_data(t.data().contiguous(at::MemoryFormat::ChannelsLast));
 }
 
-std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm) {
+bool takes_unit_sink(const ModelOptions& o) { return is_decoder_model(o.model); }
+
+std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data, NormFactory norm,
+                                   UnitSink* sink) {
   if (o.model == ModelKind::kTorchscript) {
     try {
       return std::make_shared<ScriptModel>(o.model_path, o.flops_per_sample);
@@ -122,9 +125,15 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
                             c.vocab_size, "; pass {0:", data.num_classes, "} or more"),
                         kModelOptions)
           .within(&o);
-    if (o.model == ModelKind::kGpt) return Gpt(c).ptr();
-    check_llama_sizes(o);
-    return Llama(llama_config(o)).ptr();
+    std::shared_ptr<Model> model;
+    if (o.model == ModelKind::kGpt) {
+      model = Gpt(c, sink).ptr();
+    } else {
+      check_llama_sizes(o);
+      model = Llama(llama_config(o), sink).ptr();
+    }
+    model->units().clear_sink();
+    return model;
   }
   MiniResNetOptions mo{data.channels, data.num_classes, o.width};
   mo.norm = std::move(norm);

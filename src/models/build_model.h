@@ -32,8 +32,13 @@ bool uses_channels_last(const ModelOptions& o);
 void to_channels_last(torch::nn::Module& m);
 
 /// Builds the model from the RNG's current state (the caller seeds it). UsageError when the
-/// data does not fit the model (a vocabulary larger than the model's).
+/// data does not fit the model (a vocabulary larger than the model's). sink: gets each unit of
+/// gpt and llama as it is built (Note [Units sharded as built]), and is no longer the model's
+/// after; see takes_unit_sink.
 std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& data,
-                                   NormFactory norm = default_norm);
+                                   NormFactory norm = default_norm, UnitSink* sink = nullptr);
+
+/// Whether build_model hands o's model's units to a sink (gpt and llama).
+bool takes_unit_sink(const ModelOptions& o);
 
 }  // namespace ddptrain

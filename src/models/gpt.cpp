@@ -76,7 +76,7 @@ at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
   return h + mlp(ln_2(h));
 }
 
-GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
+GptImpl::GptImpl(const GptConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
                   "GPT sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_embd ", c.n_embd,
                   ", block_size ", c.block_size, ", vocab_size ", c.vocab_size, ")");
@@ -95,7 +95,7 @@ GptImpl::GptImpl(const GptConfig& c) : cfg_(c) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     blocks_.emplace_back(c);
     h->push_back(blocks_.back());
-    units_.add(blocks_.back().ptr());
+    units_.add(blocks_.back().ptr(), str("h.", i));
   }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
   pad_vocab_rows(wte->weight, padded_vocab(c.vocab_size, c.vocab_multiple));  // after every draw

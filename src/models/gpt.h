@@ -73,7 +73,8 @@ TORCH_MODULE(GptBlock);
 
 class GptImpl : public Model {
  public:
-  explicit GptImpl(const GptConfig& c);
+  /// sink: Note [Units sharded as built] (null: none).
+  explicit GptImpl(const GptConfig& c, UnitSink* sink = nullptr);
   /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size) (of a padded
   /// vocabulary, a view of the real rows' logits: Note [Padded vocabulary]).
   at::Tensor forward(const at::Tensor& tokens) override;

@@ -4,8 +4,6 @@
 #include <map>
 #include <set>
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include "models/hf_config_fields.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -31,19 +29,35 @@ void unsupported(bool ok, const std::string& origin, const std::string& what) {
   hf_unsupported(ok, origin, what, "GPT");
 }
 
-// Gpt's names, shapes and order, from a Gpt built for the purpose: its initialisation draws
-// from the default generator, whose state is put back (the program's seeded draws go on as if
-// this had not run).
-NamedTensors model_layout(const GptConfig& c) {
-  // Not under the generator's mutex: Gpt's initialisation takes it for each draw.
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  const at::Tensor state = gen.get_state();
-  NamedTensors layout = state_dict(*Gpt(c));
-  gen.set_state(state);
-  return layout;
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> gpt_layout(const GptConfig& c) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  const int64_t C = c.n_embd;
+  out.push_back({"wte.weight", {c.vocab_size, C}});
+  out.push_back({"wpe.weight", {c.block_size, C}});
+  const auto norm = [&](const std::string& name) {
+    out.push_back({name + ".weight", {C}});
+    out.push_back({name + ".bias", {C}});
+  };
+  const auto linear = [&](const std::string& name, int64_t in, int64_t outs) {
+    out.push_back({name + ".weight", {outs, in}});
+    out.push_back({name + ".bias", {outs}});
+  };
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string h = str("h.", i, ".");
+    norm(h + "ln_1");
+    linear(h + "attn.c_attn", C, 3 * C);
+    linear(h + "attn.c_proj", C, C);
+    norm(h + "ln_2");
+    linear(h + "mlp.c_fc", C, 4 * C);
+    linear(h + "mlp.c_proj", 4 * C, C);
+  }
+  norm("ln_f");
+  return out;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
   const auto type = hf_field<std::string>(c, "model_type", origin, "");
@@ -89,39 +103,47 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
               "scale_attn_by_inverse_layer_idx true");
 }
 
-NamedTensors gpt_from_hf(const NamedTensors& hf, const GptConfig& c, const std::string& origin) {
-  const NamedTensors model_state = model_layout(c);
-  std::map<std::string, at::Tensor> want(model_state.begin(), model_state.end());
-  std::map<std::string, at::Tensor> got;
-  at::Tensor lm_head;
-  for (const auto& [stored, t] : hf) {
+HfPlan gpt_hf_plan(const std::vector<StoredTensor>& stored, const GptConfig& c, const std::string& origin) {
+  const auto layout = gpt_layout(c);
+  const std::map<std::string, std::vector<int64_t>> want(layout.begin(), layout.end());
+  std::map<std::string, HfSource> got;
+  HfPlan plan;
+  plan.origin = origin;
+  for (const StoredTensor& t : stored) {
     const std::string name =
-        stored.rfind(kPrefix, 0) == 0 ? stored.substr(std::string(kPrefix).size()) : stored;
+        t.name.rfind(kPrefix, 0) == 0 ? t.name.substr(std::string(kPrefix).size()) : t.name;
     if (is_mask_buffer(name)) continue;
     if (name == "lm_head.weight") {
-      lm_head = t;
+      plan.ties.push_back({"wte.weight", t.name,
+                           "lm_head.weight differs from transformer.wte.weight: untied output weights, "
+                           "which ddptrain's GPT does not have"});
       continue;
     }
-    DDP_USAGE_CHECK(want.count(name) != 0, "'", origin, "': tensor '", stored,
+    const auto it = want.find(name);
+    DDP_USAGE_CHECK(it != want.end(), "'", origin, "': tensor '", t.name,
                     "' is not a weight of GPT-2 with these sizes (", c.n_layer, " layers)");
-    at::Tensor v = (is_conv1d(name) && t.dim() == 2 ? t.t() : t).to(at::kFloat).contiguous();
-    DDP_USAGE_CHECK(v.sizes() == want[name].sizes(), "'", origin, "': tensor '", stored, "' has shape ",
-                    t.sizes(), " (", t.scalar_type(), "); the config's sizes need ",
-                    is_conv1d(name) ? want[name].t().sizes() : want[name].sizes());
-    got[name] = v;
+    const bool transpose = is_conv1d(name) && t.shape.size() == 2;
+    std::vector<int64_t> ours = t.shape;
+    if (transpose) std::swap(ours[0], ours[1]);
+    DDP_USAGE_CHECK(at::isFloatingType(t.dtype), "'", origin, "': tensor '", t.name, "' is ", t.dtype,
+                    "; weights are float32, bfloat16 or float16");
+    DDP_USAGE_CHECK(ours == it->second, "'", origin, "': tensor '", t.name, "' has shape ",
+                    at::IntArrayRef(t.shape), " (", t.dtype, "); the config's sizes need ",
+                    is_conv1d(name)
+                        ? at::IntArrayRef(std::vector<int64_t>(it->second.rbegin(), it->second.rend()))
+                        : at::IntArrayRef(it->second));
+    got[name] = {t.name, t.dtype, it->second, transpose};
   }
-  NamedTensors out;
-  for (const auto& [name, t] : model_state) {
+  for (const auto& [name, shape] : layout) {
     DDP_USAGE_CHECK(got.count(name) != 0, "'", origin, "': tensor '", kPrefix, name, "' is missing");
-    out.emplace_back(name, got[name]);
+    plan.tensors.emplace_back(name, got[name]);
   }
-  if (lm_head.defined())
-    DDP_USAGE_CHECK(
-        lm_head.sizes() == got["wte.weight"].sizes() && lm_head.to(at::kFloat).equal(got["wte.weight"]), "'",
-        origin,
-        "': lm_head.weight differs from transformer.wte.weight: untied output weights, "
-        "which ddptrain's GPT does not have");
-  return out;
+  return plan;
+}
+
+NamedTensors gpt_from_hf(const NamedTensors& hf, const GptConfig& c, const std::string& origin) {
+  const TensorsInMemory source(hf);
+  return read_by_plan(source, gpt_hf_plan(source.tensors(), c, origin));
 }
 
 NamedTensors gpt_to_hf(const NamedTensors& ours) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gpt.h"
+#include "models/hf_plan.h"
 #include "models/model_options.h"
 #include "serialize/python_pickle.h"
 
@@ -27,6 +28,15 @@ namespace ddptrain {
 /// messages). OptionError naming the field when o already sets a size to another value;
 /// UsageError naming the config's field for what Gpt does not compute.
 void apply_hf_gpt2_config(const nlohmann::json& config, const std::string& origin, ModelOptions& o);
+
+/// Gpt's parameter names and shapes for config c, in its state_dict order, without building it.
+std::vector<std::pair<std::string, std::vector<int64_t>>> gpt_layout(const GptConfig& c);
+
+/// Where each of Gpt's tensors comes from among a GPT2LMHeadModel's stored ones (their
+/// headers): renamed, Conv1D weights transposed, lm_head.weight tied to wte.weight. UsageError
+/// naming origin and the tensor for one missing, one unexpected, or a shape or dtype that does
+/// not fit `c`.
+HfPlan gpt_hf_plan(const std::vector<StoredTensor>& stored, const GptConfig& c, const std::string& origin);
 
 /// A GPT2LMHeadModel's tensors (from read_hf_tensors) as Gpt's state: renamed, transposed,
 /// converted to float32. UsageError naming origin and the tensor for one missing, one

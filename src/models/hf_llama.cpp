@@ -192,42 +192,46 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> llama_layout(const Lla
   return out;
 }
 
-NamedTensors llama_from_hf(const NamedTensors& hf, const LlamaConfig& c, const std::string& origin) {
+HfPlan llama_hf_plan(const std::vector<StoredTensor>& stored, const LlamaConfig& c,
+                     const std::string& origin) {
   const auto layout = llama_layout(c);
   const std::map<std::string, std::vector<int64_t>> want(layout.begin(), layout.end());
-  std::map<std::string, at::Tensor> got;
-  at::Tensor tied_head;
+  std::map<std::string, HfSource> got;
+  HfPlan plan;
+  plan.origin = origin;
   const auto stored_name = [](const std::string& name) {
     return name == kLmHead ? name : kModelPrefix + name;
   };
-  for (const auto& [stored, t] : hf) {
+  for (const StoredTensor& t : stored) {
     const std::string name =
-        stored.rfind(kModelPrefix, 0) == 0 ? stored.substr(std::string(kModelPrefix).size()) : stored;
+        t.name.rfind(kModelPrefix, 0) == 0 ? t.name.substr(std::string(kModelPrefix).size()) : t.name;
     if (ends_with(name, ".rotary_emb.inv_freq")) continue;  // a buffer of older files
     if (c.tie_embeddings && name == kLmHead) {
-      tied_head = t;
+      plan.ties.push_back(
+          {"embed_tokens.weight", t.name,
+           "lm_head.weight differs from model.embed_tokens.weight, but the config ties them"});
       continue;
     }
     const auto it = want.find(name);
-    DDP_USAGE_CHECK(it != want.end(), "'", origin, "': tensor '", stored, "' is not a weight of this Llama (",
+    DDP_USAGE_CHECK(it != want.end(), "'", origin, "': tensor '", t.name, "' is not a weight of this Llama (",
                     c.n_layer, " layers, attention biases ", word(c.attention_bias),
                     c.tie_embeddings ? ", tied" : ", untied", ")");
-    DDP_USAGE_CHECK(at::isFloatingType(t.scalar_type()), "'", origin, "': tensor '", stored, "' is ",
-                    t.scalar_type(), "; weights are float32, bfloat16 or float16");
-    DDP_USAGE_CHECK(t.sizes().vec() == it->second, "'", origin, "': tensor '", stored, "' has shape ",
-                    t.sizes(), "; the config's sizes need ", at::IntArrayRef(it->second));
-    got[name] = t;
+    DDP_USAGE_CHECK(at::isFloatingType(t.dtype), "'", origin, "': tensor '", t.name, "' is ", t.dtype,
+                    "; weights are float32, bfloat16 or float16");
+    DDP_USAGE_CHECK(t.shape == it->second, "'", origin, "': tensor '", t.name, "' has shape ",
+                    at::IntArrayRef(t.shape), "; the config's sizes need ", at::IntArrayRef(it->second));
+    got[name] = {t.name, t.dtype, it->second, false};
   }
-  NamedTensors out;
   for (const auto& [name, shape] : layout) {
     DDP_USAGE_CHECK(got.count(name) != 0, "'", origin, "': tensor '", stored_name(name), "' is missing");
-    out.emplace_back(name, got[name].to(at::kFloat).contiguous());
+    plan.tensors.emplace_back(name, got[name]);
   }
-  if (tied_head.defined())
-    DDP_USAGE_CHECK(
-        tied_head.sizes() == out.front().second.sizes() && tied_head.to(at::kFloat).equal(out.front().second),
-        "'", origin, "': lm_head.weight differs from model.embed_tokens.weight, but the config ties them");
-  return out;
+  return plan;
+}
+
+NamedTensors llama_from_hf(const NamedTensors& hf, const LlamaConfig& c, const std::string& origin) {
+  const TensorsInMemory source(hf);
+  return read_by_plan(source, llama_hf_plan(source.tensors(), c, origin));
 }
 
 NamedTensors llama_to_hf(const NamedTensors& ours) {

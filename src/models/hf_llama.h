@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/hf_plan.h"
 #include "models/llama.h"
 #include "models/model_options.h"
 #include "serialize/python_pickle.h"
@@ -39,6 +40,12 @@ void apply_hf_llama_config(const nlohmann::json& config, const std::string& orig
 /// Llama's parameter names and shapes for config c, in its state_dict order, without building
 /// it (a loader checks a folder against this before it allocates anything).
 std::vector<std::pair<std::string, std::vector<int64_t>>> llama_layout(const LlamaConfig& c);
+
+/// Where each of Llama's tensors comes from among a LlamaForCausalLM's (or Qwen2's, Mistral's)
+/// stored ones (their headers). UsageError naming origin and the tensor for one missing, one
+/// unexpected, or a shape or dtype that does not fit `c`.
+HfPlan llama_hf_plan(const std::vector<StoredTensor>& stored, const LlamaConfig& c,
+                     const std::string& origin);
 
 /// A LlamaForCausalLM's (or Qwen2's, Mistral's) tensors as Llama's state: renamed, converted to
 /// float32, in Llama's order. UsageError naming origin and the tensor for one missing, one

@@ -38,6 +38,14 @@ bool is_vocab_tensor(const std::string& name) {
 
 }  // namespace
 
+HfPlan hf_weight_plan(const std::vector<StoredTensor>& stored, const ModelOptions& o,
+                      const std::string& origin) {
+  ModelOptions unpadded = o;  // a Hugging Face checkpoint holds the real vocabulary's rows
+  unpadded.vocab_multiple = 1;
+  return o.model == ModelKind::kLlama ? llama_hf_plan(stored, llama_config(unpadded), origin)
+                                      : gpt_hf_plan(stored, gpt_config(unpadded), origin);
+}
+
 NamedTensors model_from_hf(const NamedTensors& hf, const ModelOptions& o, const std::string& origin) {
   ModelOptions unpadded = o;  // a Hugging Face checkpoint holds the real vocabulary's rows
   unpadded.vocab_multiple = 1;

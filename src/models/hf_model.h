@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/hf_plan.h"
 #include "models/model_options.h"
 #include "serialize/python_pickle.h"
 
@@ -17,6 +18,12 @@ namespace ddptrain {
 /// OptionError naming model and init_from_hf. UsageError naming the config's model_type when
 /// ddptrain reads no such model.
 void apply_hf_config(const nlohmann::json& config, const std::string& origin, ModelOptions& o);
+
+/// Where each tensor of o's model (o as apply_hf_config set it) comes from among a folder's
+/// stored tensors (their headers): see gpt_hf_plan and llama_hf_plan. A padded vocabulary's
+/// extra rows are fill_from_hf's to zero.
+HfPlan hf_weight_plan(const std::vector<StoredTensor>& stored, const ModelOptions& o,
+                      const std::string& origin);
 
 /// A folder's tensors as the state of o's model (o as apply_hf_config set it).
 NamedTensors model_from_hf(const NamedTensors& hf, const ModelOptions& o, const std::string& origin);

@@ -104,7 +104,7 @@ at::Tensor LlamaLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, c
   return h + mlp(post_attention_layernorm(h));
 }
 
-LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
+LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_kv_head >= 1 && c.n_embd >= 1 &&
                       c.intermediate_size >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
                   "Llama sizes must be >= 1 (n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_kv_head ",
@@ -130,7 +130,7 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c) : cfg_(c) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     layers_.emplace_back(c);
     layers->push_back(layers_.back());
-    units_.add(layers_.back().ptr());
+    units_.add(layers_.back().ptr(), str("layers.", i));
   }
   norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
   if (!c.tie_embeddings) lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));

@@ -103,7 +103,8 @@ TORCH_MODULE(LlamaLayer);
 
 class LlamaImpl : public Model {
  public:
-  explicit LlamaImpl(const LlamaConfig& c);
+  /// sink: Note [Units sharded as built] (null: none).
+  explicit LlamaImpl(const LlamaConfig& c, UnitSink* sink = nullptr);
   /// tokens (B, T) int64 with T <= block_size -> logits (B, T, vocab_size) (of a padded
   /// vocabulary, a view of the real rows' logits: Note [Padded vocabulary]).
   at::Tensor forward(const at::Tensor& tokens) override;

@@ -31,6 +31,8 @@ class Model : public torch::nn::Module {
   Units& units() { return units_; }
 
  protected:
+  /// sink: gets each unit as it is built (Note [Units sharded as built]); may be null.
+  explicit Model(UnitSink* sink = nullptr) : units_(sink) {}
   Units units_;
 };
 

@@ -174,11 +174,19 @@ SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
 
 at::Tensor SafetensorsFile::read(const SafetensorsEntry& e) const {
   at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+  read_into(e, t);
+  return t;
+}
+
+void SafetensorsFile::read_into(const SafetensorsEntry& e, const at::Tensor& t) const {
+  DDP_CHECK(t.is_cpu() && t.is_contiguous() && t.scalar_type() == e.dtype && t.nbytes() == e.end - e.begin,
+            path_, ": tensor '", e.name, "' (", e.dtype, ", ", e.end - e.begin,
+            " bytes) cannot be read into a tensor of ", t.scalar_type(), ", ", t.nbytes(), " bytes on ",
+            t.device());
   errno = 0;
   DDP_CHECK(read_fully_at(fd_, t.data_ptr(), t.nbytes(), static_cast<int64_t>(data_start_ + e.begin)), path_,
             ": tensor '", e.name, "' could not be read (",
             errno != 0 ? std::strerror(errno) : "the file shrank", ")");
-  return t;
 }
 
 std::string safetensors_bytes(const NamedTensors& tensors,

@@ -35,6 +35,8 @@ class SafetensorsFile {
   /// Sorted by name.
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   at::Tensor read(const SafetensorsEntry& e) const;
+  /// e's bytes into dest (CPU, contiguous, e's dtype and element count): no allocation.
+  void read_into(const SafetensorsEntry& e, const at::Tensor& dest) const;
 
  private:
   std::string path_;

@@ -27,6 +27,7 @@ struct RunFacts {
   int64_t flops_per_sample = 0;
   int64_t tokens_per_sample = 0;  // token data: tokens per sample (tokens/s and "val" lines); 0 for images
   int threads_per_rank = 1;
+  int64_t peak_bytes_before_probe = -1;  // StartMeasurements'
 };
 
 class RunReporter : public Callback {

@@ -4,6 +4,7 @@
 #include "ddp/fully_sharded.h"
 #include "obs/kernel_probe.h"
 #include "obs/logger.h"
+#include "obs/memory.h"
 
 namespace ddptrain {
 namespace {
@@ -35,9 +36,11 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   const bool amp_auto = req.use_amp && req.amp_dtype == AmpDtype::kAuto;
   const bool wants_peak = flops_per_sample > 0 && o.report.peak_tflops <= 0;
   const bool probe = ctx.device().is_cpu() && (wants_peak || amp_auto);
+  StartMeasurements m;
+  m.peak_bytes_before_probe = memory_stats(ctx.device()).peak_bytes;
   const CpuKernelRates rates =
       probe ? probe_cpu_kernels(req.use_amp && req.amp_dtype != AmpDtype::kFp16) : CpuKernelRates{};
-  StartMeasurements m;
+  if (probe) reset_peak_memory(ctx.device());
   m.precision = agreed_precision(req, ctx, rates);
   ctx.log().info("precision: " + m.precision.why);
   if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate

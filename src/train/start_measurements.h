@@ -18,6 +18,9 @@ struct StartMeasurements {
   Precision precision;
   PeakFlops peak;         // for MFU
   double backward_s = 0;  // estimated, for the bucket size; 0 when unknown
+  /// The device's peak of allocated bytes before the kernel probe (whose tensors are not the
+  /// model's: the count restarts after it); -1 where not measured.
+  int64_t peak_bytes_before_probe = -1;
 };
 
 /// The kernel probe (skipped where neither MFU nor --amp_dtype auto needs it), the agreed

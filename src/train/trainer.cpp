@@ -6,6 +6,7 @@
 #include <torch/optim/adamw.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_files.h"
 #include "checkpoint/optimizer_shards.h"
 #include "checkpoint/weights_file.h"
 #include "data/distributed_sampler.h"
@@ -72,9 +73,28 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
 }
 
 // checkpoint.init_from: the module starts from these weights, unless a checkpoint is resumed.
-Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const Logger& log) {
+// A module whose units were sharded as built (Note [Units sharded as built]) holds no memory
+// for them: only zero_stage 3 over several ranks trains it, and its builder gave the weights.
+Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const DistContext& ctx) {
+  const Logger& log = ctx.log();
   const std::string& from = o.checkpoint.init_from;
+  if (model.units && model.units->any_built_shard()) {
+    DDP_USAGE_CHECK(
+        o.zero.stage >= 3 && ctx.communicates(), "the module's units were sharded as built ",
+        "(ShardAsBuilt), which only zero_stage 3 over more than one rank trains (here zero_stage ",
+        o.zero.stage, ", world ", ctx.world_size(), "): build it without a UnitSink");
+    DDP_USAGE_CHECK(from.empty() || !o.checkpoint.resume_from.empty(), "checkpoint.init_from='", from,
+                    "' cannot be loaded into a module whose units were sharded as built: give the weights ",
+                    "to the builder's ShardAsBuilt::Fill instead");
+    return model;
+  }
   if (from.empty() || !o.checkpoint.resume_from.empty()) return model;
+  if (is_hf_folder(from)) {  // straight into the parameters, no copy of the model
+    HfInitialWeights weights(from, log);
+    weights.fill(*model.module);
+    weights.finish();
+    return model;
+  }
   const auto start = std::chrono::steady_clock::now();
   const NamedTensors weights = read_weights_file(from, log);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -113,7 +133,7 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                     TrainerOptions opts, Objective objective)
     : ctx_(ctx),
       opts_(checked(std::move(opts), optimizer, ctx, resumed_precision_)),
-      model_(with_initial_weights(std::move(model), opts_, ctx.log())),
+      model_(with_initial_weights(std::move(model), opts_, ctx)),
       optimizer_(optimizer),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
@@ -241,6 +261,7 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   Run run(*this, train, test);
   TrainResult result;
   if (!resume(run, result)) return result;
+
   const int64_t K = opts_.loop.grad_accum_steps;
   if (run.batches <= 0)
     throw OptionError({{&opts_.data.batch_size, "data.batch_size"}},
@@ -284,8 +305,9 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
 
 // The built-in callbacks in their order, then the user's.
 std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
-  RunFacts facts{start_.precision, start_.peak, model_.flops_per_sample, run.train.shape().block_size,
-                 at::get_num_threads()};
+  RunFacts facts{start_.precision,        start_.peak,
+                 model_.flops_per_sample, run.train.shape().block_size,
+                 at::get_num_threads(),   start_.peak_bytes_before_probe};
   std::vector<std::shared_ptr<Callback>> c{
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
   if (!opts_.report.trace_samples_dir.empty())

@@ -157,6 +157,16 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
       << t.output;
   const auto fp = fingerprints(t.output);
   EXPECT_EQ(fp.at(1), fp.at(0));
+  // Note [Units sharded as built]: each layer was read from the folder into itself and sharded
+  // as it was built; the run is the whole model's at stage 0, bitwise (as at world 2 for a
+  // fresh model: Zero.StageThreeTrains*AsStageZero).
+  EXPECT_EQ(count_of(t.output, "2 units sharded as they were built"), 1u) << t.output;
+  std::vector<std::string> stage0 = train;
+  stage0[stage0.size() - 5] = "0";  // --zero_stage
+  stage0.back() = dir + "/ck0";
+  ProcResult t0 = run(launch(2, free_port(), stage0), {}, 300);
+  ASSERT_EQ(t0.exit_code, 0) << t0.output;
+  EXPECT_EQ(fingerprints(t0.output).at(0), fp.at(0));
   ProcResult e = run({binary(), "export", "--checkpoint", dir + "/ck", "--format", "hf", "--out",
                       dir + "/out", "--dtype", "bf16"},
                      {}, 120);

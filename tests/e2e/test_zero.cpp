@@ -283,6 +283,67 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   EXPECT_LE(peak_all3, 0.5 * peak_all0);
 }
 
+// Note [Units sharded as built]: under stage 3 a rank never holds the whole model, not even
+// while it is built. GPT small's width with 24 layers (42.6M parameters, 162 MiB) at world 4:
+// the peak of a rank's tensors before its first step (building, sharding, the first forward
+// that checks the output) stays below the model's size: its quarter of the parameters and of
+// the gradients, the root, and three blocks (two gathered in a forward, one in Gloo's
+// all-gather buffer). The weights are the whole build's: the stage 3 tests above train them as
+// stage 0, bitwise at world 2.
+TEST(Zero, StageThreeNeverHoldsTheWholeModelWhileBuildingIt) {
+  const std::string dir = fresh_dir("zero3_build");
+  ProcResult r = run(launch(4, free_port(),
+                            {"train",
+                             "--model",
+                             "gpt",
+                             "--gpt_preset",
+                             "small",
+                             "--n_layer",
+                             "24",
+                             "--dataset",
+                             "tokens",
+                             "--block_size",
+                             "16",
+                             "--dataset_size",
+                             "64",
+                             "--batch_size",
+                             "2",
+                             "--optimizer",
+                             "sgd",
+                             "--max_steps",
+                             "1",
+                             "--no-use_amp",
+                             "--num_workers",
+                             "0",
+                             "--threads",
+                             "1",
+                             "--eval_every",
+                             "0",
+                             "--save_every",
+                             "0",
+                             "--zero_stage",
+                             "3",
+                             "--checkpoint_dir",
+                             dir + "/ck",
+                             "--metrics_file",
+                             dir + "/m.jsonl"}),
+                     {}, 600);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "24 units sharded as they were built"), 1u) << r.output;
+  double start_peak = -1;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+    if (rec.value("kind", "") == "run") start_peak = rec.value("start_peak_mem_mib", -1.0);
+  const double d = 384, mib = 1024.0 * 1024.0;
+  const double block = (12 * d * d + 13 * d) * 4 / mib, root = (256 * d + 16 * d + 2 * d) * 4 / mib;
+  const double model = 24 * block + root;
+  std::printf(
+      "GPT 24 x 384 (%.1f MiB), world 4, stage 3: a rank's tensors peak at %.1f MiB before its first step\n",
+      model, start_peak);
+  ASSERT_GT(start_peak, 0.0);
+  EXPECT_LE(start_peak, 2 * model / 4 + root + 3 * block + 2.0);
+  EXPECT_LT(start_peak, 0.8 * model);
+}
+
 TEST(Zero, UnknownStagesAndImpossibleCombinationsAreUsageErrors) {
   for (const std::string stage : {"4", "-1"}) {
     ProcResult r = run({binary(), "train", "--zero_stage", stage, "--max_steps", "1"}, {}, 60);

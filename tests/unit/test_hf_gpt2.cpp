@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint/hf_folder.h"
+#include "checkpoint/weights_file.h"
 #include "hf_fixtures.h"
 #include "models/build_model.h"
 #include "models/hf_gpt2.h"
@@ -192,5 +193,60 @@ TEST(HfGpt2, APaddedVocabularyLoadsPaddedAndExportsTheRealRows) {
     ASSERT_TRUE(original.count(name)) << name;
     const at::Tensor want = original[name].to(at::kFloat);
     EXPECT_TRUE(t.sizes() == want.sizes() && t.equal(want)) << name << " changed in the round trip";
+  }
+}
+
+// gpt_layout names Gpt's tensors without building it (a loader plans a folder before the model
+// exists, and a ZeRO-3 build never holds the whole model): the names, shapes and order of a
+// built Gpt's state, for two shapes.
+TEST(HfGpt2, TheLayoutIsGptsStateWithoutBuildingIt) {
+  for (const auto& [layers, width] : {std::pair{1, 8}, std::pair{3, 16}}) {
+    GptConfig c;
+    c.n_layer = layers;
+    c.n_head = 2;
+    c.n_embd = width;
+    c.block_size = 5;
+    c.vocab_size = 11;
+    const auto layout = gpt_layout(c);
+    const NamedTensors built = state_dict(*Gpt(c));
+    ASSERT_EQ(layout.size(), built.size());
+    for (size_t i = 0; i < built.size(); ++i) {
+      EXPECT_EQ(layout[i].first, built[i].first);
+      EXPECT_EQ(at::IntArrayRef(layout[i].second), built[i].second.sizes()) << built[i].first;
+    }
+  }
+}
+
+// HfInitialWeights (the trainer's --init_from_hf, and ZeRO-3's unit by unit) writes each tensor
+// into its parameter: straight from the file where dtype and layout allow, converted or
+// transposed where not, a padded vocabulary's extra rows zero. Filling the units one at a time
+// and then the rest gives the whole folder's load bitwise, from float32 and from bfloat16 files.
+TEST(HfGpt2, InitialWeightsAreReadIntoTheParametersAsTheWholeFolderLoads) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string src = hf_dir("hf_into"), half = hf_dir("hf_into_bf16");
+  ASSERT_EQ(hf_python("make " + src), "");
+  const Logger log;
+  for (const int multiple : {1, 64}) {
+    ModelOptions o;
+    o.model = ModelKind::kGpt;
+    o.vocab_multiple = multiple;
+    apply_hf_gpt2_config(read_hf_config(src), src, o);
+    Gpt whole(gpt_config(o));
+    load_state_dict(*whole, model_from_hf(read_hf_tensors(src), o, src), src);
+    write_hf_folder(half, hf_config_json(o, "bfloat16"), model_to_hf(state_dict(*whole), o), at::kBFloat16,
+                    int64_t{1} << 40);
+    for (const std::string& dir : {src, half}) {
+      Gpt want(gpt_config(o)), into(gpt_config(o));
+      load_state_dict(*want, model_from_hf(read_hf_tensors(dir), o, dir), dir);
+      HfInitialWeights weights(dir, log);
+      for (size_t u = 0; u < into->units().size(); ++u)
+        weights.fill(*into->units().modules()[u], into->units().name(u) + ".");
+      weights.fill(*into);
+      weights.finish();
+      const NamedTensors a = state_dict(*want), b = state_dict(*into);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_TRUE(a[i].second.equal(b[i].second)) << dir << " multiple " << multiple << ": " << a[i].first;
+    }
   }
 }
