@@ -46,22 +46,35 @@ BuiltShard shard_bucket(const std::vector<at::Tensor>& params, c10::Device devic
     all.push_back(numels.size());
     numels.push_back(p.numel());
   }
-  const int64_t shard_numel = shard_buckets(numels, {all}, ctx.world_size())[0].shard_numel;
+  if (broadcast && ctx.communicates())
+    for (const auto& p : params) {  // rank 0's values, in place, before anything is cut
+      std::vector<at::Tensor> one{p};
+      ctx.broadcast(one, 0, "zero_stage 3: rank 0's weights of a unit built");
+    }
+  const BucketShards layout = shard_buckets(numels, {all}, ctx.world_size())[0];
+  const at::TensorOptions options = first.options().device(device);
   BuiltShard out;
-  out.flat = at::zeros({shard_numel * ctx.world_size()}, first.options().device(device));
+  // This rank's shard, cut from the parameters' memory order (ddp/shard_layout.h's pieces).
+  out.shard = at::zeros({layout.shard_numel}, options);
+  for (const ShardPiece& piece : layout.by_rank[static_cast<size_t>(ctx.rank())]) {
+    const at::Tensor& p = params[piece.param];
+    const at::Tensor memory_order = p.as_strided({p.numel()}, {1}, p.storage_offset());
+    out.shard.narrow(0, piece.shard_offset, piece.length)
+        .copy_(memory_order.narrow(0, piece.param_offset, piece.length));
+  }
+  // The flat buffer is only a storage of the right size that holds no memory (its bytes come
+  // with each gather): the parameters become views into it, so their own memory is freed and
+  // no full copy of the bucket ever exists here.
+  out.flat = at::empty({0}, options);
+  const auto nbytes = static_cast<size_t>(layout.shard_numel * ctx.world_size()) * first.element_size();
+  out.flat.storage().unsafeGetStorageImpl()->set_nbytes(nbytes);
+  out.flat.unsafeGetTensorImpl()->set_sizes_contiguous({layout.shard_numel * ctx.world_size()});
   int64_t off = 0;
   for (const auto& p : params) {
-    at::Tensor view = out.flat.as_strided(p.sizes(), p.strides(), off);
-    view.copy_(p.detach());
-    at::Tensor(p).set_data(view);  // the same parameter (autograd, optimizer and hooks keep it), new memory
+    at::Tensor(p).set_data(out.flat.as_strided(p.sizes(), p.strides(), off));
     off += p.numel();
     out.params.push_back(p);
   }
-  if (broadcast && ctx.communicates()) {
-    std::vector<at::Tensor> one{out.flat};
-    ctx.broadcast(one, 0, "zero_stage 3: rank 0's weights of a unit built");
-  }
-  out.shard = out.flat.narrow(0, ctx.rank() * shard_numel, shard_numel).clone();
   release_storage(out.flat);
   return out;
 }

@@ -54,8 +54,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     // a rank never holds the whole model's gradients, not even before its first step.
     flat_.push_back(opts_.shard_gradients ? at::Tensor()
                                           : at::zeros({padded}, params_[buckets_[b][0]].options()));
-    if (opts_.shard_gradients)
-      shard_.push_back(at::zeros({padded / world}, params_[buckets_[b][0]].options()));
+    // This rank's shard of the averaged gradient: allocated by the first backward that fills it
+    // (ensure_shard), so building and loading a model holds no gradient memory.
+    if (opts_.shard_gradients) shard_.emplace_back();
   }
   if (opts_.shard_gradients && !ctx_.reduce_scatters())
     ctx_.log().info(str("zero_stage 2: backend ", ctx_.backend_name(),
@@ -104,17 +105,24 @@ at::Tensor Reducer::slot(size_t i) const {
 
 at::Tensor& Reducer::ensure_flat(size_t b) {
   if (!flat_[b].defined()) {  // freed after the last step under shard_gradients
-    flat_[b] = at::zeros({flat_numel_[b]}, shard_[b].options());
+    flat_[b] = at::zeros({flat_numel_[b]}, params_[buckets_[b][0]].options());
     wire_[b] = flat_[b];
   }
   return flat_[b];
+}
+
+at::Tensor& Reducer::ensure_shard(size_t b) {
+  if (!shard_[b].defined())
+    shard_[b] = at::zeros({flat_numel_[b] / ctx_.world_size()}, params_[buckets_[b][0]].options());
+  return shard_[b];
 }
 
 int64_t Reducer::bucket_bytes() const {
   int64_t n = 0;
   for (const auto& f : flat_)
     if (f.defined()) n += static_cast<int64_t>(f.nbytes());
-  for (const auto& s : shard_) n += static_cast<int64_t>(s.nbytes());
+  for (const auto& s : shard_)
+    if (s.defined()) n += static_cast<int64_t>(s.nbytes());
   return n;
 }
 
@@ -183,7 +191,7 @@ void Reducer::launch(size_t b) {
          b - next_finish_ >= opts_.shard_buckets_in_flight)
     finish_next();
   if (opts_.shard_gradients && ctx_.reduce_scatters()) {
-    works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], shard_[b], str("gradient bucket ", b));
+    works_[b] = ctx_.reduce_scatter_sum_async(flat_[b], ensure_shard(b), str("gradient bucket ", b));
     ++stats_.allreduces;
     stats_.bytes += static_cast<int64_t>(flat_[b].nbytes());
     return;
@@ -207,7 +215,7 @@ void Reducer::launch(size_t b) {
 // after which the full bucket is released until the next backward.
 void Reducer::finish_bucket(size_t b, double inv_world) {
   if (opts_.shard_gradients) {
-    const int64_t n = shard_[b].numel();
+    const int64_t n = ensure_shard(b).numel();
     if (!ctx_.reduce_scatters()) shard_[b].copy_(flat_[b].narrow(0, ctx_.rank() * n, n));
     shard_[b].mul_(inv_world);
     flat_[b] = at::Tensor();

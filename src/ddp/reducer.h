@@ -71,6 +71,7 @@ class Reducer {
   int64_t bucket_bytes() const;
   /// shard_gradients: this rank's shard of bucket b's averaged gradient (ddp/shard_layout.h),
   /// valid from the end of a synchronised backward until the next one.
+  /// Undefined before the first backward that synchronises.
   const at::Tensor& shard_gradient(size_t b) const { return shard_[b]; }
   /// Called on the autograd thread when every parameter of bucket b has its gradient in this
   /// backward, synchronised or not (zero_stage 3 frees the unit's parameters then).
@@ -85,6 +86,7 @@ class Reducer {
   void reset_iteration();
   at::Tensor slot(size_t param) const;
   at::Tensor& ensure_flat(size_t bucket);
+  at::Tensor& ensure_shard(size_t bucket);
   void finish_bucket(size_t bucket, double inv_world);
   // Waits for the oldest launched bucket not finished yet and finishes it.
   void finish_next();

@@ -67,12 +67,11 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
     run["resumed_from_world"] = state.resumed_from_world;
     run["samples_left_in_epoch"] = state.samples_left_in_epoch;
   }
-  // Building, loading and sharding the model, before the first step, but for the kernel probe
-  // (rank 0; Note [Units sharded as built]).
-  const int64_t peak = std::max(memory_stats(ctx.device()).peak_bytes, facts_.peak_bytes_before_probe);
-  if (peak >= 0) run["start_peak_mem_mib"] = static_cast<double>(peak) / (1 << 20);
-  if (const int64_t rss = peak_rss_bytes(); rss >= 0)
-    run["start_peak_rss_mib"] = static_cast<double>(rss) / (1 << 20);
+  // Building, loading and sharding the model (rank 0; Note [Units sharded as built]).
+  if (facts_.loaded_peak_bytes >= 0)
+    run["load_peak_mem_mib"] = static_cast<double>(facts_.loaded_peak_bytes) / (1 << 20);
+  if (facts_.loaded_peak_rss_bytes >= 0)
+    run["load_peak_rss_mib"] = static_cast<double>(facts_.loaded_peak_rss_bytes) / (1 << 20);
   run["lr_schedule"] = state.lr_horizon.to_json();  // Note [Schedule horizon]
   if (state.lr_change) run["lr_schedule_change"] = state.lr_change->to_json();
   metrics_.write("run", state.global_step, state.epoch, std::move(run));

@@ -27,7 +27,8 @@ struct RunFacts {
   int64_t flops_per_sample = 0;
   int64_t tokens_per_sample = 0;  // token data: tokens per sample (tokens/s and "val" lines); 0 for images
   int threads_per_rank = 1;
-  int64_t peak_bytes_before_probe = -1;  // StartMeasurements'
+  int64_t loaded_peak_bytes = -1;      // of the device's tensors, building and loading the model
+  int64_t loaded_peak_rss_bytes = -1;  // the process's resident set then (VmHWM)
 };
 
 class RunReporter : public Callback {

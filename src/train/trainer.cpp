@@ -156,6 +156,10 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                      opts_.channels_last ? ", channels-last layout" : ""));
   if (opts_.zero.stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero.stage >= 1) shard_optimizer();
+  // Building, loading and sharding the model, the kernel probe left out (Note [Units sharded as
+  // built]): for the run record.
+  loaded_peak_bytes_ = std::max(start_.peak_bytes_before_probe, memory_stats(ctx_.device()).peak_bytes);
+  loaded_peak_rss_bytes_ = peak_rss_bytes();
 }
 
 // Note [ZeRO stage 3]: after the layout change (the flat buffers keep each parameter's
@@ -305,9 +309,9 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
 
 // The built-in callbacks in their order, then the user's.
 std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
-  RunFacts facts{start_.precision,        start_.peak,
-                 model_.flops_per_sample, run.train.shape().block_size,
-                 at::get_num_threads(),   start_.peak_bytes_before_probe};
+  RunFacts facts{
+      start_.precision,      start_.peak,        model_.flops_per_sample, run.train.shape().block_size,
+      at::get_num_threads(), loaded_peak_bytes_, loaded_peak_rss_bytes_};
   std::vector<std::shared_ptr<Callback>> c{
       std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
   if (!opts_.report.trace_samples_dir.empty())

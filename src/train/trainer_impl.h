@@ -53,6 +53,8 @@ struct Trainer::Impl {
   Objective objective_;
   double base_lr_ = 0;
   StartMeasurements start_;
+  int64_t loaded_peak_bytes_ = -1;  // building, loading and sharding the model (the run record)
+  int64_t loaded_peak_rss_bytes_ = -1;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<FullyShardedParams> fsdp_;   // zero_stage 3 (Note [ZeRO stage 3])
   std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage >= 1 (Note [ZeRO stage 1])
