@@ -45,6 +45,9 @@
 #     torch::optim's loop: ms per optimizer phase (clipping included) of GPT at GPT-2 124M's
 #     sizes (124M parameters; block 64, batch 1, world 1, fp32), AdamW and SGD, BENCH_ROUNDS
 #     interleaved rounds.
+# 19. ZeRO-3 loading section 17's folder at world 4 (#31's goal: a rank's peak below 1.5 x its
+#     shard plus one layer): the run record's load_peak_mem_mib (tensors) and
+#     load_peak_rss_mib, beside an empty process's resident set (a tiny model, same flags).
 # ddptrain's numbers come from its metrics file (bench/metrics_summary.py): samples/s are
 # global and averaged over the log intervals after the first (warm-up).
 # Usage: bench/run_bench.sh [build_dir]; BENCH_STEPS (default 30) sets the run length,
@@ -574,3 +577,36 @@ for r in $(seq 1 "$ROUNDS"); do
   awk -v r="$r" -v al="$al" -v af="$af" -v sl="$sl" -v sf="$sf" \
     'BEGIN {printf "%-6s %-16.1f %-16.1f %-12.2f %-16.1f %-16.1f %.2f\n", r, al, af, al / af, sl, sf, sl / sf}'
 done
+
+echo
+echo "== 19. ZeRO-3 at world 4 loading section 17's folder: a rank's peak while building, reading and sharding =="
+if [ ! -f "$TMP/big/model.safetensors" ]; then
+  echo "skipped: no folder from section 17"
+else
+  # load_peak MODEL_FLAGS... -> "tensors_mib rss_mib" of rank 0 (the run record)
+  load_peak() {
+    rm -rf "$TMP"/ckpt* "$TMP/m.jsonl"
+    "$BIN" launch --nproc_per_node 4 --master_port 29571 train "$@" --dataset tokens --block_size 64 \
+      --batch_size 1 --max_steps 1 --num_workers 0 --threads 1 --save_every 0 --eval_every 0 --optimizer sgd \
+      --zero_stage 3 --checkpoint_dir "$TMP/ckpt" --metrics_file "$TMP/m.jsonl" > "$TMP/z3.log" 2>&1 ||
+      fail "$TMP/z3.log"
+    python3 -c "
+import json, sys
+r = next(r for r in map(json.loads, open(sys.argv[1])) if r['kind'] == 'run')
+print(round(r['load_peak_mem_mib']), round(r['load_peak_rss_mib']))" "$TMP/m.jsonl"
+  }
+  read -r t rss <<< "$(load_peak --init_from_hf "$TMP/big")"
+  read -r _ empty_rss <<< "$(load_peak --model gpt --gpt_preset debug)"
+  read -r shard layer <<< "$(python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))
+C, I, L, V = c['hidden_size'], c['intermediate_size'], c['num_hidden_layers'], c['vocab_size']
+kv = C // c['num_attention_heads'] * c.get('num_key_value_heads', c['num_attention_heads'])
+layer = 2 * C * C + 2 * C * kv + 3 * C * I + 2 * C
+total = L * layer + V * C * (1 if c.get('tie_word_embeddings') else 2) + C
+print(round(total * 4 / 4 / 2**20), round(layer * 4 / 2**20))" "$TMP/big/config.json")"
+  printf '%-24s %-20s %-22s %-18s %s\n' "tensors peak MiB" "resident peak MiB" "empty process MiB" \
+    "shard + layer MiB" "goal 1.5 x (shard + layer) MiB"
+  awk -v t="$t" -v r="$rss" -v e="$empty_rss" -v s="$shard" -v l="$layer" \
+    'BEGIN {printf "%-24d %-20d %-22d %-18s %d\n", t, r, e, s " + " l, 1.5 * (s + l)}'
+fi
