@@ -64,11 +64,14 @@ namespace {
 // Note [Units sharded as built]: under zero_stage 3 over several ranks, gpt's and llama's
 // units are sharded as the model is built, unless something must read the whole model first
 // (a forward that checks its output, weights loaded after the build).
-// The initial weights of a Hugging Face folder are then read a unit at a time, into the unit.
+// The initial weights of a Hugging Face folder are then read a unit at a time, into the unit,
+// once it is known whether a checkpoint is resumed instead (the CLI resolves resume_from auto
+// first; a library caller may not have).
 bool shards_as_built(const TrainConfig& cfg, const DistContext& ctx) {
+  const auto& ck = cfg.trainer.checkpoint;
   return cfg.trainer.zero.stage >= 3 && ctx.communicates() && takes_unit_sink(cfg.model) &&
          !fit_check(cfg, ctx).run_forward &&
-         (cfg.trainer.checkpoint.init_from.empty() || !cfg.model.init_from_hf.empty());
+         (ck.init_from.empty() || (!cfg.model.init_from_hf.empty() && ck.resume_from != "auto"));
 }
 
 // The sink for build_model, and the folder it reads (unless a checkpoint is resumed).

@@ -57,8 +57,6 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> gpt_layout(const GptCo
   return out;
 }
 
-namespace {}  // namespace
-
 void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
   const auto type = hf_field<std::string>(c, "model_type", origin, "");
   DDP_USAGE_CHECK(type == "gpt2", "'", origin, "': model_type '", type,

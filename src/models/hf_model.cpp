@@ -42,8 +42,10 @@ HfPlan hf_weight_plan(const std::vector<StoredTensor>& stored, const ModelOption
                       const std::string& origin) {
   ModelOptions unpadded = o;  // a Hugging Face checkpoint holds the real vocabulary's rows
   unpadded.vocab_multiple = 1;
-  return o.model == ModelKind::kLlama ? llama_hf_plan(stored, llama_config(unpadded), origin)
-                                      : gpt_hf_plan(stored, gpt_config(unpadded), origin);
+  HfPlan plan = o.model == ModelKind::kLlama ? llama_hf_plan(stored, llama_config(unpadded), origin)
+                                             : gpt_hf_plan(stored, gpt_config(unpadded), origin);
+  for (auto& [name, source] : plan.tensors) source.vocab_rows = is_vocab_tensor(name);
+  return plan;
 }
 
 NamedTensors model_from_hf(const NamedTensors& hf, const ModelOptions& o, const std::string& origin) {

@@ -17,7 +17,13 @@ void fill_from_hf(const TensorSource& source, const HfPlan& plan, const std::str
   at::NoGradGuard no_grad;
   at::Tensor target = dest;
   const int64_t rows = s->shape.empty() ? 0 : s->shape[0];
-  if (dest.dim() >= 1 && dest.size(0) > rows) {  // Note [Padded vocabulary]: the extra rows are zero
+  const bool fits = dest.dim() == static_cast<int64_t>(s->shape.size()) && dest.dim() >= 1 &&
+                    (s->vocab_rows ? dest.size(0) >= rows : dest.size(0) == rows) &&
+                    dest.sizes().slice(1) == at::IntArrayRef(s->shape).slice(1);
+  DDP_USAGE_CHECK(fits || (dest.dim() == 0 && s->shape.empty()), "'", plan.origin, "': tensor '", s->stored,
+                  "' gives ", ours, " the shape ", at::IntArrayRef(s->shape), ", but the model's is ",
+                  dest.sizes(), ": build the model with the folder's sizes (its config.json)");
+  if (s->vocab_rows && dest.size(0) > rows) {  // Note [Padded vocabulary]: the extra rows are zero
     dest.narrow(0, rows, dest.size(0) - rows).zero_();
     target = dest.narrow(0, 0, rows);
   }

@@ -17,6 +17,7 @@ struct HfSource {
   at::ScalarType dtype = at::kFloat;  // as stored
   std::vector<int64_t> shape;         // ours (a padded vocabulary's rows not counted)
   bool transpose = false;             // GPT-2's Conv1D weights: stored (in, out), ours (out, in)
+  bool vocab_rows = false;            // a (vocab, C) tensor: the model's may have more rows, zero
 };
 
 /// A stored tensor that must equal one of ours (a tied output layer a file holds anyway).
@@ -34,7 +35,7 @@ struct HfPlan {
 
 /// Writes our tensor `ours` into dest (a parameter of the model: its dtype, device and layout;
 /// rows beyond the stored ones, a padded vocabulary's, become zero), and checks the ties on
-/// it. UsageError naming the folder for a tie that does not hold.
+/// it. UsageError naming the folder for a dest of another shape, or a tie that does not hold.
 void fill_from_hf(const TensorSource& source, const HfPlan& plan, const std::string& ours,
                   const at::Tensor& dest);
 

@@ -250,3 +250,25 @@ TEST(HfGpt2, InitialWeightsAreReadIntoTheParametersAsTheWholeFolderLoads) {
     }
   }
 }
+
+// A model of other sizes than the folder's (a library caller's: the CLI takes the config's) is a
+// UsageError naming the tensor, not zero rows: only a padded vocabulary may have more rows.
+TEST(HfGpt2, InitialWeightsRefuseAModelOfOtherSizes) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string src = hf_dir("hf_into_sizes");
+  ASSERT_EQ(hf_python("make " + src), "");
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  apply_hf_gpt2_config(read_hf_config(src), src, o);
+  GptConfig longer = gpt_config(o);
+  longer.block_size *= 2;
+  Gpt g(longer);
+  const Logger log;
+  HfInitialWeights weights(src, log);
+  try {
+    weights.fill(*g);
+    FAIL() << "a longer wpe was filled";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("wpe.weight"), std::string::npos) << e.what();
+  }
+}
