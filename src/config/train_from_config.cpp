@@ -80,11 +80,30 @@ struct UnitByUnit {
   std::unique_ptr<ShardAsBuilt> sink;
 };
 
+// Every rank opens the folder before the first unit's broadcast; one that cannot (a node
+// without the folder) makes them all stop at once instead of the others waiting in it.
+std::unique_ptr<HfInitialWeights> open_on_every_rank(const std::string& dir, const DistContext& ctx) {
+  std::unique_ptr<HfInitialWeights> weights;
+  std::string error;
+  try {
+    weights = std::make_unique<HfInitialWeights>(dir, ctx.log());
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
+  std::vector<at::Tensor> failed{at::full({1}, error.empty() ? 0 : 1, at::kLong)};
+  ctx.all_reduce_sum(failed, "the ranks' opening of --init_from_hf");
+  if (!error.empty()) throw UsageError(error);
+  const int64_t n = failed[0].item<int64_t>();
+  DDP_USAGE_CHECK(n == 0, n, n == 1 ? " rank" : " ranks", " could not read --init_from_hf='", dir,
+                  "' (its log says why): every rank reads the folder, so each node needs it");
+  return weights;
+}
+
 UnitByUnit unit_by_unit(const TrainConfig& cfg, const DistContext& ctx) {
   UnitByUnit u;
   if (!shards_as_built(cfg, ctx)) return u;
   if (!cfg.model.init_from_hf.empty() && cfg.trainer.checkpoint.resume_from.empty())
-    u.weights = std::make_unique<HfInitialWeights>(cfg.model.init_from_hf, ctx.log());
+    u.weights = open_on_every_rank(cfg.model.init_from_hf, ctx);
   ShardAsBuilt::Fill fill;
   if (u.weights)
     fill = [w = u.weights.get()](const std::string& name, torch::nn::Module& unit) {
