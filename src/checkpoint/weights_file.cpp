@@ -12,13 +12,6 @@
 namespace ddptrain {
 
 NamedTensors read_weights_file(const std::string& path, const Logger& log) {
-  if (is_hf_folder(path)) {
-    ModelOptions sizes;
-    apply_hf_config(read_hf_config(path), path + "/config.json", sizes);
-    log.info(str(path, ": a Hugging Face ", hf_architecture(sizes), " (", sizes.n_layer, " layers, ",
-                 sizes.n_embd, " wide)"));
-    return model_from_hf(read_hf_tensors(path), sizes, path);
-  }
   const std::string bytes = read_file(path);
   NamedTensors tensors =
       is_safetensors(bytes) ? read_safetensors(bytes, path) : unpickle_tensors(bytes, path);
@@ -35,19 +28,21 @@ NamedTensors read_weights_file(const std::string& path, const Logger& log) {
   return tensors;
 }
 
-HfInitialWeights::HfInitialWeights(const std::string& dir, const Logger& log)
-    : dir_(dir), log_(log), start_(std::chrono::steady_clock::now()) {
+HfInitialWeights::HfInitialWeights(const std::string& dir, const Logger& log) : dir_(dir), log_(log) {
+  const auto start = std::chrono::steady_clock::now();
   ModelOptions sizes;
   apply_hf_config(read_hf_config(dir), dir + "/config.json", sizes);
   log.info(str(dir, ": a Hugging Face ", hf_architecture(sizes), " (", sizes.n_layer, " layers, ",
                sizes.n_embd, " wide)"));
   source_ = std::make_unique<HfFolderTensors>(dir);
   plan_ = hf_weight_plan(source_->tensors(), sizes, dir);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 HfInitialWeights::~HfInitialWeights() = default;
 
 void HfInitialWeights::fill(torch::nn::Module& module, const std::string& prefix) {
+  const auto start = std::chrono::steady_clock::now();
   for (const auto& item : module.named_parameters()) {
     const std::string name = prefix + item.key();
     if (filled_.count(name) != 0) continue;
@@ -57,15 +52,15 @@ void HfInitialWeights::fill(torch::nn::Module& module, const std::string& prefix
     filled_.insert(name);
     bytes_ += static_cast<int64_t>(item.value().nbytes());
   }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void HfInitialWeights::finish() {
   for (const auto& [name, s] : plan_.tensors)
     DDP_USAGE_CHECK(filled_.count(name) != 0, "'", dir_, "': tensor '", s.stored,
                     "' has no parameter in the model built (", name, ")");
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   log_.info(str("initial weights from ", dir_, " (", filled_.size(), " tensors, ", bytes_ >> 20,
-                " MiB of weights read in ", static_cast<int64_t>(seconds * 1000),
+                " MiB of weights read in ", static_cast<int64_t>(seconds_ * 1000),
                 " ms, into the parameters)"));
 }
 

@@ -1,8 +1,8 @@
 // A file of initial weights (--init_from): a Python torch.save(model.state_dict()) file, a
 // safetensors file (ours from `ddptrain export`, or Hugging Face's), with the "module."
-// prefix of a state_dict saved from a DDP-wrapped model removed; or a Hugging Face folder of
-// GPT-2 or the Llama family (config.json + safetensors: checkpoint/hf_folder.h), its weights
-// as the model's (models/hf_model.h).
+// prefix of a state_dict saved from a DDP-wrapped model removed (read_weights_file); or a
+// Hugging Face folder of GPT-2 or the Llama family (config.json + safetensors:
+// checkpoint/hf_folder.h), read into the model's parameters (HfInitialWeights).
 #pragma once
 
 #include <chrono>
@@ -46,7 +46,7 @@ class HfInitialWeights {
   HfPlan plan_;
   std::set<std::string> filled_;
   int64_t bytes_ = 0;
-  std::chrono::steady_clock::time_point start_;
+  double seconds_ = 0;  // opening the folder and reading it (not the model's build between)
 };
 
 }  // namespace ddptrain

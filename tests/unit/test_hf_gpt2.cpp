@@ -28,11 +28,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A folder's Gpt: sizes from its config, weights from its tensors.
-Gpt load_gpt(const std::string& dir) {
+// A folder's GPT options: sizes and activation from its config.
+ModelOptions gpt2_options(const std::string& dir, int vocab_multiple = 1) {
   ModelOptions o;
   o.model = ModelKind::kGpt;
+  o.vocab_multiple = vocab_multiple;
   apply_hf_gpt2_config(read_hf_config(dir), dir + "/config.json", o);
+  return o;
+}
+
+// A folder's Gpt: sizes from its config, weights from its tensors.
+Gpt load_gpt(const std::string& dir) {
+  const ModelOptions o = gpt2_options(dir);
   const GptConfig c = gpt_config(o);
   Gpt g(c);
   load_state_dict(*g, gpt_from_hf(read_hf_tensors(dir), c, dir), dir);
@@ -82,9 +89,7 @@ TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   SKIP_WITHOUT_TRANSFORMERS();
   const std::string src = hf_dir("hf_src"), out = hf_dir("hf_export"), half = hf_dir("hf_export_bf16");
   ASSERT_EQ(hf_python("make " + src), "");
-  ModelOptions o;
-  o.model = ModelKind::kGpt;
-  apply_hf_gpt2_config(read_hf_config(src), src, o);
+  const ModelOptions o = gpt2_options(src);
   const GptConfig c = gpt_config(o);
   Gpt g = load_gpt(src);
   const NamedTensors state = state_dict(*g);
@@ -173,10 +178,7 @@ TEST(HfGpt2, APaddedVocabularyLoadsPaddedAndExportsTheRealRows) {
   SKIP_WITHOUT_TRANSFORMERS();
   const std::string src = hf_dir("hf_padded");
   ASSERT_EQ(hf_python("make " + src), "");
-  ModelOptions o;
-  o.model = ModelKind::kGpt;
-  o.vocab_multiple = 64;
-  apply_hf_gpt2_config(read_hf_config(src), src, o);
+  const ModelOptions o = gpt2_options(src, 64);
   const NamedTensors hf = read_hf_tensors(src);
   const NamedTensors ours = model_from_hf(hf, o, src);
   Gpt g(gpt_config(o));
@@ -227,10 +229,7 @@ TEST(HfGpt2, InitialWeightsAreReadIntoTheParametersAsTheWholeFolderLoads) {
   ASSERT_EQ(hf_python("make " + src), "");
   const Logger log;
   for (const int multiple : {1, 64}) {
-    ModelOptions o;
-    o.model = ModelKind::kGpt;
-    o.vocab_multiple = multiple;
-    apply_hf_gpt2_config(read_hf_config(src), src, o);
+    const ModelOptions o = gpt2_options(src, multiple);
     Gpt whole(gpt_config(o));
     load_state_dict(*whole, model_from_hf(read_hf_tensors(src), o, src), src);
     write_hf_folder(half, hf_config_json(o, "bfloat16"), model_to_hf(state_dict(*whole), o), at::kBFloat16,
@@ -257,10 +256,7 @@ TEST(HfGpt2, InitialWeightsRefuseAModelOfOtherSizes) {
   SKIP_WITHOUT_TRANSFORMERS();
   const std::string src = hf_dir("hf_into_sizes");
   ASSERT_EQ(hf_python("make " + src), "");
-  ModelOptions o;
-  o.model = ModelKind::kGpt;
-  apply_hf_gpt2_config(read_hf_config(src), src, o);
-  GptConfig longer = gpt_config(o);
+  GptConfig longer = gpt_config(gpt2_options(src));
   longer.block_size *= 2;
   Gpt g(longer);
   const Logger log;
