@@ -24,7 +24,7 @@ d=.gpudeps
 arch=lib/x86_64-linux-gnu
 rm -rf "$d"
 mkdir -p "$d/include" "$d/$arch/cmake" "$d/share/cmake"
-for pkg in nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libgloo-dev zlib1g-dev; do
+for pkg in nlohmann-json3-dev libtomlplusplus-dev libgtest-dev libgloo-dev zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || { echo "gpu_deps: $pkg is not installed (run scripts/install_deps.sh)" >&2; exit 1; }
 done
 cp -r /usr/include/nlohmann /usr/include/toml++ /usr/include/gtest /usr/include/gloo "$d/include/"
@@ -38,6 +38,15 @@ rm -f "$d/$arch/cmake/GTest/GMockTargets"*.cmake
 cp -L /usr/$arch/libtomlplusplus.so.3 "$d/$arch/libtomlplusplus.so.3"
 cp -L /usr/$arch/libtomlplusplus.so "$d/$arch/libtomlplusplus.so"
 cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libz.a "$d/$arch/"
+# The image decoders' libraries (data/image_decode.cpp): the GPU machine has neither
+# libturbojpeg nor libjpeg.so.62 (its libjpeg is release 80, another ABI), so the binary and a
+# build there both take Debian's, headers included, from here.
+for lib in libjpeg.so.62 libturbojpeg.so.0; do
+  cp -L /usr/$arch/$lib "$d/$arch/$lib"
+  cp -L /usr/$arch/$lib "$d/$arch/${lib%.*}"
+done
+cp /usr/include/turbojpeg.h /usr/include/jpeglib.h /usr/include/jerror.h /usr/include/jmorecfg.h \
+  /usr/include/$(basename $arch)/jconfig.h "$d/include/"
 # The nccl.h of the NCCL that pip's torch pins (the nvidia-nccl wheel next to torch): a header
 # from another NCCL release changes the size of ncclConfig_t inside ProcessGroupNCCL's options,
 # silent memory corruption rather than a compile error (See Note [NCCL header] in
