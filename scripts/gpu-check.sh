@@ -22,7 +22,9 @@
 # (scripts/gpu_deps.sh --binary) is used when it was built against this machine's torch and
 # starts here; otherwise ddptrain is built here with all cores. At the end: a list of what failed (non-zero exit if
 # anything did), OUTDIR/gpu_report.json (also printed) and OUTDIR/gpu_logs.tar.gz with every
-# log; nothing else is left in OUTDIR (the device tool brings back at most 8 files).
+# log, and the profiled run's kernel trace as OUTDIR/gpt_profile_trace.json.gz; nothing else
+# is left in OUTDIR (the device tool brings back at most 8 files). GPU_CHECK_ONLY=gpt stops
+# after #27's stages (MiniResNet, Python DDP and ZeRO left out).
 # Usage: scripts/gpu-check.sh OUTDIR
 #   where the machine lacks nlohmann-json, toml++, GoogleTest, Gloo's headers, zlib or the
 #   pinned nccl.h (no apt there), run scripts/gpu_deps.sh here first and carry .gpudeps:
@@ -208,6 +210,10 @@ TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" --vocab_multiple 64 --enable_pro
 if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
   stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
     --out "$LOGS/profile_table.json"
+  # The trace itself comes back too (for chrome://tracing or Perfetto), where it fits the
+  # device tool's 16 MiB per file.
+  gzip -c /tmp/gpu-check-gpt_profile/kernels_rank0.json > "$OUT/gpt_profile_trace.json.gz"
+  [ "$(stat -c %s "$OUT/gpt_profile_trace.json.gz")" -le $((16 << 20)) ] || rm -f "$OUT/gpt_profile_trace.json.gz"
 else
   FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
 fi
@@ -220,6 +226,8 @@ TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --vocab_multiple 1
 TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --vocab_multiple 64 --fused_optimizer off
 TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --vocab_multiple 64 --fused_loss off
 [ -n "${GPU_CHECK_DRY:-}" ] && finish
+# GPU_CHECK_ONLY=gpt: #27's stages alone, for a lease with minutes left (about 230 s in all).
+[ "${GPU_CHECK_ONLY:-}" = gpt ] && finish
 
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"
   --log_interval 20)

@@ -8,7 +8,8 @@ usage: profile_table.py TRACE.json [--steps N] [--top K] [--out TABLE.json]
 - On a GPU (the trace has kernel events): GPU time of kernels, memory copies and sets, by
   category (gemm, attention, normalisation, elementwise, reductions, softmax_loss, optimizer,
   memcpy, other), the GPU's idle time inside the traced span (the span minus the union of its
-  busy intervals), and the top K kernels.
+  busy intervals), and the top K kernels, each with the ATen ops (and their input shapes)
+  that launched it.
 - On a CPU (no kernel events): the self time of the ATen ops (cpu_op events, each op's time
   minus the ops it called on the same thread) by the same categories, and the top K ops.
 Times are per step when --steps is given (the recorded steps: 3 for --enable_profiling).
@@ -79,6 +80,19 @@ def cpu_self_times(ops):
     return [(e, max(self_time, 0.0)) for e, self_time in out]
 
 
+def launching_ops(events):
+    """External id -> "op [input dims]" of the innermost CPU op with that id: a kernel's
+    External id is the ATen op that launched it (the profiler records the shapes)."""
+    out = {}
+    for e in sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: e["ts"]):
+        args = e.get("args", {})
+        ext = args.get("External id")
+        if ext is not None:
+            dims = args.get("Input Dims")
+            out[ext] = f"{e['name']} {json.dumps(dims, separators=(',', ':'))}" if dims else e["name"]
+    return out
+
+
 def summarise(trace, steps, top):
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -96,13 +110,18 @@ def summarise(trace, steps, top):
         busy = None
         device = "cpu"
     per = 1000.0 * max(steps, 1)  # microseconds -> milliseconds per step
-    by_cat, by_name = {}, {}
+    launchers = launching_ops(events) if device == "gpu" else {}
+    by_cat, by_name, ops_of = {}, {}, {}
     for e, t in timed:
         c = category(e["name"], e.get("cat"))
         by_cat[c] = by_cat.get(c, 0.0) + t
         n = by_name.setdefault(e["name"], [0.0, 0, c])
         n[0] += t
         n[1] += 1
+        op = launchers.get(e.get("args", {}).get("External id"))
+        if op:
+            counts = ops_of.setdefault(e["name"], {})
+            counts[op] = counts.get(op, 0) + 1
     total = sum(by_cat.values())
     table = {
         "device": device,
@@ -114,6 +133,10 @@ def summarise(trace, steps, top):
         "top": [{"name": name, "ms_per_step": t / per, "calls": n, "category": c}
                 for name, (t, n, c) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]],
     }
+    for row in table["top"]:
+        counts = ops_of.get(row["name"])
+        if counts:  # which ATen ops (and input shapes) launched it, the most frequent first
+            row["launched_by"] = [{"op": op, "calls": n} for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:3]]
     if busy is not None:
         table["gpu_idle_ms_per_step"] = (span - busy) / per
         table["gpu_idle_share"] = (span - busy) / span if span else 0.0
@@ -140,6 +163,8 @@ def main():
     for row in table["top"]:
         print(f"  {row['ms_per_step']:9.3f} {unit} {row['calls']:6d}x  {row['category']:<13} {row['name'][:90]}",
               file=sys.stderr)
+        for op in row.get("launched_by", []):
+            print(f"  {'':>30} by {op['calls']}x {op['op'][:110]}", file=sys.stderr)
     text = json.dumps(table, indent=1)
     if a.out:
         with open(a.out, "w") as f:

@@ -4,6 +4,7 @@
 
 #include <torch/nn/init.h>
 
+#include "models/linear.h"
 #include "models/recompute.h"
 #include "models/vocab_padding.h"
 #include "obs/logger.h"
@@ -29,7 +30,7 @@ GptConfig gpt_preset(GptPreset preset) {
 
 namespace {
 
-torch::nn::Linear linear(int64_t in, int64_t out, double std) {
+torch::nn::Linear gpt_linear(int64_t in, int64_t out, double std) {
   torch::nn::Linear l(in, out);
   torch::NoGradGuard no_grad;
   torch::nn::init::normal_(l->weight, 0.0, std);
@@ -40,28 +41,28 @@ torch::nn::Linear linear(int64_t in, int64_t out, double std) {
 }  // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head(c.n_head), dropout(c.dropout) {
-  c_attn = register_module("c_attn", linear(c.n_embd, 3 * c.n_embd, 0.02));
-  c_proj = register_module("c_proj", linear(c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
+  c_attn = register_module("c_attn", gpt_linear(c.n_embd, 3 * c.n_embd, 0.02));
+  c_proj = register_module("c_proj", gpt_linear(c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
   resid_drop = register_module("resid_drop", torch::nn::Dropout(c.dropout));
 }
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), d = C / n_head;
-  auto qkv = c_attn(x).split(C, 2);
+  auto qkv = linear(c_attn, x).split(C, 2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, d}).transpose(1, 2); };
   auto y =
       compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), is_training() ? dropout : 0.0);
-  return resid_drop(c_proj(y.transpose(1, 2).contiguous().view({B, T, C})));
+  return resid_drop(linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, C})));
 }
 
 GptMlpImpl::GptMlpImpl(const GptConfig& c) : gelu_tanh(c.gelu_tanh) {
-  c_fc = register_module("c_fc", linear(c.n_embd, 4 * c.n_embd, 0.02));
-  c_proj = register_module("c_proj", linear(4 * c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
+  c_fc = register_module("c_fc", gpt_linear(c.n_embd, 4 * c.n_embd, 0.02));
+  c_proj = register_module("c_proj", gpt_linear(4 * c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
   drop = register_module("drop", torch::nn::Dropout(c.dropout));
 }
 
 at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
-  return drop(c_proj(at::gelu(c_fc(x), gelu_tanh ? "tanh" : "none")));
+  return drop(linear(c_proj, at::gelu(linear(c_fc, x), gelu_tanh ? "tanh" : "none")));
 }
 
 GptBlockImpl::GptBlockImpl(const GptConfig& c) {

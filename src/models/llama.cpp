@@ -2,6 +2,7 @@
 
 #include <torch/nn/init.h>
 
+#include "models/linear.h"
 #include "models/recompute.h"
 #include "models/vocab_padding.h"
 #include "util/error.h"
@@ -70,7 +71,8 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t B = x.size(0), T = x.size(1);
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
-  at::Tensor q = heads(q_proj(x), n_head), k = heads(k_proj(x), n_kv_head), v = heads(v_proj(x), n_kv_head);
+  at::Tensor q = heads(linear(q_proj, x), n_head), k = heads(linear(k_proj, x), n_kv_head),
+             v = heads(linear(v_proj, x), n_kv_head);
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
@@ -78,7 +80,7 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
     v = v.repeat_interleave(n_head / n_kv_head, 1);
   }
   const at::Tensor y = compat::causal_attention(q, k, v, is_training() ? dropout : 0.0);
-  return o_proj(y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
+  return linear(o_proj, y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
 }
 
 LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
@@ -88,7 +90,7 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
 }
 
 at::Tensor LlamaMlpImpl::forward(const at::Tensor& x) {
-  return down_proj(at::silu(gate_proj(x)) * up_proj(x));
+  return linear(down_proj, at::silu(linear(gate_proj, x)) * linear(up_proj, x));
 }
 
 LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
@@ -161,7 +163,7 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     });
   }
   const at::Tensor h = norm(x);
-  return real_vocab_logits(cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : lm_head(h),
+  return real_vocab_logits(cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : linear(lm_head, h),
                            cfg_.vocab_size);
 }
 

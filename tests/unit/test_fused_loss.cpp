@@ -10,6 +10,7 @@
 #include "kernels/fused_cross_entropy.h"
 #include "models/build_model.h"
 #include "models/model_options.h"
+#include "models/vocab_padding.h"
 #include "train/optimizer.h"
 #include "train/trainable.h"
 
@@ -130,4 +131,41 @@ TEST(FusedLoss, TheObjectiveTrainsGptAsTheEagerOne) {
     d = std::max(d, (after[0][i] - after[1][i]).abs().max().item<double>());
   std::printf("GPT debug, 5 SGD steps: fused vs eager loss, max |weight diff| %g\n", d);
   EXPECT_LE(d, 1e-5);
+}
+
+// Note [Padded vocabulary]: the real-vocabulary view's backward hands the fused loss's
+// in-place gradient on in the padded output's own memory (no zero-filled tensor, no copy),
+// with the padded columns zeroed; an eager loss's gradient takes narrow's way. Both give the
+// output layer the same gradient as narrow would.
+TEST(FusedLoss, ThePaddedViewPassesTheInPlaceGradientOn) {
+  at::manual_seed(5);
+  const at::Tensor h = at::randn({6, 16}), w = at::randn({128, 16});  // 100 real rows of 128
+  w.narrow(0, 100, 28).zero_();
+  const at::Tensor targets = at::randint(0, 100, {6}, at::kLong);
+  for (FusedLoss fused : {FusedLoss::kOff, FusedLoss::kOn}) {
+    SCOPED_TRACE(fused == FusedLoss::kOn ? "fused" : "eager");
+    const at::Tensor weight = w.clone().requires_grad_();
+    at::Tensor padded = at::linear(h, weight);
+    at::Tensor g;  // the gradient of the padded output, as the output layer's backward gets it
+    padded.register_hook([&g](const at::Tensor& grad) { g = grad; });
+    const void* address = padded.data_ptr();
+    at::Tensor view = real_vocab_logits(padded, 100);
+    EXPECT_EQ(view.sizes(), (at::IntArrayRef{6, 100}));
+    EXPECT_EQ(view.data_ptr(), address) << "not a view";
+    const Grads ref =
+        eager(padded.detach().narrow(1, 0, 100), targets);  // before the fused loss overwrites it
+    const at::Tensor loss = fused == FusedLoss::kOn ? fused_cross_entropy(view, targets)
+                                                    : torch::nn::functional::cross_entropy(view, targets);
+    loss.backward();
+    ASSERT_TRUE(g.defined());
+    EXPECT_EQ(g.data_ptr() == address, fused == FusedLoss::kOn)
+        << "where the gradient of the padded output lives";
+    EXPECT_EQ(g.narrow(1, 100, 28).abs().max().item<double>(), 0.0) << "the padded columns got a gradient";
+    EXPECT_LE((g.narrow(1, 0, 100) - ref.grad).abs().max().item<double>(), 1e-6);
+    EXPECT_LE((weight.grad() - at::matmul(at::cat({ref.grad, at::zeros({6, 28})}, 1).t(), h))
+                  .abs()
+                  .max()
+                  .item<double>(),
+              1e-5);
+  }
 }

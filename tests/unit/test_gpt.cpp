@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include <ATen/record_function.h>
 #include <torch/nn/functional/loss.h>
 
 #include "config/train_config.h"
@@ -331,4 +332,43 @@ TEST(Gpt, APaddedVocabularyTrainsAsTheUnpaddedOne) {
   DataOptions tokens;
   tokens.dataset = DatasetKind::kTokens;
   EXPECT_THROW(bad.validate(tokens), OptionError);
+}
+
+// Note [Linear through ATen]: the language models' Linear layers with a bias are one addmm
+// each (the bias in the GEMM), never a matmul followed by a broadcast `+= bias`: the ATen ops
+// of a forward, counted by a RecordFunction callback on this thread. GPT: 4 per block;
+// Llama with Qwen2's q/k/v biases: 3 per block (its other Linears have no bias: no add either).
+TEST(Gpt, LinearLayersAddTheirBiasInTheGemm) {
+  static thread_local std::map<std::string, int>* counts = nullptr;
+  struct Case {
+    ModelKind model;
+    AttentionBias bias;
+    int addmm_per_block;
+  };
+  for (const Case& k :
+       {Case{ModelKind::kGpt, AttentionBias::kNone, 4}, Case{ModelKind::kLlama, AttentionBias::kQkv, 3}}) {
+    SCOPED_TRACE(word(k.model));
+    ModelOptions o;
+    o.model = k.model;
+    o.gpt_preset = GptPreset::kDebug;
+    o.vocab_size = 100;
+    o.attention_bias = k.bias;
+    torch::manual_seed(3);
+    auto m = build_model(o, DatasetShape{});
+    const at::Tensor tokens = at::randint(0, 100, {2, 16}, at::kLong);
+    std::map<std::string, int> seen;
+    counts = &seen;
+    const at::CallbackHandle handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          ++(*counts)[fn.name()];
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION}));
+    const at::Tensor logits = m->forward(tokens);
+    at::removeCallback(handle);
+    counts = nullptr;
+    ASSERT_EQ(logits.sizes(), (at::IntArrayRef{2, 16, 100}));
+    const int blocks = 2;  // the debug preset's
+    EXPECT_EQ(seen["aten::addmm"], k.addmm_per_block * blocks);
+    EXPECT_EQ(seen["aten::add_"], 0) << "a bias added after its GEMM";
+  }
 }
