@@ -189,7 +189,8 @@ python_ddp() {
 # #27 first: GPT-2 124M (bf16, block 1024, batch 64, AdamW, clip 1.0): a profiled run (LibTorch's
 # kernel trace of 3 steps -> the table of GPU time by kind of work), PyTorch's nanoGPT-style
 # module eager and torch.compile (bench/nanogpt.py) interleaved with ddptrain's runs, and the
-# levers one at a time against their "before" (--vocab_multiple 1, --fused_optimizer off).
+# levers one at a time against their "before" (--vocab_multiple 1, --fused_optimizer off,
+# --fused_loss off, --fused_norm off; --fused_norm auto is passed while its default is off).
 if [ -n "${GPU_CHECK_DRY:-}" ]; then
   gpt=(--model gpt --gpt_preset debug --dataset tokens --dataset_size 2000 --batch_size 4 --amp_dtype bf16
     --optimizer adamw --lr 6e-4 --warmup_steps 2 --clip_grad_norm 1.0 --num_workers 1 --max_steps 12 --log_interval 3)
@@ -206,7 +207,7 @@ pytorch() {
   shift
   stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
 }
-TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" --vocab_multiple 64 --enable_profiling
+TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --enable_profiling
 if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
   stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
     --out "$LOGS/profile_table.json"
@@ -218,13 +219,14 @@ else
   FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
 fi
 pytorch py_eager_1
-TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
 PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
-TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --vocab_multiple 64
-TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --vocab_multiple 1
-TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --vocab_multiple 64 --fused_optimizer off
-TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --vocab_multiple 64 --fused_loss off
+TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --fused_norm auto --vocab_multiple 1
+TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
+TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off
+TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" --vocab_multiple 64 --fused_norm off
 [ -n "${GPU_CHECK_DRY:-}" ] && finish
 # GPU_CHECK_ONLY=gpt: #27's stages alone, for a lease with minutes left (about 230 s in all).
 [ "${GPU_CHECK_ONLY:-}" = gpt ] && finish

@@ -114,7 +114,7 @@ def median(values):
 # #27: GPT-2 124M, ddptrain (padded vocabulary, fused AdamW) against PyTorch eager and compile
 # in the same check, interleaved; the levers against their "before"; the profile table.
 gpt = {n: summary(n, measured) for n in ("gpt_profile", "gpt_padded_1", "gpt_padded_2", "gpt_vocab1",
-                                         "gpt_loop_optimizer", "gpt_eager_loss")}
+                                         "gpt_loop_optimizer", "gpt_eager_loss", "gpt_aten_norm")}
 py = {n: pytorch_run(n) for n in ("py_eager_1", "py_eager_2", "py_compile")}
 tps = lambda r: r and r.get("tokens_per_s")  # noqa: E731
 ours = median([tps(gpt["gpt_padded_1"]), tps(gpt["gpt_padded_2"])])
@@ -131,6 +131,8 @@ rep["gpt2_124m_bf16_b64_block1024"] = {
     "lever_vocab_multiple_64_over_1": ours / tps(gpt["gpt_vocab1"]) if ours and tps(gpt["gpt_vocab1"]) else None,
     "lever_fused_loss_over_eager":
         ours / tps(gpt["gpt_eager_loss"]) if ours and tps(gpt["gpt_eager_loss"]) else None,
+    "lever_fused_norm_over_aten":
+        ours / tps(gpt["gpt_aten_norm"]) if ours and tps(gpt["gpt_aten_norm"]) else None,
     "lever_fused_optimizer_over_loop":
         ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
 }

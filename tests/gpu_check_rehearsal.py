@@ -34,7 +34,7 @@ if report["failed_stages"]:
 gpt = report.get("gpt2_124m_bf16_b64_block1024", {})
 for key in ("ddptrain_tokens_per_s_median", "pytorch_eager_tokens_per_s_median", "ratio_over_pytorch_eager",
             "ratio_over_pytorch_compile", "lever_vocab_multiple_64_over_1", "lever_fused_optimizer_over_loop",
-            "lever_fused_loss_over_eager"):
+            "lever_fused_loss_over_eager", "lever_fused_norm_over_aten"):
     if not isinstance(gpt.get(key), (int, float)) or gpt[key] <= 0:
         failures.append(f"report: {key} is {gpt.get(key)!r}")
 compiled = (gpt.get("pytorch") or {}).get("py_compile") or {}

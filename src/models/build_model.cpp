@@ -56,6 +56,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   c.vocab_multiple = o.vocab_multiple;
   c.dropout = o.dropout;
   c.gelu_tanh = o.gpt_activation == GptActivation::kGeluTanh;
+  c.fused_norm = o.fused_norm;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   return c;
 }

@@ -4,6 +4,7 @@
 
 #include <torch/nn/init.h>
 
+#include "models/layer_norm.h"
 #include "models/linear.h"
 #include "models/recompute.h"
 #include "models/vocab_padding.h"
@@ -65,7 +66,7 @@ at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
   return drop(linear(c_proj, at::gelu(linear(c_fc, x), gelu_tanh ? "tanh" : "none")));
 }
 
-GptBlockImpl::GptBlockImpl(const GptConfig& c) {
+GptBlockImpl::GptBlockImpl(const GptConfig& c) : fused_norm(c.fused_norm) {
   ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
   attn = register_module("attn", CausalSelfAttention(c));
   ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd})));
@@ -73,8 +74,8 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c) {
 }
 
 at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
-  auto h = x + attn(ln_1(x));
-  return h + mlp(ln_2(h));
+  auto h = x + attn(layer_norm(ln_1, x, fused_norm));
+  return h + mlp(layer_norm(ln_2, h, fused_norm));
 }
 
 GptImpl::GptImpl(const GptConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {
@@ -119,7 +120,8 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
       return block->forward(x);
     });
   }
-  return real_vocab_logits(at::linear(ln_f(x), wte->weight), cfg_.vocab_size);  // tied output layer
+  return real_vocab_logits(at::linear(layer_norm(ln_f, x, cfg_.fused_norm), wte->weight),
+                           cfg_.vocab_size);  // tied output layer
 }
 
 int64_t GptImpl::non_embedding_params() const {

@@ -36,6 +36,7 @@ struct GptConfig {
   double dropout = 0.0;
   bool gelu_tanh = false;         // the MLP's GELU in its tanh form (GPT-2's gelu_new), not the exact one
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
+  FusedNorm fused_norm = FusedNorm::kOff;  // the LayerNorms (models/layer_norm.h)
 };
 
 /// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,
@@ -68,6 +69,7 @@ struct GptBlockImpl : torch::nn::Module {
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   GptMlp mlp{nullptr};
+  FusedNorm fused_norm;
 };
 TORCH_MODULE(GptBlock);
 

@@ -16,6 +16,10 @@ enum class MemoryFormat { kAuto, kChannelsLast, kContiguous };
 enum class Recompute { kNone, kBlocks };
 enum class GptActivation { kGelu, kGeluTanh };
 enum class AttentionBias { kNone, kQkv, kAll };
+// gpt's LayerNorm (Note [LayerNorm into the autocast dtype], kernels/fused_layer_norm.h): auto on
+// CUDA under autocast (where the kernels are built), on everywhere, off: ATen's (the default
+// until a GPU run has checked the kernels).
+enum class FusedNorm { kAuto, kOn, kOff };
 
 inline const Choices<ModelKind>& model_choices() {
   static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
@@ -49,12 +53,18 @@ inline const Choices<AttentionBias>& attention_bias_choices() {
       {"none", AttentionBias::kNone}, {"qkv", AttentionBias::kQkv}, {"all", AttentionBias::kAll}};
   return c;
 }
+inline const Choices<FusedNorm>& fused_norm_choices() {
+  static const Choices<FusedNorm> c{
+      {"auto", FusedNorm::kAuto}, {"on", FusedNorm::kOn}, {"off", FusedNorm::kOff}};
+  return c;
+}
 inline const char* word(ModelKind v) { return model_choices().word(v); }
 inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
 inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
 inline const char* word(Recompute v) { return recompute_choices().word(v); }
 inline const char* word(GptActivation v) { return gpt_activation_choices().word(v); }
 inline const char* word(AttentionBias v) { return attention_bias_choices().word(v); }
+inline const char* word(FusedNorm v) { return fused_norm_choices().word(v); }
 
 /// The models that read tokens: gpt and llama (sized by gpt_preset and the size fields).
 inline bool is_decoder_model(ModelKind m) { return m == ModelKind::kGpt || m == ModelKind::kLlama; }
@@ -71,6 +81,9 @@ struct ModelOptions {
   int vocab_multiple =
       1;  // gpt, llama: embedding/output rows rounded up to a multiple (Note [Padded vocabulary])
   GptActivation gpt_activation = GptActivation::kGelu;  // gpt's MLP: exact GELU, or its tanh form (GPT-2's)
+  // gpt's LayerNorm into the autocast dtype (kernels/fused_layer_norm.h); off until a GPU run has
+  // checked the CUDA kernels (docs/status.md), then auto.
+  FusedNorm fused_norm = FusedNorm::kOff;
   // llama's own (a Hugging Face config's names in brackets):
   int n_kv_head = 0;                                    // key/value heads [num_key_value_heads] (0: n_head)
   int intermediate_size = 0;                            // the MLP's width (0: 8/3 n_embd rounded up to 64)

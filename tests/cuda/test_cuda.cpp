@@ -20,6 +20,7 @@
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "kernels/fused_cross_entropy.h"
+#include "kernels/fused_layer_norm.h"
 #include "models/gpt.h"
 #include "models/mini_resnet.h"
 #include "obs/kernel_trace.h"
@@ -302,5 +303,40 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
     // Stored in bf16, the gradients differ by its rounding; in fp32 by the fast exponential's.
     EXPECT_LE((gpu_grad - cpu_grad).abs().max().item<double>(),
               grad_max / (c.dtype == at::kFloat ? 1e4 : 64));
+  }
+}
+
+// Note [LayerNorm into the autocast dtype]: the CUDA kernels equal the CPU path (ATen's
+// LayerNorm and the cast) within fp32 rounding: the bf16 output within one bf16 rounding, dx,
+// dweight and dbias within 1e-4 of their largest values (the weight and bias gradients sum
+// 4096 rows in another order), for rows of 768 (GPT-2), 1024 (the largest the kernels take)
+// and 384, and rows of 100 fall back to ATen's ops on the GPU. Twice the same backward gives
+// bitwise the same gradients (the partial sums are added in a fixed order).
+TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) {
+  ASSERT_TRUE(fused_layer_norm_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
+  for (int64_t C : {768, 1024, 384, 100}) {
+    SCOPED_TRACE("rows of " + std::to_string(C));
+    at::manual_seed(11);
+    const at::Tensor x0 = at::randn({4096, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
+    const at::Tensor dy = at::randn({4096, C}).to(at::kBFloat16);
+    auto run = [&](at::Device dev) {
+      std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_(),
+                                 b0.to(dev).requires_grad_()};
+      const at::Tensor y = layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
+      y.backward(dy.to(dev));
+      std::vector<at::Tensor> out{y.to(at::kCPU, at::kFloat)};
+      for (const auto& t : in) out.push_back(t.grad().to(at::kCPU));
+      return out;
+    };
+    const auto cpu = run(at::kCPU), gpu = run(kGpu), again = run(kGpu);
+    const char* names[] = {"y", "dx", "dweight", "dbias"};
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      const double top = cpu[i].abs().max().item<double>(),
+                   diff = (gpu[i] - cpu[i]).abs().max().item<double>();
+      std::printf("layer_norm_to rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n",
+                  static_cast<long long>(C), names[i], diff, top);
+      EXPECT_LE(diff, i == 0 ? top / 128 : 1e-4 * top) << names[i];
+      EXPECT_TRUE(at::equal(gpu[i], again[i])) << names[i] << " differs between two runs";
+    }
   }
 }

@@ -1,0 +1,79 @@
+#include "kernels/fused_layer_norm.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool on_cuda_kernels(const at::Tensor& rows) {
+  return rows.is_cuda() && fused_layer_norm_has_cuda() && fused_ln_detail::cuda_kernels_take(rows.size(1));
+}
+
+// See Note [LayerNorm into the autocast dtype]. Saves the fp32 rows, the parameters and the
+// row statistics, as ATen's LayerNorm does.
+struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, double eps, at::ScalarType out) {
+    const int64_t C = x.size(-1);
+    const at::Tensor rows = x.contiguous().view({-1, C});
+    at::Tensor y, mean, rstd;
+    if (on_cuda_kernels(rows)) {
+      const int64_t N = rows.size(0);
+      y = at::empty({N, C}, rows.options().dtype(out));
+      mean = at::empty({N}, rows.options());
+      rstd = at::empty({N}, rows.options());
+      fused_ln_detail::forward_cuda(rows, weight, bias, eps, y, mean, rstd);
+    } else {
+      auto r = at::native_layer_norm(rows, {C}, weight, bias, eps);
+      y = std::get<0>(r).to(out);
+      mean = std::get<1>(r);
+      rstd = std::get<2>(r);
+    }
+    ctx->save_for_backward({rows, weight, bias, mean, rstd});
+    return y.view(x.sizes());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &rows = saved[0], &weight = saved[1], &bias = saved[2], &mean = saved[3],
+                     &rstd = saved[4];
+    const int64_t C = rows.size(1);
+    const at::Tensor dy = grads[0].contiguous().view({-1, C});
+    at::Tensor dx, dweight, dbias;
+    if (on_cuda_kernels(rows)) {
+      dx = at::empty_like(rows);
+      dweight = at::empty_like(weight);
+      dbias = at::empty_like(bias);
+      fused_ln_detail::backward_cuda(dy, rows, mean, rstd, weight, dx, dweight, dbias);
+    } else {
+      auto r = at::native_layer_norm_backward(dy.to(rows.scalar_type()), rows, {C}, mean, rstd, weight, bias,
+                                              {true, true, true});
+      dx = std::get<0>(r);
+      dweight = std::get<1>(r);
+      dbias = std::get<2>(r);
+    }
+    return {dx.view(grads[0].sizes()), dweight, dbias, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor layer_norm_to(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                         at::ScalarType out) {
+  DDP_CHECK(x.dim() >= 1 && x.scalar_type() == at::kFloat, "layer_norm_to: fp32 input, got ",
+            x.scalar_type());
+  DDP_CHECK(weight.defined() && bias.defined() && weight.dim() == 1 && bias.dim() == 1 &&
+                weight.size(0) == x.size(-1) && bias.size(0) == x.size(-1) &&
+                weight.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat,
+            "layer_norm_to: fp32 weight and bias of the last dimension's ", x.size(-1), " values");
+  return LayerNormTo::apply(x, weight, bias, eps, out);
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,248 @@
+// The CUDA passes of Note [LayerNorm into the autocast dtype] (kernels/fused_layer_norm.h):
+// rows of C = 128 K fp32 values, a warp per row, each lane holding K float4 of it. Forward
+// computes the row's mean and variance in two passes over the registers and writes the
+// normalised row in the output's dtype; backward writes dx in fp32 and adds dy * xhat and dy
+// into per-warp weight and bias sums in registers, which each warp then stores as one row of
+// a partial-sum table; a last kernel sums that table's rows in a fixed order.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/fused_layer_norm.h"
+
+namespace ddptrain {
+
+bool fused_layer_norm_has_cuda() { return true; }
+
+namespace fused_ln_detail {
+
+namespace {
+
+constexpr int kWarps = 8;  // rows per block in flight
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffff, v, offset);
+  return v;
+}
+
+// Four values of T in one load or store.
+template <typename T>
+struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+template <typename T>
+__device__ __forceinline__ float4 load4(const T* p) {
+  const Four<T> f = *reinterpret_cast<const Four<T>*>(p);
+  return make_float4(static_cast<float>(f.v[0]), static_cast<float>(f.v[1]), static_cast<float>(f.v[2]),
+                     static_cast<float>(f.v[3]));
+}
+
+template <typename T>
+__device__ __forceinline__ void store4(T* p, float4 a) {
+  Four<T> f;
+  f.v[0] = static_cast<T>(a.x), f.v[1] = static_cast<T>(a.y), f.v[2] = static_cast<T>(a.z),
+  f.v[3] = static_cast<T>(a.w);
+  *reinterpret_cast<Four<T>*>(p) = f;
+}
+
+__device__ __forceinline__ void store4(float* p, float4 a) { *reinterpret_cast<float4*>(p) = a; }
+
+template <typename Out, int K>
+__global__ void forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                               const float* __restrict__ b, float eps, int64_t N, Out* __restrict__ y,
+                               float* __restrict__ mean, float* __restrict__ rstd) {
+  constexpr int C = 128 * K;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (row >= N) return;
+  const float* xr = x + row * C;
+  float4 v[K];
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    v[k] = load4(xr + 4 * (lane + 32 * k));
+    s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+  }
+  const float m = warp_sum(s) / C;
+  float q = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const float a = v[k].x - m, c = v[k].y - m, d = v[k].z - m, e = v[k].w - m;
+    q += (a * a + c * c) + (d * d + e * e);
+  }
+  const float r = rsqrtf(warp_sum(q) / C + eps);
+  Out* yr = y + row * C;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int j = 4 * (lane + 32 * k);
+    const float4 wv = load4(w + j), bv = load4(b + j);
+    store4(yr + j, make_float4((v[k].x - m) * r * wv.x + bv.x, (v[k].y - m) * r * wv.y + bv.y,
+                               (v[k].z - m) * r * wv.z + bv.z, (v[k].w - m) * r * wv.w + bv.w));
+  }
+  if (lane == 0) mean[row] = m, rstd[row] = r;
+}
+
+// Rows warp_id, warp_id + warps, ...: dx, and this warp's sums of dy * xhat and dy into row
+// warp_id of the partial tables (dweight's, then dbias's P rows later).
+template <typename In, int K>
+__global__ void backward_kernel(const In* __restrict__ dy, const float* __restrict__ x,
+                                const float* __restrict__ mean, const float* __restrict__ rstd,
+                                const float* __restrict__ w, int64_t N, float* __restrict__ dx,
+                                float* __restrict__ partial) {
+  constexpr int C = 128 * K;
+  const int lane = threadIdx.x % 32;
+  const int64_t warp_id = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32,
+                warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  float4 dg[K], db[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) dg[k] = db[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t row = warp_id; row < N; row += warps) {
+    const float m = mean[row], r = rstd[row];
+    float4 xh[K], d[K];
+    float a = 0.f, c = 0.f;  // sum over the row of (w dy) xhat and of w dy
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = 4 * (lane + 32 * k);
+      const float4 xv = load4(x + row * C + j), wv = load4(w + j);
+      d[k] = load4(dy + row * C + j);
+      xh[k] = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
+      dg[k].x += d[k].x * xh[k].x, dg[k].y += d[k].y * xh[k].y, dg[k].z += d[k].z * xh[k].z,
+          dg[k].w += d[k].w * xh[k].w;
+      db[k].x += d[k].x, db[k].y += d[k].y, db[k].z += d[k].z, db[k].w += d[k].w;
+      d[k] = make_float4(d[k].x * wv.x, d[k].y * wv.y, d[k].z * wv.z, d[k].w * wv.w);  // now w dy
+      a += (d[k].x * xh[k].x + d[k].y * xh[k].y) + (d[k].z * xh[k].z + d[k].w * xh[k].w);
+      c += (d[k].x + d[k].y) + (d[k].z + d[k].w);
+    }
+    a = warp_sum(a) / C;
+    c = warp_sum(c) / C;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int j = 4 * (lane + 32 * k);
+      store4(dx + row * C + j, make_float4(r * (d[k].x - xh[k].x * a - c), r * (d[k].y - xh[k].y * a - c),
+                                           r * (d[k].z - xh[k].z * a - c), r * (d[k].w - xh[k].w * a - c)));
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int j = 4 * (lane + 32 * k);
+    store4(partial + warp_id * C + j, dg[k]);
+    store4(partial + (warps + warp_id) * C + j, db[k]);
+  }
+}
+
+// out[t][col] = sum over p of partial[t][p][col] for the table t = blockIdx.y: 32 columns per
+// block, its 32 rows of threads each summing every 32nd partial row, then one thread per
+// column adding those 32 in order.
+__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t P, int64_t C,
+                                    float* __restrict__ dweight, float* __restrict__ dbias) {
+  __shared__ float s[32][33];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const float* table = partial + static_cast<int64_t>(blockIdx.y) * P * C;
+  float acc = 0.f;
+  if (col < C)
+    for (int64_t p = threadIdx.y; p < P; p += 32) acc += table[p * C + col];
+  s[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < C) {
+    float t = 0.f;
+    for (int i = 0; i < 32; ++i) t += s[i][threadIdx.x];
+    (blockIdx.y == 0 ? dweight : dbias)[col] = t;
+  }
+}
+
+// t contiguous and 16-byte aligned (a copy where it is not: a parameter may be a view into a
+// ZeRO-3 bucket at any offset), for the kernels' vector loads.
+at::Tensor aligned(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+// f.template operator()<K>() for K = C / 128 in 1..8.
+template <typename F>
+void with_k(int64_t C, F&& f) {
+  switch (C / 128) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 5:
+      return f.template operator()<5>();
+    case 6:
+      return f.template operator()<6>();
+    case 7:
+      return f.template operator()<7>();
+    case 8:
+      return f.template operator()<8>();
+    default:
+      TORCH_CHECK(false, "layer_norm_to: no CUDA kernel for rows of ", C);
+  }
+}
+
+}  // namespace
+
+void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                  at::Tensor& y, at::Tensor& mean, at::Tensor& rstd) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), C = x.size(1);
+  if (N == 0) return;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const at::Tensor xa = aligned(x), w = aligned(weight), b = aligned(bias);
+  const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, y.scalar_type(), "layer_norm_to_forward", [&] {
+    with_k(C, [&]<int K>() {
+      forward_kernel<scalar_t, K><<<blocks, kWarps * 32, 0, stream>>>(
+          xa.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), static_cast<float>(eps), N,
+          y.data_ptr<scalar_t>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
+                   const at::Tensor& weight, at::Tensor& dx, at::Tensor& dweight, at::Tensor& dbias) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), C = x.size(1);
+  if (N == 0) {
+    dweight.zero_(), dbias.zero_();
+    return;
+  }
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const at::Tensor dya = aligned(dy), xa = aligned(x), w = aligned(weight);
+  // As many blocks as fit on the GPU at once, each warp many rows: the partial tables (a row
+  // per warp) stay small, in L2.
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int64_t P = 0;
+  at::Tensor partial;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dy.scalar_type(), "layer_norm_to_backward", [&] {
+    with_k(C, [&]<int K>() {
+      int resident = 1;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, backward_kernel<scalar_t, K>,
+                                                                   kWarps * 32, 0));
+      const int64_t blocks = std::min<int64_t>((N + kWarps - 1) / kWarps, std::max(resident, 1) * sms);
+      P = blocks * kWarps;
+      partial = at::empty({2, P, C}, x.options());
+      backward_kernel<scalar_t, K><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
+          dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
+          w.data_ptr<float>(), N, dx.data_ptr<float>(), partial.data_ptr<float>());
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  sum_partials_kernel<<<dim3(static_cast<unsigned>((C + 31) / 32), 2), dim3(32, 32), 0, stream>>>(
+      partial.data_ptr<float>(), P, C, dweight.data_ptr<float>(), dbias.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace fused_ln_detail
+
+}  // namespace ddptrain

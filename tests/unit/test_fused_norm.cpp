@@ -1,0 +1,102 @@
+// Note [LayerNorm into the autocast dtype]: layer_norm_to's CPU path (the reference of the CUDA
+// kernels in tests/cuda) is ATen's LayerNorm followed by the cast, bitwise, forward and
+// backward; GPT with --fused_norm on trains bitwise as with ATen's LayerNorm under bf16
+// autocast (autocast keeps LayerNorm in fp32 and casts its output for the next Linear: the
+// same arithmetic); bad inputs are named.
+#include <gtest/gtest.h>
+
+#include <ATen/record_function.h>
+#include <torch/nn/functional/loss.h>
+
+#include "data/data_options.h"
+#include "kernels/fused_layer_norm.h"
+#include "models/build_model.h"
+#include "models/model_options.h"
+#include "util/error.h"
+#include "util/torch_compat.h"
+
+using namespace ddptrain;
+
+TEST(FusedNorm, TheCpuPathIsLayerNormThenTheCast) {
+  for (at::ScalarType out : {at::kBFloat16, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(out));
+    at::manual_seed(4);
+    const at::Tensor x0 = at::randn({3, 5, 128}) * 3 + 1, w0 = at::randn({128}), b0 = at::randn({128});
+    const at::Tensor dy = at::randn({3, 5, 128}).to(out);
+    std::vector<at::Tensor> mine{x0.clone().requires_grad_(), w0.clone().requires_grad_(),
+                                 b0.clone().requires_grad_()};
+    std::vector<at::Tensor> ref{x0.clone().requires_grad_(), w0.clone().requires_grad_(),
+                                b0.clone().requires_grad_()};
+    const at::Tensor y = layer_norm_to(mine[0], mine[1], mine[2], 1e-5, out);
+    const at::Tensor r = at::layer_norm(ref[0], {128}, ref[1], ref[2], 1e-5).to(out);
+    EXPECT_EQ(y.scalar_type(), out);
+    EXPECT_EQ(y.sizes(), x0.sizes());
+    EXPECT_TRUE(at::equal(y, r));
+    y.backward(dy);
+    r.backward(dy);
+    for (size_t i = 0; i < mine.size(); ++i)
+      EXPECT_TRUE(at::equal(mine[i].grad(), ref[i].grad())) << "input " << i;
+  }
+}
+
+TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  o.gpt_preset = GptPreset::kDebug;
+  o.vocab_size = 100;
+  at::manual_seed(6);
+  const at::Tensor x = at::randint(0, 100, {3, 33}, at::kLong);
+  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<at::Tensor> losses;
+  for (FusedNorm fused : {FusedNorm::kOff, FusedNorm::kOn}) {
+    o.fused_norm = fused;
+    torch::manual_seed(2);
+    auto m = build_model(o, DatasetShape{});
+    at::Tensor loss;
+    static thread_local int aten_layer_norms = 0;  // aten::layer_norm: the modules' own forward
+    aten_layer_norms = 0;
+    {
+      compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
+      const at::CallbackHandle handle =
+          at::addThreadLocalCallback(at::RecordFunctionCallback([](const at::RecordFunction& fn)
+                                                                    -> std::unique_ptr<at::ObserverContext> {
+                                       if (std::string(fn.name()) == "aten::layer_norm") ++aten_layer_norms;
+                                       return nullptr;
+                                     }).scopes({at::RecordScope::FUNCTION}));
+      const at::Tensor logits = m->forward(x.slice(1, 0, 32));
+      at::removeCallback(handle);
+      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
+                                                  x.slice(1, 1, 33).reshape({-1}));
+    }
+    // 2 blocks x 2 and the final one: all ATen's, or all fused.
+    EXPECT_EQ(aten_layer_norms, fused == FusedNorm::kOn ? 0 : 5);
+    loss.backward();
+    losses.push_back(loss.detach());
+    std::vector<at::Tensor> g;
+    for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
+    grads.push_back(g);
+  }
+  EXPECT_TRUE(at::equal(losses[0], losses[1]))
+      << losses[0].item<double>() << " vs " << losses[1].item<double>();
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+}
+
+TEST(FusedNorm, BadInputsAreNamed) {
+  const at::Tensor w = at::ones({8}), b = at::zeros({8});
+  EXPECT_THROW(layer_norm_to(at::ones({2, 8}, at::kBFloat16), w, b, 1e-5, at::kBFloat16), std::exception);
+  EXPECT_THROW(layer_norm_to(at::ones({2, 7}), w, b, 1e-5, at::kBFloat16), std::exception);
+  EXPECT_THROW(layer_norm_to(at::ones({2, 8}), w, at::Tensor(), 1e-5, at::kBFloat16), std::exception);
+  ModelOptions llama;
+  llama.model = ModelKind::kLlama;
+  llama.fused_norm = FusedNorm::kOn;
+  DataOptions tokens;
+  tokens.dataset = DatasetKind::kTokens;
+  try {
+    llama.validate(tokens);
+    ADD_FAILURE() << "--fused_norm on --model llama was accepted";
+  } catch (const OptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("applies to"), std::string::npos) << e.what();
+  }
+}
