@@ -1,6 +1,7 @@
 #include "kernels/fused_cross_entropy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -18,14 +19,19 @@ int64_t chunk_rows(int64_t V) { return std::max<int64_t>(1, (int64_t{8} << 20) /
 
 }  // namespace
 
-void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses) {
+void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses,
+                 at::Tensor& hits) {
   const int64_t N = logits.size(0), V = logits.size(1), step = chunk_rows(V);
   for (int64_t r = 0; r < N; r += step) {
     const int64_t n = std::min(step, N - r);
     const at::Tensor x = logits.narrow(0, r, n).to(at::kFloat);
     const at::Tensor l = at::logsumexp(x, {1});
     lse.narrow(0, r, n).copy_(l);
-    losses.narrow(0, r, n).copy_(l - x.gather(1, targets.narrow(0, r, n).unsqueeze(1)).squeeze(1));
+    const at::Tensor t = targets.narrow(0, r, n);
+    losses.narrow(0, r, n).copy_(l - x.gather(1, t.unsqueeze(1)).squeeze(1));
+    // As the CUDA pass counts: no hit in a row with a NaN or only -inf (its log-sum-exp says).
+    hits.narrow(0, r, n).copy_(
+        x.argmax(1).eq(t).logical_and_(l.isnan().logical_not_()).logical_and_(l.ne(-INFINITY)));
   }
 }
 
@@ -49,16 +55,20 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
+  // {the mean loss, the hits' count (not differentiable)}.
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
     const int64_t N = logits.size(0);
     const auto f32 = logits.options().dtype(at::kFloat);
-    at::Tensor lse = at::empty({N}, f32), losses = at::empty({N}, f32);
+    at::Tensor lse = at::empty({N}, f32), losses = at::empty({N}, f32),
+               hits = at::empty({N}, logits.options().dtype(at::kLong));
     if (logits.is_cuda())
-      fused_ce_detail::forward_cuda(logits, targets, lse, losses);
+      fused_ce_detail::forward_cuda(logits, targets, lse, losses, hits);
     else
-      fused_ce_detail::forward_cpu(logits, targets, lse, losses);
+      fused_ce_detail::forward_cpu(logits, targets, lse, losses, hits);
     ctx->save_for_backward({logits, targets, lse});
-    return losses.sum() / static_cast<double>(N);
+    at::Tensor count = hits.sum();
+    ctx->mark_non_differentiable({count});
+    return {losses.sum() / static_cast<double>(N), count};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
@@ -78,7 +88,8 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
 
 }  // namespace
 
-at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
+std::pair<at::Tensor, at::Tensor> fused_cross_entropy_and_hits(const at::Tensor& logits,
+                                                               const at::Tensor& targets) {
   DDP_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
             "fused_cross_entropy: logits (N, V) and targets (N), got ", logits.sizes(), " and ",
             targets.sizes());
@@ -92,7 +103,12 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targe
     DDP_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < logits.size(1),
               "fused_cross_entropy: a target outside [0, ", logits.size(1), ")");
   }
-  return FusedCrossEntropy::apply(logits, targets);
+  variable_list out = FusedCrossEntropy::apply(logits, targets);
+  return {out[0], out[1]};
+}
+
+at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
+  return fused_cross_entropy_and_hits(logits, targets).first;
 }
 
 }  // namespace ddptrain

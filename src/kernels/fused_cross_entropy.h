@@ -7,7 +7,8 @@
 // vocabulary is), keeps per row only its log-sum-exp (fp32), reduces the loss in fp32, and in
 // backward writes the gradient of the logits into the logits' own memory, in their dtype (the
 // logits must not be needed after the loss: the output layer's backward needs its input and
-// weight, not its output). Forward: loss_i = lse_i - x_{i,t_i}, mean over rows; backward:
+// weight, not its output). The forward also counts the rows whose largest logit is their
+// target (the accuracy, read before backward). Forward: loss_i = lse_i - x_{i,t_i}, mean over rows; backward:
 // d x_ij = (exp(x_ij - lse_i) - [j = t_i]) * dloss / N.
 // Two implementations of the same arithmetic: on CUDA one kernel per pass (a block per row,
 // fp32 accumulation: fused_cross_entropy_cuda.cu), on the CPU ATen ops over chunks of rows
@@ -15,6 +16,8 @@
 // reference tests/unit/test_fused_loss.cpp compares with the eager loss and tests/cuda with the
 // kernel. Targets must be in [0, V): checked on the CPU; on CUDA a kernel assertion.
 #pragma once
+
+#include <utility>
 
 #include <ATen/core/Tensor.h>
 
@@ -24,17 +27,28 @@ namespace ddptrain {
 /// differentiable in `logits` (whose memory its backward overwrites with the gradient).
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targets);
 
+/// fused_cross_entropy, and from the same pass the rows whose largest logit is at their
+/// target (a 0-dim int64 tensor: what logits.argmax(-1).eq(targets).sum() counts, the first of
+/// equal largest values winning), the accuracy's count without reading the logits again. A row
+/// with a NaN or only -inf counts no hit (argmax would pick the NaN, or 0); its loss is not
+/// finite either.
+std::pair<at::Tensor, at::Tensor> fused_cross_entropy_and_hits(const at::Tensor& logits,
+                                                               const at::Tensor& targets);
+
 /// Whether this build has the CUDA kernels (CUDA logits without them: an error naming the fix).
 bool fused_cross_entropy_has_cuda();
 
 namespace fused_ce_detail {
 // The passes, per device (the CUDA ones in fused_cross_entropy_cuda.cu when built with CUDA).
-// lse (N) fp32 and the per-row losses (N) fp32.
-void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses);
+// lse (N) fp32, the per-row losses (N) fp32 and hits (N) int64 (1 where the row's first largest
+// logit is its target).
+void forward_cpu(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses,
+                 at::Tensor& hits);
 // logits <- (softmax - onehot) * scale, in place (scale: dloss / N, a 0-dim fp32 tensor).
 void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
                   const at::Tensor& scale);
-void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses);
+void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses,
+                  at::Tensor& hits);
 void backward_cuda(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
                    const at::Tensor& scale);
 }  // namespace fused_ce_detail

@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cfloat>
+#include <climits>
 #include <cstdint>
 
 #include "kernels/fused_cross_entropy.h"
@@ -29,40 +30,48 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kVecBytes = 16;
 
-// (max, sum of exp(x - max)) pairs combined.
+// (max, sum of exp(x - max), the first index of the max) combined; i = INT_MAX: no element.
 struct MaxSum {
   float m, s;
+  int i;
 };
 
 __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
-  if (a.m == -INFINITY) return b;
-  if (b.m == -INFINITY) return a;
-  const float m = fmaxf(a.m, b.m);
-  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+  if (a.m == -INFINITY && b.m == -INFINITY) return {a.m, 0.f, min(a.i, b.i)};
+  if (a.m > b.m) return {a.m, a.s + b.s * __expf(b.m - a.m), a.i};
+  if (b.m > a.m) return {b.m, b.s + a.s * __expf(a.m - b.m), b.i};
+  return {a.m, a.s + b.s, min(a.i, b.i)};  // equal maxima: the first index, as argmax
 }
 
-// One element into a thread's running pair: one exponential (a new maximum rescales the sum).
-__device__ __forceinline__ void accumulate(MaxSum& v, float x) {
+// Element j into a thread's running triple, in increasing j: one exponential (a new maximum
+// rescales the sum); an equal value keeps the earlier index.
+__device__ __forceinline__ void accumulate(MaxSum& v, float x, int j) {
   if (x > v.m) {
     v.s = v.s * __expf(v.m - x) + 1.f;
     v.m = x;
+    v.i = j;
   } else if (x != -INFINITY) {
     v.s += __expf(x - v.m);
   }
 }
 
+__device__ __forceinline__ MaxSum shuffle_combine(MaxSum v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = combine(v, {__shfl_xor_sync(0xffffffff, v.m, offset), __shfl_xor_sync(0xffffffff, v.s, offset),
+                    __shfl_xor_sync(0xffffffff, v.i, offset)});
+  return v;
+}
+
 __device__ MaxSum block_combine(MaxSum v) {
   __shared__ float ms[32], ss[32];
-  for (int offset = 16; offset > 0; offset /= 2)
-    v = combine(v, {__shfl_xor_sync(0xffffffff, v.m, offset), __shfl_xor_sync(0xffffffff, v.s, offset)});
+  __shared__ int is[32];
+  v = shuffle_combine(v);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) ms[warp] = v.m, ss[warp] = v.s;
+  if (lane == 0) ms[warp] = v.m, ss[warp] = v.s, is[warp] = v.i;
   __syncthreads();
   const int warps = blockDim.x / 32;
-  v = lane < warps ? MaxSum{ms[lane], ss[lane]} : MaxSum{-INFINITY, 0.f};
-  for (int offset = 16; offset > 0; offset /= 2)
-    v = combine(v, {__shfl_xor_sync(0xffffffff, v.m, offset), __shfl_xor_sync(0xffffffff, v.s, offset)});
-  return v;  // every thread of warp 0 holds the block's pair
+  v = lane < warps ? MaxSum{ms[lane], ss[lane], is[lane]} : MaxSum{-INFINITY, 0.f, INT_MAX};
+  return shuffle_combine(v);  // every thread of warp 0 holds the block's triple
 }
 
 // K values of T in one 16-byte load or store.
@@ -82,19 +91,20 @@ __device__ __forceinline__ int64_t vector_part(const T* x, int64_t V) {
 template <typename T>
 __global__ void forward_kernel(const T* __restrict__ logits, int64_t row_stride, int64_t V,
                                const int64_t* __restrict__ targets, float* __restrict__ lse,
-                               float* __restrict__ losses) {
+                               float* __restrict__ losses, int64_t* __restrict__ hits) {
   const int64_t row = blockIdx.x;
   const T* x = logits + row * row_stride;
   constexpr int K = Vec<T>::K;
   const int64_t vectors = vector_part(x, V);
-  MaxSum v{-INFINITY, 0.f};
+  MaxSum v{-INFINITY, 0.f, INT_MAX};
   const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(x);
   for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) {
     const Vec<T> in = xv[i];
 #pragma unroll
-    for (int k = 0; k < K; ++k) accumulate(v, static_cast<float>(in.v[k]));
+    for (int k = 0; k < K; ++k) accumulate(v, static_cast<float>(in.v[k]), static_cast<int>(i * K + k));
   }
-  for (int64_t j = vectors * K + threadIdx.x; j < V; j += blockDim.x) accumulate(v, static_cast<float>(x[j]));
+  for (int64_t j = vectors * K + threadIdx.x; j < V; j += blockDim.x)
+    accumulate(v, static_cast<float>(x[j]), static_cast<int>(j));
   v = block_combine(v);
   if (threadIdx.x == 0) {
     const int64_t t = targets[row];
@@ -102,6 +112,7 @@ __global__ void forward_kernel(const T* __restrict__ logits, int64_t row_stride,
     const float l = v.m + logf(v.s);
     lse[row] = l;
     losses[row] = l - static_cast<float>(x[t]);
+    hits[row] = v.i == t;
   }
 }
 
@@ -135,7 +146,8 @@ __global__ void backward_kernel(T* __restrict__ logits, int64_t row_stride, int6
 
 }  // namespace
 
-void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses) {
+void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tensor& lse, at::Tensor& losses,
+                  at::Tensor& hits) {
   const c10::cuda::CUDAGuard guard(logits.device());
   const at::Tensor t = targets.contiguous();
   const int64_t N = logits.size(0), V = logits.size(1);
@@ -144,7 +156,7 @@ void forward_cuda(const at::Tensor& logits, const at::Tensor& targets, at::Tenso
       at::kBFloat16, at::kHalf, logits.scalar_type(), "fused_cross_entropy_forward", [&] {
         forward_kernel<scalar_t><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
             logits.data_ptr<scalar_t>(), logits.stride(0), V, t.data_ptr<int64_t>(), lse.data_ptr<float>(),
-            losses.data_ptr<float>());
+            losses.data_ptr<float>(), hits.data_ptr<int64_t>());
       });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -11,7 +11,7 @@ bool fused_cross_entropy_has_cuda() { return false; }
 
 namespace fused_ce_detail {
 
-void forward_cuda(const at::Tensor&, const at::Tensor&, at::Tensor&, at::Tensor&) {
+void forward_cuda(const at::Tensor&, const at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&) {
   TORCH_CHECK(
       false, "fused_cross_entropy: this build has no CUDA kernels (configure with a CUDA LibTorch and nvcc)");
 }

@@ -12,8 +12,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool on_cuda_kernels(const at::Tensor& rows) {
-  return rows.is_cuda() && fused_layer_norm_has_cuda() && fused_ln_detail::cuda_kernels_take(rows.size(1));
+bool on_cuda_kernels(const at::Tensor& rows, at::ScalarType out) {
+  return rows.is_cuda() && fused_layer_norm_has_cuda() && fused_ln_detail::cuda_kernels_take(rows.size(1)) &&
+         (out == at::kFloat || out == at::kBFloat16 || out == at::kHalf);
 }
 
 // See Note [LayerNorm into the autocast dtype]. Saves the fp32 rows, the parameters and the
@@ -24,7 +25,9 @@ struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
     const int64_t C = x.size(-1);
     const at::Tensor rows = x.contiguous().view({-1, C});
     at::Tensor y, mean, rstd;
-    if (on_cuda_kernels(rows)) {
+    const bool cuda = on_cuda_kernels(rows, out);
+    ctx->saved_data["cuda"] = cuda;
+    if (cuda) {
       const int64_t N = rows.size(0);
       y = at::empty({N, C}, rows.options().dtype(out));
       mean = at::empty({N}, rows.options());
@@ -47,7 +50,7 @@ struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
     const int64_t C = rows.size(1);
     const at::Tensor dy = grads[0].contiguous().view({-1, C});
     at::Tensor dx, dweight, dbias;
-    if (on_cuda_kernels(rows)) {
+    if (ctx->saved_data["cuda"].toBool()) {
       dx = at::empty_like(rows);
       dweight = at::empty_like(weight);
       dbias = at::empty_like(bias);

@@ -30,7 +30,7 @@ bool fused_layer_norm_has_cuda();
 
 namespace fused_ln_detail {
 // Whether the CUDA kernels take rows of C values.
-inline bool cuda_kernels_take(int64_t C) { return C % 128 == 0 && C <= 1024; }
+inline bool cuda_kernels_take(int64_t C) { return C > 0 && C % 128 == 0 && C <= 1024; }
 // y (N, C) in its dtype, mean and rstd (N) fp32, from x (N, C) fp32 contiguous.
 void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
                   at::Tensor& y, at::Tensor& mean, at::Tensor& rstd);

@@ -164,6 +164,21 @@ at::Tensor aligned(const at::Tensor& t) {
   return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
+// f.template operator()<T>() for the output's (or gradient's) dtype: fp32, bf16 or fp16.
+template <typename F>
+void with_type(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat:
+      return f.template operator()<float>();
+    case at::kBFloat16:
+      return f.template operator()<at::BFloat16>();
+    case at::kHalf:
+      return f.template operator()<at::Half>();
+    default:
+      TORCH_CHECK(false, "layer_norm_to: no CUDA kernel for ", t, " (fp32, bf16 or fp16)");
+  }
+}
+
 // f.template operator()<K>() for K = C / 128 in 1..8.
 template <typename F>
 void with_k(int64_t C, F&& f) {
@@ -199,7 +214,7 @@ void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const auto stream = at::cuda::getCurrentCUDAStream();
   const at::Tensor xa = aligned(x), w = aligned(weight), b = aligned(bias);
   const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, y.scalar_type(), "layer_norm_to_forward", [&] {
+  with_type(y.scalar_type(), [&]<typename scalar_t>() {
     with_k(C, [&]<int K>() {
       forward_kernel<scalar_t, K><<<blocks, kWarps * 32, 0, stream>>>(
           xa.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), static_cast<float>(eps), N,
@@ -224,7 +239,7 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int64_t P = 0;
   at::Tensor partial;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dy.scalar_type(), "layer_norm_to_backward", [&] {
+  with_type(dy.scalar_type(), [&]<typename scalar_t>() {
     with_k(C, [&]<int K>() {
       int resident = 1;
       C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, backward_kernel<scalar_t, K>,

@@ -44,8 +44,9 @@ struct RealVocabView : torch::autograd::Function<RealVocabView> {
   // storage holds the whole padded layout at the same address, with the same strides).
   static bool in_padded_memory(const at::Tensor& grad, int64_t address, const std::vector<int64_t>& sizes,
                                const std::vector<int64_t>& strides) {
-    if (!grad.defined() || reinterpret_cast<int64_t>(grad.data_ptr()) != address) return false;
-    if (grad.strides().vec() != strides || !grad.has_storage()) return false;
+    if (!grad.defined() || !grad.has_storage() || reinterpret_cast<int64_t>(grad.data_ptr()) != address)
+      return false;
+    if (grad.strides().vec() != strides) return false;
     int64_t last = 0;  // the offset of the padded layout's last element
     for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
     const int64_t needed = (grad.storage_offset() + last + 1) * static_cast<int64_t>(grad.element_size());

@@ -288,12 +288,20 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
     const at::Tensor targets = at::randint(0, 50257, {512}, at::kLong);
     auto run = [&](at::Device dev) {
       at::Tensor x = full.to(dev).clone().requires_grad_();
-      const at::Tensor loss = fused_cross_entropy(x.narrow(1, 0, 50257), targets.to(dev));
+      const auto [loss, hits] = fused_cross_entropy_and_hits(x.narrow(1, 0, 50257), targets.to(dev));
+      const int64_t count = hits.item<int64_t>();
       loss.backward();
-      return std::make_pair(loss.item<double>(), x.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat));
+      return std::make_tuple(loss.item<double>(), x.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat),
+                             count);
     };
-    const auto [cpu_loss, cpu_grad] = run(at::kCPU);
-    const auto [gpu_loss, gpu_grad] = run(kGpu);
+    // Rows whose target is their largest logit (hits), some of them tied with a later one.
+    full.narrow(0, 0, 100).narrow(1, 777, 1).fill_(40);
+    full.narrow(0, 50, 50).narrow(1, 3333, 1).fill_(40);
+    targets.narrow(0, 0, 100).fill_(777);
+    const auto [cpu_loss, cpu_grad, cpu_hits] = run(at::kCPU);
+    const auto [gpu_loss, gpu_grad, gpu_hits] = run(kGpu);
+    EXPECT_EQ(gpu_hits, cpu_hits) << "the accuracy's count";
+    EXPECT_GE(cpu_hits, 100);
     const double grad_max = cpu_grad.abs().max().item<double>();
     std::printf(
         "fused cross-entropy, CUDA vs CPU (%s, rows of %lld): loss %.9g vs %.9g, max |grad diff| %g of %g\n",

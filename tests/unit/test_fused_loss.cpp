@@ -5,6 +5,8 @@
 // accuracy before backward.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <torch/nn/functional/loss.h>
 
 #include "kernels/fused_cross_entropy.h"
@@ -168,4 +170,42 @@ TEST(FusedLoss, ThePaddedViewPassesTheInPlaceGradientOn) {
                   .item<double>(),
               1e-5);
   }
+}
+
+// The fused forward counts the rows whose first largest logit is the target, as the
+// accuracy's logits.argmax(-1).eq(targets).sum() does (ties included: the first of equal
+// largest values wins), and the objective's `correct` takes that count for the output the loss
+// was computed on, and reads any other output itself.
+TEST(FusedLoss, CountsTheAccuracyHitsInItsForwardPass) {
+  for (at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    at::manual_seed(21);
+    at::Tensor x = at::randn({64, 300}).to(dtype);
+    at::Tensor t = x.argmax(1);                  // every row a hit ...
+    t.narrow(0, 0, 20).add_(1).remainder_(300);  // ... but 20 (at most: a tie may remain)
+    // Rows 30-39: the largest value twice, the target at the later one (argmax: the first).
+    for (int64_t r = 30; r < 40; ++r) {
+      x[r][10] = 50, x[r][200] = 50;
+      t[r] = r % 2 ? 200 : 10;
+    }
+    const int64_t expected = x.argmax(-1).eq(t).sum().item<int64_t>();
+    const auto [loss, count] = fused_cross_entropy_and_hits(x, t);
+    EXPECT_EQ(count.scalar_type(), at::kLong);
+    EXPECT_EQ(count.item<int64_t>(), expected);
+    EXPECT_NEAR(loss.item<double>(), eager(x, t).loss, 1e-5 * eager(x, t).loss);
+  }
+  // The objective: a NaN at row (0, 0)'s target makes argmax count it and the fused pass not,
+  // which tells which of the two `correct` returned.
+  const Objective obj = Objective::classification(FusedLoss::kOn);
+  at::manual_seed(22);
+  const at::Tensor logits = at::randn({2, 5, 40}), other = at::randn({2, 5, 40});
+  const at::Tensor targets = at::randint(0, 40, {2, 5}, at::kLong);
+  logits[0][0][targets[0][0].item<int64_t>()] = std::numeric_limits<float>::quiet_NaN();
+  const int64_t argmax_count = logits.argmax(-1).eq(targets).sum().item<int64_t>();
+  obj.loss(logits, targets);
+  EXPECT_EQ(obj.correct(other, targets).item<int64_t>(), other.argmax(-1).eq(targets).sum().item<int64_t>())
+      << "another output got the loss's count";
+  EXPECT_EQ(obj.correct(logits, targets.clone()).item<int64_t>(), argmax_count) << "other targets: argmax";
+  EXPECT_EQ(obj.correct(logits, targets).item<int64_t>(), argmax_count - 1) << "the loss's own count";
+  EXPECT_EQ(obj.correct(logits, targets).item<int64_t>(), argmax_count) << "a count is taken once";
 }
