@@ -81,10 +81,10 @@ def cpu_self_times(ops):
 
 
 def launching_ops(events):
-    """External id -> "op [input dims]" of the innermost CPU op with that id: a kernel's
-    External id is the ATen op that launched it (the profiler records the shapes)."""
+    """External id -> "op [input dims]" of the CPU op with that id: a kernel's External id is
+    the ATen op that launched it (the profiler records the shapes)."""
     out = {}
-    for e in sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: e["ts"]):
+    for e in (e for e in events if e.get("cat") == "cpu_op"):
         args = e.get("args", {})
         ext = args.get("External id")
         if ext is not None:

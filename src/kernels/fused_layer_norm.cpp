@@ -12,11 +12,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool on_cuda_kernels(const at::Tensor& rows, at::ScalarType out) {
-  return rows.is_cuda() && fused_layer_norm_has_cuda() && fused_ln_detail::cuda_kernels_take(rows.size(1)) &&
-         (out == at::kFloat || out == at::kBFloat16 || out == at::kHalf);
-}
-
 // See Note [LayerNorm into the autocast dtype]. Saves the fp32 rows, the parameters and the
 // row statistics, as ATen's LayerNorm does.
 struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
@@ -25,7 +20,7 @@ struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
     const int64_t C = x.size(-1);
     const at::Tensor rows = x.contiguous().view({-1, C});
     at::Tensor y, mean, rstd;
-    const bool cuda = on_cuda_kernels(rows, out);
+    const bool cuda = layer_norm_to_uses_kernels(rows, out);
     ctx->saved_data["cuda"] = cuda;
     if (cuda) {
       const int64_t N = rows.size(0);
@@ -67,6 +62,11 @@ struct LayerNormTo : torch::autograd::Function<LayerNormTo> {
 };
 
 }  // namespace
+
+bool layer_norm_to_uses_kernels(const at::Tensor& x, at::ScalarType out) {
+  return x.is_cuda() && fused_layer_norm_has_cuda() && fused_ln_detail::cuda_kernels_take(x.size(-1)) &&
+         (out == at::kFloat || out == at::kBFloat16 || out == at::kHalf);
+}
 
 at::Tensor layer_norm_to(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
                          at::ScalarType out) {

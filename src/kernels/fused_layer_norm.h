@@ -28,6 +28,10 @@ at::Tensor layer_norm_to(const at::Tensor& x, const at::Tensor& weight, const at
 /// Whether this build has the CUDA kernels of layer_norm_to.
 bool fused_layer_norm_has_cuda();
 
+/// Whether layer_norm_to runs its CUDA kernels for `x` and `out` (else ATen's ops): a CUDA
+/// tensor, a build with the kernels, rows they take, an output dtype they write.
+bool layer_norm_to_uses_kernels(const at::Tensor& x, at::ScalarType out);
+
 namespace fused_ln_detail {
 // Whether the CUDA kernels take rows of C values.
 inline bool cuda_kernels_take(int64_t C) { return C > 0 && C % 128 == 0 && C <= 1024; }

@@ -11,10 +11,9 @@ at::Tensor layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x, Fused
     return ln.ptr()->forward(x);
   const at::DeviceType device = x.device().type();
   const bool autocast = compat::AutocastGuard::is_enabled(device);
-  if (mode == FusedNorm::kAuto && !(autocast && x.is_cuda() && fused_layer_norm_has_cuda() &&
-                                    fused_ln_detail::cuda_kernels_take(x.size(-1))))
-    return ln.ptr()->forward(x);
   const at::ScalarType out = autocast ? compat::AutocastGuard::get_dtype(device) : at::kFloat;
+  if (mode == FusedNorm::kAuto && !(autocast && layer_norm_to_uses_kernels(x, out)))
+    return ln.ptr()->forward(x);
   return layer_norm_to(x, ln->weight, ln->bias, ln->options.eps(), out);
 }
 

@@ -5,13 +5,13 @@
 // same arithmetic); bad inputs are named.
 #include <gtest/gtest.h>
 
-#include <ATen/record_function.h>
 #include <torch/nn/functional/loss.h>
 
 #include "data/data_options.h"
 #include "kernels/fused_layer_norm.h"
 #include "models/build_model.h"
 #include "models/model_options.h"
+#include "op_counts.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
 
@@ -53,23 +53,16 @@ TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
     torch::manual_seed(2);
     auto m = build_model(o, DatasetShape{});
     at::Tensor loss;
-    static thread_local int aten_layer_norms = 0;  // aten::layer_norm: the modules' own forward
-    aten_layer_norms = 0;
+    std::map<std::string, int> ops;  // aten::layer_norm: the modules' own forward
     {
       compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
-      const at::CallbackHandle handle =
-          at::addThreadLocalCallback(at::RecordFunctionCallback([](const at::RecordFunction& fn)
-                                                                    -> std::unique_ptr<at::ObserverContext> {
-                                       if (std::string(fn.name()) == "aten::layer_norm") ++aten_layer_norms;
-                                       return nullptr;
-                                     }).scopes({at::RecordScope::FUNCTION}));
-      const at::Tensor logits = m->forward(x.slice(1, 0, 32));
-      at::removeCallback(handle);
+      at::Tensor logits;
+      ops = testing_ops::aten_ops_during([&] { logits = m->forward(x.slice(1, 0, 32)); });
       loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
                                                   x.slice(1, 1, 33).reshape({-1}));
     }
     // 2 blocks x 2 and the final one: all ATen's, or all fused.
-    EXPECT_EQ(aten_layer_norms, fused == FusedNorm::kOn ? 0 : 5);
+    EXPECT_EQ(ops["aten::layer_norm"], fused == FusedNorm::kOn ? 0 : 5);
     loss.backward();
     losses.push_back(loss.detach());
     std::vector<at::Tensor> g;

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <mutex>
 
-#include <ATen/record_function.h>
 #include <torch/nn/functional/loss.h>
 
 #include "config/train_config.h"
@@ -18,6 +17,7 @@
 #include "dist_harness.h"
 #include "models/build_model.h"
 #include "models/gpt.h"
+#include "op_counts.h"
 #include "train/optimizer.h"
 #include "util/error.h"
 
@@ -339,7 +339,6 @@ TEST(Gpt, APaddedVocabularyTrainsAsTheUnpaddedOne) {
 // of a forward, counted by a RecordFunction callback on this thread. GPT: 4 per block;
 // Llama with Qwen2's q/k/v biases: 3 per block (its other Linears have no bias: no add either).
 TEST(Gpt, LinearLayersAddTheirBiasInTheGemm) {
-  static thread_local std::map<std::string, int>* counts = nullptr;
   struct Case {
     ModelKind model;
     AttentionBias bias;
@@ -356,16 +355,8 @@ TEST(Gpt, LinearLayersAddTheirBiasInTheGemm) {
     torch::manual_seed(3);
     auto m = build_model(o, DatasetShape{});
     const at::Tensor tokens = at::randint(0, 100, {2, 16}, at::kLong);
-    std::map<std::string, int> seen;
-    counts = &seen;
-    const at::CallbackHandle handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          ++(*counts)[fn.name()];
-          return nullptr;
-        }).scopes({at::RecordScope::FUNCTION}));
-    const at::Tensor logits = m->forward(tokens);
-    at::removeCallback(handle);
-    counts = nullptr;
+    at::Tensor logits;
+    std::map<std::string, int> seen = testing_ops::aten_ops_during([&] { logits = m->forward(tokens); });
     ASSERT_EQ(logits.sizes(), (at::IntArrayRef{2, 16, 100}));
     const int blocks = 2;  // the debug preset's
     EXPECT_EQ(seen["aten::addmm"], k.addmm_per_block * blocks);
