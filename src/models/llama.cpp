@@ -128,6 +128,12 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c
     torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
     if (c.pad_token_id >= 0) embed_tokens->weight[c.pad_token_id].zero_();
   }
+  // Each vocabulary matrix is padded as soon as it is drawn (zero rows draw nothing), so that
+  // a unit is whole when a sink takes it.
+  const int64_t rows = padded_vocab(c.vocab_size, c.vocab_multiple);
+  pad_vocab_rows(embed_tokens->weight, rows);
+  if (!c.tie_embeddings) embed_unit_ = units_.add(embed_tokens.ptr(), "embed_tokens");
+  first_layer_unit_ = units_.size();
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
     layers_.emplace_back(c);
@@ -135,18 +141,20 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c
     units_.add(layers_.back().ptr(), str("layers.", i));
   }
   norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
-  if (!c.tie_embeddings) lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
+  if (!c.tie_embeddings) {
+    lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
+    pad_vocab_rows(lm_head->weight, rows);
+    head_unit_ = units_.add(lm_head.ptr(), "lm_head");
+  }
   inv_freq_ = rotary_inv_freq(c.head_dim(), c.rope_theta);
-  const int64_t rows = padded_vocab(c.vocab_size, c.vocab_multiple);  // after every draw
-  pad_vocab_rows(embed_tokens->weight, rows);
-  if (lm_head) pad_vocab_rows(lm_head->weight, rows);
 }
 
 at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
             cfg_.block_size);
-  at::Tensor x = embed_tokens(tokens);
+  at::Tensor x = cfg_.tie_embeddings ? embed_tokens(tokens)
+                                     : units_.run(embed_unit_, [&] { return embed_tokens(tokens); });
   if (inv_freq_.device() != tokens.device())
     inv_freq_ = inv_freq_.to(tokens.device());  // once, not a copy a step
   const auto [cos, sin] = rotary_cos_sin(T, inv_freq_);
@@ -154,7 +162,7 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     LlamaLayer layer = layers_[i];
     // See Note [The last block is not recomputed].
-    x = units_.run(i, [&] {
+    x = units_.run(first_layer_unit_ + i, [&] {
       if (recompute_now && i + 1 < layers_.size())
         return recompute([layer, cos = cos,
                           sin = sin](const at::Tensor& t) mutable { return layer->forward(t, cos, sin); },
@@ -163,8 +171,9 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     });
   }
   const at::Tensor h = norm(x);
-  return real_vocab_logits(cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight) : linear(lm_head, h),
-                           cfg_.vocab_size);
+  const at::Tensor logits = cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight)
+                                                : units_.run(head_unit_, [&] { return linear(lm_head, h); });
+  return real_vocab_logits(logits, cfg_.vocab_size);
 }
 
 int64_t LlamaImpl::matmul_params() const {

@@ -16,6 +16,10 @@
 // Initialisation as transformers': normal (0, 0.02) for every Linear and the embedding, zero
 // biases and padding row, unit norms. Dropout (ModelOptions::dropout) on the attention weights only, as
 // transformers' attention_dropout.
+// Units (Note [Units]): each decoder layer; untied, the embedding and lm_head too (each is a
+// vocabulary-sized matrix, so under ZeRO-3 a rank holds and builds only its shard of them,
+// Note [Units sharded as built]); the final norm, and a tied embedding (used at both ends of
+// the forward, so by two units), stay in the root unit.
 // FLOPs per token for MFU (PaLM, appendix B): 6·N + 12·L·H·d_head·T, N the parameters of the
 // matmuls and norms: without the input embedding when untied (a lookup, not a matmul); with
 // it once when tied (it is then the output layer's).
@@ -124,6 +128,7 @@ class LlamaImpl : public Model {
  private:
   LlamaConfig cfg_;
   std::vector<LlamaLayer> layers_;
+  size_t embed_unit_ = 0, first_layer_unit_ = 0, head_unit_ = 0;  // untied: 0, 1..n_layer, n_layer + 1
   at::Tensor inv_freq_;  // computed on the CPU, then kept on the tokens' device; not a buffer (not state)
 };
 TORCH_MODULE(Llama);

@@ -283,56 +283,59 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   EXPECT_LE(peak_all3, 0.5 * peak_all0);
 }
 
-// Note [Units sharded as built]: under stage 3 a rank never holds the whole model, not even
-// while it is built. GPT small's width with 24 layers (42.6M parameters, 163 MiB) at world 4:
-// the peak of a rank's tensors while it builds, initialises and shards the model is its
-// quarter of the parameters, the root (built whole) and one block being built with its shard,
-// within the bound of 1.5 x (a rank's shard + one unit), far below the model's size.
-// The weights are the whole build's: the stage 3 tests above train them as stage 0, bitwise
-// at world 2.
-TEST(Zero, StageThreeNeverHoldsTheWholeModelWhileBuildingIt) {
-  const std::string dir = fresh_dir("zero3_build");
-  ProcResult r = run(launch(4, free_port(),
-                            {"train",
-                             "--model",
-                             "gpt",
-                             "--gpt_preset",
-                             "small",
-                             "--n_layer",
-                             "24",
-                             "--dataset",
-                             "tokens",
-                             "--block_size",
-                             "16",
-                             "--dataset_size",
-                             "64",
-                             "--batch_size",
-                             "2",
-                             "--optimizer",
-                             "sgd",
-                             "--max_steps",
-                             "1",
-                             "--no-use_amp",
-                             "--num_workers",
-                             "0",
-                             "--threads",
-                             "1",
-                             "--eval_every",
-                             "0",
-                             "--save_every",
-                             "0",
-                             "--zero_stage",
-                             "3",
-                             "--checkpoint_dir",
-                             dir + "/ck",
-                             "--metrics_file",
-                             dir + "/m.jsonl"}),
-                     {}, 600);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(count_of(r.output, "24 units sharded as they were built"), 1u) << r.output;
+// The peak of a rank's tensors while it builds, initialises and shards `model_flags`' model
+// at world 4 under stage 3 (the run record's load_peak_mem_mib), after checking the log says
+// `units` units were sharded as they were built.
+double build_peak_at_world_four(const std::string& name, std::vector<std::string> model_flags, size_t units) {
+  const std::string dir = fresh_dir(name);
+  std::vector<std::string> args = {"train",
+                                   "--dataset",
+                                   "tokens",
+                                   "--block_size",
+                                   "16",
+                                   "--dataset_size",
+                                   "64",
+                                   "--batch_size",
+                                   "2",
+                                   "--optimizer",
+                                   "sgd",
+                                   "--max_steps",
+                                   "1",
+                                   "--no-use_amp",
+                                   "--num_workers",
+                                   "0",
+                                   "--threads",
+                                   "1",
+                                   "--eval_every",
+                                   "0",
+                                   "--save_every",
+                                   "0",
+                                   "--zero_stage",
+                                   "3",
+                                   "--checkpoint_dir",
+                                   dir + "/ck",
+                                   "--metrics_file",
+                                   dir + "/m.jsonl"};
+  args.insert(args.begin() + 1, model_flags.begin(), model_flags.end());
+  ProcResult r = run(launch(4, free_port(), args), {}, 600);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, str_of(units, " units sharded as they were built")), 1u) << r.output;
   double peak = -1;
   for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
     if (rec.value("kind", "") == "run") peak = rec.value("load_peak_mem_mib", -1.0);
+  return peak;
+}
+
+// Note [Units sharded as built]: under stage 3 a rank never holds the whole model, not even
+// while it is built. GPT small's width with 24 layers (42.6M parameters, 163 MiB) at world 4:
+// the peak of a rank's tensors while it builds, initialises and shards the model is its
+// quarter of the parameters, the root (built whole: GPT's embedding is tied) and one block
+// being built with its shard, within the bound of 1.5 x (a rank's shard + one unit),
+// far below the model's size. The weights are the whole build's: the stage 3 tests above
+// train them as stage 0, bitwise at world 2.
+TEST(Zero, StageThreeNeverHoldsTheWholeModelWhileBuildingIt) {
+  const double peak = build_peak_at_world_four(
+      "zero3_build", {"--model", "gpt", "--gpt_preset", "small", "--n_layer", "24"}, 24);
   const double d = 384, mib = 1024.0 * 1024.0;
   const double block = (12 * d * d + 13 * d) * 4 / mib, root = (256 * d + 16 * d + 2 * d) * 4 / mib;
   const double model = 24 * block + root;
@@ -342,6 +345,26 @@ TEST(Zero, StageThreeNeverHoldsTheWholeModelWhileBuildingIt) {
   ASSERT_GT(peak, 0.0);
   EXPECT_LE(peak, model / 4 + root + 1.25 * block + 1.0);
   EXPECT_LE(peak, 1.5 * (model / 4 + block));
+}
+
+// An untied Llama's embedding and lm_head are units of their own (models/llama.h), so they are
+// sharded as built too: with a vocabulary whose two matrices are 40% of the model (8 layers of
+// 256, vocabulary 8192, 40.5 MiB), a rank's peak while building is its quarter, the largest
+// unit being built (a vocabulary matrix, 8 MiB) and a root of one norm; held whole, the two
+// matrices alone would put it 6 MiB above that bound.
+TEST(Zero, StageThreeShardsAnUntiedEmbeddingAndHeadAsBuilt) {
+  const double peak = build_peak_at_world_four(
+      "zero3_build_llama",
+      {"--model", "llama", "--n_layer", "8", "--n_head", "4", "--n_embd", "256", "--vocab_size", "8192"}, 10);
+  const double d = 256, mlp = 704, vocab = 8192, mib = 1024.0 * 1024.0;
+  const double layer = (4 * d * d + 3 * d * mlp + 2 * d) * 4 / mib, matrix = vocab * d * 4 / mib;
+  const double model = 8 * layer + 2 * matrix + d * 4 / mib;
+  std::printf(
+      "Llama 8 x 256, vocabulary 8192 untied (%.1f MiB), world 4, stage 3: a rank's tensors peak at %.1f MiB "
+      "building the model\n",
+      model, peak);
+  ASSERT_GT(peak, 0.0);
+  EXPECT_LE(peak, model / 4 + 1.25 * matrix + 1.0);
 }
 
 TEST(Zero, UnknownStagesAndImpossibleCombinationsAreUsageErrors) {
