@@ -9,6 +9,7 @@
 #     and torch.compile (bench/nanogpt.py: fused AdamW, padded vocabulary) interleaved with two
 #     ddptrain runs (medians, ratios); the levers against their "before" (--vocab_multiple 1,
 #     --fused_optimizer off, --fused_loss off); GPU_CHECK_DRY=1 rehearses these stages on a CPU at tiny sizes;
+#   - (#31) Llama at GPT-2 124M's sizes on the same flags: its MFU beside GPT's;
 #   - MiniResNet width 1.0, batch 256, synthetic 32x32, world 1 over NCCL: samples/s and MFU
 #     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16);
 #   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), NCHW and
@@ -223,6 +224,8 @@ TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" --fused_norm auto --vocab_multi
 PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
 TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
+# #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
+TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --vocab_multiple 64
 TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --fused_norm auto --vocab_multiple 1
 TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
 TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off

@@ -136,6 +136,13 @@ rep["gpt2_124m_bf16_b64_block1024"] = {
     "lever_fused_optimizer_over_loop":
         ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
 }
+# #31: Llama at GPT-2 124M's sizes on the same flags; the goal is an MFU within 5 points of GPT's.
+llama = summary("llama_124m", measured)
+gpt_mfu = rep["gpt2_124m_bf16_b64_block1024"]["ddptrain_mfu_datasheet_median"]
+rep["llama_124m_bf16_b64_block1024"] = {
+    "ddptrain": llama,
+    "mfu_points_below_gpt": 100 * (gpt_mfu - llama["mfu_datasheet"]) if llama and gpt_mfu else None,
+}
 table_path = os.path.join(logs, "profile_table.json")
 if os.path.exists(table_path):
     table = json.load(open(table_path))

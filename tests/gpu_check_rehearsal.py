@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scripts.GpuCheckRehearsesOnCpu: scripts/gpu-check.sh with GPU_CHECK_DRY=1 runs #27's stages
 (a profiled ddptrain GPT run, the profile table, PyTorch's nanoGPT-style module eager and
-torch.compile, ddptrain interleaved, the levers' "before" runs) on the CPU at tiny sizes, and
+torch.compile, ddptrain interleaved, the levers' "before" runs, #31's Llama) on the CPU at tiny sizes, and
 its report has every number the GPU run is read for. A GPU's minutes are too few to find a
 broken script there.
 
@@ -37,6 +37,11 @@ for key in ("ddptrain_tokens_per_s_median", "pytorch_eager_tokens_per_s_median",
             "lever_fused_loss_over_eager", "lever_fused_norm_over_aten"):
     if not isinstance(gpt.get(key), (int, float)) or gpt[key] <= 0:
         failures.append(f"report: {key} is {gpt.get(key)!r}")
+llama = report.get("llama_124m_bf16_b64_block1024", {})
+if not ((llama.get("ddptrain") or {}).get("tokens_per_s") or 0) > 0:
+    failures.append(f"report: the Llama run is {llama.get('ddptrain')!r}")
+if not isinstance(llama.get("mfu_points_below_gpt"), (int, float)):
+    failures.append(f"report: mfu_points_below_gpt is {llama.get('mfu_points_below_gpt')!r}")
 compiled = (gpt.get("pytorch") or {}).get("py_compile") or {}
 if compiled.get("impl") != "pytorch compile":
     failures.append(f"report: the compiled PyTorch run is {compiled!r}")
