@@ -225,7 +225,7 @@ PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
 TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
-TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --vocab_multiple 64
+TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --fused_norm auto --vocab_multiple 64
 TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --fused_norm auto --vocab_multiple 1
 TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
 TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off

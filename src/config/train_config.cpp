@@ -100,9 +100,10 @@ std::vector<Flag> model_flags(TrainConfig& c) {
           "gpt/llama: round the embedding and output rows up to a multiple of this (64: aligned GEMMs on a "
           "GPU; the padded rows are zeros, never targets, and not in the logits; 1: none)"),
       bind_choice("fused_norm", &c.model.fused_norm, fused_norm_choices(),
-                  "gpt: LayerNorm written in the autocast dtype by one kernel each way (statistics in fp32; "
-                  "the same function as LayerNorm and autocast's cast): auto on CUDA under autocast, on "
-                  "everywhere, off: ATen's (the default until a GPU run has checked the CUDA kernels)"),
+                  "gpt, llama: LayerNorm (RMSNorm) written in the autocast dtype by one kernel each way "
+                  "(statistics in fp32; the same function as the norm and autocast's cast): auto on CUDA "
+                  "under autocast, on everywhere, off: ATen's (the default until a GPU run has checked the "
+                  "CUDA kernels)"),
       bind_choice("gpt_activation", &c.model.gpt_activation, gpt_activation_choices(),
                   "gpt: the MLP's GELU, exact (gelu) or in its tanh form (gelu_tanh: GPT-2's gelu_new)"),
       bind_flag("n_kv_head", &c.model.n_kv_head,

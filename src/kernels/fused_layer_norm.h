@@ -13,7 +13,9 @@
 // sums on every run). The CUDA kernels take rows of C <= 1024 fp32 values with C a multiple
 // of 128 (GPT-2's 768 and 1024); other shapes take the CPU path's ATen ops on the GPU.
 // --fused_norm (models/model_options.h) chooses: auto on CUDA under autocast, on, off (the
-// default until a GPU run has checked the CUDA kernels).
+// default until a GPU run has checked the CUDA kernels). RMSNorm (Llama's) is the same with no
+// mean and no bias: rms_norm_to, the same kernels, and on the CPU the ops transformers' RMSNorm
+// runs followed by the cast (bitwise Llama's own RMSNorm under autocast).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,20 +27,26 @@ namespace ddptrain {
 at::Tensor layer_norm_to(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
                          at::ScalarType out);
 
-/// Whether this build has the CUDA kernels of layer_norm_to.
+/// RMSNorm over the last dimension of fp32 `x` with fp32 `weight` (weight * x / sqrt(mean(x^2)
+/// + eps), transformers' LlamaRMSNorm), its output in `out`; differentiable in both.
+at::Tensor rms_norm_to(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out);
+
+/// Whether this build has the CUDA kernels of layer_norm_to and rms_norm_to.
 bool fused_layer_norm_has_cuda();
 
-/// Whether layer_norm_to runs its CUDA kernels for `x` and `out` (else ATen's ops): a CUDA
+/// Whether layer_norm_to (and rms_norm_to) runs its CUDA kernels for `x` and `out` (else ATen's ops): a CUDA
 /// tensor, a build with the kernels, rows they take, an output dtype they write.
 bool layer_norm_to_uses_kernels(const at::Tensor& x, at::ScalarType out);
 
 namespace fused_ln_detail {
 // Whether the CUDA kernels take rows of C values.
 inline bool cuda_kernels_take(int64_t C) { return C > 0 && C % 128 == 0 && C <= 1024; }
-// y (N, C) in its dtype, mean and rstd (N) fp32, from x (N, C) fp32 contiguous.
+// y (N, C) in its dtype, mean and rstd (N) fp32, from x (N, C) fp32 contiguous. Without a
+// bias: RMSNorm (mean is not written and may be undefined).
 void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
                   at::Tensor& y, at::Tensor& mean, at::Tensor& rstd);
-// dx (N, C) fp32, dweight and dbias (C) fp32, from dy (N, C) in the output's dtype.
+// dx (N, C) fp32, dweight and dbias (C) fp32, from dy (N, C) in the output's dtype. dbias
+// undefined: RMSNorm's (mean is not read).
 void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
                    const at::Tensor& weight, at::Tensor& dx, at::Tensor& dweight, at::Tensor& dbias);
 }  // namespace fused_ln_detail

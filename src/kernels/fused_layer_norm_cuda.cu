@@ -3,7 +3,9 @@
 // computes the row's mean and variance in two passes over the registers and writes the
 // normalised row in the output's dtype; backward writes dx in fp32 and adds dy * xhat and dy
 // into per-warp weight and bias sums in registers, which each warp then stores as one row of
-// a partial-sum table; a last kernel sums that table's rows in a fixed order.
+// a partial-sum table; a last kernel sums that table's rows in a fixed order. Rms: the same
+// passes for RMSNorm (no mean subtracted, no bias: the mean is taken as 0 and the bias terms
+// drop out), as rms_norm_to computes it.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -54,7 +56,7 @@ __device__ __forceinline__ void store4(T* p, float4 a) {
 
 __device__ __forceinline__ void store4(float* p, float4 a) { *reinterpret_cast<float4*>(p) = a; }
 
-template <typename Out, int K>
+template <typename Out, int K, bool Rms>
 __global__ void forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                const float* __restrict__ b, float eps, int64_t N, Out* __restrict__ y,
                                float* __restrict__ mean, float* __restrict__ rstd) {
@@ -70,7 +72,7 @@ __global__ void forward_kernel(const float* __restrict__ x, const float* __restr
     v[k] = load4(xr + 4 * (lane + 32 * k));
     s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
   }
-  const float m = warp_sum(s) / C;
+  const float m = Rms ? 0.f : warp_sum(s) / C;
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -82,16 +84,20 @@ __global__ void forward_kernel(const float* __restrict__ x, const float* __restr
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int j = 4 * (lane + 32 * k);
-    const float4 wv = load4(w + j), bv = load4(b + j);
-    store4(yr + j, make_float4((v[k].x - m) * r * wv.x + bv.x, (v[k].y - m) * r * wv.y + bv.y,
-                               (v[k].z - m) * r * wv.z + bv.z, (v[k].w - m) * r * wv.w + bv.w));
+    const float4 wv = load4(w + j), bv = Rms ? make_float4(0.f, 0.f, 0.f, 0.f) : load4(b + j);
+    const float4 n = make_float4((v[k].x - m) * r * wv.x, (v[k].y - m) * r * wv.y, (v[k].z - m) * r * wv.z,
+                                 (v[k].w - m) * r * wv.w);
+    store4(yr + j, Rms ? n : make_float4(n.x + bv.x, n.y + bv.y, n.z + bv.z, n.w + bv.w));
   }
-  if (lane == 0) mean[row] = m, rstd[row] = r;
+  if (lane == 0) {
+    if (!Rms) mean[row] = m;
+    rstd[row] = r;
+  }
 }
 
 // Rows warp_id, warp_id + warps, ...: dx, and this warp's sums of dy * xhat and dy into row
-// warp_id of the partial tables (dweight's, then dbias's P rows later).
-template <typename In, int K>
+// warp_id of the partial tables (dweight's, then dbias's P rows later; Rms: dweight's only).
+template <typename In, int K, bool Rms>
 __global__ void backward_kernel(const In* __restrict__ dy, const float* __restrict__ x,
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                 const float* __restrict__ w, int64_t N, float* __restrict__ dx,
@@ -104,7 +110,7 @@ __global__ void backward_kernel(const In* __restrict__ dy, const float* __restri
 #pragma unroll
   for (int k = 0; k < K; ++k) dg[k] = db[k] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int64_t row = warp_id; row < N; row += warps) {
-    const float m = mean[row], r = rstd[row];
+    const float m = Rms ? 0.f : mean[row], r = rstd[row];
     float4 xh[K], d[K];
     float a = 0.f, c = 0.f;  // sum over the row of (w dy) xhat and of w dy
 #pragma unroll
@@ -121,7 +127,7 @@ __global__ void backward_kernel(const In* __restrict__ dy, const float* __restri
       c += (d[k].x + d[k].y) + (d[k].z + d[k].w);
     }
     a = warp_sum(a) / C;
-    c = warp_sum(c) / C;
+    c = Rms ? 0.f : warp_sum(c) / C;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int j = 4 * (lane + 32 * k);
@@ -133,7 +139,7 @@ __global__ void backward_kernel(const In* __restrict__ dy, const float* __restri
   for (int k = 0; k < K; ++k) {
     const int j = 4 * (lane + 32 * k);
     store4(partial + warp_id * C + j, dg[k]);
-    store4(partial + (warps + warp_id) * C + j, db[k]);
+    if (!Rms) store4(partial + (warps + warp_id) * C + j, db[k]);
   }
 }
 
@@ -179,6 +185,13 @@ void with_type(at::ScalarType t, F&& f) {
   }
 }
 
+// f.template operator()<Rms>() for the norm: RMSNorm where there is no bias.
+template <typename F>
+void with_norm(bool rms, F&& f) {
+  if (rms) return f.template operator()<true>();
+  return f.template operator()<false>();
+}
+
 // f.template operator()<K>() for K = C / 128 in 1..8.
 template <typename F>
 void with_k(int64_t C, F&& f) {
@@ -212,13 +225,17 @@ void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const int64_t N = x.size(0), C = x.size(1);
   if (N == 0) return;
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const at::Tensor xa = aligned(x), w = aligned(weight), b = aligned(bias);
+  const bool rms = !bias.defined();
+  const at::Tensor xa = aligned(x), w = aligned(weight), b = rms ? at::Tensor() : aligned(bias);
   const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
   with_type(y.scalar_type(), [&]<typename scalar_t>() {
     with_k(C, [&]<int K>() {
-      forward_kernel<scalar_t, K><<<blocks, kWarps * 32, 0, stream>>>(
-          xa.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), static_cast<float>(eps), N,
-          y.data_ptr<scalar_t>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
+      with_norm(rms, [&]<bool Rms>() {
+        forward_kernel<scalar_t, K, Rms><<<blocks, kWarps * 32, 0, stream>>>(
+            xa.data_ptr<float>(), w.data_ptr<float>(), Rms ? nullptr : b.data_ptr<float>(),
+            static_cast<float>(eps), N, y.data_ptr<scalar_t>(), Rms ? nullptr : mean.data_ptr<float>(),
+            rstd.data_ptr<float>());
+      });
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -228,8 +245,10 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
                    const at::Tensor& weight, at::Tensor& dx, at::Tensor& dweight, at::Tensor& dbias) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), C = x.size(1);
+  const bool rms = !dbias.defined();
   if (N == 0) {
-    dweight.zero_(), dbias.zero_();
+    dweight.zero_();
+    if (!rms) dbias.zero_();
     return;
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
@@ -241,20 +260,22 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
   at::Tensor partial;
   with_type(dy.scalar_type(), [&]<typename scalar_t>() {
     with_k(C, [&]<int K>() {
-      int resident = 1;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, backward_kernel<scalar_t, K>,
-                                                                   kWarps * 32, 0));
-      const int64_t blocks = std::min<int64_t>((N + kWarps - 1) / kWarps, std::max(resident, 1) * sms);
-      P = blocks * kWarps;
-      partial = at::empty({2, P, C}, x.options());
-      backward_kernel<scalar_t, K><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
-          dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-          w.data_ptr<float>(), N, dx.data_ptr<float>(), partial.data_ptr<float>());
+      with_norm(rms, [&]<bool Rms>() {
+        int resident = 1;
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &resident, backward_kernel<scalar_t, K, Rms>, kWarps * 32, 0));
+        const int64_t blocks = std::min<int64_t>((N + kWarps - 1) / kWarps, std::max(resident, 1) * sms);
+        P = blocks * kWarps;
+        partial = at::empty({Rms ? 1 : 2, P, C}, x.options());
+        backward_kernel<scalar_t, K, Rms><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
+            dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), Rms ? nullptr : mean.data_ptr<float>(),
+            rstd.data_ptr<float>(), w.data_ptr<float>(), N, dx.data_ptr<float>(), partial.data_ptr<float>());
+      });
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  sum_partials_kernel<<<dim3(static_cast<unsigned>((C + 31) / 32), 2), dim3(32, 32), 0, stream>>>(
-      partial.data_ptr<float>(), P, C, dweight.data_ptr<float>(), dbias.data_ptr<float>());
+  sum_partials_kernel<<<dim3(static_cast<unsigned>((C + 31) / 32), rms ? 1 : 2), dim3(32, 32), 0, stream>>>(
+      partial.data_ptr<float>(), P, C, dweight.data_ptr<float>(), rms ? nullptr : dbias.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

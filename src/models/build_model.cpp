@@ -76,6 +76,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   c.pad_token_id = o.pad_token_id, c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
   c.dropout = o.dropout;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
+  c.fused_norm = o.fused_norm;
   return c;
 }
 

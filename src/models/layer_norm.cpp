@@ -5,16 +5,20 @@
 
 namespace ddptrain {
 
-at::Tensor layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x, FusedNorm mode) {
-  if (mode == FusedNorm::kOff || x.scalar_type() != at::kFloat || !ln->weight.defined() ||
-      !ln->bias.defined() || ln->options.normalized_shape().size() != 1)
-    return ln.ptr()->forward(x);
+std::optional<at::ScalarType> fused_norm_output(const at::Tensor& x, FusedNorm mode) {
+  if (mode == FusedNorm::kOff || x.scalar_type() != at::kFloat) return std::nullopt;
   const at::DeviceType device = x.device().type();
   const bool autocast = compat::AutocastGuard::is_enabled(device);
   const at::ScalarType out = autocast ? compat::AutocastGuard::get_dtype(device) : at::kFloat;
-  if (mode == FusedNorm::kAuto && !(autocast && layer_norm_to_uses_kernels(x, out)))
+  if (mode == FusedNorm::kAuto && !(autocast && layer_norm_to_uses_kernels(x, out))) return std::nullopt;
+  return out;
+}
+
+at::Tensor layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x, FusedNorm mode) {
+  const std::optional<at::ScalarType> out = fused_norm_output(x, mode);
+  if (!out || !ln->weight.defined() || !ln->bias.defined() || ln->options.normalized_shape().size() != 1)
     return ln.ptr()->forward(x);
-  return layer_norm_to(x, ln->weight, ln->bias, ln->options.eps(), out);
+  return layer_norm_to(x, ln->weight, ln->bias, ln->options.eps(), *out);
 }
 
 }  // namespace ddptrain

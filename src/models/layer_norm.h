@@ -1,6 +1,9 @@
 // GPT's LayerNorm: ATen's (through the module), or layer_norm_to writing the autocast dtype
-// (Note [LayerNorm into the autocast dtype], kernels/fused_layer_norm.h) as --fused_norm says.
+// (Note [LayerNorm into the autocast dtype], kernels/fused_layer_norm.h) as --fused_norm says;
+// Llama's RMSNorm asks the same question (fused_norm_output).
 #pragma once
+
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/normalization.h>
@@ -8,6 +11,11 @@
 #include "models/model_options.h"
 
 namespace ddptrain {
+
+/// The dtype a fused norm of `x` writes under `mode` (the autocast dtype, fp32 without
+/// autocast): kOn for any fp32 x, kAuto for fp32 CUDA rows the kernels take under autocast;
+/// nullopt where the module's own forward runs.
+std::optional<at::ScalarType> fused_norm_output(const at::Tensor& x, FusedNorm mode);
 
 /// `ln` applied to `x`: fused under `mode` kOn, or kAuto on CUDA under autocast where the
 /// kernels take the rows; else the module's own forward.

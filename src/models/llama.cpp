@@ -2,6 +2,8 @@
 
 #include <torch/nn/init.h>
 
+#include "kernels/fused_layer_norm.h"
+#include "models/layer_norm.h"
 #include "models/linear.h"
 #include "models/recompute.h"
 #include "models/vocab_padding.h"
@@ -37,11 +39,12 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
 
 }  // namespace
 
-LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps_) : eps(eps_) {
+LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps_, FusedNorm fused_) : eps(eps_), fused(fused_) {
   weight = register_parameter("weight", at::ones({dim}));
 }
 
 at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
+  if (const auto out = fused_norm_output(x, fused)) return rms_norm_to(x, weight, eps, *out);
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return weight * normed.to(x.scalar_type());
@@ -71,8 +74,10 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
 at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t B = x.size(0), T = x.size(1);
   auto heads = [&](const at::Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
-  at::Tensor q = heads(linear(q_proj, x), n_head), k = heads(linear(k_proj, x), n_kv_head),
-             v = heads(linear(v_proj, x), n_kv_head);
+  const std::vector<at::Tensor> qkv =  // one GEMM (Note [Linear through ATen])
+      linear_stacked({q_proj, k_proj, v_proj}, x)
+          .split_with_sizes({n_head * head_dim, n_kv_head * head_dim, n_kv_head * head_dim}, -1);
+  at::Tensor q = heads(qkv[0], n_head), k = heads(qkv[1], n_kv_head), v = heads(qkv[2], n_kv_head);
   q = apply_rotary(q, cos, sin);
   k = apply_rotary(k, cos, sin);
   if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
@@ -90,15 +95,16 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
 }
 
 at::Tensor LlamaMlpImpl::forward(const at::Tensor& x) {
-  return linear(down_proj, at::silu(linear(gate_proj, x)) * linear(up_proj, x));
+  const std::vector<at::Tensor> gate_up = linear_stacked({gate_proj, up_proj}, x).chunk(2, -1);
+  return linear(down_proj, at::silu(gate_up[0]) * gate_up[1]);
 }
 
 LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
   self_attn = register_module("self_attn", LlamaAttention(c));
   mlp = register_module("mlp", LlamaMlp(c));
-  input_layernorm = register_module("input_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+  input_layernorm = register_module("input_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps, c.fused_norm));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+      register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps, c.fused_norm));
 }
 
 at::Tensor LlamaLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
@@ -140,7 +146,7 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c
     layers->push_back(layers_.back());
     units_.add(layers_.back().ptr(), str("layers.", i));
   }
-  norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+  norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps, c.fused_norm));
   if (!c.tie_embeddings) {
     lm_head = register_module("lm_head", llama_linear(c.n_embd, c.vocab_size, false));
     pad_vocab_rows(lm_head->weight, rows);

@@ -8,7 +8,8 @@
 //    paired with i + d/2 and rotated by position · theta^(-2i/d).
 //  - Grouped-query attention: n_kv_head key/value heads, each shared by n_head / n_kv_head
 //    query heads (n_kv_head = n_head: plain multi-head attention).
-//  - RMSNorm in float32 whatever the input's dtype, then cast back, as transformers does.
+//  - RMSNorm in float32 whatever the input's dtype, then cast back, as transformers does
+//    (--fused_norm: into the autocast dtype by one kernel each way, kernels/fused_layer_norm.h).
 //  - Biases: none (Llama), on q/k/v (Qwen2: AttentionBias::kQkv), or on q/k/v/o (Llama's
 //    attention_bias: kAll).
 // The parameters' names are transformers' without "model." (embed_tokens, layers.N.self_attn.
@@ -54,8 +55,9 @@ struct LlamaConfig {
   int64_t pad_token_id = -1;  // the embedding's padding row: zero at init, no gradient (-1: none)
   int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: none)
   int64_t eos_token_id = -1;
-  double dropout = 0.0;           // on the attention weights
-  bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)
+  double dropout = 0.0;                    // on the attention weights
+  bool recompute_blocks = false;           // recompute each layer in backward (models/recompute.h)
+  FusedNorm fused_norm = FusedNorm::kOff;  // the RMSNorms (models/layer_norm.h)
 
   int64_t head_dim() const { return n_embd / n_head; }
 };
@@ -65,9 +67,10 @@ struct LlamaConfig {
 int64_t default_intermediate_size(int64_t n_embd);
 
 struct LlamaRmsNormImpl : torch::nn::Module {
-  LlamaRmsNormImpl(int64_t dim, double eps);
+  LlamaRmsNormImpl(int64_t dim, double eps, FusedNorm fused = FusedNorm::kOff);
   at::Tensor forward(const at::Tensor& x);
   double eps;
+  FusedNorm fused;
   at::Tensor weight;
 };
 TORCH_MODULE(LlamaRmsNorm);

@@ -81,8 +81,8 @@ struct ModelOptions {
   int vocab_multiple =
       1;  // gpt, llama: embedding/output rows rounded up to a multiple (Note [Padded vocabulary])
   GptActivation gpt_activation = GptActivation::kGelu;  // gpt's MLP: exact GELU, or its tanh form (GPT-2's)
-  // gpt's LayerNorm into the autocast dtype (kernels/fused_layer_norm.h); off until a GPU run has
-  // checked the CUDA kernels (docs/status.md), then auto.
+  // gpt's LayerNorm, llama's RMSNorm into the autocast dtype (kernels/fused_layer_norm.h); off until a GPU
+  // run has checked the CUDA kernels (docs/status.md), then auto.
   FusedNorm fused_norm = FusedNorm::kOff;
   // llama's own (a Hugging Face config's names in brackets):
   int n_kv_head = 0;                                    // key/value heads [num_key_value_heads] (0: n_head)

@@ -320,17 +320,23 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
 // 4096 rows in another order), for rows of 768 (GPT-2), 1024 (the largest the kernels take)
 // and 384, and rows of 100 fall back to ATen's ops on the GPU. Twice the same backward gives
 // bitwise the same gradients (the partial sums are added in a fixed order).
-TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) {
+namespace {
+
+// layer_norm_to (rms: rms_norm_to) on the GPU against its CPU path: output within bf16's
+// rounding, gradients within 1e-4 of their largest value, and the same bits on a second run.
+void fused_norm_kernels_match_the_cpu_path(bool rms) {
   ASSERT_TRUE(fused_layer_norm_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
+  const char* op = rms ? "rms_norm_to" : "layer_norm_to";
   for (int64_t C : {768, 1024, 384, 100}) {
-    SCOPED_TRACE("rows of " + std::to_string(C));
+    SCOPED_TRACE(std::string(op) + ", rows of " + std::to_string(C));
     at::manual_seed(11);
     const at::Tensor x0 = at::randn({4096, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
     const at::Tensor dy = at::randn({4096, C}).to(at::kBFloat16);
     auto run = [&](at::Device dev) {
-      std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_(),
-                                 b0.to(dev).requires_grad_()};
-      const at::Tensor y = layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
+      std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_()};
+      if (!rms) in.push_back(b0.to(dev).requires_grad_());
+      const at::Tensor y = rms ? rms_norm_to(in[0], in[1], 1e-6, at::kBFloat16)
+                               : layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
       y.backward(dy.to(dev));
       std::vector<at::Tensor> out{y.to(at::kCPU, at::kFloat)};
       for (const auto& t : in) out.push_back(t.grad().to(at::kCPU));
@@ -341,10 +347,16 @@ TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) {
     for (size_t i = 0; i < cpu.size(); ++i) {
       const double top = cpu[i].abs().max().item<double>(),
                    diff = (gpu[i] - cpu[i]).abs().max().item<double>();
-      std::printf("layer_norm_to rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n",
-                  static_cast<long long>(C), names[i], diff, top);
+      std::printf("%s rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n", op, static_cast<long long>(C),
+                  names[i], diff, top);
       EXPECT_LE(diff, i == 0 ? top / 128 : 1e-4 * top) << names[i];
       EXPECT_TRUE(at::equal(gpu[i], again[i])) << names[i] << " differs between two runs";
     }
   }
 }
+
+}  // namespace
+
+TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(false); }
+
+TEST_F(Cuda, FusedRmsNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(true); }

@@ -2,7 +2,7 @@
 // kernels in tests/cuda) is ATen's LayerNorm followed by the cast, bitwise, forward and
 // backward; GPT with --fused_norm on trains bitwise as with ATen's LayerNorm under bf16
 // autocast (autocast keeps LayerNorm in fp32 and casts its output for the next Linear: the
-// same arithmetic); bad inputs are named.
+// same arithmetic); rms_norm_to likewise for Llama's RMSNorm; bad inputs are named.
 #include <gtest/gtest.h>
 
 #include <torch/nn/functional/loss.h>
@@ -10,6 +10,7 @@
 #include "data/data_options.h"
 #include "kernels/fused_layer_norm.h"
 #include "models/build_model.h"
+#include "models/llama.h"
 #include "models/model_options.h"
 #include "op_counts.h"
 #include "util/error.h"
@@ -76,19 +77,83 @@ TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
     EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
 }
 
+TEST(FusedNorm, TheRmsCpuPathIsLlamasRmsNormThenTheCast) {
+  for (at::ScalarType out : {at::kBFloat16, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(out));
+    at::manual_seed(4);
+    const at::Tensor x0 = at::randn({3, 5, 128}) * 3 + 1, w0 = at::randn({128});
+    const at::Tensor dy = at::randn({3, 5, 128}).to(out);
+    LlamaRmsNorm norm(128, 1e-6);
+    {
+      torch::NoGradGuard no_grad;
+      norm->weight.copy_(w0);
+    }
+    std::vector<at::Tensor> mine{x0.clone().requires_grad_(), w0.clone().requires_grad_()};
+    const at::Tensor xr = x0.clone().requires_grad_();
+    const at::Tensor y = rms_norm_to(mine[0], mine[1], 1e-6, out);
+    const at::Tensor r = norm(xr).to(out);
+    EXPECT_EQ(y.scalar_type(), out);
+    EXPECT_EQ(y.sizes(), x0.sizes());
+    EXPECT_TRUE(at::equal(y, r));
+    y.backward(dy);
+    r.backward(dy);
+    EXPECT_TRUE(at::equal(mine[0].grad(), xr.grad()));
+    EXPECT_TRUE(at::equal(mine[1].grad(), norm->weight.grad()));
+  }
+}
+
+// With --fused_norm on, Llama's RMSNorms write the autocast dtype (the fused path ran) and the
+// model trains bitwise as with its own RMSNorm, whose fp32 output autocast casts for the Linear.
+TEST(FusedNorm, LlamaTrainsBitwiseAsWithItsOwnRmsNormUnderAutocast) {
+  ModelOptions o;
+  o.model = ModelKind::kLlama;
+  o.gpt_preset = GptPreset::kDebug;
+  o.vocab_size = 100;
+  at::manual_seed(6);
+  const at::Tensor x = at::randint(0, 100, {3, 33}, at::kLong);
+  std::vector<std::vector<at::Tensor>> grads;
+  std::vector<at::Tensor> losses;
+  for (FusedNorm fused : {FusedNorm::kOff, FusedNorm::kOn}) {
+    o.fused_norm = fused;
+    torch::manual_seed(2);
+    auto m = std::dynamic_pointer_cast<LlamaImpl>(build_model(o, DatasetShape{}));
+    ASSERT_TRUE(m);
+    at::Tensor loss;
+    {
+      compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
+      EXPECT_EQ(m->norm(at::randn({2, m->config().n_embd})).scalar_type(),
+                fused == FusedNorm::kOn ? at::kBFloat16 : at::kFloat);
+      const at::Tensor logits = m->forward(x.slice(1, 0, 32));
+      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
+                                                  x.slice(1, 1, 33).reshape({-1}));
+    }
+    loss.backward();
+    losses.push_back(loss.detach());
+    std::vector<at::Tensor> g;
+    for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
+    grads.push_back(g);
+  }
+  EXPECT_TRUE(at::equal(losses[0], losses[1]))
+      << losses[0].item<double>() << " vs " << losses[1].item<double>();
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+}
+
 TEST(FusedNorm, BadInputsAreNamed) {
   const at::Tensor w = at::ones({8}), b = at::zeros({8});
   EXPECT_THROW(layer_norm_to(at::ones({2, 8}, at::kBFloat16), w, b, 1e-5, at::kBFloat16), std::exception);
   EXPECT_THROW(layer_norm_to(at::ones({2, 7}), w, b, 1e-5, at::kBFloat16), std::exception);
   EXPECT_THROW(layer_norm_to(at::ones({2, 8}), w, at::Tensor(), 1e-5, at::kBFloat16), std::exception);
-  ModelOptions llama;
-  llama.model = ModelKind::kLlama;
-  llama.fused_norm = FusedNorm::kOn;
-  DataOptions tokens;
-  tokens.dataset = DatasetKind::kTokens;
+  EXPECT_THROW(rms_norm_to(at::ones({2, 8}, at::kBFloat16), w, 1e-5, at::kBFloat16), std::exception);
+  EXPECT_THROW(rms_norm_to(at::ones({2, 7}), w, 1e-5, at::kBFloat16), std::exception);
+  EXPECT_THROW(rms_norm_to(at::ones({2, 8}), at::Tensor(), 1e-5, at::kBFloat16), std::exception);
+  ModelOptions resnet;
+  resnet.model = ModelKind::kMiniResnet;
+  resnet.fused_norm = FusedNorm::kOn;
   try {
-    llama.validate(tokens);
-    ADD_FAILURE() << "--fused_norm on --model llama was accepted";
+    resnet.validate(DataOptions{});
+    ADD_FAILURE() << "--fused_norm on --model mini_resnet was accepted";
   } catch (const OptionError& e) {
     EXPECT_NE(std::string(e.what()).find("applies to"), std::string::npos) << e.what();
   }
