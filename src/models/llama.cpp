@@ -3,6 +3,7 @@
 #include <torch/nn/init.h>
 
 #include "kernels/fused_layer_norm.h"
+#include "kernels/fused_rotary.h"
 #include "models/layer_norm.h"
 #include "models/linear.h"
 #include "models/recompute.h"
@@ -22,19 +23,6 @@ torch::nn::Linear llama_linear(int64_t in, int64_t out, bool bias) {
   torch::nn::init::normal_(l->weight, 0.0, 0.02);
   if (bias) torch::nn::init::zeros_(l->bias);
   return l;
-}
-
-// transformers' rotate_half: (x1, x2) -> (-x2, x1) over the last dimension's halves.
-at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t h = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, h), x.slice(-1, 0, h)}, -1);
-}
-
-// In float32 whatever x's dtype, then back to it: transformers rotates a bf16 query by float32
-// cos/sin (the result float32, cast to bf16 by autocast for attention).
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const at::Tensor xf = x.to(at::kFloat);
-  return (xf * cos + rotate_half(xf) * sin).to(x.scalar_type());
 }
 
 }  // namespace
@@ -78,8 +66,8 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
       linear_stacked({q_proj, k_proj, v_proj}, x)
           .split_with_sizes({n_head * head_dim, n_kv_head * head_dim, n_kv_head * head_dim}, -1);
   at::Tensor q = heads(qkv[0], n_head), k = heads(qkv[1], n_kv_head), v = heads(qkv[2], n_kv_head);
-  q = apply_rotary(q, cos, sin);
-  k = apply_rotary(k, cos, sin);
+  q = rotary(q, cos, sin);  // Note [Rotary in one pass]
+  k = rotary(k, cos, sin);
   if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
     k = k.repeat_interleave(n_head / n_kv_head, 1);
     v = v.repeat_interleave(n_head / n_kv_head, 1);

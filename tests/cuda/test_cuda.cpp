@@ -21,6 +21,7 @@
 #include "dist/dist_context.h"
 #include "kernels/fused_cross_entropy.h"
 #include "kernels/fused_layer_norm.h"
+#include "kernels/fused_rotary.h"
 #include "models/gpt.h"
 #include "models/mini_resnet.h"
 #include "obs/kernel_trace.h"
@@ -360,3 +361,31 @@ void fused_norm_kernels_match_the_cpu_path(bool rms) {
 TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(false); }
 
 TEST_F(Cuda, FusedRmsNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(true); }
+
+// Note [Rotary in one pass]: the kernel rounds each product and sum as the ATen ops do, so on
+// a query laid out as Llama's (a transposed view into the stacked q/k/v output) its output and
+// its gradient are bitwise the CPU's ATen ops, in bf16, fp16 and fp32.
+TEST_F(Cuda, FusedRotaryIsBitwiseTheAtenOps) {
+  ASSERT_TRUE(fused_rotary_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
+  const int64_t B = 3, T = 37, H = 4, D = 64;
+  at::manual_seed(12);
+  const at::Tensor inv_freq = 1.0 / at::pow(10000.0, at::arange(0, D, 2, at::kFloat) / D);
+  const at::Tensor freqs = at::outer(at::arange(T, at::kFloat), inv_freq), emb = at::cat({freqs, freqs}, -1);
+  const at::Tensor cos = emb.cos(), sin = emb.sin();
+  for (at::ScalarType t : {at::kBFloat16, at::kHalf, at::kFloat}) {
+    SCOPED_TRACE(c10::toString(t));
+    const at::Tensor qkv = (at::randn({B, T, 3 * H * D}) * 3).to(t), dy = at::randn({B, H, T, D}).to(t);
+    auto run = [&](at::Device dev) {
+      const at::Tensor leaf = qkv.to(dev).requires_grad_();
+      const at::Tensor q = leaf.narrow(-1, H * D, H * D).view({B, T, H, D}).transpose(1, 2);
+      const at::Tensor y = rotary(q, cos.to(dev), sin.to(dev));
+      y.backward(dy.to(dev));
+      return std::pair{y.cpu(), leaf.grad().cpu()};
+    };
+    const auto [y_cpu, g_cpu] = run(at::kCPU);
+    const auto [y_gpu, g_gpu] = run(kGpu);
+    EXPECT_EQ(y_gpu.scalar_type(), t);
+    EXPECT_TRUE(at::equal(y_gpu, y_cpu)) << "max |diff| " << (y_gpu - y_cpu).abs().max().item<double>();
+    EXPECT_TRUE(at::equal(g_gpu, g_cpu)) << "max |diff| " << (g_gpu - g_cpu).abs().max().item<double>();
+  }
+}
