@@ -5,7 +5,9 @@
 // into per-warp weight and bias sums in registers, which each warp then stores as one row of
 // a partial-sum table; a last kernel sums that table's rows in a fixed order. Rms: the same
 // passes for RMSNorm (no mean subtracted, no bias: the mean is taken as 0 and the bias terms
-// drop out), as rms_norm_to computes it.
+// drop out), as rms_norm_to computes it. With a residual branch (add_layer_norm_to), forward
+// first adds it to the row and writes that sum, and backward adds the sum's own gradient to dx
+// and writes dx once more in the branch's dtype (its gradient).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -57,9 +59,10 @@ __device__ __forceinline__ void store4(T* p, float4 a) {
 __device__ __forceinline__ void store4(float* p, float4 a) { *reinterpret_cast<float4*>(p) = a; }
 
 template <typename Out, int K, bool Rms>
-__global__ void forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                               const float* __restrict__ b, float eps, int64_t N, Out* __restrict__ y,
-                               float* __restrict__ mean, float* __restrict__ rstd) {
+__global__ void forward_kernel(const float* __restrict__ x, const Out* __restrict__ branch,
+                               const float* __restrict__ w, const float* __restrict__ b, float eps, int64_t N,
+                               Out* __restrict__ y, float* __restrict__ h, float* __restrict__ mean,
+                               float* __restrict__ rstd) {
   constexpr int C = 128 * K;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -69,7 +72,13 @@ __global__ void forward_kernel(const float* __restrict__ x, const float* __restr
   float s = 0.f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    v[k] = load4(xr + 4 * (lane + 32 * k));
+    const int j = 4 * (lane + 32 * k);
+    v[k] = load4(xr + j);
+    if (branch) {  // the residual add: x + branch in fp32, as ATen adds them
+      const float4 a = load4(branch + row * C + j);
+      v[k] = make_float4(v[k].x + a.x, v[k].y + a.y, v[k].z + a.z, v[k].w + a.w);
+      store4(h + row * C + j, v[k]);
+    }
     s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
   }
   const float m = Rms ? 0.f : warp_sum(s) / C;
@@ -100,7 +109,8 @@ __global__ void forward_kernel(const float* __restrict__ x, const float* __restr
 template <typename In, int K, bool Rms>
 __global__ void backward_kernel(const In* __restrict__ dy, const float* __restrict__ x,
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
-                                const float* __restrict__ w, int64_t N, float* __restrict__ dx,
+                                const float* __restrict__ w, const float* __restrict__ dh, int64_t N,
+                                float* __restrict__ dx, In* __restrict__ dbranch,
                                 float* __restrict__ partial) {
   constexpr int C = 128 * K;
   const int lane = threadIdx.x % 32;
@@ -131,8 +141,14 @@ __global__ void backward_kernel(const In* __restrict__ dy, const float* __restri
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int j = 4 * (lane + 32 * k);
-      store4(dx + row * C + j, make_float4(r * (d[k].x - xh[k].x * a - c), r * (d[k].y - xh[k].y * a - c),
-                                           r * (d[k].z - xh[k].z * a - c), r * (d[k].w - xh[k].w * a - c)));
+      float4 o = make_float4(r * (d[k].x - xh[k].x * a - c), r * (d[k].y - xh[k].y * a - c),
+                             r * (d[k].z - xh[k].z * a - c), r * (d[k].w - xh[k].w * a - c));
+      if (dh) {  // the residual sum's own gradient
+        const float4 g = load4(dh + row * C + j);
+        o = make_float4(o.x + g.x, o.y + g.y, o.z + g.z, o.w + g.w);
+      }
+      store4(dx + row * C + j, o);
+      if (dbranch) store4(dbranch + row * C + j, o);
     }
   }
 #pragma unroll
@@ -220,20 +236,23 @@ void with_k(int64_t C, F&& f) {
 }  // namespace
 
 void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                  at::Tensor& y, at::Tensor& mean, at::Tensor& rstd) {
+                  at::Tensor& y, at::Tensor& mean, at::Tensor& rstd, const at::Tensor& branch,
+                  at::Tensor& h) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), C = x.size(1);
   if (N == 0) return;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const bool rms = !bias.defined();
   const at::Tensor xa = aligned(x), w = aligned(weight), b = rms ? at::Tensor() : aligned(bias);
+  const at::Tensor ba = branch.defined() ? aligned(branch) : at::Tensor();
   const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
   with_type(y.scalar_type(), [&]<typename scalar_t>() {
     with_k(C, [&]<int K>() {
       with_norm(rms, [&]<bool Rms>() {
         forward_kernel<scalar_t, K, Rms><<<blocks, kWarps * 32, 0, stream>>>(
-            xa.data_ptr<float>(), w.data_ptr<float>(), Rms ? nullptr : b.data_ptr<float>(),
-            static_cast<float>(eps), N, y.data_ptr<scalar_t>(), Rms ? nullptr : mean.data_ptr<float>(),
+            xa.data_ptr<float>(), ba.defined() ? ba.data_ptr<scalar_t>() : nullptr, w.data_ptr<float>(),
+            Rms ? nullptr : b.data_ptr<float>(), static_cast<float>(eps), N, y.data_ptr<scalar_t>(),
+            ba.defined() ? h.data_ptr<float>() : nullptr, Rms ? nullptr : mean.data_ptr<float>(),
             rstd.data_ptr<float>());
       });
     });
@@ -242,7 +261,8 @@ void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 }
 
 void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
-                   const at::Tensor& weight, at::Tensor& dx, at::Tensor& dweight, at::Tensor& dbias) {
+                   const at::Tensor& weight, at::Tensor& dx, at::Tensor& dweight, at::Tensor& dbias,
+                   const at::Tensor& dh, at::Tensor& dbranch) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t N = x.size(0), C = x.size(1);
   const bool rms = !dbias.defined();
@@ -253,6 +273,7 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
   const at::Tensor dya = aligned(dy), xa = aligned(x), w = aligned(weight);
+  const at::Tensor dha = dh.defined() ? aligned(dh) : at::Tensor();
   // As many blocks as fit on the GPU at once, each warp many rows: the partial tables (a row
   // per warp) stay small, in L2.
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -269,7 +290,9 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
         partial = at::empty({Rms ? 1 : 2, P, C}, x.options());
         backward_kernel<scalar_t, K, Rms><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
             dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), Rms ? nullptr : mean.data_ptr<float>(),
-            rstd.data_ptr<float>(), w.data_ptr<float>(), N, dx.data_ptr<float>(), partial.data_ptr<float>());
+            rstd.data_ptr<float>(), w.data_ptr<float>(), dha.defined() ? dha.data_ptr<float>() : nullptr, N,
+            dx.data_ptr<float>(), dbranch.defined() ? dbranch.data_ptr<scalar_t>() : nullptr,
+            partial.data_ptr<float>());
       });
     });
   });

@@ -12,12 +12,12 @@ bool fused_layer_norm_has_cuda() { return false; }
 namespace fused_ln_detail {
 
 void forward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, at::Tensor&, at::Tensor&,
-                  at::Tensor&) {
+                  at::Tensor&, const at::Tensor&, at::Tensor&) {
   TORCH_CHECK(false, "layer_norm_to: this build has no CUDA kernels");
 }
 
 void backward_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                   const at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&) {
+                   const at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&, const at::Tensor&, at::Tensor&) {
   TORCH_CHECK(false, "layer_norm_to: this build has no CUDA kernels");
 }
 

@@ -74,8 +74,9 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c) : fused_norm(c.fused_norm) {
 }
 
 at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
-  auto h = x + attn(layer_norm(ln_1, x, fused_norm));
-  return h + mlp(layer_norm(ln_2, h, fused_norm));
+  // The attention's residual add joins ln_2's passes (Note [LayerNorm into the autocast dtype]).
+  const auto [h, normed] = add_layer_norm(ln_2, x, attn(layer_norm(ln_1, x, fused_norm)), fused_norm);
+  return h + mlp(normed);
 }
 
 GptImpl::GptImpl(const GptConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {

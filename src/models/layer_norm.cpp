@@ -21,4 +21,14 @@ at::Tensor layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x, Fused
   return layer_norm_to(x, ln->weight, ln->bias, ln->options.eps(), *out);
 }
 
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x,
+                                                 const at::Tensor& branch, FusedNorm mode) {
+  const std::optional<at::ScalarType> out = fused_norm_output(x, mode);
+  if (!out || !ln->weight.defined() || !ln->bias.defined() || ln->options.normalized_shape().size() != 1) {
+    const at::Tensor h = x + branch;
+    return {h, layer_norm(ln, h, mode)};
+  }
+  return add_layer_norm_to(x, branch, ln->weight, ln->bias, ln->options.eps(), *out);
+}
+
 }  // namespace ddptrain

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/normalization.h>
@@ -16,6 +17,11 @@ namespace ddptrain {
 /// autocast): kOn for any fp32 x, kAuto for fp32 CUDA rows the kernels take under autocast;
 /// nullopt where the module's own forward runs.
 std::optional<at::ScalarType> fused_norm_output(const at::Tensor& x, FusedNorm mode);
+
+/// {h = x + branch, ln(h)}: in one pass each way where `ln` would be fused (add_layer_norm_to),
+/// else the add and layer_norm(ln, h, mode).
+std::pair<at::Tensor, at::Tensor> add_layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x,
+                                                 const at::Tensor& branch, FusedNorm mode);
 
 /// `ln` applied to `x`: fused under `mode` kOn, or kAuto on CUDA under autocast where the
 /// kernels take the rows; else the module's own forward.

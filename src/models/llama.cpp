@@ -38,6 +38,13 @@ at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
   return weight * normed.to(x.scalar_type());
 }
 
+std::pair<at::Tensor, at::Tensor> LlamaRmsNormImpl::add_forward(const at::Tensor& x,
+                                                                const at::Tensor& branch) {
+  if (const auto out = fused_norm_output(x, fused)) return add_rms_norm_to(x, branch, weight, eps, *out);
+  const at::Tensor h = x + branch;
+  return {h, forward(h)};
+}
+
 at::Tensor rotary_inv_freq(int64_t head_dim, double theta) {
   // As transformers computes it: theta^(2i/d) in float32, its reciprocal.
   return 1.0 / at::pow(theta, at::arange(0, head_dim, 2, at::kLong).to(at::kFloat) / head_dim);
@@ -96,8 +103,11 @@ LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
 }
 
 at::Tensor LlamaLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const at::Tensor h = x + self_attn->forward(input_layernorm(x), cos, sin);
-  return h + mlp(post_attention_layernorm(h));
+  // The attention's residual add joins the second norm's passes (Note [LayerNorm into the
+  // autocast dtype]).
+  const auto [h, normed] =
+      post_attention_layernorm->add_forward(x, self_attn->forward(input_layernorm(x), cos, sin));
+  return h + mlp(normed);
 }
 
 LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {

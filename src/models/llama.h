@@ -69,6 +69,8 @@ int64_t default_intermediate_size(int64_t n_embd);
 struct LlamaRmsNormImpl : torch::nn::Module {
   LlamaRmsNormImpl(int64_t dim, double eps, FusedNorm fused = FusedNorm::kOff);
   at::Tensor forward(const at::Tensor& x);
+  /// {h = x + branch, forward(h)}, in one pass each way where the norm is fused.
+  std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& branch);
   double eps;
   FusedNorm fused;
   at::Tensor weight;

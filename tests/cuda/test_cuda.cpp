@@ -4,8 +4,11 @@
 // never lands.
 #include <gtest/gtest.h>
 
+#include <torch/csrc/autograd/autograd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
@@ -323,34 +326,52 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
 // bitwise the same gradients (the partial sums are added in a fixed order).
 namespace {
 
-// layer_norm_to (rms: rms_norm_to) on the GPU against its CPU path: output within bf16's
+// layer_norm_to (rms: rms_norm_to; add: add_layer_norm_to or add_rms_norm_to, whose sum h is
+// used on and has a gradient of its own) on the GPU against its CPU path: outputs within bf16's
 // rounding, gradients within 1e-4 of their largest value, and the same bits on a second run.
-void fused_norm_kernels_match_the_cpu_path(bool rms) {
+void fused_norm_kernels_match_the_cpu_path(bool rms, bool add) {
   ASSERT_TRUE(fused_layer_norm_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
-  const char* op = rms ? "rms_norm_to" : "layer_norm_to";
+  const std::string op = std::string(add ? "add_" : "") + (rms ? "rms_norm_to" : "layer_norm_to");
   for (int64_t C : {768, 1024, 384, 100}) {
-    SCOPED_TRACE(std::string(op) + ", rows of " + std::to_string(C));
+    SCOPED_TRACE(op + ", rows of " + std::to_string(C));
     at::manual_seed(11);
     const at::Tensor x0 = at::randn({4096, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
+    const at::Tensor branch0 = at::randn({4096, C}).to(at::kBFloat16), dh = at::randn({4096, C}) * 0.1;
     const at::Tensor dy = at::randn({4096, C}).to(at::kBFloat16);
     auto run = [&](at::Device dev) {
       std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_()};
       if (!rms) in.push_back(b0.to(dev).requires_grad_());
-      const at::Tensor y = rms ? rms_norm_to(in[0], in[1], 1e-6, at::kBFloat16)
-                               : layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
-      y.backward(dy.to(dev));
+      if (add) in.push_back(branch0.to(dev).requires_grad_());
+      at::Tensor h, y;
+      if (add)
+        std::tie(h, y) = rms ? add_rms_norm_to(in[0], in.back(), in[1], 1e-6, at::kBFloat16)
+                             : add_layer_norm_to(in[0], in.back(), in[1], in[2], 1e-5, at::kBFloat16);
+      else
+        y = rms ? rms_norm_to(in[0], in[1], 1e-6, at::kBFloat16)
+                : layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
+      torch::autograd::backward(
+          add ? std::vector<at::Tensor>{y, h} : std::vector<at::Tensor>{y},
+          add ? std::vector<at::Tensor>{dy.to(dev), dh.to(dev)} : std::vector<at::Tensor>{dy.to(dev)});
       std::vector<at::Tensor> out{y.to(at::kCPU, at::kFloat)};
-      for (const auto& t : in) out.push_back(t.grad().to(at::kCPU));
+      for (const auto& t : in) out.push_back(t.grad().to(at::kCPU, at::kFloat));
+      if (add) out.push_back(h.to(at::kCPU));
       return out;
     };
     const auto cpu = run(at::kCPU), gpu = run(kGpu), again = run(kGpu);
-    const char* names[] = {"y", "dx", "dweight", "dbias"};
+    std::vector<std::string> names{"y", "dx", "dweight"};
+    if (!rms) names.push_back("dbias");
+    if (add) names.insert(names.end(), {"dbranch", "h"});
+    ASSERT_EQ(names.size(), cpu.size());
+    if (add) {
+      EXPECT_TRUE(at::equal(gpu.back(), cpu.back())) << "the sum h: fp32 adds, the same bits";
+    }
     for (size_t i = 0; i < cpu.size(); ++i) {
       const double top = cpu[i].abs().max().item<double>(),
                    diff = (gpu[i] - cpu[i]).abs().max().item<double>();
-      std::printf("%s rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n", op, static_cast<long long>(C),
-                  names[i], diff, top);
-      EXPECT_LE(diff, i == 0 ? top / 128 : 1e-4 * top) << names[i];
+      std::printf("%s rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n", op.c_str(),
+                  static_cast<long long>(C), names[i].c_str(), diff, top);
+      // y and the branch's gradient are bf16: within its rounding (a dx rounding the other way).
+      EXPECT_LE(diff, names[i] == "y" || names[i] == "dbranch" ? top / 128 : 1e-4 * top) << names[i];
       EXPECT_TRUE(at::equal(gpu[i], again[i])) << names[i] << " differs between two runs";
     }
   }
@@ -358,9 +379,14 @@ void fused_norm_kernels_match_the_cpu_path(bool rms) {
 
 }  // namespace
 
-TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(false); }
+TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(false, false); }
 
-TEST_F(Cuda, FusedRmsNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(true); }
+TEST_F(Cuda, FusedRmsNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(true, false); }
+
+TEST_F(Cuda, FusedAddAndNormKernelsMatchTheCpuPath) {
+  fused_norm_kernels_match_the_cpu_path(false, true);
+  fused_norm_kernels_match_the_cpu_path(true, true);
+}
 
 // Note [Rotary in one pass]: the kernel rounds each product and sum as the ATen ops do, so on
 // a query laid out as Llama's (a transposed view into the stacked q/k/v output) its output and

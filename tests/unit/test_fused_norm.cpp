@@ -5,6 +5,8 @@
 // same arithmetic); rms_norm_to likewise for Llama's RMSNorm; bad inputs are named.
 #include <gtest/gtest.h>
 
+#include <torch/csrc/autograd/autograd.h>
+
 #include <torch/nn/functional/loss.h>
 
 #include "data/data_options.h"
@@ -75,6 +77,46 @@ TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
   ASSERT_EQ(grads[0].size(), grads[1].size());
   for (size_t i = 0; i < grads[0].size(); ++i)
     EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+}
+
+// The residual add joined to the norm: on the CPU the add and the norm's CPU path, bitwise,
+// with the sum's own gradient and a bf16 branch's.
+TEST(FusedNorm, TheAddAndNormCpuPathIsTheAddThenTheNorm) {
+  at::manual_seed(5);
+  const at::Tensor x0 = at::randn({3, 5, 128}), branch0 = at::randn({3, 5, 128}).to(at::kBFloat16);
+  const at::Tensor w0 = at::randn({128}), b0 = at::randn({128});
+  const at::Tensor dy = at::randn({3, 5, 128}).to(at::kBFloat16), dh = at::randn({3, 5, 128});
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms" : "layer norm");
+    std::vector<std::vector<at::Tensor>> grads;
+    std::vector<at::Tensor> outs;
+    for (bool fused : {true, false}) {
+      std::vector<at::Tensor> in{x0.clone().requires_grad_(), branch0.clone().requires_grad_(),
+                                 w0.clone().requires_grad_(), b0.clone().requires_grad_()};
+      at::Tensor h, y;
+      if (fused) {
+        std::tie(h, y) = rms ? add_rms_norm_to(in[0], in[1], in[2], 1e-6, at::kBFloat16)
+                             : add_layer_norm_to(in[0], in[1], in[2], in[3], 1e-5, at::kBFloat16);
+      } else {
+        h = in[0] + in[1];
+        y = rms ? rms_norm_to(h, in[2], 1e-6, at::kBFloat16)
+                : layer_norm_to(h, in[2], in[3], 1e-5, at::kBFloat16);
+      }
+      EXPECT_EQ(h.scalar_type(), at::kFloat);
+      EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+      torch::autograd::backward({y, h}, {dy, dh});
+      outs.push_back(h.detach());
+      outs.push_back(y.detach());
+      std::vector<at::Tensor> g;
+      for (size_t i = 0; i < (rms ? 3u : 4u); ++i) g.push_back(in[i].grad());
+      grads.push_back(g);
+    }
+    EXPECT_TRUE(at::equal(outs[0], outs[2]));
+    EXPECT_TRUE(at::equal(outs[1], outs[3]));
+    EXPECT_EQ(grads[0][1].scalar_type(), at::kBFloat16);
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "input " << i;
+  }
 }
 
 TEST(FusedNorm, TheRmsCpuPathIsLlamasRmsNormThenTheCast) {
@@ -148,6 +190,10 @@ TEST(FusedNorm, BadInputsAreNamed) {
   EXPECT_THROW(rms_norm_to(at::ones({2, 8}, at::kBFloat16), w, 1e-5, at::kBFloat16), std::exception);
   EXPECT_THROW(rms_norm_to(at::ones({2, 7}), w, 1e-5, at::kBFloat16), std::exception);
   EXPECT_THROW(rms_norm_to(at::ones({2, 8}), at::Tensor(), 1e-5, at::kBFloat16), std::exception);
+  EXPECT_THROW(add_layer_norm_to(at::ones({2, 8}), at::ones({3, 8}), w, b, 1e-5, at::kBFloat16),
+               std::exception);
+  EXPECT_THROW(add_rms_norm_to(at::ones({2, 8}), at::ones({2, 8}), at::ones({7}), 1e-5, at::kBFloat16),
+               std::exception);
   ModelOptions resnet;
   resnet.model = ModelKind::kMiniResnet;
   resnet.fused_norm = FusedNorm::kOn;
