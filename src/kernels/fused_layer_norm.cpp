@@ -105,6 +105,7 @@ struct AddNormTo : torch::autograd::Function<AddNormTo> {
     fused_ln_detail::forward_cuda(rows, weight, bias, eps, y, mean, rstd, brows, h);
     ctx->save_for_backward({h, weight, bias, mean, rstd});
     ctx->saved_data["out"] = out;
+    ctx->set_materialize_grads(false);  // an unused sum adds nothing (no zeros read)
     return {h.view(x.sizes()), y.view(x.sizes())};
   }
 
@@ -126,7 +127,8 @@ struct AddNormTo : torch::autograd::Function<AddNormTo> {
 // Whether the add-and-norm kernels take x + branch into `out`: layer_norm_to's kernels, and a
 // branch of x's shape in the output's dtype (the kernels read it as such).
 bool add_norm_uses_kernels(const at::Tensor& x, const at::Tensor& branch, at::ScalarType out) {
-  return layer_norm_to_uses_kernels(x, out) && branch.scalar_type() == out && branch.sizes() == x.sizes();
+  return layer_norm_to_uses_kernels(x, out) && branch.scalar_type() == out && branch.sizes() == x.sizes() &&
+         branch.device() == x.device();
 }
 
 // The arguments every norm here takes: fp32 x, an fp32 weight (and bias, unless RMSNorm's) of
@@ -135,10 +137,11 @@ void check_norm_args(const char* op, const at::Tensor& x, const at::Tensor& weig
                      const at::Tensor* branch = nullptr) {
   DDP_CHECK(x.dim() >= 1 && x.scalar_type() == at::kFloat, op, ": fp32 input, got ", x.scalar_type());
   auto fits = [&](const at::Tensor& p) {
-    return p.defined() && p.dim() == 1 && p.size(0) == x.size(-1) && p.scalar_type() == at::kFloat;
+    return p.defined() && p.dim() == 1 && p.size(0) == x.size(-1) && p.scalar_type() == at::kFloat &&
+           p.device() == x.device();
   };
   DDP_CHECK(fits(weight) && (!bias || fits(*bias)), op, ": fp32 ", bias ? "weight and bias" : "weight",
-            " of the last dimension's ", x.size(-1), " values");
+            " of the last dimension's ", x.size(-1), " values on x's device");
   DDP_CHECK(!branch || branch->sizes() == x.sizes(), op, ": a branch of x's shape ", x.sizes(), ", got ",
             branch->sizes());
 }

@@ -36,9 +36,9 @@ struct RotaryCuda : torch::autograd::Function<RotaryCuda> {
   }
 };
 
-bool rotary_uses_kernels(const at::Tensor& x, const at::Tensor& cos) {
+bool rotary_uses_kernels(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const at::ScalarType t = x.scalar_type();
-  return x.is_cuda() && fused_rotary_has_cuda() && cos.is_cuda() &&
+  return x.is_cuda() && fused_rotary_has_cuda() && cos.device() == x.device() && sin.device() == x.device() &&
          (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf);
 }
 
@@ -52,7 +52,7 @@ at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
                 sin.scalar_type() == at::kFloat,
             "rotary: fp32 cos and sin of (positions, head size) = ", x.size(2), " x ", x.size(3), ", got ",
             cos.sizes(), " and ", sin.sizes());
-  if (rotary_uses_kernels(x, cos)) return RotaryCuda::apply(x, cos.contiguous(), sin.contiguous());
+  if (rotary_uses_kernels(x, cos, sin)) return RotaryCuda::apply(x, cos.contiguous(), sin.contiguous());
   const at::Tensor xf = x.to(at::kFloat);
   return (xf * cos + rotate_half(xf) * sin).to(x.scalar_type());
 }

@@ -7,7 +7,8 @@
 // way: each thread reads the pair (i, i + d/2) of a head's row once, rotates it in fp32 with
 // every product and sum rounded on its own (no fused multiply-add: the ATen ops' roundings)
 // and writes the pair in x's dtype; backward applies the transposed rotation the same way. So
-// the kernel's output and gradient are bitwise the ATen ops' (tests/cuda), and the CPU (and a
+// the kernel's output and gradient are bitwise the ATen ops' (tests/cuda; up to the sign of a
+// zero gradient: ATen's sum of the slices' gradients turns -0 into +0), and the CPU (and a
 // build without the kernels) runs the ATen ops themselves.
 #pragma once
 

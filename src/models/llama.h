@@ -27,6 +27,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/modules/container/modulelist.h>

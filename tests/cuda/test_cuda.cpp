@@ -349,6 +349,10 @@ void fused_norm_kernels_match_the_cpu_path(bool rms, bool add) {
       else
         y = rms ? rms_norm_to(in[0], in[1], 1e-6, at::kBFloat16)
                 : layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
+      if (dev.is_cuda() && C % 128 == 0) {  // rows the kernels take: they ran, not ATen's ops
+        const std::string fn = y.grad_fn()->name();
+        EXPECT_NE(fn.find(add ? "AddNormTo" : rms ? "RmsNormTo" : "LayerNormTo"), std::string::npos) << fn;
+      }
       torch::autograd::backward(
           add ? std::vector<at::Tensor>{y, h} : std::vector<at::Tensor>{y},
           add ? std::vector<at::Tensor>{dy.to(dev), dh.to(dev)} : std::vector<at::Tensor>{dy.to(dev)});
@@ -405,6 +409,10 @@ TEST_F(Cuda, FusedRotaryIsBitwiseTheAtenOps) {
       const at::Tensor leaf = qkv.to(dev).requires_grad_();
       const at::Tensor q = leaf.narrow(-1, H * D, H * D).view({B, T, H, D}).transpose(1, 2);
       const at::Tensor y = rotary(q, cos.to(dev), sin.to(dev));
+      if (dev.is_cuda()) {  // the kernel ran, not ATen's ops
+        EXPECT_NE(std::string(y.grad_fn()->name()).find("RotaryCuda"), std::string::npos)
+            << y.grad_fn()->name();
+      }
       y.backward(dy.to(dev));
       return std::pair{y.cpu(), leaf.grad().cpu()};
     };
