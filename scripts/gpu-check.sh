@@ -231,7 +231,8 @@ TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --fused_norm auto --vocab
 TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off
 TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" --vocab_multiple 64 --fused_norm off
 [ -n "${GPU_CHECK_DRY:-}" ] && finish
-# GPU_CHECK_ONLY=gpt: #27's stages alone, for a lease with minutes left (about 230 s in all).
+# GPU_CHECK_ONLY=gpt: #27's stages and #31's Llama alone, for a lease with minutes left (about 255 s
+# in all: give it GPU_CHECK_BUDGET_S=340).
 [ "${GPU_CHECK_ONLY:-}" = gpt ] && finish
 
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"
