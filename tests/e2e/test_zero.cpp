@@ -318,7 +318,10 @@ double build_peak_at_world_four(const std::string& name, std::vector<std::string
                                    dir + "/m.jsonl"};
   args.insert(args.begin() + 1, model_flags.begin(), model_flags.end());
   ProcResult r = run(launch(4, free_port(), args), {}, 600);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "exit " << r.exit_code << ": " << r.output;
+    return -1;
+  }
   EXPECT_EQ(count_of(r.output, str_of(units, " units sharded as they were built")), 1u) << r.output;
   double peak = -1;
   for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
