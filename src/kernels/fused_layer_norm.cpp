@@ -186,7 +186,13 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm_to(const at::Tensor& x, const at:
 at::Tensor rms_norm_to(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out) {
   check_norm_args("rms_norm_to", x, weight, nullptr);
   if (layer_norm_to_uses_kernels(x, out)) return RmsNormTo::apply(x, weight, eps, out);
-  return (weight * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps))).to(out);
+  return rms_norm_ops(x, weight, eps).to(out);
+}
+
+at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
 }
 
 }  // namespace ddptrain

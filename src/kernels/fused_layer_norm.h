@@ -51,6 +51,11 @@ std::pair<at::Tensor, at::Tensor> add_layer_norm_to(const at::Tensor& x, const a
 std::pair<at::Tensor, at::Tensor> add_rms_norm_to(const at::Tensor& x, const at::Tensor& branch,
                                                   const at::Tensor& weight, double eps, at::ScalarType out);
 
+/// transformers' LlamaRMSNorm in ATen ops, for x of any float dtype: x / rms(x) in fp32, cast
+/// back to x's dtype, times weight. Llama's own RMSNorm; rms_norm_to's CPU path is this and the
+/// cast (so the two are bitwise one function).
+at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double eps);
+
 /// Whether this build has the CUDA kernels of layer_norm_to and rms_norm_to.
 bool fused_layer_norm_has_cuda();
 

@@ -233,6 +233,14 @@ void with_k(int64_t C, F&& f) {
   }
 }
 
+// f.template operator()<T, K, Rms>() for a kernel's dtype, row length and norm (the three above).
+template <typename F>
+void dispatch(at::ScalarType t, int64_t C, bool rms, F&& f) {
+  with_type(t, [&]<typename T>() {
+    with_k(C, [&]<int K>() { with_norm(rms, [&]<bool Rms>() { f.template operator()<T, K, Rms>(); }); });
+  });
+}
+
 }  // namespace
 
 void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
@@ -246,16 +254,12 @@ void forward_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const at::Tensor xa = aligned(x), w = aligned(weight), b = rms ? at::Tensor() : aligned(bias);
   const at::Tensor ba = branch.defined() ? aligned(branch) : at::Tensor();
   const unsigned blocks = static_cast<unsigned>((N + kWarps - 1) / kWarps);
-  with_type(y.scalar_type(), [&]<typename scalar_t>() {
-    with_k(C, [&]<int K>() {
-      with_norm(rms, [&]<bool Rms>() {
-        forward_kernel<scalar_t, K, Rms><<<blocks, kWarps * 32, 0, stream>>>(
-            xa.data_ptr<float>(), ba.defined() ? ba.data_ptr<scalar_t>() : nullptr, w.data_ptr<float>(),
-            Rms ? nullptr : b.data_ptr<float>(), static_cast<float>(eps), N, y.data_ptr<scalar_t>(),
-            ba.defined() ? h.data_ptr<float>() : nullptr, Rms ? nullptr : mean.data_ptr<float>(),
-            rstd.data_ptr<float>());
-      });
-    });
+  dispatch(y.scalar_type(), C, rms, [&]<typename scalar_t, int K, bool Rms>() {
+    forward_kernel<scalar_t, K, Rms><<<blocks, kWarps * 32, 0, stream>>>(
+        xa.data_ptr<float>(), ba.defined() ? ba.data_ptr<scalar_t>() : nullptr, w.data_ptr<float>(),
+        Rms ? nullptr : b.data_ptr<float>(), static_cast<float>(eps), N, y.data_ptr<scalar_t>(),
+        ba.defined() ? h.data_ptr<float>() : nullptr, Rms ? nullptr : mean.data_ptr<float>(),
+        rstd.data_ptr<float>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -279,22 +283,18 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int64_t P = 0;
   at::Tensor partial;
-  with_type(dy.scalar_type(), [&]<typename scalar_t>() {
-    with_k(C, [&]<int K>() {
-      with_norm(rms, [&]<bool Rms>() {
-        int resident = 1;
-        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &resident, backward_kernel<scalar_t, K, Rms>, kWarps * 32, 0));
-        const int64_t blocks = std::min<int64_t>((N + kWarps - 1) / kWarps, std::max(resident, 1) * sms);
-        P = blocks * kWarps;
-        partial = at::empty({Rms ? 1 : 2, P, C}, x.options());
-        backward_kernel<scalar_t, K, Rms><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
-            dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), Rms ? nullptr : mean.data_ptr<float>(),
-            rstd.data_ptr<float>(), w.data_ptr<float>(), dha.defined() ? dha.data_ptr<float>() : nullptr, N,
-            dx.data_ptr<float>(), dbranch.defined() ? dbranch.data_ptr<scalar_t>() : nullptr,
-            partial.data_ptr<float>());
-      });
-    });
+  dispatch(dy.scalar_type(), C, rms, [&]<typename scalar_t, int K, bool Rms>() {
+    int resident = 1;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, backward_kernel<scalar_t, K, Rms>,
+                                                                 kWarps * 32, 0));
+    const int64_t blocks = std::min<int64_t>((N + kWarps - 1) / kWarps, std::max(resident, 1) * sms);
+    P = blocks * kWarps;
+    partial = at::empty({Rms ? 1 : 2, P, C}, x.options());
+    backward_kernel<scalar_t, K, Rms><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
+        dya.data_ptr<scalar_t>(), xa.data_ptr<float>(), Rms ? nullptr : mean.data_ptr<float>(),
+        rstd.data_ptr<float>(), w.data_ptr<float>(), dha.defined() ? dha.data_ptr<float>() : nullptr, N,
+        dx.data_ptr<float>(), dbranch.defined() ? dbranch.data_ptr<scalar_t>() : nullptr,
+        partial.data_ptr<float>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   sum_partials_kernel<<<dim3(static_cast<unsigned>((C + 31) / 32), rms ? 1 : 2), dim3(32, 32), 0, stream>>>(

@@ -33,9 +33,7 @@ LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps_, FusedNorm fused_) :
 
 at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
   if (const auto out = fused_norm_output(x, fused)) return rms_norm_to(x, weight, eps, *out);
-  const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.scalar_type());
+  return rms_norm_ops(x, weight, eps);
 }
 
 std::pair<at::Tensor, at::Tensor> LlamaRmsNormImpl::add_forward(const at::Tensor& x,

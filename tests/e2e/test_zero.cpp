@@ -202,6 +202,38 @@ TEST(Zero, StageThreeTrainsGptAsStageZero) { stage_three_trains_as_stage_zero("g
 
 TEST(Zero, StageThreeTrainsLlamaAsStageZero) { stage_three_trains_as_stage_zero("llama"); }
 
+// `ddptrain train` of a token model for the world-4 ZeRO runs below: `run_flags` (the model,
+// the data's size, the optimizer, the steps) and what they share (block 16, batch 2, fp32, one
+// thread, no loader workers, evaluation or epoch checkpoints; --zero_stage `stage`; the
+// checkpoints and dir/m.jsonl under `dir`).
+std::vector<std::string> world_four_args(const std::string& dir, int stage,
+                                         const std::vector<std::string>& run_flags) {
+  std::vector<std::string> a = {"train"};
+  a.insert(a.end(), run_flags.begin(), run_flags.end());
+  a.insert(a.end(), {"--dataset",
+                     "tokens",
+                     "--block_size",
+                     "16",
+                     "--batch_size",
+                     "2",
+                     "--no-use_amp",
+                     "--num_workers",
+                     "0",
+                     "--threads",
+                     "1",
+                     "--eval_every",
+                     "0",
+                     "--save_every",
+                     "0",
+                     "--zero_stage",
+                     std::to_string(stage),
+                     "--checkpoint_dir",
+                     dir + "/ck",
+                     "--metrics_file",
+                     dir + "/m.jsonl"});
+  return a;
+}
+
 // The issue's memory bound: world 4, AdamW, GPT small (10.8M parameters; a short context to
 // keep the test quick): a rank holds <= 0.3x stage 0's optimizer state at stage 1, <= 0.3x its
 // gradient memory at stage 2, and <= 0.3x its parameters plus the largest unit at stage 3 (at
@@ -212,42 +244,12 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
   for (int stage : {0, 1, 2, 3}) {
     const std::string dir = fresh_dir("zero_gpt" + std::to_string(stage));
     metrics[stage] = dir + "/m.jsonl";
-    ProcResult r = run(launch(4, free_port(),
-                              {"train",
-                               "--model",
-                               "gpt",
-                               "--gpt_preset",
-                               "small",
-                               "--dataset",
-                               "tokens",
-                               "--block_size",
-                               "16",
-                               "--dataset_size",
-                               "256",
-                               "--batch_size",
-                               "2",
-                               "--optimizer",
-                               "adamw",
-                               "--max_steps",
-                               "2",
-                               "--log_interval",
-                               "1",
-                               "--no-use_amp",
-                               "--num_workers",
-                               "0",
-                               "--threads",
-                               "1",
-                               "--eval_every",
-                               "0",
-                               "--save_every",
-                               "0",
-                               "--zero_stage",
-                               std::to_string(stage),
-                               "--checkpoint_dir",
-                               dir + "/ck",
-                               "--metrics_file",
-                               metrics[stage]}),
-                       {}, 600);
+    ProcResult r =
+        run(launch(4, free_port(),
+                   world_four_args(dir, stage,
+                                   {"--model", "gpt", "--gpt_preset", "small", "--dataset_size", "256",
+                                    "--optimizer", "adamw", "--max_steps", "2", "--log_interval", "1"})),
+            {}, 600);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   const double optim0 = last_step(metrics[0], "optim_mib"), optim1 = last_step(metrics[1], "optim_mib");
@@ -288,35 +290,8 @@ TEST(Zero, GptSmallAtWorldFourHoldsAQuarter) {
 // `units` units were sharded as they were built.
 double build_peak_at_world_four(const std::string& name, std::vector<std::string> model_flags, size_t units) {
   const std::string dir = fresh_dir(name);
-  std::vector<std::string> args = {"train",
-                                   "--dataset",
-                                   "tokens",
-                                   "--block_size",
-                                   "16",
-                                   "--dataset_size",
-                                   "64",
-                                   "--batch_size",
-                                   "2",
-                                   "--optimizer",
-                                   "sgd",
-                                   "--max_steps",
-                                   "1",
-                                   "--no-use_amp",
-                                   "--num_workers",
-                                   "0",
-                                   "--threads",
-                                   "1",
-                                   "--eval_every",
-                                   "0",
-                                   "--save_every",
-                                   "0",
-                                   "--zero_stage",
-                                   "3",
-                                   "--checkpoint_dir",
-                                   dir + "/ck",
-                                   "--metrics_file",
-                                   dir + "/m.jsonl"};
-  args.insert(args.begin() + 1, model_flags.begin(), model_flags.end());
+  model_flags.insert(model_flags.end(), {"--dataset_size", "64", "--optimizer", "sgd", "--max_steps", "1"});
+  const std::vector<std::string> args = world_four_args(dir, 3, model_flags);
   ProcResult r = run(launch(4, free_port(), args), {}, 600);
   if (r.exit_code != 0) {
     ADD_FAILURE() << "exit " << r.exit_code << ": " << r.output;

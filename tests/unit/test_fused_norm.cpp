@@ -5,8 +5,11 @@
 // same arithmetic); rms_norm_to likewise for Llama's RMSNorm; bad inputs are named.
 #include <gtest/gtest.h>
 
-#include <torch/csrc/autograd/autograd.h>
+#include <functional>
+#include <map>
+#include <string>
 
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/functional/loss.h>
 
 #include "data/data_options.h"
@@ -42,9 +45,13 @@ TEST(FusedNorm, TheCpuPathIsLayerNormThenTheCast) {
   }
 }
 
-TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
-  ModelOptions o;
-  o.model = ModelKind::kGpt;
+namespace {
+
+// o's model (a debug-sized decoder) with --fused_norm off, then on: one forward under bf16 CPU
+// autocast (through `forward`, which may check what the setting changed) and one backward; the
+// losses and every parameter's gradient are bitwise equal.
+void trains_bitwise_as_with_fused_norm_off(
+    ModelOptions o, const std::function<at::Tensor(Model&, FusedNorm, const at::Tensor&)>& forward) {
   o.gpt_preset = GptPreset::kDebug;
   o.vocab_size = 100;
   at::manual_seed(6);
@@ -56,16 +63,12 @@ TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
     torch::manual_seed(2);
     auto m = build_model(o, DatasetShape{});
     at::Tensor loss;
-    std::map<std::string, int> ops;  // aten::layer_norm: the modules' own forward
     {
       compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
-      at::Tensor logits;
-      ops = testing_ops::aten_ops_during([&] { logits = m->forward(x.slice(1, 0, 32)); });
+      const at::Tensor logits = forward(*m, fused, x.slice(1, 0, 32));
       loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
                                                   x.slice(1, 1, 33).reshape({-1}));
     }
-    // 2 blocks x 2 and the final one: all ATen's, or all fused.
-    EXPECT_EQ(ops["aten::layer_norm"], fused == FusedNorm::kOn ? 0 : 5);
     loss.backward();
     losses.push_back(loss.detach());
     std::vector<at::Tensor> g;
@@ -77,6 +80,21 @@ TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
   ASSERT_EQ(grads[0].size(), grads[1].size());
   for (size_t i = 0; i < grads[0].size(); ++i)
     EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+}
+
+}  // namespace
+
+TEST(FusedNorm, GptTrainsBitwiseAsWithAtenLayerNormUnderAutocast) {
+  ModelOptions o;
+  o.model = ModelKind::kGpt;
+  trains_bitwise_as_with_fused_norm_off(o, [](Model& m, FusedNorm fused, const at::Tensor& tokens) {
+    at::Tensor logits;
+    // aten::layer_norm: the modules' own forward. 2 blocks x 2 and the final one: all ATen's,
+    // or all fused.
+    std::map<std::string, int> ops = testing_ops::aten_ops_during([&] { logits = m.forward(tokens); });
+    EXPECT_EQ(ops["aten::layer_norm"], fused == FusedNorm::kOn ? 0 : 5);
+    return logits;
+  });
 }
 
 // The residual add joined to the norm: on the CPU the add and the norm's CPU path, bitwise,
@@ -149,37 +167,12 @@ TEST(FusedNorm, TheRmsCpuPathIsLlamasRmsNormThenTheCast) {
 TEST(FusedNorm, LlamaTrainsBitwiseAsWithItsOwnRmsNormUnderAutocast) {
   ModelOptions o;
   o.model = ModelKind::kLlama;
-  o.gpt_preset = GptPreset::kDebug;
-  o.vocab_size = 100;
-  at::manual_seed(6);
-  const at::Tensor x = at::randint(0, 100, {3, 33}, at::kLong);
-  std::vector<std::vector<at::Tensor>> grads;
-  std::vector<at::Tensor> losses;
-  for (FusedNorm fused : {FusedNorm::kOff, FusedNorm::kOn}) {
-    o.fused_norm = fused;
-    torch::manual_seed(2);
-    auto m = std::dynamic_pointer_cast<LlamaImpl>(build_model(o, DatasetShape{}));
-    ASSERT_TRUE(m);
-    at::Tensor loss;
-    {
-      compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
-      EXPECT_EQ(m->norm(at::randn({2, m->config().n_embd})).scalar_type(),
-                fused == FusedNorm::kOn ? at::kBFloat16 : at::kFloat);
-      const at::Tensor logits = m->forward(x.slice(1, 0, 32));
-      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
-                                                  x.slice(1, 1, 33).reshape({-1}));
-    }
-    loss.backward();
-    losses.push_back(loss.detach());
-    std::vector<at::Tensor> g;
-    for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
-    grads.push_back(g);
-  }
-  EXPECT_TRUE(at::equal(losses[0], losses[1]))
-      << losses[0].item<double>() << " vs " << losses[1].item<double>();
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (size_t i = 0; i < grads[0].size(); ++i)
-    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+  trains_bitwise_as_with_fused_norm_off(o, [](Model& m, FusedNorm fused, const at::Tensor& tokens) {
+    auto& llama = dynamic_cast<LlamaImpl&>(m);
+    EXPECT_EQ(llama.norm(at::randn({2, llama.config().n_embd})).scalar_type(),
+              fused == FusedNorm::kOn ? at::kBFloat16 : at::kFloat);
+    return m.forward(tokens);
+  });
 }
 
 TEST(FusedNorm, BadInputsAreNamed) {
