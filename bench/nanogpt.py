@@ -1,11 +1,12 @@
 """PyTorch's side of #27's GPU comparison: GPT-2 124M as nanoGPT writes it (a nanoGPT-style
-module: pre-LayerNorm blocks, fused qkv, SDPA with is_causal, exact GELU as ddptrain's default
---gpt_activation, tied embeddings, GPT-2's init), trained as people run it for speed: bf16
+module: pre-LayerNorm blocks, fused qkv, SDPA with is_causal, GELU exact or in GPT-2's tanh
+form (--gelu, as ddptrain's --gpt_activation), tied embeddings, GPT-2's init), trained as people
+run it for speed: bf16
 autocast, fused AdamW (weight decay on matrices only, as ddptrain), the vocabulary padded to
 --vocab_multiple, gradient clipping, eager or torch.compile.
 
 usage: python bench/nanogpt.py [--compile] [--device cuda] [--batch_size 64] [--block_size 1024]
-           [--steps 30] [--warmup 10] [--vocab_multiple 64] [--preset gpt2-124m|debug]
+           [--steps 30] [--warmup 10] [--vocab_multiple 64] [--preset gpt2-124m|debug] [--gelu none|tanh]
 Prints one JSON line: tokens/s over the steps after the warm-up, ms/step, MFU against
 --peak_tflops with ddptrain's FLOP count (6N + 12 L H d T; N without the position embedding
 and the padded rows), the compile time (the first step's extra time), peak memory.
@@ -24,9 +25,9 @@ PRESETS = {"gpt2-124m": dict(n_layer=12, n_head=12, n_embd=768, vocab=50257),
 
 
 class Block(nn.Module):
-    def __init__(self, c, n_head, n_layer):
+    def __init__(self, c, n_head, n_layer, gelu):
         super().__init__()
-        self.n_head = n_head
+        self.n_head, self.gelu = n_head, gelu
         self.ln_1, self.ln_2 = nn.LayerNorm(c), nn.LayerNorm(c)
         self.c_attn, self.attn_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
         self.c_fc, self.mlp_proj = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
@@ -43,18 +44,18 @@ class Block(nn.Module):
         heads = lambda t: t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # noqa: E731
         y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
         x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate=self.gelu))
 
 
 class GPT(nn.Module):
-    def __init__(self, n_layer, n_head, n_embd, vocab, block_size, vocab_multiple):
+    def __init__(self, n_layer, n_head, n_embd, vocab, block_size, vocab_multiple, gelu):
         super().__init__()
         self.vocab = vocab
         padded = (vocab + vocab_multiple - 1) // vocab_multiple * vocab_multiple
         self.wte, self.wpe = nn.Embedding(padded, n_embd), nn.Embedding(block_size, n_embd)
         nn.init.normal_(self.wte.weight, 0, 0.02)
         nn.init.normal_(self.wpe.weight, 0, 0.02)
-        self.h = nn.ModuleList(Block(n_embd, n_head, n_layer) for _ in range(n_layer))
+        self.h = nn.ModuleList(Block(n_embd, n_head, n_layer, gelu) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd)
 
     def forward(self, idx, targets):
@@ -76,13 +77,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--vocab_multiple", type=int, default=64)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--gelu", default="none", choices=["none", "tanh"])
     ap.add_argument("--amp", default="bf16", choices=["bf16", "none"])
     ap.add_argument("--peak_tflops", type=float, default=989.0)
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.device(a.device)
     p = PRESETS[a.preset]
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["vocab"], a.block_size, a.vocab_multiple).to(dev)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["vocab"], a.block_size, a.vocab_multiple,
+                a.gelu).to(dev)
     decay = [t for t in model.parameters() if t.dim() >= 2]
     rest = [t for t in model.parameters() if t.dim() < 2]
     fused = dev.type == "cuda"
@@ -125,7 +128,8 @@ def main():
         "mfu": flops_per_token * tokens / secs / (a.peak_tflops * 1e12),
         "first_step_s": first_s, "loss": float(loss),
         "peak_mem_mib": torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else None,
-        "batch_size": a.batch_size, "block_size": a.block_size, "vocab_multiple": a.vocab_multiple}))
+        "batch_size": a.batch_size, "block_size": a.block_size, "vocab_multiple": a.vocab_multiple,
+        "gelu": a.gelu}))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
 #     work and the top kernels (scripts/profile_table.py); PyTorch's nanoGPT-style module eager
 #     and torch.compile (bench/nanogpt.py: fused AdamW, padded vocabulary) interleaved with two
 #     ddptrain runs (medians, ratios); the levers against their "before" (--vocab_multiple 1,
-#     --fused_optimizer off, --fused_loss off); GPU_CHECK_DRY=1 rehearses these stages on a CPU at tiny sizes;
+#     --fused_optimizer off, --fused_loss off); two runs with --deterministic (its cost, and
+#     whether runs repeat bitwise with it and without); GPU_CHECK_DRY=1 rehearses these stages
+#     on a CPU at tiny sizes;
 #   - (#31) Llama at GPT-2 124M's sizes on the same flags: its MFU beside GPT's;
 #   - MiniResNet width 1.0, batch 256, synthetic 32x32, world 1 over NCCL: samples/s and MFU
 #     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16);
@@ -149,6 +151,9 @@ if [ -n "${GPU_CHECK_DRY:-}" ]; then
   # script, the profile table and the report are tested before a GPU's minutes are spent.
   BIN=${GPU_CHECK_BIN:-build}
   echo "$BIN (rehearsal on CPU)" > "$LOGS/binary.txt"
+  # The CUDA tests' stand-in: two CPU tests through the same gtest JSON the report reads.
+  stage cuda_tests 60 "$BIN/ddptrain_tests" --gtest_filter='FusedNorm.TheCpuPathIsLayerNormThenTheCast:FusedNorm.BadInputsAreNamed' \
+    --gtest_output="json:$LOGS/cuda_tests.json"
 else
   stage preflight 60 preflight || finish
   stage machine 60 machine || finish
@@ -163,7 +168,12 @@ else
     stage build 900 configure_and_build || finish
   fi
   echo "$BIN" > "$LOGS/binary.txt"
-  stage cuda_tests 180 "$BIN/ddptrain_cuda_tests"
+  # cuBLAS's reproducible workspace for the whole binary: LibTorch reads it at the first GEMM, and
+  # CudaDeterministic.* runs under deterministic algorithms (Note [Deterministic GPU runs]).
+  # Each test's result goes into the report (cuda_tests: passed, failed with the first failure,
+  # skipped), from gtest's JSON.
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 stage cuda_tests 180 "$BIN/ddptrain_cuda_tests" \
+    --gtest_output="json:$LOGS/cuda_tests.json"
 fi
 
 port=29600
@@ -191,24 +201,28 @@ python_ddp() {
 # kernel trace of 3 steps -> the table of GPU time by kind of work), PyTorch's nanoGPT-style
 # module eager and torch.compile (bench/nanogpt.py) interleaved with ddptrain's runs, and the
 # levers one at a time against their "before" (--vocab_multiple 1, --fused_optimizer off,
-# --fused_loss off, --fused_norm off; --fused_norm auto is passed while its default is off).
+# --fused_loss off, --fused_norm off, --fused_linear off; --fused_norm auto and --fused_linear
+# auto are passed while their defaults are off). GELU in GPT-2's own tanh form on both sides
+# (cuBLASLt's GELU epilogue is that form: Note [Linear epilogues in cuBLASLt]).
 if [ -n "${GPU_CHECK_DRY:-}" ]; then
   gpt=(--model gpt --gpt_preset debug --dataset tokens --dataset_size 2000 --batch_size 4 --amp_dtype bf16
     --optimizer adamw --lr 6e-4 --warmup_steps 2 --clip_grad_norm 1.0 --num_workers 1 --max_steps 12 --log_interval 3)
-  pyargs=(--preset debug --device cpu --block_size 64 --batch_size 4 --steps 3 --warmup 2 --peak_tflops 1)
+  pyargs=(--preset debug --device cpu --block_size 64 --batch_size 4 --steps 3 --warmup 2 --peak_tflops 1 --gelu tanh)
 else
   gpt=(--model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size 64 --amp_dtype bf16
     --optimizer adamw --lr 6e-4 --warmup_steps 10 --clip_grad_norm 1.0 --num_workers 4 --max_steps 40
     --log_interval 10)
-  pyargs=(--preset gpt2-124m --device cuda --block_size 1024 --batch_size 64 --steps 20 --warmup 10)
+  pyargs=(--preset gpt2-124m --device cuda --block_size 1024 --batch_size 64 --steps 20 --warmup 10 --gelu tanh)
 fi
+# GPT's own flags (Llama takes the shared ones: "${gpt[@]:2}").
+gpt_own=(--gpt_activation gelu_tanh --fused_linear auto)
 # pytorch NAME ARGS...: bench/nanogpt.py, its JSON line in LOGS/NAME.log.
 pytorch() {
   local name=$1 limit=${PY_LIMIT_S:-120}
   shift
   stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
 }
-TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --enable_profiling
+TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --enable_profiling
 if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
   stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
     --out "$LOGS/profile_table.json"
@@ -220,19 +234,28 @@ else
   FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
 fi
 pytorch py_eager_1
-TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64
 PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
-TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" --fused_norm auto --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
 TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --fused_norm auto --vocab_multiple 64
-TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" --fused_norm auto --vocab_multiple 1
-TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
-TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off
-TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" --vocab_multiple 64 --fused_norm off
+TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 1
+TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
+TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off
+TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" "${gpt_own[@]}" --vocab_multiple 64 --fused_norm off
+TRAIN_LIMIT_S=120 train gpt_aten_linear "${gpt[@]}" --gpt_activation gelu_tanh --fused_norm auto --vocab_multiple 64 \
+  --fused_linear off
+# Note [Deterministic GPU runs]: what --deterministic costs, and whether a run repeats bitwise
+# with it (gpt_deterministic_1 and _2) and without (gpt_padded_1 and _2): the report's
+# deterministic_cost and repeats_bitwise.
+for i in 1 2; do
+  TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 \
+    --deterministic
+done
 [ -n "${GPU_CHECK_DRY:-}" ] && finish
-# GPU_CHECK_ONLY=gpt: #27's stages and #31's Llama alone, for a lease with minutes left (about 255 s
-# in all: give it GPU_CHECK_BUDGET_S=340).
+# GPU_CHECK_ONLY=gpt: #27's stages and #31's Llama alone, for a lease with minutes left (about 320 s
+# in all: give it GPU_CHECK_BUDGET_S=400).
 [ "${GPU_CHECK_ONLY:-}" = gpt ] && finish
 
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"

@@ -81,6 +81,29 @@ try:
 except Exception as e:  # a report without the GPU facts beats no report
     rep["torch_error"] = str(e)
     measured = {}
+
+
+def cuda_tests():
+    """Each CUDA test's result, from gtest's JSON (--gtest_output): which passed, which failed
+    (with the first failure's message), which were skipped."""
+    path = os.path.join(logs, "cuda_tests.json")
+    if not os.path.exists(path):
+        rep["missing"].append("cuda_tests.json")
+        return None
+    out = {"passed": [], "failed": {}, "skipped": []}
+    for suite in json.load(open(path)).get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite['name']}.{t['name']}"
+            if t.get("failures"):
+                out["failed"][name] = t["failures"][0].get("failure", "")[:400]
+            elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                out["skipped"].append(name)
+            else:
+                out["passed"].append(name)
+    return out
+
+
+rep["cuda_tests"] = cuda_tests()
 rep["measured_matmul_tflops"] = {k: v / 1e12 for k, v in measured.items()}
 resnet = {p: summary("resnet_" + p, measured) for p in ("fp32", "bf16", "fp16", "bf16_contiguous", "bf16_recompute")}
 rep["mini_resnet_w1_b256"] = resnet
@@ -114,7 +137,8 @@ def median(values):
 # #27: GPT-2 124M, ddptrain (padded vocabulary, fused AdamW) against PyTorch eager and compile
 # in the same check, interleaved; the levers against their "before"; the profile table.
 gpt = {n: summary(n, measured) for n in ("gpt_profile", "gpt_padded_1", "gpt_padded_2", "gpt_vocab1",
-                                         "gpt_loop_optimizer", "gpt_eager_loss", "gpt_aten_norm")}
+                                         "gpt_loop_optimizer", "gpt_eager_loss", "gpt_aten_norm",
+                                         "gpt_aten_linear", "gpt_deterministic_1", "gpt_deterministic_2")}
 py = {n: pytorch_run(n) for n in ("py_eager_1", "py_eager_2", "py_compile")}
 tps = lambda r: r and r.get("tokens_per_s")  # noqa: E731
 ours = median([tps(gpt["gpt_padded_1"]), tps(gpt["gpt_padded_2"])])
@@ -133,9 +157,47 @@ rep["gpt2_124m_bf16_b64_block1024"] = {
         ours / tps(gpt["gpt_eager_loss"]) if ours and tps(gpt["gpt_eager_loss"]) else None,
     "lever_fused_norm_over_aten":
         ours / tps(gpt["gpt_aten_norm"]) if ours and tps(gpt["gpt_aten_norm"]) else None,
+    "lever_fused_linear_over_aten":
+        ours / tps(gpt["gpt_aten_linear"]) if ours and tps(gpt["gpt_aten_linear"]) else None,
     "lever_fused_optimizer_over_loop":
         ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
 }
+
+
+def losses(name):
+    """A run's (loss, grad_norm) at every step line: two runs of one configuration repeat bitwise
+    when these are equal (the metrics file writes doubles exactly)."""
+    return [(r.get("loss"), r.get("grad_norm")) for r in records(name) if r.get("kind") == "step"]
+
+
+def repeats(a, b):
+    """None where it cannot say: a run missing or cut short (fewer step lines), a value absent."""
+    la, lb = losses(a), losses(b)
+    if not la or len(la) != len(lb) or any(v is None for pair in la + lb for v in pair):
+        return None
+    return la == lb
+
+
+def first_difference(a, b):
+    """Where two runs that do not repeat part: the first step line whose (loss, grad_norm) differ."""
+    la, lb = losses(a), losses(b)
+    for i, (x, y) in enumerate(zip(la, lb)):
+        if x != y:
+            return {"step_line": i, a: x, b: y}
+    return None
+
+
+# Note [Deterministic GPU runs]: what --deterministic costs (default tokens/s over its), and
+# whether two runs of one configuration repeat bitwise with it and without it.
+deterministic = median([tps(gpt["gpt_deterministic_1"]), tps(gpt["gpt_deterministic_2"])])
+rep["gpt2_124m_bf16_b64_block1024"].update({
+    "deterministic_tokens_per_s_median": deterministic,
+    "deterministic_cost": ours / deterministic if ours and deterministic else None,
+    "repeats_bitwise": {"default": repeats("gpt_padded_1", "gpt_padded_2"),
+                        "deterministic": repeats("gpt_deterministic_1", "gpt_deterministic_2")},
+    "repeats_first_difference": {"default": first_difference("gpt_padded_1", "gpt_padded_2"),
+                                 "deterministic": first_difference("gpt_deterministic_1", "gpt_deterministic_2")},
+})
 # #31: Llama at GPT-2 124M's sizes on the same flags; the goal is an MFU within 5 points of GPT's.
 llama = summary("llama_124m", measured)
 gpt_mfu = rep["gpt2_124m_bf16_b64_block1024"]["ddptrain_mfu_datasheet_median"]

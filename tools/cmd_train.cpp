@@ -13,6 +13,7 @@
 #include "dist/dist_context.h"
 #include "obs/memory.h"
 #include "tools/commands.h"
+#include "train/deterministic.h"
 #include "train/stop_signal.h"
 #include "util/env.h"
 #include "util/thread_policy.h"
@@ -43,6 +44,7 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   // Everything the user can get wrong is checked before any rank connects to another.
   TrainConfig cfg = resolve_train_config(args);
+  if (cfg.program.deterministic) use_deterministic_algorithms();  // before any CUDA work
   EnvContract env = read_env_contract();
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
   // Note [CPU heap kept across steps]; -1: kept at stage 0, lean under ZeRO.
@@ -56,6 +58,11 @@ int cmd_train(const std::vector<std::string>& args) {
   dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);
   DistContext ctx(env, dist_opts);
   const Logger& log = ctx.log();
+  if (cfg.program.deterministic)
+    log.info(
+        "deterministic algorithms only (--deterministic): SDPA skips cuDNN's attention, cuDNN takes "
+        "deterministic algorithms, cuBLAS runs with CUBLAS_WORKSPACE_CONFIG=" +
+        env::get("CUBLAS_WORKSPACE_CONFIG").value_or("?"));
 
   // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
   // replacement comes back), so that every rank then sees the same complete checkpoints.

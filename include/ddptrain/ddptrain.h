@@ -31,7 +31,8 @@
 //    with torch::jit::load) as a module the Trainer and DDP train: trainable(make_shared<
 //    ScriptModel>(torch::jit::load("net.pt"), "net.pt")).
 // The library sets nothing process-wide: intra-op threads, seeds and signal handlers are the
-// program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use).
+// program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so
+// is use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise).
 #pragma once
 
 #include <memory>
@@ -48,6 +49,7 @@
 #include "models/script_model.h"
 #include "optim/fused_optimizers.h"
 #include "train/callbacks.h"
+#include "train/deterministic.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 #include "train/trainer.h"

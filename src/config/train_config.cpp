@@ -104,6 +104,10 @@ std::vector<Flag> model_flags(TrainConfig& c) {
                   "(statistics in fp32; the same function as the norm and autocast's cast): auto on CUDA "
                   "under autocast, on everywhere, off: ATen's (the default until a GPU run has checked the "
                   "CUDA kernels)"),
+      bind_choice("fused_linear", &c.model.fused_linear, fused_linear_choices(),
+                  "gpt: the Linear layers through cuBLASLt's epilogues: the bias gradients in the weight "
+                  "gradients' GEMMs, and with gelu_tanh the MLP's GELU and its derivative in its GEMMs "
+                  "(auto: on CUDA in bf16/fp16; off: ATen's, the default until a GPU run has checked them)"),
       bind_choice("gpt_activation", &c.model.gpt_activation, gpt_activation_choices(),
                   "gpt: the MLP's GELU, exact (gelu) or in its tanh form (gelu_tanh: GPT-2's gelu_new)"),
       bind_flag("n_kv_head", &c.model.n_kv_head,
@@ -260,6 +264,10 @@ std::vector<Flag> output_flags(TrainConfig& c) {
       bind_flag("enable_profiling", &c.trainer.report.enable_profiling,
                 "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
       bind_flag("seed", &c.trainer.loop.seed, "seed of model init, data order and all randomness"),
+      bind_flag("deterministic", &c.program.deterministic,
+                "deterministic algorithms only, so a run repeats bitwise on a GPU (and on every CPU): "
+                "SDPA skips cuDNN's attention for flash attention's deterministic backward, cuBLAS gets "
+                "CUBLAS_WORKSPACE_CONFIG=:4096:8; slower (the GPU check measures by how much)"),
       bind_flag("threads", &c.program.threads, "intra-op threads per rank (0 = cores / local ranks)"),
       bind_flag("cpu_heap_keep_mb", &c.program.cpu_heap_keep_mb,
                 "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and "

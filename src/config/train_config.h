@@ -34,6 +34,7 @@ struct ProgramOptions {
   /// Freed CPU heap kept for the next step (Note [CPU heap kept across steps]); 0 = glibc's
   /// policy; -1 = 1024 at zero_stage 0, the lean heap under ZeRO (memory is the point there).
   int cpu_heap_keep_mb = -1;
+  bool deterministic = false;  // deterministic algorithms only (Note [Deterministic GPU runs])
 };
 
 struct TrainConfig {

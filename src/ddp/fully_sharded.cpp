@@ -172,6 +172,7 @@ void FullyShardedParams::gather(size_t b, bool wait) {
     std::vector<at::Tensor> per_rank = flat_[b].chunk(ctx_.world_size());
     in_flight_[b] = ctx_.all_gather_async(shard_[b], per_rank, str("zero_stage 3 parameters of bucket ", b));
     gathered_[b] = 1;
+    ++gathers_issued_;
     peak_ = std::max(peak_, held_bytes());
   }
   if (wait) settle(b);
@@ -185,7 +186,8 @@ void FullyShardedParams::settle(size_t b) {
 
 void FullyShardedParams::gather_ahead(int unit, int direction) {
   for (int u = unit; u >= 0 && u < static_cast<int>(bucket_of_unit_.size()); u += direction)
-    if (const int b = bucket_of_unit(static_cast<size_t>(u)); b >= 0) {
+    if (const int b = bucket_of_unit(static_cast<size_t>(u));
+        b >= 0 && (direction > 0 || backward_reads_parameters(static_cast<size_t>(u)))) {
       gather(static_cast<size_t>(b), false);
       return;
     }
@@ -218,18 +220,23 @@ void FullyShardedParams::before_forward(size_t unit) {
   gather_ahead(static_cast<int>(unit) + 1, +1);  // overlap the next unit's gather with this one
 }
 
-at::Tensor FullyShardedParams::after_forward(size_t unit, const at::Tensor& output) {
+void FullyShardedParams::after_forward(size_t unit, const std::vector<at::Tensor>& outputs) {
   const int b = bucket_of_unit(unit);
-  if (b < 0) return output;
-  if (at::GradMode::is_enabled() && output.requires_grad())
-    output.register_hook([this, unit](const at::Tensor&) { pre_backward(unit); });
+  if (b < 0) return;
+  // Whichever output's gradient comes first gathers the unit; the other's finds it gathered.
+  for (const at::Tensor& output : outputs)
+    if (at::GradMode::is_enabled() && output.defined() && output.requires_grad())
+      output.register_hook([this, unit](const at::Tensor&) { pre_backward(unit); });
   release(static_cast<size_t>(b));
-  return output;
+}
+
+bool FullyShardedParams::backward_reads_parameters(size_t unit) const {
+  return !units_ || units_->backward_reads_parameters(unit);
 }
 
 void FullyShardedParams::pre_backward(size_t unit) {
   arm_final_release();
-  ensure(static_cast<size_t>(bucket_of_unit(unit)));
+  if (backward_reads_parameters(unit)) ensure(static_cast<size_t>(bucket_of_unit(unit)));
   gather_ahead(static_cast<int>(unit) - 1, -1);  // the unit before runs its backward next
 }
 

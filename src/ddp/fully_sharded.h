@@ -7,10 +7,12 @@
 // while the unit is not running and refilled by an all-gather of the ranks' shards when it is:
 //  - forward: before a unit runs, its gather is waited for (or issued), and the next unit's
 //    gather is issued so it overlaps this unit's compute; after it runs its storage is
-//    released and its output gets a hook;
-//  - backward: that hook fires when the output's gradient is complete, just before the unit's
-//    backward: the unit is gathered again and the previous unit's gather issued; once every
-//    parameter of the unit has its gradient (Reducer::on_bucket_grads) it is released;
+//    released and each of its outputs gets a hook;
+//  - backward: the first of those hooks to fire (when that output's gradient is complete, just
+//    before the unit's backward) gathers the unit again and issues the previous unit's gather;
+//    once every parameter of the unit has its gradient (Reducer::on_bucket_grads) it is
+//    released. A unit whose backward reads none of its parameters (UnitBackward, ddp/units.h:
+//    an embedding) is neither gathered again nor gathered ahead for its backward;
 //  - the root unit is gathered around the whole forward and released at the end of backward
 //    (an autograd final callback, which also releases anything a skipped unit left).
 // The storage is released in place (its bytes set to none), not replaced, so the tensors
@@ -64,7 +66,7 @@ class FullyShardedParams : public UnitHooks {
   /// output needs gradients, released at once otherwise).
   at::Tensor forward(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x);
   void before_forward(size_t unit) override;
-  at::Tensor after_forward(size_t unit, const at::Tensor& output) override;
+  void after_forward(size_t unit, const std::vector<at::Tensor>& outputs) override;
   /// Reducer::on_bucket_grads: bucket b's parameters are done for this backward.
   void release(size_t bucket);
 
@@ -76,6 +78,8 @@ class FullyShardedParams : public UnitHooks {
   /// This rank's shard of bucket b: the values the optimizer steps (persistent).
   const at::Tensor& shard(size_t bucket) const { return shard_[bucket]; }
   const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+  /// All-gathers of a unit's parameters issued since construction.
+  int64_t gathers_issued() const { return gathers_issued_; }
   /// Bytes of parameters this rank holds now (its shards and any gathered unit), and the most
   /// it held since reset_peak() (units gathered ahead for overlap included).
   int64_t held_bytes() const;
@@ -87,8 +91,10 @@ class FullyShardedParams : public UnitHooks {
   void ensure(size_t bucket) { gather(bucket, true); }
   void settle(size_t bucket);  // waits for its all-gather, if one is in flight
   // Issues the gather of the first unit with parameters from `unit` on, stepping by direction.
+  // Backward (direction -1) skips the units whose backward reads no parameters.
   void gather_ahead(int unit, int direction);
   void pre_backward(size_t unit);
+  bool backward_reads_parameters(size_t unit) const;
   void arm_final_release();
   int bucket_of_unit(size_t unit) const;  // -1: a unit without trainable parameters
 
@@ -105,6 +111,7 @@ class FullyShardedParams : public UnitHooks {
   std::vector<compat::WorkHandle> in_flight_;
   bool armed_ = false;  // a final callback is queued for this backward
   int64_t peak_ = 0;
+  int64_t gathers_issued_ = 0;
 };
 
 }  // namespace ddptrain

@@ -1,12 +1,14 @@
 // Note [Units]: full sharding (--zero_stage 3, ddp/fully_sharded.h) must act just before a
 // part of a model runs (gather its parameters) and just after (free them, and hook its
-// output so they are gathered again before its backward). PyTorch has module forward hooks
-// for this; LibTorch's modules do not (forward is not virtual). So a model names its units
-// (GPT: each transformer block; MiniResNet: each residual block; a user's module: whatever
-// it adds) and runs each through Units::run. Without hooks run() is just the call, so a
-// model stays plain LibTorch and knows nothing of who shards it; the parameters outside
-// every unit form the root unit, which the sharder handles around the whole forward.
-// Units must run in the order they were added, each at most once per forward.
+// output, or each of its outputs, so they are gathered again before its backward). PyTorch has
+// module forward hooks for this; LibTorch's modules do not (forward is not virtual). So a model
+// names its units (GPT: each transformer block; MiniResNet: each residual block; a user's
+// module: whatever it adds) and runs each through Units::run. Without hooks run() is just the
+// call, so a model stays plain LibTorch and knows nothing of who shards it; the parameters
+// outside every unit form the root unit, which the sharder handles around the whole forward.
+// Units must run in the order they were added, each at most once per forward. A unit whose
+// backward reads none of its parameters (an embedding lookup: its gradient needs the indices
+// and the output's gradient only) says so when added, and is not gathered again for it.
 //
 // Note [Units sharded as built]
 // Under --zero_stage 3 a rank keeps 1/W of each unit, so building the whole model first (and
@@ -24,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -36,8 +39,8 @@ class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
   virtual void before_forward(size_t unit) = 0;
-  /// Returns the output the model continues with (the same values).
-  virtual at::Tensor after_forward(size_t unit, const at::Tensor& output) = 0;
+  /// The unit ran and gave `outputs` (one tensor, or two: run_pair).
+  virtual void after_forward(size_t unit, const std::vector<at::Tensor>& outputs) = 0;
 };
 
 class Units;
@@ -58,20 +61,28 @@ struct BuiltShard {
   at::Tensor shard;
 };
 
+/// What a unit's backward reads of its own parameters (Note [Units]).
+enum class UnitBackward { kReadsParameters, kReadsNoParameters };
+
 class Units {
  public:
   explicit Units(UnitSink* sink = nullptr) : sink_(sink) {}
 
   /// Names `module` (a submodule of the model, at `name` in it) the next unit; returns its
   /// index. A sink, if set, gets it now.
-  size_t add(std::shared_ptr<torch::nn::Module> module, const std::string& name = "") {
+  size_t add(std::shared_ptr<torch::nn::Module> module, const std::string& name = "",
+             UnitBackward backward = UnitBackward::kReadsParameters) {
     modules_.push_back(std::move(module));
+    backward_.push_back(backward);
     names_.push_back(name.empty() ? "unit " + std::to_string(modules_.size() - 1) : name);
     if (sink_) sink_->built(*this, modules_.size() - 1, names_.back());
     return modules_.size() - 1;
   }
   const std::vector<std::shared_ptr<torch::nn::Module>>& modules() const { return modules_; }
   const std::string& name(size_t unit) const { return names_.at(unit); }
+  bool backward_reads_parameters(size_t unit) const {
+    return backward_.at(unit) == UnitBackward::kReadsParameters;
+  }
   size_t size() const { return modules_.size(); }
   /// The builder's: no sink once the model is built.
   void clear_sink() { sink_ = nullptr; }
@@ -96,13 +107,26 @@ class Units {
   at::Tensor run(size_t unit, const std::function<at::Tensor()>& forward) const {
     if (!hooks_) return forward();
     hooks_->before_forward(unit);
-    return hooks_->after_forward(unit, forward());
+    at::Tensor out = forward();
+    hooks_->after_forward(unit, {out});
+    return out;
+  }
+  /// The same for a unit whose output is two tensors (a block's residual stream with its last
+  /// add left to the next norm: Note [Residual add in the next norm], models/residual.h).
+  std::pair<at::Tensor, at::Tensor> run_pair(
+      size_t unit, const std::function<std::pair<at::Tensor, at::Tensor>()>& forward) const {
+    if (!hooks_) return forward();
+    hooks_->before_forward(unit);
+    std::pair<at::Tensor, at::Tensor> out = forward();
+    hooks_->after_forward(unit, {out.first, out.second});
+    return out;
   }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
 
  private:
   std::vector<std::shared_ptr<torch::nn::Module>> modules_;
   std::vector<std::string> names_;
+  std::vector<UnitBackward> backward_;
   UnitSink* sink_;
   std::vector<BuiltShard> built_;
   UnitHooks* hooks_ = nullptr;

@@ -22,7 +22,8 @@
 // gradient in the same pass. Without that, the add was a pass of its own each way (mixed
 // dtypes: ATen's unvectorised kernel), plus autograd's sum of h's two gradients and its cast of
 // the branch's: together about 7 ms of the profiled step for all 24 residual adds, half of
-// them here (the other half, a block's output, feeds the next unit's first norm).
+// them here; the other half, a block's output, joins the next block's first norm (or the
+// final norm) the same way (Note [Residual add in the next norm], models/residual.h).
 #pragma once
 
 #include <utility>

@@ -57,6 +57,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   c.dropout = o.dropout;
   c.gelu_tanh = o.gpt_activation == GptActivation::kGeluTanh;
   c.fused_norm = o.fused_norm;
+  c.fused_linear = o.fused_linear;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   return c;
 }

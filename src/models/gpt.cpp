@@ -4,9 +4,9 @@
 
 #include <torch/nn/init.h>
 
+#include "kernels/fused_linear.h"
 #include "models/layer_norm.h"
 #include "models/linear.h"
-#include "models/recompute.h"
 #include "models/vocab_padding.h"
 #include "obs/logger.h"
 #include "util/error.h"
@@ -39,9 +39,16 @@ torch::nn::Linear gpt_linear(int64_t in, int64_t out, double std) {
   return l;
 }
 
+// `l` applied to `x`: through cuBLASLt's epilogues under --fused_linear auto (they take CUDA
+// bf16/fp16 operands; elsewhere at::linear, as `linear` computes).
+at::Tensor gpt_linear_forward(const torch::nn::Linear& l, const at::Tensor& x, FusedLinear mode) {
+  return mode == FusedLinear::kAuto ? linear_with_epilogues(x, l->weight, l->bias) : linear(l, x);
+}
+
 }  // namespace
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head(c.n_head), dropout(c.dropout) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c)
+    : n_head(c.n_head), dropout(c.dropout), fused_linear(c.fused_linear) {
   c_attn = register_module("c_attn", gpt_linear(c.n_embd, 3 * c.n_embd, 0.02));
   c_proj = register_module("c_proj", gpt_linear(c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
   resid_drop = register_module("resid_drop", torch::nn::Dropout(c.dropout));
@@ -49,20 +56,23 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& c) : n_head(c.
 
 at::Tensor CausalSelfAttentionImpl::forward(const at::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), d = C / n_head;
-  auto qkv = linear(c_attn, x).split(C, 2);
+  auto qkv = gpt_linear_forward(c_attn, x, fused_linear).split(C, 2);
   auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, d}).transpose(1, 2); };
   auto y =
       compat::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), is_training() ? dropout : 0.0);
-  return resid_drop(linear(c_proj, y.transpose(1, 2).contiguous().view({B, T, C})));
+  return resid_drop(gpt_linear_forward(c_proj, y.transpose(1, 2).contiguous().view({B, T, C}), fused_linear));
 }
 
-GptMlpImpl::GptMlpImpl(const GptConfig& c) : gelu_tanh(c.gelu_tanh) {
+GptMlpImpl::GptMlpImpl(const GptConfig& c) : gelu_tanh(c.gelu_tanh), fused_linear(c.fused_linear) {
   c_fc = register_module("c_fc", gpt_linear(c.n_embd, 4 * c.n_embd, 0.02));
   c_proj = register_module("c_proj", gpt_linear(4 * c.n_embd, c.n_embd, 0.02 / std::sqrt(2.0 * c.n_layer)));
   drop = register_module("drop", torch::nn::Dropout(c.dropout));
 }
 
 at::Tensor GptMlpImpl::forward(const at::Tensor& x) {
+  if (fused_linear == FusedLinear::kAuto)
+    return drop(
+        gelu_mlp_with_epilogues(x, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias, gelu_tanh));
   return drop(linear(c_proj, at::gelu(linear(c_fc, x), gelu_tanh ? "tanh" : "none")));
 }
 
@@ -73,11 +83,16 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c) : fused_norm(c.fused_norm) {
   mlp = register_module("mlp", GptMlp(c));
 }
 
-at::Tensor GptBlockImpl::forward(const at::Tensor& x) {
-  // The attention's residual add joins ln_2's passes (Note [LayerNorm into the autocast dtype]).
-  const auto [h, normed] = add_layer_norm(ln_2, x, attn(layer_norm(ln_1, x, fused_norm)), fused_norm);
-  return h + mlp(normed);
+Residual GptBlockImpl::forward(Residual in) {
+  // Each residual add joins the next norm's passes: the previous block's joins ln_1's, the
+  // attention's ln_2's (Note [Residual add in the next norm]).
+  const auto [x, normed_1] = add_layer_norm(ln_1, in.x, in.branch, fused_norm);
+  in = {};  // the previous branch is not kept through this block
+  const auto [h, normed_2] = add_layer_norm(ln_2, x, attn(normed_1), fused_norm);
+  return {h, mlp(normed_2)};
 }
+
+at::Tensor GptBlockImpl::forward(const at::Tensor& x) { return forward(Residual{x, {}}).sum(); }
 
 GptImpl::GptImpl(const GptConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {
   DDP_USAGE_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.block_size >= 1 && c.vocab_size >= 1,
@@ -109,20 +124,20 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   DDP_CHECK(T <= cfg_.block_size, "a sequence of ", T, " tokens is longer than the model's block_size ",
             cfg_.block_size);
   auto pos = at::arange(T, tokens.options());
-  auto x = drop(wte(tokens) + wpe(pos));
+  Residual r{drop(wte(tokens) + wpe(pos)), {}};
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
   for (size_t i = 0; i < blocks_.size(); ++i) {
     GptBlock block = blocks_[i];
     // See Note [The last block is not recomputed].
-    x = units_.run(i, [&] {
-      if (recompute_now && i + 1 < blocks_.size())
-        return recompute([block](const at::Tensor& t) mutable { return block->forward(t); }, x,
-                         block->parameters(), {});
-      return block->forward(x);
-    });
+    r = run_block(
+        units_, i, std::move(r), recompute_now && i + 1 < blocks_.size(), *block,
+        [&](Residual in) { return block->forward(std::move(in)); },
+        [block](const at::Tensor& t) mutable { return block->forward(t); });
   }
-  return real_vocab_logits(at::linear(layer_norm(ln_f, x, cfg_.fused_norm), wte->weight),
-                           cfg_.vocab_size);  // tied output layer
+  // The last block's residual add joins ln_f's passes (Note [Residual add in the next norm]).
+  const at::Tensor normed = add_layer_norm(ln_f, r.x, r.branch, cfg_.fused_norm).second;
+  r = {};                                                                      // not kept through the logits
+  return real_vocab_logits(at::linear(normed, wte->weight), cfg_.vocab_size);  // tied output layer
 }
 
 int64_t GptImpl::non_embedding_params() const {

@@ -23,6 +23,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "models/model.h"
+#include "models/residual.h"
 
 namespace ddptrain {
 
@@ -36,7 +37,8 @@ struct GptConfig {
   double dropout = 0.0;
   bool gelu_tanh = false;         // the MLP's GELU in its tanh form (GPT-2's gelu_new), not the exact one
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
-  FusedNorm fused_norm = FusedNorm::kOff;  // the LayerNorms (models/layer_norm.h)
+  FusedNorm fused_norm = FusedNorm::kOff;        // the LayerNorms (models/layer_norm.h)
+  FusedLinear fused_linear = FusedLinear::kOff;  // the Linear layers (kernels/fused_linear.h)
 };
 
 /// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,
@@ -49,6 +51,7 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
   int64_t n_head;
   double dropout;
+  FusedLinear fused_linear;
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_drop{nullptr};
 };
@@ -58,6 +61,7 @@ struct GptMlpImpl : torch::nn::Module {
   explicit GptMlpImpl(const GptConfig& c);
   at::Tensor forward(const at::Tensor& x);
   bool gelu_tanh;
+  FusedLinear fused_linear;
   torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
   torch::nn::Dropout drop{nullptr};
 };
@@ -65,6 +69,10 @@ TORCH_MODULE(GptMlp);
 
 struct GptBlockImpl : torch::nn::Module {
   explicit GptBlockImpl(const GptConfig& c);
+  /// The stream after this block, its last residual add left to the next norm (Note [Residual
+  /// add in the next norm]).
+  Residual forward(Residual in);
+  /// The same with the adds done: one tensor in and out (a recomputed block's).
   at::Tensor forward(const at::Tensor& x);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};

@@ -23,6 +23,7 @@ at::Tensor layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x, Fused
 
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x,
                                                  const at::Tensor& branch, FusedNorm mode) {
+  if (!branch.defined()) return {x, layer_norm(ln, x, mode)};
   const std::optional<at::ScalarType> out = fused_norm_output(x, mode);
   if (!out || !ln->weight.defined() || !ln->bias.defined() || ln->options.normalized_shape().size() != 1) {
     const at::Tensor h = x + branch;

@@ -19,7 +19,7 @@ namespace ddptrain {
 std::optional<at::ScalarType> fused_norm_output(const at::Tensor& x, FusedNorm mode);
 
 /// {h = x + branch, ln(h)}: in one pass each way where `ln` would be fused (add_layer_norm_to),
-/// else the add and layer_norm(ln, h, mode).
+/// else the add and layer_norm(ln, h, mode). An undefined branch: {x, layer_norm(ln, x, mode)}.
 std::pair<at::Tensor, at::Tensor> add_layer_norm(const torch::nn::LayerNorm& ln, const at::Tensor& x,
                                                  const at::Tensor& branch, FusedNorm mode);
 

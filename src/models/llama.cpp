@@ -4,9 +4,9 @@
 
 #include "kernels/fused_layer_norm.h"
 #include "kernels/fused_rotary.h"
+#include "kernels/fused_swiglu.h"
 #include "models/layer_norm.h"
 #include "models/linear.h"
-#include "models/recompute.h"
 #include "models/vocab_padding.h"
 #include "util/error.h"
 #include "util/torch_compat.h"
@@ -38,6 +38,7 @@ at::Tensor LlamaRmsNormImpl::forward(const at::Tensor& x) {
 
 std::pair<at::Tensor, at::Tensor> LlamaRmsNormImpl::add_forward(const at::Tensor& x,
                                                                 const at::Tensor& branch) {
+  if (!branch.defined()) return {x, forward(x)};
   if (const auto out = fused_norm_output(x, fused)) return add_rms_norm_to(x, branch, weight, eps, *out);
   const at::Tensor h = x + branch;
   return {h, forward(h)};
@@ -88,8 +89,8 @@ LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
 }
 
 at::Tensor LlamaMlpImpl::forward(const at::Tensor& x) {
-  const std::vector<at::Tensor> gate_up = linear_stacked({gate_proj, up_proj}, x).chunk(2, -1);
-  return linear(down_proj, at::silu(gate_up[0]) * gate_up[1]);
+  // Note [SwiGLU in one pass]: one kernel each way on CUDA, ATen's ops elsewhere.
+  return linear(down_proj, swiglu(linear_stacked({gate_proj, up_proj}, x)));
 }
 
 LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
@@ -100,12 +101,17 @@ LlamaLayerImpl::LlamaLayerImpl(const LlamaConfig& c) {
       register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps, c.fused_norm));
 }
 
+Residual LlamaLayerImpl::forward(Residual in, const at::Tensor& cos, const at::Tensor& sin) {
+  // Each residual add joins the next norm's passes: the previous layer's joins the input norm's,
+  // the attention's the second norm's (Note [Residual add in the next norm]).
+  const auto [x, normed_1] = input_layernorm->add_forward(in.x, in.branch);
+  in = {};  // the previous branch is not kept through this layer
+  const auto [h, normed_2] = post_attention_layernorm->add_forward(x, self_attn->forward(normed_1, cos, sin));
+  return {h, mlp(normed_2)};
+}
+
 at::Tensor LlamaLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  // The attention's residual add joins the second norm's passes (Note [LayerNorm into the
-  // autocast dtype]).
-  const auto [h, normed] =
-      post_attention_layernorm->add_forward(x, self_attn->forward(input_layernorm(x), cos, sin));
-  return h + mlp(normed);
+  return forward(Residual{x, {}}, cos, sin).sum();
 }
 
 LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c) {
@@ -134,7 +140,9 @@ LlamaImpl::LlamaImpl(const LlamaConfig& c, UnitSink* sink) : Model(sink), cfg_(c
   // a unit is whole when a sink takes it.
   const int64_t rows = padded_vocab(c.vocab_size, c.vocab_multiple);
   pad_vocab_rows(embed_tokens->weight, rows);
-  if (!c.tie_embeddings) embed_unit_ = units_.add(embed_tokens.ptr(), "embed_tokens");
+  // The lookup's backward reads no weights: ZeRO-3 gathers this unit for the forward only.
+  if (!c.tie_embeddings)
+    embed_unit_ = units_.add(embed_tokens.ptr(), "embed_tokens", UnitBackward::kReadsNoParameters);
   first_layer_unit_ = units_.size();
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -161,18 +169,18 @@ at::Tensor LlamaImpl::forward(const at::Tensor& tokens) {
     inv_freq_ = inv_freq_.to(tokens.device());  // once, not a copy a step
   const auto [cos, sin] = rotary_cos_sin(T, inv_freq_);
   const bool recompute_now = cfg_.recompute_blocks && is_training() && at::GradMode::is_enabled();
+  Residual r{x, {}};
   for (size_t i = 0; i < layers_.size(); ++i) {
     LlamaLayer layer = layers_[i];
     // See Note [The last block is not recomputed].
-    x = units_.run(first_layer_unit_ + i, [&] {
-      if (recompute_now && i + 1 < layers_.size())
-        return recompute([layer, cos = cos,
-                          sin = sin](const at::Tensor& t) mutable { return layer->forward(t, cos, sin); },
-                         x, layer->parameters(), {});
-      return layer->forward(x, cos, sin);
-    });
+    r = run_block(
+        units_, first_layer_unit_ + i, std::move(r), recompute_now && i + 1 < layers_.size(), *layer,
+        [&](Residual in) { return layer->forward(std::move(in), cos, sin); },
+        [layer, cos = cos, sin = sin](const at::Tensor& t) mutable { return layer->forward(t, cos, sin); });
   }
-  const at::Tensor h = norm(x);
+  // The last layer's residual add joins the final norm's passes (Note [Residual add in the next norm]).
+  const at::Tensor h = norm->add_forward(r.x, r.branch).second;
+  r = {};  // not kept through the logits
   const at::Tensor logits = cfg_.tie_embeddings ? at::linear(h, embed_tokens->weight)
                                                 : units_.run(head_unit_, [&] { return linear(lm_head, h); });
   return real_vocab_logits(logits, cfg_.vocab_size);

@@ -36,6 +36,7 @@
 
 #include "models/model.h"
 #include "models/model_options.h"
+#include "models/residual.h"
 
 namespace ddptrain {
 
@@ -70,7 +71,8 @@ int64_t default_intermediate_size(int64_t n_embd);
 struct LlamaRmsNormImpl : torch::nn::Module {
   LlamaRmsNormImpl(int64_t dim, double eps, FusedNorm fused = FusedNorm::kOff);
   at::Tensor forward(const at::Tensor& x);
-  /// {h = x + branch, forward(h)}, in one pass each way where the norm is fused.
+  /// {h = x + branch, forward(h)}, in one pass each way where the norm is fused; an undefined
+  /// branch: {x, forward(x)}.
   std::pair<at::Tensor, at::Tensor> add_forward(const at::Tensor& x, const at::Tensor& branch);
   double eps;
   FusedNorm fused;
@@ -104,6 +106,10 @@ TORCH_MODULE(LlamaMlp);
 
 struct LlamaLayerImpl : torch::nn::Module {
   explicit LlamaLayerImpl(const LlamaConfig& c);
+  /// The stream after this layer, its last residual add left to the next norm (Note [Residual
+  /// add in the next norm]).
+  Residual forward(Residual in, const at::Tensor& cos, const at::Tensor& sin);
+  /// The same with the adds done: one tensor in and out (a recomputed layer's).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};

@@ -142,6 +142,11 @@ void ModelOptions::validate(const DataOptions& data) const {
     throw OptionError({{&gpt_activation, "gpt_activation"}, {&model, "model"}},
                       str("{0} applies to {1:gpt}; {1:", word(model), "} has no GELU to set: drop it"),
                       kModelOwner);
+  if (model != ModelKind::kGpt && fused_linear != defaults.fused_linear)
+    throw OptionError({{&fused_linear, "fused_linear"}, {&model, "model"}},
+                      str("{0} applies to {1:gpt} (its Linear layers and GELU); {1:", word(model),
+                          "} has none it fuses: drop it"),
+                      kModelOwner);
   if (!is_decoder_model(model) && fused_norm != defaults.fused_norm)
     throw OptionError({{&fused_norm, "fused_norm"}, {&model, "model"}},
                       str("{0} applies to {1:gpt} and {1:llama} (their LayerNorms and RMSNorms); {1:",

@@ -20,6 +20,10 @@ enum class AttentionBias { kNone, kQkv, kAll };
 // CUDA under autocast (where the kernels are built), on everywhere, off: ATen's (the default
 // until a GPU run has checked the kernels).
 enum class FusedNorm { kAuto, kOn, kOff };
+// gpt's Linear layers (Note [Linear epilogues in cuBLASLt], kernels/fused_linear.h): auto through
+// cuBLASLt's epilogues on CUDA in bf16/fp16 (where the kernels are built), off: ATen's (the
+// default until a GPU run has checked them).
+enum class FusedLinear { kAuto, kOff };
 
 inline const Choices<ModelKind>& model_choices() {
   static const Choices<ModelKind> c{{"mini_resnet", ModelKind::kMiniResnet},
@@ -58,6 +62,10 @@ inline const Choices<FusedNorm>& fused_norm_choices() {
       {"auto", FusedNorm::kAuto}, {"on", FusedNorm::kOn}, {"off", FusedNorm::kOff}};
   return c;
 }
+inline const Choices<FusedLinear>& fused_linear_choices() {
+  static const Choices<FusedLinear> c{{"auto", FusedLinear::kAuto}, {"off", FusedLinear::kOff}};
+  return c;
+}
 inline const char* word(ModelKind v) { return model_choices().word(v); }
 inline const char* word(GptPreset v) { return gpt_preset_choices().word(v); }
 inline const char* word(MemoryFormat v) { return memory_format_choices().word(v); }
@@ -65,6 +73,7 @@ inline const char* word(Recompute v) { return recompute_choices().word(v); }
 inline const char* word(GptActivation v) { return gpt_activation_choices().word(v); }
 inline const char* word(AttentionBias v) { return attention_bias_choices().word(v); }
 inline const char* word(FusedNorm v) { return fused_norm_choices().word(v); }
+inline const char* word(FusedLinear v) { return fused_linear_choices().word(v); }
 
 /// The models that read tokens: gpt and llama (sized by gpt_preset and the size fields).
 inline bool is_decoder_model(ModelKind m) { return m == ModelKind::kGpt || m == ModelKind::kLlama; }
@@ -84,6 +93,9 @@ struct ModelOptions {
   // gpt's LayerNorm, llama's RMSNorm into the autocast dtype (kernels/fused_layer_norm.h); off until a GPU
   // run has checked the CUDA kernels (docs/status.md), then auto.
   FusedNorm fused_norm = FusedNorm::kOff;
+  // gpt's Linear layers through cuBLASLt's epilogues (GELU, bias gradients: kernels/fused_linear.h); off
+  // until a GPU run has checked them (docs/status.md), then auto.
+  FusedLinear fused_linear = FusedLinear::kOff;
   // llama's own (a Hugging Face config's names in brackets):
   int n_kv_head = 0;                                    // key/value heads [num_key_value_heads] (0: n_head)
   int intermediate_size = 0;                            // the MLP's width (0: 8/3 n_embd rounded up to 64)

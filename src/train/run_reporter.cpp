@@ -6,6 +6,7 @@
 #include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
 #include "obs/memory.h"
+#include "train/deterministic.h"
 #include "train/optimizer.h"
 #include "train/step_report.h"
 
@@ -62,7 +63,8 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
                         {"buckets", ddp.num_buckets()},
                         {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
                         {"peak_flops_per_s", facts_.peak.flops_per_s},
-                        {"peak_source", facts_.peak.source}};
+                        {"peak_source", facts_.peak.source},
+                        {"deterministic_algorithms", deterministic_algorithms()}};
   if (state.resumed_from_world > 0) {  // Note [Resume at another world size]
     run["resumed_from_world"] = state.resumed_from_world;
     run["samples_left_in_epoch"] = state.samples_left_in_epoch;

@@ -8,8 +8,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <tuple>
 
+#include <ATen/SDPBackend.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -18,36 +20,26 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/free_port.h"
+#include "cuda_fixture.h"
 #include "data/datasets.h"
 #include "data/loader.h"
 #include "ddp/ddp.h"
 #include "dist/dist_context.h"
 #include "kernels/fused_cross_entropy.h"
-#include "kernels/fused_layer_norm.h"
-#include "kernels/fused_rotary.h"
 #include "models/gpt.h"
 #include "models/mini_resnet.h"
 #include "obs/kernel_trace.h"
 #include "obs/memory.h"
 #include "optim/fused_optimizers.h"
 #include "optim/grad_clip.h"
+#include "train/deterministic.h"
 #include "train/grad_scaler.h"
+#include "util/env.h"
 #include "util/torch_compat.h"
 
 using namespace ddptrain;
 
-namespace {
-
-class Cuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(torch::cuda::is_available()) << "no CUDA device: these tests need a GPU";
-  }
-};
-
-const at::Device kGpu(at::kCUDA, 0);
-
-}  // namespace
+using namespace ddptrain::testing_cuda;
 
 // The fused CUDA ops (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) give
 // the same scale, growth tracker, skipped steps and parameters as our CPU path.
@@ -143,6 +135,87 @@ TEST_F(Cuda, GptMatchesTheCpu) {
   m->to(kGpu);
   auto gpu = m->forward(tokens.to(kGpu)).cpu();
   EXPECT_TRUE(torch::allclose(cpu, gpu, 1e-3, 1e-4)) << (cpu - gpu).abs().max();
+}
+
+// Note [Deterministic GPU runs]: deterministic algorithms for one test, as --deterministic sets
+// them for a run, and back after it. LibTorch reads CUBLAS_WORKSPACE_CONFIG at the process's
+// first GEMM, so the binary must start with it (scripts/gpu-check.sh runs it so).
+class CudaDeterministic : public Cuda {
+ protected:
+  void SetUp() override {
+    Cuda::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    if (!env::get("CUBLAS_WORKSPACE_CONFIG"))
+      GTEST_SKIP() << "run this binary with CUBLAS_WORKSPACE_CONFIG=:4096:8 (scripts/gpu-check.sh does)";
+    use_deterministic_algorithms();
+  }
+  void TearDown() override {
+    at::globalContext().setDeterministicAlgorithms(false, false);
+    at::globalContext().setDeterministicCuDNN(false);
+  }
+};
+
+// The parameter gradients of one forward and backward of `m` on `x` under bf16 autocast.
+template <typename Module, typename Loss>
+std::vector<at::Tensor> bf16_grads(Module& m, const at::Tensor& x, Loss loss) {
+  m->zero_grad();
+  at::Tensor l;
+  {
+    compat::AutocastGuard autocast(at::kCUDA, at::kBFloat16, true);
+    l = loss(m->forward(x));
+  }
+  l.backward();
+  std::vector<at::Tensor> g;
+  for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
+  return g;
+}
+
+void expect_bitwise(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << what << ": parameter " << i;
+}
+
+// SDPA leaves cuDNN's attention (its backward is not deterministic) for flash attention at
+// GPT-2's attention shapes, and its backward repeats bitwise.
+TEST_F(CudaDeterministic, AttentionTakesFlashAndRepeatsBitwise) {
+  auto opts = torch::TensorOptions(kGpu).dtype(at::kBFloat16);
+  torch::manual_seed(11);
+  auto q = torch::randn({4, 12, 1024, 64}, opts), k = torch::randn_like(q), v = torch::randn_like(q);
+  const int64_t chosen = at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true);
+  EXPECT_EQ(chosen, static_cast<int64_t>(at::SDPBackend::flash_attention));
+  auto grads = [&] {
+    auto qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
+    auto y = compat::causal_attention(qg, kg, vg, 0.0);
+    y.backward(torch::ones_like(y));
+    return std::vector<at::Tensor>{qg.grad(), kg.grad(), vg.grad()};
+  };
+  expect_bitwise(grads(), grads(), "attention");
+}
+
+// GPT with ddptrain's CUDA kernels (the fused norms at a width they take, cuBLASLt's
+// epilogues, the fused loss) and MiniResNet (cuDNN's convolutions and batch norm) run under
+// deterministic algorithms without an error, and two backward passes give the same bits.
+TEST_F(CudaDeterministic, GptAndMiniResNetRepeatBitwise) {
+  GptConfig c = gpt_preset(GptPreset::kDebug);
+  c.n_embd = 128;  // the norm kernels' rows: a multiple of 128 (2 heads of 64)
+  c.gelu_tanh = true;
+  c.fused_norm = FusedNorm::kAuto;
+  c.fused_linear = FusedLinear::kAuto;
+  torch::manual_seed(12);
+  Gpt gpt(c);
+  gpt->to(kGpu);
+  auto tokens = torch::randint(0, 256, {8, 64}, torch::TensorOptions(kGpu).dtype(at::kLong));
+  auto lm_loss = [&](const at::Tensor& logits) {
+    return fused_cross_entropy(logits.reshape({-1, 256}), tokens.reshape({-1}));
+  };
+  expect_bitwise(bf16_grads(gpt, tokens, lm_loss), bf16_grads(gpt, tokens, lm_loss), "gpt");
+
+  MiniResNet net(MiniResNetOptions{3, 10, 0.25});
+  net->to(kGpu);
+  auto x = torch::randn({16, 3, 32, 32}, kGpu);
+  auto y = torch::randint(0, 10, {16}, torch::TensorOptions(kGpu).dtype(at::kLong));
+  auto cls_loss = [&](const at::Tensor& logits) { return torch::nn::functional::cross_entropy(logits, y); };
+  expect_bitwise(bf16_grads(net, x, cls_loss), bf16_grads(net, x, cls_loss), "mini_resnet");
 }
 
 // NCCL: a process group of one rank on the GPU all-reduces, broadcasts and runs DDP.
@@ -272,154 +345,4 @@ TEST_F(Cuda, KernelTraceRecordsGpuKernels) {
     if (e.value("cat", "") == "kernel") ++kernels;
   EXPECT_GE(kernels, 3) << "no GPU kernels in the trace";
   std::filesystem::remove(path);
-}
-
-// Note [Fused cross-entropy]: the CUDA kernels equal the CPU path (the reference the CPU tests
-// compare with eager) in loss and gradient: bf16 logits of a padded vocabulary's view (rows
-// 16-byte aligned: the kernels' vector loads), of an odd-width contiguous tensor (most rows
-// unaligned: element by element), and fp32.
-TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
-  ASSERT_TRUE(fused_cross_entropy_has_cuda())
-      << "this build has no CUDA kernels (nvcc not found at configure)";
-  struct Case {
-    at::ScalarType dtype;
-    int64_t width;  // the rows' length in memory; the vocabulary is 50257
-  };
-  for (const Case& c : {Case{at::kBFloat16, 50304}, Case{at::kBFloat16, 50257}, Case{at::kFloat, 50304}}) {
-    SCOPED_TRACE(std::string(c10::toString(c.dtype)) + " rows of " + std::to_string(c.width));
-    at::manual_seed(9);
-    const at::Tensor full = (at::randn({512, c.width}) * 3).to(c.dtype);
-    const at::Tensor targets = at::randint(0, 50257, {512}, at::kLong);
-    auto run = [&](at::Device dev) {
-      at::Tensor x = full.to(dev).clone().requires_grad_();
-      const auto [loss, hits] = fused_cross_entropy_and_hits(x.narrow(1, 0, 50257), targets.to(dev));
-      const int64_t count = hits.item<int64_t>();
-      loss.backward();
-      return std::make_tuple(loss.item<double>(), x.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat),
-                             count);
-    };
-    // Rows whose target is their largest logit (hits), some of them tied with a later one.
-    full.narrow(0, 0, 100).narrow(1, 777, 1).fill_(40);
-    full.narrow(0, 50, 50).narrow(1, 3333, 1).fill_(40);
-    targets.narrow(0, 0, 100).fill_(777);
-    const auto [cpu_loss, cpu_grad, cpu_hits] = run(at::kCPU);
-    const auto [gpu_loss, gpu_grad, gpu_hits] = run(kGpu);
-    EXPECT_EQ(gpu_hits, cpu_hits) << "the accuracy's count";
-    EXPECT_GE(cpu_hits, 100);
-    const double grad_max = cpu_grad.abs().max().item<double>();
-    std::printf(
-        "fused cross-entropy, CUDA vs CPU (%s, rows of %lld): loss %.9g vs %.9g, max |grad diff| %g of %g\n",
-        c10::toString(c.dtype), static_cast<long long>(c.width), gpu_loss, cpu_loss,
-        (gpu_grad - cpu_grad).abs().max().item<double>(), grad_max);
-    EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * cpu_loss);
-    // Stored in bf16, the gradients differ by its rounding; in fp32 by the fast exponential's.
-    EXPECT_LE((gpu_grad - cpu_grad).abs().max().item<double>(),
-              grad_max / (c.dtype == at::kFloat ? 1e4 : 64));
-  }
-}
-
-// Note [LayerNorm into the autocast dtype]: the CUDA kernels equal the CPU path (ATen's
-// LayerNorm and the cast) within fp32 rounding: the bf16 output within one bf16 rounding, dx,
-// dweight and dbias within 1e-4 of their largest values (the weight and bias gradients sum
-// 4096 rows in another order), for rows of 768 (GPT-2), 1024 (the largest the kernels take)
-// and 384, and rows of 100 fall back to ATen's ops on the GPU. Twice the same backward gives
-// bitwise the same gradients (the partial sums are added in a fixed order).
-namespace {
-
-// layer_norm_to (rms: rms_norm_to; add: add_layer_norm_to or add_rms_norm_to, whose sum h is
-// used on and has a gradient of its own) on the GPU against its CPU path: outputs within bf16's
-// rounding, gradients within 1e-4 of their largest value, and the same bits on a second run.
-void fused_norm_kernels_match_the_cpu_path(bool rms, bool add) {
-  ASSERT_TRUE(fused_layer_norm_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
-  const std::string op = std::string(add ? "add_" : "") + (rms ? "rms_norm_to" : "layer_norm_to");
-  for (int64_t C : {768, 1024, 384, 100}) {
-    SCOPED_TRACE(op + ", rows of " + std::to_string(C));
-    at::manual_seed(11);
-    const at::Tensor x0 = at::randn({4096, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
-    const at::Tensor branch0 = at::randn({4096, C}).to(at::kBFloat16), dh = at::randn({4096, C}) * 0.1;
-    const at::Tensor dy = at::randn({4096, C}).to(at::kBFloat16);
-    auto run = [&](at::Device dev) {
-      std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_()};
-      if (!rms) in.push_back(b0.to(dev).requires_grad_());
-      if (add) in.push_back(branch0.to(dev).requires_grad_());
-      at::Tensor h, y;
-      if (add)
-        std::tie(h, y) = rms ? add_rms_norm_to(in[0], in.back(), in[1], 1e-6, at::kBFloat16)
-                             : add_layer_norm_to(in[0], in.back(), in[1], in[2], 1e-5, at::kBFloat16);
-      else
-        y = rms ? rms_norm_to(in[0], in[1], 1e-6, at::kBFloat16)
-                : layer_norm_to(in[0], in[1], in[2], 1e-5, at::kBFloat16);
-      if (dev.is_cuda() && C % 128 == 0) {  // rows the kernels take: they ran, not ATen's ops
-        const std::string fn = y.grad_fn()->name();
-        EXPECT_NE(fn.find(add ? "AddNormTo" : rms ? "RmsNormTo" : "LayerNormTo"), std::string::npos) << fn;
-      }
-      torch::autograd::backward(
-          add ? std::vector<at::Tensor>{y, h} : std::vector<at::Tensor>{y},
-          add ? std::vector<at::Tensor>{dy.to(dev), dh.to(dev)} : std::vector<at::Tensor>{dy.to(dev)});
-      std::vector<at::Tensor> out{y.to(at::kCPU, at::kFloat)};
-      for (const auto& t : in) out.push_back(t.grad().to(at::kCPU, at::kFloat));
-      if (add) out.push_back(h.to(at::kCPU));
-      return out;
-    };
-    const auto cpu = run(at::kCPU), gpu = run(kGpu), again = run(kGpu);
-    std::vector<std::string> names{"y", "dx", "dweight"};
-    if (!rms) names.push_back("dbias");
-    if (add) names.insert(names.end(), {"dbranch", "h"});
-    ASSERT_EQ(names.size(), cpu.size());
-    if (add) {
-      EXPECT_TRUE(at::equal(gpu.back(), cpu.back())) << "the sum h: fp32 adds, the same bits";
-    }
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      const double top = cpu[i].abs().max().item<double>(),
-                   diff = (gpu[i] - cpu[i]).abs().max().item<double>();
-      std::printf("%s rows of %lld, CUDA vs CPU: %s max |diff| %g of %g\n", op.c_str(),
-                  static_cast<long long>(C), names[i].c_str(), diff, top);
-      // y and the branch's gradient are bf16: within its rounding (a dx rounding the other way).
-      EXPECT_LE(diff, names[i] == "y" || names[i] == "dbranch" ? top / 128 : 1e-4 * top) << names[i];
-      EXPECT_TRUE(at::equal(gpu[i], again[i])) << names[i] << " differs between two runs";
-    }
-  }
-}
-
-}  // namespace
-
-TEST_F(Cuda, FusedLayerNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(false, false); }
-
-TEST_F(Cuda, FusedRmsNormKernelsMatchTheCpuPath) { fused_norm_kernels_match_the_cpu_path(true, false); }
-
-TEST_F(Cuda, FusedAddAndNormKernelsMatchTheCpuPath) {
-  fused_norm_kernels_match_the_cpu_path(false, true);
-  fused_norm_kernels_match_the_cpu_path(true, true);
-}
-
-// Note [Rotary in one pass]: the kernel rounds each product and sum as the ATen ops do, so on
-// a query laid out as Llama's (a transposed view into the stacked q/k/v output) its output and
-// its gradient are bitwise the CPU's ATen ops, in bf16, fp16 and fp32.
-TEST_F(Cuda, FusedRotaryIsBitwiseTheAtenOps) {
-  ASSERT_TRUE(fused_rotary_has_cuda()) << "this build has no CUDA kernels (nvcc not found at configure)";
-  const int64_t B = 3, T = 37, H = 4, D = 64;
-  at::manual_seed(12);
-  const at::Tensor inv_freq = 1.0 / at::pow(10000.0, at::arange(0, D, 2, at::kFloat) / D);
-  const at::Tensor freqs = at::outer(at::arange(T, at::kFloat), inv_freq), emb = at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos(), sin = emb.sin();
-  for (at::ScalarType t : {at::kBFloat16, at::kHalf, at::kFloat}) {
-    SCOPED_TRACE(c10::toString(t));
-    const at::Tensor qkv = (at::randn({B, T, 3 * H * D}) * 3).to(t), dy = at::randn({B, H, T, D}).to(t);
-    auto run = [&](at::Device dev) {
-      const at::Tensor leaf = qkv.to(dev).requires_grad_();
-      const at::Tensor q = leaf.narrow(-1, H * D, H * D).view({B, T, H, D}).transpose(1, 2);
-      const at::Tensor y = rotary(q, cos.to(dev), sin.to(dev));
-      if (dev.is_cuda()) {  // the kernel ran, not ATen's ops
-        EXPECT_NE(std::string(y.grad_fn()->name()).find("RotaryCuda"), std::string::npos)
-            << y.grad_fn()->name();
-      }
-      y.backward(dy.to(dev));
-      return std::pair{y.cpu(), leaf.grad().cpu()};
-    };
-    const auto [y_cpu, g_cpu] = run(at::kCPU);
-    const auto [y_gpu, g_gpu] = run(kGpu);
-    EXPECT_EQ(y_gpu.scalar_type(), t);
-    EXPECT_TRUE(at::equal(y_gpu, y_cpu)) << "max |diff| " << (y_gpu - y_cpu).abs().max().item<double>();
-    EXPECT_TRUE(at::equal(g_gpu, g_cpu)) << "max |diff| " << (g_gpu - g_cpu).abs().max().item<double>();
-  }
 }

@@ -119,3 +119,40 @@ TEST(E2E, AutoPrecisionIsMeasuredAndKeptByAResume) {
             std::string::npos)
       << kept;
 }
+
+// --deterministic (Note [Deterministic GPU runs]) asks LibTorch for deterministic algorithms:
+// the run record says so, and on the CPU, where every run repeats bitwise anyway, it changes
+// nothing (GPT, with SDPA, and MiniResNet, with its global pool). A CUBLAS_WORKSPACE_CONFIG of
+// the user's with which cuBLAS does not repeat is refused before anything runs.
+TEST(E2E, DeterministicIsRecordedAndChangesNothingOnCpu) {
+  std::vector<std::string> steps = {"--max_steps", "6", "--log_interval", "2", "--eval_every", "0"};
+  auto gpt = [&](const std::string& name, std::vector<std::string> extra) {
+    const std::string dir = fresh_dir(name);
+    extra.insert(extra.end(), steps.begin(), steps.end());
+    extra.insert(extra.end(), {"--metrics_file", dir + "/m.jsonl"});
+    std::vector<std::string> argv = {binary()};
+    for (const auto& a : gpt_text_train(dir, extra)) argv.push_back(a);
+    ProcResult r = run(argv, {}, 300);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return dir + "/m.jsonl";
+  };
+  const std::string plain = gpt("det_off", {}), det = gpt("det_on", {"--deterministic"});
+  EXPECT_EQ(run_record(plain).at("deterministic_algorithms"), false);
+  EXPECT_EQ(run_record(det).at("deterministic_algorithms"), true);
+  const auto plain_losses = step_values(plain, "loss"), det_losses = step_values(det, "loss");
+  ASSERT_EQ(plain_losses.size(), 3u);
+  EXPECT_EQ(plain_losses, det_losses) << "--deterministic changed a CPU run";
+
+  const std::string dir = fresh_dir("det_resnet");
+  std::vector<std::string> resnet = {binary()};
+  for (const auto& a :
+       tiny_train(dir, {"--epochs", "1", "--deterministic", "--metrics_file", dir + "/m.jsonl"}))
+    resnet.push_back(a);
+  ProcResult r = run(resnet, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(run_record(dir + "/m.jsonl").at("deterministic_algorithms"), true);
+
+  ProcResult bad = run(resnet, {{"CUBLAS_WORKSPACE_CONFIG", ":0:0"}}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("CUBLAS_WORKSPACE_CONFIG=':0:0'"), std::string::npos) << bad.output;
+}

@@ -138,6 +138,10 @@ def main():
         epoch += 1
     if rank == 0:
         torch.save(ddptrain_names(model), a.out_pt)
+    # Every rank past its last use of the group (rank 0's save included) before any tears it down:
+    # a rank destroying its Gloo group while a peer is still in it aborted once at exit
+    # ("terminate called without an active exception", torch 2.15).
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -63,6 +63,10 @@ def main():
             print(f"python samples/s: {rate:.1f}", flush=True)
     if rank == 0:
         torch.save(model.module.state_dict(), a.out_pt)
+    # Every rank past its last use of the group (rank 0's save included) before any tears it down:
+    # a rank destroying its Gloo group while a peer is still in it aborted once at exit
+    # ("terminate called without an active exception", torch 2.15).
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -444,3 +444,46 @@ TEST(Staging, AnAsynchronousCollectiveRefusesATensorTheBackendDoesNotTake) {
     }
   });
 }
+
+#include "data/data_options.h"
+#include "ddp/fully_sharded.h"
+#include "models/build_model.h"
+
+// Note [Units]: a unit whose backward reads none of its parameters (Llama's untied embedding:
+// the lookup's gradient needs the indices and the output's gradient only) is gathered for its
+// forward and not again (nor ahead) for its backward: ZeRO-3 issues one all-gather fewer per
+// step, and the gradients are the unsharded model's, bit for bit.
+TEST(DdpThreads, StageThreeGathersAnEmbeddingUnitForItsForwardOnly) {
+  ModelOptions o;
+  o.model = ModelKind::kLlama;
+  o.gpt_preset = GptPreset::kDebug;
+  o.vocab_size = 64;
+  at::manual_seed(31);
+  const at::Tensor tokens = at::randint(0, 64, {2, 16}, at::kLong);
+  auto loss_of = [](const at::Tensor& logits) { return (logits * logits).mean(); };
+  torch::manual_seed(3);
+  auto ref = build_model(o, DatasetShape{});
+  loss_of(ref->forward(tokens)).backward();
+  std::vector<std::shared_ptr<Model>> models;  // built here: the ranks' threads share one generator
+  for (int r = 0; r < 2; ++r) {
+    torch::manual_seed(3);
+    models.push_back(build_model(o, DatasetShape{}));
+  }
+  run_ranks(2, [&](const DistContext& ctx) {
+    const std::shared_ptr<Model>& m = models[static_cast<size_t>(ctx.rank())];
+    const size_t units = m->units().size();
+    ASSERT_GE(units, 3u) << "embedding, layers and lm_head: an untied Llama";
+    ASSERT_FALSE(m->units().backward_reads_parameters(0)) << m->units().name(0);
+    const std::vector<at::Tensor> params = m->parameters();
+    FullyShardedParams sharded(params, unit_buckets(params, &m->units()), &m->units(), ctx);
+    const at::Tensor logits = sharded.forward([&](const at::Tensor& t) { return m->forward(t); }, tokens);
+    EXPECT_EQ(sharded.gathers_issued(), static_cast<int64_t>(units) + 1) << "forward: each unit and the root";
+    loss_of(logits).backward();
+    EXPECT_EQ(sharded.gathers_issued(), 2 * static_cast<int64_t>(units))
+        << "backward: every unit again but the embedding (" << units << " units)";
+    const std::vector<at::Tensor> want = ref->parameters();
+    ASSERT_EQ(params.size(), want.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(at::equal(params[i].grad(), want[i].grad())) << "parameter " << i;
+  });
+}

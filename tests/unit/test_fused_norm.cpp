@@ -175,6 +175,67 @@ TEST(FusedNorm, LlamaTrainsBitwiseAsWithItsOwnRmsNormUnderAutocast) {
   });
 }
 
+namespace {
+
+// The dtypes of each unit's outputs, as a sharder sees them (ddp/units.h).
+class OutputsPerUnit : public UnitHooks {
+ public:
+  void before_forward(size_t) override {}
+  void after_forward(size_t unit, const std::vector<at::Tensor>& outputs) override {
+    if (seen.size() <= unit) seen.resize(unit + 1);
+    for (const auto& t : outputs) seen[unit].push_back(t.scalar_type());
+  }
+  std::vector<std::vector<at::ScalarType>> seen;
+};
+
+}  // namespace
+
+// Note [Residual add in the next norm]: under --fused_norm a GPT block (a Llama layer) hands
+// the next its stream with the last residual add undone, {x in fp32, the MLP's branch in the
+// autocast dtype}, and a sharder's hooks see both tensors; a recomputed block hands one, the
+// sum (the last block is never recomputed). The logits are bitwise those of --fused_norm off,
+// where the next norm does the add in ATen's ops (FusedNorm.*TrainsBitwise* above: the
+// gradients too; HfGpt2.* and HfLlama.* compare the whole model's logits with transformers').
+TEST(FusedNorm, EachBlockLeavesItsResidualAddToTheNextNorm) {
+  using Dtypes = std::vector<at::ScalarType>;
+  const Dtypes pending{at::kFloat, at::kBFloat16}, summed{at::kFloat};
+  for (ModelKind kind : {ModelKind::kGpt, ModelKind::kLlama}) {
+    for (Recompute recompute : {Recompute::kNone, Recompute::kBlocks}) {
+      SCOPED_TRACE(ddptrain::str(word(kind), recompute == Recompute::kBlocks ? " recomputed" : ""));
+      ModelOptions o;
+      o.model = kind;
+      o.gpt_preset = GptPreset::kDebug;
+      o.vocab_size = 100;
+      o.activation_checkpointing = recompute;
+      at::manual_seed(3);
+      const at::Tensor tokens = at::randint(0, 100, {2, 16}, at::kLong);
+      std::vector<at::Tensor> logits;
+      std::vector<Dtypes> blocks;
+      for (FusedNorm fused : {FusedNorm::kOn, FusedNorm::kOff}) {
+        o.fused_norm = fused;
+        torch::manual_seed(4);
+        auto m = build_model(o, DatasetShape{});
+        OutputsPerUnit hooks;
+        m->units().set_hooks(&hooks);
+        {
+          compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
+          logits.push_back(m->forward(tokens));
+        }
+        m->units().set_hooks(nullptr);
+        if (fused == FusedNorm::kOff) continue;
+        for (size_t u = 0; u < hooks.seen.size(); ++u) {
+          const std::string& name = m->units().name(u);
+          if (name.rfind("h.", 0) == 0 || name.rfind("layers.", 0) == 0) blocks.push_back(hooks.seen[u]);
+        }
+      }
+      ASSERT_EQ(blocks.size(), 2u);
+      EXPECT_EQ(blocks[0], recompute == Recompute::kBlocks ? summed : pending);
+      EXPECT_EQ(blocks[1], pending);
+      EXPECT_TRUE(at::equal(logits[0], logits[1]));
+    }
+  }
+}
+
 TEST(FusedNorm, BadInputsAreNamed) {
   const at::Tensor w = at::ones({8}), b = at::zeros({8});
   EXPECT_THROW(layer_norm_to(at::ones({2, 8}, at::kBFloat16), w, b, 1e-5, at::kBFloat16), std::exception);

@@ -11,6 +11,7 @@
 #include <torch/nn/functional/loss.h>
 
 #include "config/train_config.h"
+#include "kernels/fused_swiglu.h"
 #include "models/build_model.h"
 #include "models/hf_llama.h"
 #include "models/llama.h"
@@ -193,4 +194,26 @@ TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
   const std::string gpt = train_error({"--model", "gpt", "--dataset", "tokens", "--n_kv_head", "1"});
   EXPECT_NE(gpt.find("apply to --model llama; --model gpt has none"), std::string::npos) << gpt;
   EXPECT_NE(train_error({"--model", "llama"}).find("--model llama reads tokens"), std::string::npos);
+}
+
+// Note [SwiGLU in one pass]: off CUDA swiglu is ATen's ops on the halves, gate's columns first
+// (forward and backward bitwise silu(gate) * up), and a width that does not split is named.
+TEST(FusedSwiglu, TheCpuPathIsSiluOfTheFirstHalfTimesTheSecond) {
+  at::manual_seed(17);
+  const at::Tensor gu0 = at::randn({3, 5, 2 * 24}) * 2, dy = at::randn({3, 5, 24});
+  const at::Tensor gu = gu0.clone().requires_grad_(), ref = gu0.clone().requires_grad_();
+  const at::Tensor y = swiglu(gu);
+  const at::Tensor r = at::silu(ref.narrow(-1, 0, 24)) * ref.narrow(-1, 24, 24);
+  EXPECT_TRUE(at::equal(y, r));
+  EXPECT_FALSE(at::equal(y, at::silu(gu0.narrow(-1, 24, 24)) * gu0.narrow(-1, 0, 24)))
+      << "the halves' order shows";
+  y.backward(dy);
+  r.backward(dy);
+  EXPECT_TRUE(at::equal(gu.grad(), ref.grad()));
+  try {
+    swiglu(at::randn({2, 7}));
+    FAIL() << "an odd width was split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 x the MLP's width"), std::string::npos) << e.what();
+  }
 }
