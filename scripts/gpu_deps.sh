@@ -60,9 +60,17 @@ if [ "${1:-}" = --binary ]; then
     { echo "gpu_deps: the build in $gpu_build failed (run make build-2.11)" >&2; exit 1; }
   mkdir -p "$d/bin"
   cp "$gpu_build/ddptrain" "$gpu_build/ddptrain_cuda_tests" "$d/bin/"
+  # Without their debug sections (24 MiB each at RelWithDebInfo; the symbols stay, so a
+  # backtrace still names functions): the device tool carries 64 MiB in all.
+  strip --strip-debug "$d/bin/ddptrain" "$d/bin/ddptrain_cuda_tests"
   "$py" -c 'import torch; print(torch.__version__)' > "$d/bin/torch_version"
   echo "gpu_deps: ddptrain and ddptrain_cuda_tests built against torch $(cat "$d/bin/torch_version") in $d/bin"
 fi
 # The configs fall back to /usr when they find themselves there; elsewhere they compute the
 # prefix from their own location, which is what we want.
 du -sh "$d" | sed 's/^/gpu_deps: /'
+# The device tool carries at most 64 MiB (all carried paths together): refuse a folder that
+# would not arrive whole.
+bytes=$(du -sb "$d" | cut -f1)
+[ "$bytes" -le $((64 << 20)) ] ||
+  { echo "gpu_deps: $d is $((bytes >> 20)) MiB, over the device tool's 64 MiB carry limit" >&2; exit 1; }
