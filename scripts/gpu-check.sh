@@ -151,9 +151,11 @@ if [ -n "${GPU_CHECK_DRY:-}" ]; then
   # script, the profile table and the report are tested before a GPU's minutes are spent.
   BIN=${GPU_CHECK_BIN:-build}
   echo "$BIN (rehearsal on CPU)" > "$LOGS/binary.txt"
-  # The CUDA tests' stand-in: two CPU tests through the same gtest JSON the report reads.
-  stage cuda_tests 60 "$BIN/ddptrain_tests" --gtest_filter='FusedNorm.TheCpuPathIsLayerNormThenTheCast:FusedNorm.BadInputsAreNamed' \
-    --gtest_output="json:$LOGS/cuda_tests.json"
+  # The CUDA tests' stand-ins: CPU tests in the same three groups, through the same gtest JSON.
+  TESTS=$BIN/ddptrain_tests
+  NORM_TESTS=FusedNorm.TheCpuPathIsLayerNormThenTheCast
+  LINEAR_TESTS=FusedLinear.TheDescriptionsComputeTheirRowMajorProducts
+  OTHER_TESTS=FusedNorm.BadInputsAreNamed
 else
   stage preflight 60 preflight || finish
   stage machine 60 machine || finish
@@ -168,13 +170,28 @@ else
     stage build 900 configure_and_build || finish
   fi
   echo "$BIN" > "$LOGS/binary.txt"
-  # cuBLAS's reproducible workspace for the whole binary: LibTorch reads it at the first GEMM, and
-  # CudaDeterministic.* runs under deterministic algorithms (Note [Deterministic GPU runs]).
-  # Each test's result goes into the report (cuda_tests: passed, failed with the first failure,
-  # skipped), from gtest's JSON.
-  CUBLAS_WORKSPACE_CONFIG=:4096:8 stage cuda_tests 180 "$BIN/ddptrain_cuda_tests" \
-    --gtest_output="json:$LOGS/cuda_tests.json"
+  TESTS=$BIN/ddptrain_cuda_tests
+  NORM_TESTS='Cuda.Fused*Norm*'
+  LINEAR_TESTS='Cuda.LinearEpilogues*:Cuda.GptMlpAndLinearThroughEpilogues*'
+  OTHER_TESTS="-$NORM_TESTS:$LINEAR_TESTS"
 fi
+# The CUDA tests in three groups, each lever's own and the rest (Note [Levers the CUDA tests
+# vouch for], scripts/cuda_levers.py): a crash takes down one group's JSON, not all of them.
+# cuBLAS's reproducible workspace for the whole binary: LibTorch reads it at the first GEMM, and
+# CudaDeterministic.* runs under deterministic algorithms (Note [Deterministic GPU runs]).
+# Each test's result goes into the report (cuda_tests: passed, failed with the first failure,
+# skipped), from gtest's JSON.
+cuda_tests() {
+  local group=$1 limit=$2 filter=$3
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 stage "cuda_tests_$group" "$limit" "$TESTS" --gtest_filter="$filter" \
+    --gtest_output="json:$LOGS/cuda_tests_$group.json"
+}
+cuda_tests norm 60 "$NORM_TESTS"
+cuda_tests linear 60 "$LINEAR_TESTS"
+cuda_tests other 150 "$OTHER_TESTS"
+# The levers whose tests passed here; the others run off (LOGS/levers.json says why).
+read -r FUSED_NORM FUSED_LINEAR < <("$PY" "$(dirname "$0")/cuda_levers.py" "$LOGS" || echo off off)
+say "levers the CUDA tests vouch for: --fused_norm $FUSED_NORM --fused_linear $FUSED_LINEAR"
 
 port=29600
 BACKEND=nccl
@@ -201,8 +218,9 @@ python_ddp() {
 # kernel trace of 3 steps -> the table of GPU time by kind of work), PyTorch's nanoGPT-style
 # module eager and torch.compile (bench/nanogpt.py) interleaved with ddptrain's runs, and the
 # levers one at a time against their "before" (--vocab_multiple 1, --fused_optimizer off,
-# --fused_loss off, --fused_norm off, --fused_linear off; --fused_norm auto and --fused_linear
-# auto are passed while their defaults are off). GELU in GPT-2's own tanh form on both sides
+# --fused_loss off, --fused_norm off, --fused_linear off; while their defaults are off,
+# --fused_norm and --fused_linear are passed as auto where their CUDA tests passed above).
+# GELU in GPT-2's own tanh form on both sides
 # (cuBLASLt's GELU epilogue is that form: Note [Linear epilogues in cuBLASLt]).
 if [ -n "${GPU_CHECK_DRY:-}" ]; then
   gpt=(--model gpt --gpt_preset debug --dataset tokens --dataset_size 2000 --batch_size 4 --amp_dtype bf16
@@ -215,14 +233,14 @@ else
   pyargs=(--preset gpt2-124m --device cuda --block_size 1024 --batch_size 64 --steps 20 --warmup 10 --gelu tanh)
 fi
 # GPT's own flags (Llama takes the shared ones: "${gpt[@]:2}").
-gpt_own=(--gpt_activation gelu_tanh --fused_linear auto)
+gpt_own=(--gpt_activation gelu_tanh --fused_linear "$FUSED_LINEAR")
 # pytorch NAME ARGS...: bench/nanogpt.py, its JSON line in LOGS/NAME.log.
 pytorch() {
   local name=$1 limit=${PY_LIMIT_S:-120}
   shift
   stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
 }
-TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --enable_profiling
+TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --enable_profiling
 if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
   stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
     --out "$LOGS/profile_table.json"
@@ -234,23 +252,23 @@ else
   FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
 fi
 pytorch py_eager_1
-TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
-TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
-TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --fused_norm auto --vocab_multiple 64
-TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 1
-TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --fused_optimizer off
-TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 --fused_loss off
+TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
+TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 1
+TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --fused_optimizer off
+TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --fused_loss off
 TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" "${gpt_own[@]}" --vocab_multiple 64 --fused_norm off
-TRAIN_LIMIT_S=120 train gpt_aten_linear "${gpt[@]}" --gpt_activation gelu_tanh --fused_norm auto --vocab_multiple 64 \
+TRAIN_LIMIT_S=120 train gpt_aten_linear "${gpt[@]}" --gpt_activation gelu_tanh --fused_norm "$FUSED_NORM" --vocab_multiple 64 \
   --fused_linear off
 # Note [Deterministic GPU runs]: what --deterministic costs, and whether a run repeats bitwise
 # with it (gpt_deterministic_1 and _2) and without (gpt_padded_1 and _2): the report's
 # deterministic_cost and repeats_bitwise.
 for i in 1 2; do
-  TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm auto --vocab_multiple 64 \
+  TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 \
     --deterministic
 done
 [ -n "${GPU_CHECK_DRY:-}" ] && finish

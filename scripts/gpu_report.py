@@ -84,14 +84,21 @@ except Exception as e:  # a report without the GPU facts beats no report
 
 
 def cuda_tests():
-    """Each CUDA test's result, from gtest's JSON (--gtest_output): which passed, which failed
-    (with the first failure's message), which were skipped."""
-    path = os.path.join(logs, "cuda_tests.json")
-    if not os.path.exists(path):
-        rep["missing"].append("cuda_tests.json")
-        return None
+    """Each CUDA test's result, from gtest's JSON (--gtest_output) of each group (Note [Levers
+    the CUDA tests vouch for]): which passed, which failed (with the first failure's message),
+    which were skipped; a group whose JSON is missing (its binary crashed or timed out) is
+    named in `missing`."""
     out = {"passed": [], "failed": {}, "skipped": []}
-    for suite in json.load(open(path)).get("testsuites", []):
+    suites = []
+    for group in ("norm", "linear", "other"):
+        path = os.path.join(logs, f"cuda_tests_{group}.json")
+        if not os.path.exists(path):
+            rep["missing"].append(os.path.basename(path))
+            continue
+        suites += json.load(open(path)).get("testsuites", [])
+    if not suites:
+        return None
+    for suite in suites:
         for t in suite.get("testsuite", []):
             name = f"{suite['name']}.{t['name']}"
             if t.get("failures"):
@@ -104,6 +111,9 @@ def cuda_tests():
 
 
 rep["cuda_tests"] = cuda_tests()
+# The levers the GPT and Llama runs took (auto where their CUDA tests passed), and why.
+levers_path = os.path.join(logs, "levers.json")
+rep["levers_used"] = json.load(open(levers_path)) if os.path.exists(levers_path) else None
 rep["measured_matmul_tflops"] = {k: v / 1e12 for k, v in measured.items()}
 resnet = {p: summary("resnet_" + p, measured) for p in ("fp32", "bf16", "fp16", "bf16_contiguous", "bf16_recompute")}
 rep["mini_resnet_w1_b256"] = resnet

@@ -32,8 +32,12 @@ report = json.load(open(os.path.join(out, "gpu_report.json")))
 if report["failed_stages"]:
     failures.append(f"failed stages: {report['failed_stages']}")
 tests = report.get("cuda_tests") or {}
-if len(tests.get("passed", [])) != 2 or tests.get("failed") or tests.get("skipped"):
-    failures.append(f"report: cuda_tests (two CPU tests standing in) is {tests!r}")
+if len(tests.get("passed", [])) != 3 or tests.get("failed") or tests.get("skipped"):
+    failures.append(f"report: cuda_tests (three CPU tests standing in, one per group) is {tests!r}")
+# Both levers' stand-in groups passed, so the runs took both (Note [Levers the CUDA tests vouch for]).
+levers = report.get("levers_used") or {}
+if {k: (v or {}).get("value") for k, v in levers.items()} != {"fused_norm": "auto", "fused_linear": "auto"}:
+    failures.append(f"report: levers_used is {levers!r}")
 gpt = report.get("gpt2_124m_bf16_b64_block1024", {})
 for key in ("ddptrain_tokens_per_s_median", "pytorch_eager_tokens_per_s_median", "ratio_over_pytorch_eager",
             "ratio_over_pytorch_compile", "lever_vocab_multiple_64_over_1", "lever_fused_optimizer_over_loop",
@@ -66,6 +70,29 @@ for c in ("gemm", "attention", "normalisation"):
         failures.append(f"profile table: no {c} time ({cats})")
 if len(profile.get("top", [])) != 15:
     failures.append(f"profile table: {len(profile.get('top', []))} top operations, not 15")
+
+
+# scripts/cuda_levers.py alone: a group vouches for its lever only when its JSON is there, a test
+# passed and none failed.
+def gtest_json(results):
+    return {"testsuites": [{"name": "Cuda", "testsuite": [dict({"name": n}, **r) for n, r in results.items()]}]}
+
+
+ok, bad, skipped = {"result": "COMPLETED"}, {"result": "COMPLETED", "failures": [{"failure": "x"}]}, \
+    {"result": "SKIPPED"}
+for groups, want in [({"norm": {"A": ok}, "linear": {"B": ok, "C": ok}}, "auto auto"),
+                     ({"norm": {"A": ok, "D": bad}, "linear": {"B": ok}}, "off auto"),
+                     ({"norm": {"A": ok}}, "auto off"),  # linear's binary crashed: no JSON
+                     ({"norm": {"A": skipped}, "linear": {}}, "off off")]:
+    logs = tempfile.mkdtemp(prefix="cuda_levers_")
+    for group, results in groups.items():
+        json.dump(gtest_json(results), open(os.path.join(logs, f"cuda_tests_{group}.json"), "w"))
+    got = subprocess.run([python, os.path.join(src, "scripts/cuda_levers.py"), logs], capture_output=True,
+                         text=True).stdout.strip()
+    why = json.load(open(os.path.join(logs, "levers.json")))
+    if got != want or any(not v.get("why") for v in why.values()):
+        failures.append(f"cuda_levers.py on {groups!r}: {got!r} (want {want!r}), {why!r}")
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)

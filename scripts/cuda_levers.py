@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Note [Levers the CUDA tests vouch for]: the GPU check's GPT and Llama runs take a lever whose
+defaults are still off (--fused_norm, --fused_linear: kernels no GPU had run when they landed)
+only where that lever's CUDA tests passed in this very check. Each lever's tests run as a group
+of their own (scripts/gpu-check.sh: LOGS/cuda_tests_<group>.json, gtest's JSON), so a kernel
+that crashes the test binary takes its own lever down, not the other's, and the runs measure
+the rest instead of failing one after another. A group vouches for its lever when its JSON is
+there (gtest writes it only when the binary finishes), at least one test passed and none
+failed; otherwise the runs take `off` and LOGS/levers.json (the report's levers_used) says why.
+
+usage: cuda_levers.py LOGS  -> prints "<fused_norm> <fused_linear>" (auto or off) on one line
+"""
+import json
+import os
+import sys
+
+LEVERS = {"fused_norm": "norm", "fused_linear": "linear"}  # flag -> its test group
+
+
+def verdict(logs, group):
+    """(value, why) for the lever whose tests are `group`."""
+    path = os.path.join(logs, f"cuda_tests_{group}.json")
+    if not os.path.exists(path):
+        return "off", f"no {os.path.basename(path)}: its tests did not finish (a crash or a time-out: see its log)"
+    try:
+        suites = json.load(open(path)).get("testsuites", [])
+    except (OSError, ValueError) as e:
+        return "off", f"{os.path.basename(path)} is unreadable: {e}"
+    passed, failed = [], []
+    for suite in suites:
+        for t in suite.get("testsuite", []):
+            name = f"{suite.get('name')}.{t.get('name')}"
+            if t.get("failures"):
+                failed.append(name)
+            elif t.get("result") != "SKIPPED" and t.get("status") != "NOTRUN":
+                passed.append(name)
+    if failed:
+        return "off", "failed: " + ", ".join(failed)
+    if not passed:
+        return "off", "none of its tests ran (all skipped, or the filter matched none)"
+    return "auto", "passed: " + ", ".join(passed)
+
+
+def main():
+    logs = sys.argv[1]
+    chosen = {flag: dict(zip(("value", "why"), verdict(logs, group))) for flag, group in LEVERS.items()}
+    with open(os.path.join(logs, "levers.json"), "w") as f:
+        json.dump(chosen, f, indent=2)
+    print(" ".join(chosen[flag]["value"] for flag in LEVERS))
+
+
+if __name__ == "__main__":
+    main()
