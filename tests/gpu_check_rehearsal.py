@@ -55,6 +55,17 @@ if repeated.get("deterministic") is not True or not isinstance(repeated.get("def
     failures.append(f"report: repeats_bitwise is {repeated!r}, the first difference {parted!r}")
 elif repeated["default"] is False:
     print(f"note: the default runs did not repeat bitwise on this CPU: {parted!r}")
+# What this CPU said, for CI's log (.ci/run prints it at the end; ctest shows a passing test's
+# output to nobody): which CPU, whether runs repeated, and where they parted.
+cpu = {}
+for line in open("/proc/cpuinfo"):
+    key, _, value = line.partition(":")
+    if key.strip() in ("model name", "flags") and key.strip() not in cpu:
+        cpu[key.strip()] = value.strip()
+json.dump({"cpu": cpu.get("model name"),
+           "cpu_flags": sorted(f for f in cpu.get("flags", "").split() if f.startswith(("amx", "avx512_bf16"))),
+           "repeats_bitwise": repeated, "first_difference": parted},
+          open(os.path.join(build, "rehearsal_repeats.json"), "w"))
 llama = report.get("llama_124m_bf16_b64_block1024", {})
 if not ((llama.get("ddptrain") or {}).get("tokens_per_s") or 0) > 0:
     failures.append(f"report: the Llama run is {llama.get('ddptrain')!r}")
