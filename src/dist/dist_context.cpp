@@ -8,7 +8,6 @@
 #include "dist/backend_factory.h"
 #include "dist/device_checking_backend.h"
 #include "dist/flight_watchdog.h"
-#include "util/env.h"
 #include "util/error.h"
 
 #ifdef USE_CUDA
@@ -21,8 +20,6 @@ namespace {
 // How long torchrun's agent store may take to answer the first requests (Note [An agent store
 // of another torch]).
 constexpr std::chrono::milliseconds kAgentStoreAnswer{10000};
-
-constexpr long long kMaxWorld = 1 << 20;
 
 // Makes d this process's current CUDA device. Everything that names no device (the caching
 // allocator, default streams, NCCL's communicators, CUDA generators looked up by type) then
@@ -42,49 +39,7 @@ compat::WorkHandle start_sum(compat::CommBackend& pg, std::vector<at::Tensor>& t
   return pg.allreduce(tensors, o);
 }
 
-// The first variable of the list that is set, read as an integer in [min, max].
-std::optional<long long> first_int(std::initializer_list<const char*> names, long long min, long long max) {
-  for (const char* n : names)
-    if (auto v = env::get_int(n, min, max)) return v;
-  return std::nullopt;
-}
-
 }  // namespace
-
-EnvContract read_env_contract() {
-  EnvContract e;
-  auto world = first_int({"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1, kMaxWorld);
-  auto rank = first_int({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0, kMaxWorld);
-  if (!world && !rank) return e;  // no contract at all: a single process
-  DDP_USAGE_CHECK(world && rank, "RANK and WORLD_SIZE must be set together (found ",
-                  rank ? "RANK" : "WORLD_SIZE", " only); set both, or neither for one process");
-  DDP_USAGE_CHECK(*rank < *world, "RANK=", *rank, " must be < WORLD_SIZE=", *world,
-                  "; ranks are numbered 0..WORLD_SIZE-1");
-  e.rank = static_cast<int>(*rank);
-  e.world_size = static_cast<int>(*world);
-  e.local_world_size = static_cast<int>(
-      first_int({"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxWorld)
-          .value_or(e.world_size));
-  e.local_rank =
-      static_cast<int>(first_int({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, kMaxWorld)
-                           .value_or(e.rank % e.local_world_size));
-  DDP_USAGE_CHECK(e.local_rank < e.local_world_size, "LOCAL_RANK=", e.local_rank,
-                  " must be < LOCAL_WORLD_SIZE=", e.local_world_size);
-  if (e.world_size > 1) {
-    auto addr = env::get("MASTER_ADDR");
-    DDP_USAGE_CHECK(addr.has_value(), "MASTER_ADDR is not set but WORLD_SIZE=", e.world_size,
-                    "; set MASTER_ADDR to the address of rank 0's host (e.g. 127.0.0.1)");
-    e.master_addr = *addr;
-    auto port = env::get_int("MASTER_PORT", 1, 65535);
-    DDP_USAGE_CHECK(port.has_value(), "MASTER_PORT is not set but WORLD_SIZE=", e.world_size,
-                    "; set MASTER_PORT to a free TCP port on rank 0's host (e.g. 29500)");
-    e.master_port = static_cast<int>(*port);
-  }
-  e.use_agent_store = env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
-  e.restart_count = static_cast<int>(env::get_int("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30).value_or(0));
-  e.launch_dir = env::get("DDPTRAIN_LAUNCH_DIR").value_or("");  // Note [Stall seen by the launcher]
-  return e;
-}
 
 DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts)
     : env_(env),

@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include "dist/env_contract.h"
 #include "dist/flight_recorder.h"
 #include "obs/logger.h"
 #include "util/torch_compat.h"
@@ -21,24 +22,6 @@
 namespace ddptrain {
 
 class FlightWatchdog;
-
-/// The torchrun environment contract, validated. Also understands Slurm (SLURM_PROCID, ...)
-/// and Open MPI (OMPI_COMM_WORLD_RANK, ...) for rank and size; MASTER_ADDR/PORT are needed
-/// whenever world_size > 1.
-struct EnvContract {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  bool use_agent_store = false;  // torchrun's agent already serves the TCPStore
-  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT, keys the store prefix
-  std::string launch_dir;        // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
-};
-
-/// Reads and validates the environment; UsageError naming the variable when invalid.
-EnvContract read_env_contract();
 
 struct DistOptionsResolved {
   std::string backend = "auto";  // auto | gloo | nccl

@@ -284,11 +284,18 @@ TEST(UserIntent, EveryFlagTheDocsNameExists) {
     ASSERT_EQ(r.exit_code, 0) << c[0] << ": " << r.output;
     helps += r.output;
   }
-  const std::set<std::string> others = {"--build",     "--install",   "--prefix",       "--target",  // cmake
-                                        "--no_python", "--no-python", "--rdzv_backend", "--rdzv_endpoint",
-                                        "--rdzv_id",  // torchrun
-                                        "--binary",   // scripts/gpu_deps.sh
-                                        "--steps"};   // scripts/profile_table.py
+  const std::set<std::string> others = {"--build",
+                                        "--install",
+                                        "--prefix",
+                                        "--target",  // cmake
+                                        "--no_python",
+                                        "--no-python",
+                                        "--rdzv_backend",
+                                        "--rdzv_endpoint",
+                                        "--rdzv_id",          // torchrun
+                                        "--ntasks-per-node",  // Slurm's srun
+                                        "--binary",           // scripts/gpu_deps.sh
+                                        "--steps"};           // scripts/profile_table.py
   std::vector<std::string> pages = {source_dir() + "/README.md"};
   for (const auto& e : fs::directory_iterator(source_dir() + "/docs"))
     if (e.path().extension() == ".md" && e.path().filename() != "status.md")
