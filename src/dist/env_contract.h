@@ -5,22 +5,28 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ddptrain {
 
 /// Note [Launchers' environments]
-/// Each field comes from the first variable of its list that is set: torchrun's name first (so
-/// torchrun or `ddptrain launch` inside a Slurm or MPI job wins), then Slurm's, Open MPI's and
-/// PMI's. Rank: RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK. World size: WORLD_SIZE,
-/// SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE. Ranks on this node: LOCAL_WORLD_SIZE,
-/// SLURM_NTASKS_PER_NODE (set only with --ntasks-per-node), this node's entry of
-/// SLURM_TASKS_PER_NODE (always set by srun, as "4(x2),3": node SLURM_NODEID's count),
-/// OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS (MPICH's Hydra); else the world (one node).
-/// Local rank: LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID; else
-/// rank modulo the local size. Where the world has more than one rank MASTER_ADDR and
-/// MASTER_PORT are needed whatever the launcher (the TCPStore rendezvous: Slurm and MPI
-/// jobs export them in their batch script). A malformed or inconsistent value is a UsageError
-/// naming the variable and how to fix it.
+/// The rank, the world size and where on its node a process runs come from one launcher's
+/// variables, never a mix: the first launcher whose rank or size variable is set, in this
+/// order: torchrun (and `ddptrain launch`): RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE;
+/// Open MPI's mpirun: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; a PMI launcher
+/// (MPICH's and Intel MPI's mpiexec): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
+/// (Hydra's); Slurm's srun: SLURM_PROCID, SLURM_STEP_NUM_TASKS (else SLURM_NTASKS),
+/// SLURM_LOCALID, and the ranks on this node from the step's task list
+/// SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE; "4(x2),3") at SLURM_NODEID (not
+/// SLURM_NTASKS_PER_NODE, a request that the step's layout may not follow). Slurm comes last
+/// because an mpirun, mpiexec or torchrun inside an allocation inherits SLURM_* variables of
+/// another step (mpirun's daemons are one srun task per node): they would give every rank
+/// rank 0. srun --mpi=pmi2 sets PMI_RANK itself; there Slurm's step, when it has the same rank
+/// and size, says where the rank runs. A launcher that gives no local fields means one node:
+/// the local size is the world and the local rank the rank. Where the world has more than one
+/// rank, MASTER_ADDR and MASTER_PORT are needed whatever the launcher (the TCPStore
+/// rendezvous: a Slurm or MPI job exports them in its script). A malformed or inconsistent
+/// value is a UsageError naming the variable and how to fix it.
 struct EnvContract {
   int rank = 0;
   int world_size = 1;
@@ -36,9 +42,13 @@ struct EnvContract {
 /// Reads and validates the environment; UsageError naming the variable when invalid.
 EnvContract read_env_contract();
 
-/// The tasks Slurm runs on node `node` by SLURM_TASKS_PER_NODE's notation (counts separated by
-/// commas, "N(xM)" for M nodes of N: "4(x2),3" is 4, 4, 3). UsageError when malformed or when
-/// the list has no such node.
-int slurm_tasks_on_node(const std::string& tasks_per_node, int node);
+/// The tasks Slurm runs on node `node` by its task list's notation (counts from 1 to 2^20
+/// separated by commas, "N(xM)" for M nodes of N: "4(x2),3" is 4, 4, 3). UsageError naming
+/// `variable` when malformed or when the list has no such node.
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node,
+                        const char* variable = "SLURM_STEP_TASKS_PER_NODE");
+
+/// Every variable read_env_contract reads (for tests that set a launcher's environment).
+const std::vector<const char*>& launcher_variables();
 
 }  // namespace ddptrain
