@@ -191,6 +191,7 @@ cuda_tests linear 60 "$LINEAR_TESTS"
 cuda_tests other 150 "$OTHER_TESTS"
 # The levers whose tests passed here; the others run off (LOGS/levers.json says why).
 read -r FUSED_NORM FUSED_LINEAR < <("$PY" "$(dirname "$0")/cuda_levers.py" "$LOGS" || echo off off)
+FUSED_NORM=${FUSED_NORM:-off} FUSED_LINEAR=${FUSED_LINEAR:-off}
 say "levers the CUDA tests vouch for: --fused_norm $FUSED_NORM --fused_linear $FUSED_LINEAR"
 
 port=29600
