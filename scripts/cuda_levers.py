@@ -17,28 +17,39 @@ import sys
 LEVERS = {"fused_norm": "norm", "fused_linear": "linear"}  # flag -> its test group
 
 
-def verdict(logs, group):
-    """(value, why) for the lever whose tests are `group`."""
-    path = os.path.join(logs, f"cuda_tests_{group}.json")
+def gtest_results(path):
+    """A gtest JSON's (--gtest_output) tests: which passed, which failed (with the first
+    failure's message), which were skipped; None where the file is missing. Raises ValueError
+    where it is not JSON."""
     if not os.path.exists(path):
-        return "off", f"no {os.path.basename(path)}: its tests did not finish (a crash or a time-out: see its log)"
-    try:
-        suites = json.load(open(path)).get("testsuites", [])
-    except (OSError, ValueError) as e:
-        return "off", f"{os.path.basename(path)} is unreadable: {e}"
-    passed, failed = [], []
-    for suite in suites:
+        return None
+    out = {"passed": [], "failed": {}, "skipped": []}
+    for suite in json.load(open(path)).get("testsuites", []):
         for t in suite.get("testsuite", []):
             name = f"{suite.get('name')}.{t.get('name')}"
             if t.get("failures"):
-                failed.append(name)
-            elif t.get("result") != "SKIPPED" and t.get("status") != "NOTRUN":
-                passed.append(name)
-    if failed:
-        return "off", "failed: " + ", ".join(failed)
-    if not passed:
+                out["failed"][name] = t["failures"][0].get("failure", "")[:400]
+            elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                out["skipped"].append(name)
+            else:
+                out["passed"].append(name)
+    return out
+
+
+def verdict(logs, group):
+    """(value, why) for the lever whose tests are `group`."""
+    path = os.path.join(logs, f"cuda_tests_{group}.json")
+    try:
+        results = gtest_results(path)
+    except (OSError, ValueError) as e:
+        return "off", f"{os.path.basename(path)} is unreadable: {e}"
+    if results is None:
+        return "off", f"no {os.path.basename(path)}: its tests did not finish (a crash or a time-out: see its log)"
+    if results["failed"]:
+        return "off", "failed: " + ", ".join(results["failed"])
+    if not results["passed"]:
         return "off", "none of its tests ran (all skipped, or the filter matched none)"
-    return "auto", "passed: " + ", ".join(passed)
+    return "auto", "passed: " + ", ".join(results["passed"])
 
 
 def main():

@@ -13,6 +13,8 @@ import re
 import sys
 import time
 
+from cuda_levers import gtest_results  # the same reading of gtest's JSON as the levers' choice
+
 logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
 binary_txt = os.path.join(logs, "binary.txt")  # which ddptrain ran: the carried one or one built there
@@ -84,30 +86,22 @@ except Exception as e:  # a report without the GPU facts beats no report
 
 
 def cuda_tests():
-    """Each CUDA test's result, from gtest's JSON (--gtest_output) of each group (Note [Levers
-    the CUDA tests vouch for]): which passed, which failed (with the first failure's message),
+    """Each CUDA test's result, from gtest's JSON of each group (Note [Levers the CUDA tests
+    vouch for]; gtest_results): which passed, which failed (with the first failure's message),
     which were skipped; a group whose JSON is missing (its binary crashed or timed out) is
     named in `missing`."""
-    out = {"passed": [], "failed": {}, "skipped": []}
-    suites = []
+    out, found = {"passed": [], "failed": {}, "skipped": []}, False
     for group in ("norm", "linear", "other"):
         path = os.path.join(logs, f"cuda_tests_{group}.json")
-        if not os.path.exists(path):
+        results = gtest_results(path)
+        if results is None:
             rep["missing"].append(os.path.basename(path))
             continue
-        suites += json.load(open(path)).get("testsuites", [])
-    if not suites:
-        return None
-    for suite in suites:
-        for t in suite.get("testsuite", []):
-            name = f"{suite['name']}.{t['name']}"
-            if t.get("failures"):
-                out["failed"][name] = t["failures"][0].get("failure", "")[:400]
-            elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
-                out["skipped"].append(name)
-            else:
-                out["passed"].append(name)
-    return out
+        found = True
+        out["passed"] += results["passed"]
+        out["failed"].update(results["failed"])
+        out["skipped"] += results["skipped"]
+    return out if found else None
 
 
 rep["cuda_tests"] = cuda_tests()
