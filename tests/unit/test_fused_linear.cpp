@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/functional/loss.h>
 
+#include "bf16_step.h"
 #include "data/data_options.h"
 #include "kernels/fused_linear.h"
 #include "models/build_model.h"
@@ -141,8 +142,7 @@ TEST(FusedLinear, BadOperandsAreNamed) {
 TEST(FusedLinear, OffCudaGptTrainsBitwiseAsWithItOff) {
   for (GptActivation act : {GptActivation::kGeluTanh, GptActivation::kGelu}) {
     SCOPED_TRACE(word(act));
-    std::vector<std::vector<at::Tensor>> grads;
-    std::vector<at::Tensor> losses;
+    std::vector<bf16_step::StepResult> steps;
     for (FusedLinear mode : {FusedLinear::kOff, FusedLinear::kAuto}) {
       ModelOptions o;
       o.model = ModelKind::kGpt;
@@ -153,23 +153,10 @@ TEST(FusedLinear, OffCudaGptTrainsBitwiseAsWithItOff) {
       at::manual_seed(23);
       const at::Tensor tokens = at::randint(0, 100, {3, 33}, at::kLong);
       auto model = build_model(o, DatasetShape{});
-      at::Tensor loss;
-      {
-        compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
-        const at::Tensor logits = model->forward(tokens.narrow(1, 0, 32));
-        loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
-                                                    tokens.narrow(1, 1, 32).reshape({-1}));
-      }
-      loss.backward();
-      losses.push_back(loss.detach());
-      std::vector<at::Tensor> g;
-      for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
-      grads.push_back(g);
+      steps.push_back(bf16_step::bf16_step(*model, tokens, 100,
+                                           [&](const at::Tensor& inputs) { return model->forward(inputs); }));
     }
-    EXPECT_TRUE(at::equal(losses[0], losses[1]));
-    ASSERT_EQ(grads[0].size(), grads[1].size());
-    for (size_t i = 0; i < grads[0].size(); ++i)
-      EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+    bf16_step::expect_bitwise_equal(steps[0], steps[1]);
   }
 }
 

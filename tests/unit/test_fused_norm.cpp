@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/functional/loss.h>
 
+#include "bf16_step.h"
 #include "data/data_options.h"
 #include "kernels/fused_layer_norm.h"
 #include "models/build_model.h"
@@ -56,30 +57,15 @@ void trains_bitwise_as_with_fused_norm_off(
   o.vocab_size = 100;
   at::manual_seed(6);
   const at::Tensor x = at::randint(0, 100, {3, 33}, at::kLong);
-  std::vector<std::vector<at::Tensor>> grads;
-  std::vector<at::Tensor> losses;
+  std::vector<bf16_step::StepResult> steps;
   for (FusedNorm fused : {FusedNorm::kOff, FusedNorm::kOn}) {
     o.fused_norm = fused;
     torch::manual_seed(2);
     auto m = build_model(o, DatasetShape{});
-    at::Tensor loss;
-    {
-      compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
-      const at::Tensor logits = forward(*m, fused, x.slice(1, 0, 32));
-      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, 100}).to(at::kFloat),
-                                                  x.slice(1, 1, 33).reshape({-1}));
-    }
-    loss.backward();
-    losses.push_back(loss.detach());
-    std::vector<at::Tensor> g;
-    for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
-    grads.push_back(g);
+    steps.push_back(bf16_step::bf16_step(
+        *m, x, 100, [&](const at::Tensor& inputs) { return forward(*m, fused, inputs); }));
   }
-  EXPECT_TRUE(at::equal(losses[0], losses[1]))
-      << losses[0].item<double>() << " vs " << losses[1].item<double>();
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (size_t i = 0; i < grads[0].size(); ++i)
-    EXPECT_TRUE(at::equal(grads[0][i], grads[1][i])) << "parameter " << i;
+  bf16_step::expect_bitwise_equal(steps[0], steps[1]);
 }
 
 }  // namespace
