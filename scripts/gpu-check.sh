@@ -13,7 +13,8 @@
 #     on a CPU at tiny sizes;
 #   - (#31) Llama at GPT-2 124M's sizes on the same flags: its MFU beside GPT's;
 #   - MiniResNet width 1.0, batch 256, synthetic 32x32, world 1 over NCCL: samples/s and MFU
-#     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16);
+#     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16); a
+#     profiled bf16 run (the same table, rehearsed at tiny sizes too);
 #   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), NCHW and
 #     channels_last, against ddptrain channels-last and contiguous: samples/s ratios;
 #   - GPT gpt2-124m at batch 64 with --zero_stage 1, 2 and 3 (NCCL all_gather and
@@ -25,8 +26,8 @@
 # (scripts/gpu_deps.sh --binary) is used when it was built against this machine's torch and
 # starts here; otherwise ddptrain is built here with all cores. At the end: a list of what failed (non-zero exit if
 # anything did), OUTDIR/gpu_report.json (also printed) and OUTDIR/gpu_logs.tar.gz with every
-# log, and the profiled run's kernel trace as OUTDIR/gpt_profile_trace.json.gz; nothing else
-# is left in OUTDIR (the device tool brings back at most 8 files). GPU_CHECK_ONLY=gpt stops
+# log, and the profiled runs' kernel traces as OUTDIR/gpt_profile_trace.json.gz and
+# OUTDIR/resnet_profile_trace.json.gz; nothing else is left in OUTDIR (the device tool brings back at most 8 files). GPU_CHECK_ONLY=gpt stops
 # after #27's stages (MiniResNet, Python DDP and ZeRO left out).
 # Usage: scripts/gpu-check.sh OUTDIR
 #   where the machine lacks nlohmann-json, toml++, GoogleTest, Gloo's headers, zlib or the
@@ -241,17 +242,22 @@ pytorch() {
   shift
   stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
 }
+# profile RUN TABLE: the profiled run RUN's kernel trace (3 steps) -> LOGS/TABLE.json, the table of
+# GPU time by kind of work (scripts/profile_table.py); the trace itself comes back too as
+# OUT/RUN_trace.json.gz (for chrome://tracing or Perfetto), where it fits the device tool's 16
+# MiB per file.
+profile() {
+  local run=$1 table=$2 trace=/tmp/gpu-check-$1/kernels_rank0.json
+  if [ ! -s "$trace" ]; then
+    FAILED+=("$table (no kernel trace: see $run.log)")
+    return 1
+  fi
+  stage "$table" 120 "$PY" scripts/profile_table.py "$trace" --steps 3 --out "$LOGS/$table.json"
+  gzip -c "$trace" > "$OUT/${run}_trace.json.gz"
+  [ "$(stat -c %s "$OUT/${run}_trace.json.gz")" -le $((16 << 20)) ] || rm -f "$OUT/${run}_trace.json.gz"
+}
 TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --enable_profiling
-if [ -s /tmp/gpu-check-gpt_profile/kernels_rank0.json ]; then
-  stage profile_table 120 "$PY" scripts/profile_table.py /tmp/gpu-check-gpt_profile/kernels_rank0.json --steps 3 \
-    --out "$LOGS/profile_table.json"
-  # The trace itself comes back too (for chrome://tracing or Perfetto), where it fits the
-  # device tool's 16 MiB per file.
-  gzip -c /tmp/gpu-check-gpt_profile/kernels_rank0.json > "$OUT/gpt_profile_trace.json.gz"
-  [ "$(stat -c %s "$OUT/gpt_profile_trace.json.gz")" -le $((16 << 20)) ] || rm -f "$OUT/gpt_profile_trace.json.gz"
-else
-  FAILED+=("profile_table (no kernel trace: see gpt_profile.log)")
-fi
+profile gpt_profile profile_table
 pytorch py_eager_1
 TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 PY_LIMIT_S=300 pytorch py_compile --compile
@@ -272,7 +278,15 @@ for i in 1 2; do
   TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 \
     --deterministic
 done
-[ -n "${GPU_CHECK_DRY:-}" ] && finish
+# MiniResNet's profile (#27 item 4: why bf16 is only 1.16-1.20x Python DDP, and no faster than
+# fp32): the same table, with the GPU's idle share and the kernels per step (a step of small
+# kernels that leaves the GPU idle waits on the host, the case for a CUDA graph).
+if [ -n "${GPU_CHECK_DRY:-}" ]; then
+  TRAIN_LIMIT_S=120 train resnet_profile --dataset synthetic --width 0.25 --image_size 16 --batch_size 8 \
+    --num_workers 1 --max_steps 12 --log_interval 3 --amp_dtype bf16 --enable_profiling
+  profile resnet_profile resnet_profile_table
+  finish
+fi
 # GPU_CHECK_ONLY=gpt: #27's stages and #31's Llama alone, for a lease with minutes left (about 320 s
 # in all: give it GPU_CHECK_BUDGET_S=400).
 [ "${GPU_CHECK_ONLY:-}" = gpt ] && finish
@@ -281,6 +295,8 @@ resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_w
   --log_interval 20)
 train resnet_fp32 "${resnet[@]}" --no-use_amp
 train resnet_bf16 "${resnet[@]}" --amp_dtype bf16
+train resnet_profile "${resnet[@]}" --amp_dtype bf16 --max_steps 20 --enable_profiling
+profile resnet_profile resnet_profile_table
 train resnet_fp16 "${resnet[@]}" --amp_dtype fp16
 train resnet_bf16_contiguous "${resnet[@]}" --amp_dtype bf16 --memory_format contiguous
 train resnet_bf16_recompute "${resnet[@]}" --amp_dtype bf16 --activation_checkpointing blocks

@@ -60,6 +60,12 @@ def summary(name, measured):
            "peak_mem_mib": max(s["peak_mem_mib"] for s in steps), "precision": run.get("precision")}
     if "tokens_per_s" in steps[0]:
         out["tokens_per_s"] = mean("tokens_per_s")
+    # Where a step's time went on the host's clock (waiting for data, forward, backward, the
+    # optimizer, the all-reduce): a run that waits on its loader shows it here.
+    out["parts_ms"] = {k[:-3]: mean(k) for k in ("data_ms", "fwd_ms", "bwd_ms", "opt_ms", "comm_wait_ms")
+                       if k in steps[0]}
+    if "data_wait_share" in steps[0]:
+        out["data_wait_share"] = mean("data_wait_share")
     out["state_mib"] = {k: steps[-1][k] for k in ("param_mib", "param_peak_mib", "grad_mib", "optim_mib") if k in steps[-1]}
     peak = measured.get("fp32" if run.get("precision") == "fp32" else "bf16")
     if peak and run.get("peak_flops_per_s"):
@@ -209,16 +215,25 @@ rep["llama_124m_bf16_b64_block1024"] = {
     "ddptrain": llama,
     "mfu_points_below_gpt": 100 * (gpt_mfu - llama["mfu_datasheet"]) if llama and gpt_mfu else None,
 }
-table_path = os.path.join(logs, "profile_table.json")
-if os.path.exists(table_path):
-    table = json.load(open(table_path))
+
+
+def profile_table(name):
+    """A profiled run's table (scripts/profile_table.py), or None and its name in `missing`."""
+    path = os.path.join(logs, name + ".json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    rep["missing"].append(name)
+    return None
+
+
+table = profile_table("profile_table")
+if table:
     names = " ".join(r["name"] for r in table.get("top", []) if r.get("category") == "attention").lower()
     table["sdpa_backend_from_kernels"] = ("cudnn" if "cudnn" in names else "flash" if "flash" in names else
                                           "mem_efficient" if "fmha" in names or "efficient" in names else
                                           "math or unknown" if names else "no attention kernel in the top")
     rep["gpt2_124m_profile"] = table
-else:
-    rep["missing"].append("profile_table")
+rep["mini_resnet_profile"] = profile_table("resnet_profile_table")
 if any(os.path.exists(os.path.join(logs, f"gpt_zero{z}.jsonl")) for z in (1, 2, 3)):
     rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
 

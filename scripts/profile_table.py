@@ -8,8 +8,8 @@ usage: profile_table.py TRACE.json [--steps N] [--top K] [--out TABLE.json]
 - On a GPU (the trace has kernel events): GPU time of kernels, memory copies and sets, by
   category (gemm, attention, normalisation, elementwise, reductions, softmax_loss, optimizer,
   memcpy, other), the GPU's idle time inside the traced span (the span minus the union of its
-  busy intervals), and the top K kernels, each with the ATen ops (and their input shapes)
-  that launched it.
+  busy intervals), the kernels per step and their mean time, and the top K kernels, each with
+  the ATen ops (and their input shapes) that launched it.
 - On a CPU (no kernel events): the self time of the ATen ops (cpu_op events, each op's time
   minus the ops it called on the same thread) by the same categories, and the top K ops.
 Times are per step when --steps is given (the recorded steps: 3 for --enable_profiling).
@@ -140,6 +140,9 @@ def summarise(trace, steps, top):
     if busy is not None:
         table["gpu_idle_ms_per_step"] = (span - busy) / per
         table["gpu_idle_share"] = (span - busy) / span if span else 0.0
+        # Many short kernels and an idle GPU: the step waits on the host launching them.
+        table["kernels_per_step"] = len(timed) / max(steps, 1)
+        table["mean_kernel_us"] = total / len(timed)
     return table
 
 
@@ -159,7 +162,8 @@ def main():
         print(f"  {c:<14} {t:9.3f} {unit}  {100 * table['shares'][c]:5.1f}%", file=sys.stderr)
     if "gpu_idle_ms_per_step" in table:
         print(f"  {'gpu idle':<14} {table['gpu_idle_ms_per_step']:9.3f} {unit}  "
-              f"{100 * table['gpu_idle_share']:5.1f}% of the span", file=sys.stderr)
+              f"{100 * table['gpu_idle_share']:5.1f}% of the span; {table['kernels_per_step']:.0f} kernels, "
+              f"{table['mean_kernel_us']:.1f} us each on average", file=sys.stderr)
     for row in table["top"]:
         print(f"  {row['ms_per_step']:9.3f} {unit} {row['calls']:6d}x  {row['category']:<13} {row['name'][:90]}",
               file=sys.stderr)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Scripts.GpuCheckRehearsesOnCpu: scripts/gpu-check.sh with GPU_CHECK_DRY=1 runs #27's stages
 (a profiled ddptrain GPT run, the profile table, PyTorch's nanoGPT-style module eager and
-torch.compile, ddptrain interleaved, the levers' "before" runs, #31's Llama) on the CPU at tiny sizes, and
+torch.compile, ddptrain interleaved, the levers' "before" runs, #31's Llama, a profiled MiniResNet
+run) on the CPU at tiny sizes, and
 its report has every number the GPU run is read for. A GPU's minutes are too few to find a
 broken script there.
 
@@ -81,6 +82,14 @@ for c in ("gemm", "attention", "normalisation"):
         failures.append(f"profile table: no {c} time ({cats})")
 if len(profile.get("top", [])) != 15:
     failures.append(f"profile table: {len(profile.get('top', []))} top operations, not 15")
+# MiniResNet's profile (#27 item 4), and where its steps' time went.
+resnet_cats = (report.get("mini_resnet_profile") or {}).get("categories_ms_per_step", {})
+for c in ("convolution", "normalisation"):
+    if not resnet_cats.get(c, 0) > 0:
+        failures.append(f"MiniResNet's profile table: no {c} time ({resnet_cats})")
+parts = (gpt.get("ddptrain") or {}).get("gpt_padded_1", {}).get("parts_ms", {})
+if set(parts) != {"data", "fwd", "bwd", "opt", "comm_wait"} or not parts["fwd"] > 0 or not parts["bwd"] > 0:
+    failures.append(f"report: gpt_padded_1's parts_ms is {parts!r}")
 
 
 # scripts/cuda_levers.py alone: a group vouches for its lever only when its JSON is there, a test

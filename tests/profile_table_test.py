@@ -2,7 +2,7 @@
 """Scripts.ProfileTableNamesTheOpsBehindKernels: scripts/profile_table.py on a GPU kernel trace
 (written here in the layout of LibTorch's Kineto traces: cpu_op events with "External id" and
 "Input Dims", kernels carrying the External id of the op that launched them) sums GPU time by
-category, measures the idle time inside the span, and names for each top kernel the ATen ops
+category, measures the idle time inside the span, counts the kernels per step, and names for each top kernel the ATen ops
 and input shapes behind it, the most frequent first. The CPU tests never see a GPU trace.
 
 usage: profile_table_test.py SOURCE_DIR PYTHON
@@ -58,6 +58,10 @@ if abs(cats.get("elementwise", 0) - 0.1) > 1e-9 or abs(cats.get("gemm", 0) - 0.1
 # The span is 1210 us over 2 steps; busy 400 us: 810 us idle, 0.405 ms per step.
 if abs(table.get("gpu_idle_ms_per_step", 0) - 0.405) > 1e-9:
     failures.append(f"idle {table.get('gpu_idle_ms_per_step')!r} ms per step, expected 0.405")
+# Four kernels a step, 400 us of kernels over 8 of them.
+if table.get("kernels_per_step") != 4 or abs(table.get("mean_kernel_us", 0) - 50.0) > 1e-9:
+    failures.append(f"kernels per step {table.get('kernels_per_step')!r}, mean {table.get('mean_kernel_us')!r} us:"
+                    " expected 4 and 50")
 top = {row["name"]: row for row in table.get("top", [])}
 by = [(o["op"], o["calls"]) for o in top.get(add, {}).get("launched_by", [])]
 expected = [("aten::add [[64,1024,768],[64,1024,768]]", 2), ("aten::add_ [[64,1024,768],[64,1024,768],[]]", 2),

@@ -18,9 +18,13 @@ double known_gpu_peak_tflops(const std::string& name, bool half) {
     const char* key;
     double half_tflops, fp32_tflops;
   };
+  // The first row whose key the device's name contains: the PCIe and NVL parts before the SXM
+  // ones, whose names carry no form factor ("NVIDIA H100 80GB HBM3", "NVIDIA H200").
   static const Row rows[] = {
-      {"H200", 989.0, 494.5}, {"H100", 989.0, 494.5},  // SXM; tf32 for fp32
-      {"A100", 312.0, 156.0}, {"L40S", 362.0, 183.0}, {"A10", 125.0, 62.5}, {"V100", 125.0, 15.7},
+      {"H100 PCIe", 756.0, 378.0}, {"H100 NVL", 835.5, 417.5}, {"H200 NVL", 835.5, 417.5},
+      {"H200", 989.0, 494.5},      {"H100", 989.0, 494.5},  // SXM; tf32 for fp32
+      {"A100", 312.0, 156.0},      {"L40S", 362.0, 183.0},     {"A10", 125.0, 62.5},
+      {"V100", 125.0, 15.7},
   };
   for (const auto& r : rows)
     if (name.find(r.key) != std::string::npos) return half ? r.half_tflops : r.fp32_tflops;

@@ -77,6 +77,9 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 1e12, 2), 0.05);  // 1e11 FLOP/s of 2 x 1e12
   EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 0.0, 2), 0.0);    // unknown peak
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200", true), 989.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", true), 989.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 PCIe", true), 756.0);  // not the SXM part's
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200 NVL", false), 417.5);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", true), 312.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", true), 0.0);
 }
