@@ -74,10 +74,7 @@ at::Tensor LlamaAttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   at::Tensor q = heads(qkv[0], n_head), k = heads(qkv[1], n_kv_head), v = heads(qkv[2], n_kv_head);
   q = rotary(q, cos, sin);  // Note [Rotary in one pass]
   k = rotary(k, cos, sin);
-  if (n_kv_head != n_head) {  // each key/value head serves n_head / n_kv_head consecutive query heads
-    k = k.repeat_interleave(n_head / n_kv_head, 1);
-    v = v.repeat_interleave(n_head / n_kv_head, 1);
-  }
+  // Each key/value head serves n_head / n_kv_head consecutive query heads, inside SDPA.
   const at::Tensor y = compat::causal_attention(q, k, v, is_training() ? dropout : 0.0);
   return linear(o_proj, y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
 }

@@ -8,7 +8,8 @@
 //  - Autocast: per-device functions in 1.13 (set_enabled / set_cpu_enabled, ..._gpu_dtype /
 //    ..._cpu_dtype), one function taking the device type in 2.x (AutocastGuard).
 //  - Causal attention: scaled_dot_product_attention (fused kernels) exists from 2.0 on; 1.13
-//    gets the plain masked softmax (causal_attention).
+//    gets the plain masked softmax (causal_attention). Its enable_gqa (key/value heads shared
+//    by groups of query heads, as they are) exists from 2.5 on; before, k and v are repeated.
 //  - c10::Allocator::allocate is const in 1.13 and not in 2.x, which also wants copy_data
 //    (CpuMemoryAllocator, behind the tests' CPU-backed device).
 //  - Autograd nodes are held by std::shared_ptr up to 2.14 and by c10::intrusive_ptr from
@@ -161,9 +162,19 @@ class AutocastGuard {
   at::ScalarType prev_dtype_ = at::kFloat;
 };
 
-/// softmax(q k^T / sqrt(d) + causal mask) v for q, k, v of shape (B, heads, T, d), with
-/// dropout p on the attention weights (pass 0 outside training).
-inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double p) {
+/// softmax(q k^T / sqrt(d) + causal mask) v for q of shape (B, heads, T, d), with dropout p on
+/// the attention weights (pass 0 outside training). k and v, (B, kv_heads, T, d), may have fewer
+/// heads (grouped-query attention): each serves heads / kv_heads consecutive query heads. SDPA
+/// takes them as they are from LibTorch 2.5 on (as transformers does without a mask): no
+/// repeated copies of k and v, in the forward or saved for the backward, and the gradient of
+/// each key/value head is summed over its group inside the kernel.
+inline at::Tensor causal_attention(const at::Tensor& q, at::Tensor k, at::Tensor v, double p) {
+  const int64_t group = q.size(-3) / k.size(-3);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true, /*scale=*/{},
+                                          /*enable_gqa=*/group > 1);
+#else
+  if (group > 1) k = k.repeat_interleave(group, -3), v = v.repeat_interleave(group, -3);
 #if TORCH_VERSION_MAJOR >= 2
   return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p, /*is_causal=*/true);
 #else
@@ -173,6 +184,7 @@ inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, con
   att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
   if (p > 0) att = at::dropout(att, p, /*train=*/true);
   return at::matmul(att, v);
+#endif
 #endif
 }
 

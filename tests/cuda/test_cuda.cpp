@@ -137,6 +137,33 @@ TEST_F(Cuda, GptMatchesTheCpu) {
   EXPECT_TRUE(torch::allclose(cpu, gpu, 1e-3, 1e-4)) << (cpu - gpu).abs().max();
 }
 
+// Grouped-query attention (Llama's key/value heads shared by groups of query heads) goes to a
+// fused kernel with the heads as they are, not to the math fallback, and computes what the
+// key/value heads repeated compute (compat::causal_attention).
+TEST_F(Cuda, GroupedQueryAttentionTakesAFusedKernel) {
+  auto opts = torch::TensorOptions(kGpu).dtype(at::kBFloat16);
+  torch::manual_seed(13);
+  auto q = torch::randn({4, 12, 1024, 64}, opts), k = torch::randn({4, 4, 1024, 64}, opts),
+       v = torch::randn_like(k);
+  const int64_t chosen = at::_fused_sdp_choice(q, k, v, {}, 0.0, /*is_causal=*/true, /*scale=*/{},
+                                               /*enable_gqa=*/true);
+  EXPECT_NE(chosen, static_cast<int64_t>(at::SDPBackend::math)) << "backend " << chosen;
+  auto grads = [&](bool repeat) {
+    auto qg = q.detach().requires_grad_(), kg = k.detach().requires_grad_(), vg = v.detach().requires_grad_();
+    auto y = repeat
+                 ? compat::causal_attention(qg, kg.repeat_interleave(3, 1), vg.repeat_interleave(3, 1), 0.0)
+                 : compat::causal_attention(qg, kg, vg, 0.0);
+    y.backward(torch::ones_like(y));
+    std::vector<at::Tensor> out{y.detach(), qg.grad(), kg.grad(), vg.grad()};
+    for (auto& t : out) t = t.to(at::kFloat);
+    return out;
+  };
+  const auto grouped = grads(false), repeated = grads(true);
+  for (size_t i = 0; i < grouped.size(); ++i)  // bf16 sums in another order: a bf16 ulp of the largest
+    EXPECT_TRUE(torch::allclose(grouped[i], repeated[i], 2e-2, 2e-2 * repeated[i].abs().max().item<double>()))
+        << "output/dq/dk/dv " << i << ": " << (grouped[i] - repeated[i]).abs().max();
+}
+
 // Note [Deterministic GPU runs]: deterministic algorithms for one test, as --deterministic sets
 // them for a run, and back after it. LibTorch reads CUBLAS_WORKSPACE_CONFIG at the process's
 // first GEMM, so the binary must start with it (scripts/gpu-check.sh runs it so).

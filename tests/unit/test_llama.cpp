@@ -1,8 +1,8 @@
 // Llama (#31): the layout a loader checks folders against is the model's own state_dict in every
 // variant; parameter count and FLOPs per token at GPT-2 124M's sizes; causal masking; the
 // rotation makes attention depend on relative positions only; grouped-query attention equals
-// multi-head attention with each key/value head copied to its group; recompute gives bitwise
-// gradients with dropout; the sizes that do not fit together are named. (Against transformers:
+// multi-head attention with each key/value head copied to its group, forward and backward; recompute gives
+// bitwise gradients with dropout; the sizes that do not fit together are named. (Against transformers:
 // test_hf_llama.cpp.)
 #include <gtest/gtest.h>
 
@@ -118,9 +118,21 @@ TEST(Llama, GroupedQueryAttentionIsMultiHeadWithEachKeyValueHeadCopiedToItsGroup
       t = t.view({2, 8, 32}).repeat_interleave(2, 0).reshape({32, 32});  // heads 0,1 <- kv 0; 2,3 <- kv 1
   load_state_dict(*m, state, "test");
   g->eval(), m->eval();
-  torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randint(0, 50, {2, 16}, at::kLong);
-  EXPECT_LE((g->forward(x) - m->forward(x)).abs().max().item<double>(), 1e-5);
+  const at::Tensor yg = g->forward(x), ym = m->forward(x);
+  EXPECT_LE((yg - ym).abs().max().item<double>(), 1e-5);
+  // Backward: a key/value head's gradient is the sum of its copies' (SDPA sums over the group
+  // inside the kernel from LibTorch 2.5 on), every other gradient the same.
+  yg.pow(2).mean().backward();
+  ym.pow(2).mean().backward();
+  const auto full_params = m->named_parameters();
+  for (const auto& p : g->named_parameters()) {
+    at::Tensor want = full_params[p.key()].grad();
+    if (p.key().find("k_proj") != std::string::npos || p.key().find("v_proj") != std::string::npos)
+      want = want.view({2, 2, 8, 32}).sum(1).reshape({16, 32});
+    EXPECT_TRUE(torch::allclose(p.value().grad(), want, 1e-4, 1e-6))
+        << p.key() << ": " << (p.value().grad() - want).abs().max();
+  }
 }
 
 TEST(Llama, RecomputeGivesBitwiseEqualGradientsWithDropout) {
