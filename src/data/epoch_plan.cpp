@@ -11,7 +11,7 @@ EpochPlan EpochPlan::fresh(int64_t n, int w, int64_t b, bool drop_last) {
   o.dataset_len = n;
   o.world_size = w;
   const int64_t per_rank = DistributedSampler(o).num_samples();
-  return {w, b, (drop_last ? per_rank / b * b : per_rank) * w, 0};
+  return {w, b, (drop_last ? per_rank / b * b : per_rank) * w, 0, n};
 }
 
 int64_t EpochPlan::done_after(int64_t micro, int world_now, int64_t batch_now) const {

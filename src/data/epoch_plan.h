@@ -22,10 +22,11 @@
 namespace ddptrain {
 
 struct EpochPlan {
-  int world = 1;      // the world size the epoch's order was cut for (its padding)
-  int64_t batch = 1;  // the per-rank batch of that world (its drop_last)
-  int64_t end = 0;    // positions of the order the epoch trains
-  int64_t done = 0;   // positions trained before this run's part of the epoch
+  int world = 1;         // the world size the epoch's order was cut for (its padding)
+  int64_t batch = 1;     // the per-rank batch of that world (its drop_last)
+  int64_t end = 0;       // positions of the order the epoch trains
+  int64_t done = 0;      // positions trained before this run's part of the epoch
+  int64_t samples = -1;  // the training set's size the order was drawn over (-1: not recorded)
 
   /// The plan of an epoch that starts at world w with batch b over n samples (drop_last: each
   /// rank's last partial batch is not trained).

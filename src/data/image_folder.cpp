@@ -85,11 +85,16 @@ void ImageFolderDataset::scan_class(const std::string& name, int label) {
   std::string other;
   int64_t others = 0;
   const fs::path dir = fs::path(root_) / name;
+  const std::string dir_name = dir.string();
   const auto add = [&](const fs::directory_entry& e) {
     if (!e.is_regular_file()) return;
     const std::string ext = lower_extension(e.path());
+    // The folder as the walk wrote it (under a linked folder: the link's name, as os.walk's),
+    // never resolved as fs::relative would.
+    const std::string folder = e.path().parent_path().string();
+    DDP_ASSERT(folder.compare(0, dir_name.size(), dir_name) == 0, "a walk left its folder");
     if (is_sample(ext))
-      files.emplace_back(fs::relative(e.path().parent_path(), root_).string(), e.path().filename().string());
+      files.emplace_back(name + folder.substr(dir_name.size()), e.path().filename().string());
     else if (is_other_image(ext) && others++ == 0)
       other = e.path().string();
   };

@@ -50,7 +50,8 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
       {"world", s.plan.world},
       {"batch", s.plan.batch},
       {"end", s.plan.end},
-      {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.data.batch_size)}};
+      {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.data.batch_size)},
+      {"samples", s.plan.samples}};
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
   meta.extra["global_batch"] = opts_.global_batch(ctx_.world_size());

@@ -13,6 +13,15 @@ namespace {
 
 constexpr double kProgressEvery_s = 10;  // a progress line at most this often
 
+// Whether any rank was asked to stop (a collective beyond one rank).
+bool stop_agreed(const EvalOptions& opts, const DistContext& ctx) {
+  const bool here = opts.stop_requested && opts.stop_requested() != 0;
+  if (ctx.world_size() == 1) return here;
+  std::vector<at::Tensor> flag{torch::tensor({here ? 1.0 : 0.0}, torch::kDouble)};
+  ctx.all_reduce_sum(flag, "evaluation: whether a rank was asked to stop");
+  return flag[0].item<double>() > 0;
+}
+
 }  // namespace
 
 EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test,
@@ -22,6 +31,9 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   std::vector<int64_t> mine;
   for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
   const auto per_rank = static_cast<int64_t>(mine.size());
+  // As many samples on every rank (see the header): the last ones beyond per_rank count nowhere.
+  const int64_t share = (test.size() + ctx.world_size() - 1) / ctx.world_size();
+  while (static_cast<int64_t>(mine.size()) < share) mine.push_back(0);
   ctx.log().info(str("evaluation starts: ", test.size(), " test samples, ", per_rank,
                      " on this rank, batches of ", opts.batch_size));
   Loader loader(test, {opts.batch_size, opts.num_workers, 2, /*drop_last=*/false});
@@ -29,17 +41,24 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   const auto t0 = Clock::now();
   auto last_report = t0;
   double loss_sum = 0, correct = 0, predictions = 0, samples = 0;
+  int64_t read = 0;  // samples of `mine` taken so far
   bool stopped = false;
   while (auto batch = loader.next()) {
-    const at::Tensor output = model.forward(batch->inputs.to(ctx.device()));
-    const at::Tensor targets = batch->targets.to(ctx.device());
-    const auto n = static_cast<double>(targets.numel());
-    loss_sum += objective.loss(output, targets).item<double>() * n;
-    if (objective.correct) correct += objective.correct(output, targets).item<double>();
-    predictions += n;
-    samples += static_cast<double>(batch->inputs.size(0));
-    // A stop request ends it here; every rank still meets the one reduction below.
-    if (opts.stop_requested && opts.stop_requested() != 0) {
+    at::Tensor output = model.forward(batch->inputs.to(ctx.device()));
+    at::Tensor targets = batch->targets.to(ctx.device());
+    const int64_t rows = batch->inputs.size(0), counted = std::clamp<int64_t>(per_rank - read, 0, rows);
+    read += rows;
+    if (counted < rows) output = output.narrow(0, 0, counted), targets = targets.narrow(0, 0, counted);
+    if (counted > 0) {
+      const auto n = static_cast<double>(targets.numel());
+      loss_sum += objective.loss(output, targets).item<double>() * n;
+      if (objective.correct) correct += objective.correct(output, targets).item<double>();
+      predictions += n;
+      samples += static_cast<double>(counted);
+    }
+    // A stop request (on any rank) ends it here on every rank; each still meets the one
+    // reduction below.
+    if (stop_agreed(opts, ctx)) {
       stopped = true;
       break;
     }

@@ -1,6 +1,9 @@
 // Evaluation over a test split, distributed: each test sample is evaluated by exactly one
 // rank (rank r takes r, r+W, ...) and the sums are reduced once, so loss and accuracy are
-// over exactly the test set: no padding, no double counting, whatever the world size.
+// over exactly the test set: no double counting, whatever the world size. Every rank runs the
+// same forwards, as a forward of ZeRO stage 3 is a collective (each unit's parameters
+// gathered from every rank): a rank whose share is one sample short evaluates one more (the
+// split's first) that counts nowhere, and the ranks agree after each batch whether to stop.
 #pragma once
 
 #include <cstdint>

@@ -80,18 +80,39 @@ EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size) {
   if (meta.extra.contains("epoch_plan")) {
     const auto& p = meta.extra["epoch_plan"];
     return {p.at("world").get<int>(), p.at("batch").get<int64_t>(), p.at("end").get<int64_t>(),
-            p.at("done").get<int64_t>()};
+            p.at("done").get<int64_t>(), p.value("samples", int64_t{-1})};
   }
   const int64_t b = meta.batch_size > 0 ? meta.batch_size : batch_size;
-  return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size};
+  return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size, -1};
 }
 
 ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOptions& o) {
   if (meta.epoch_complete) return {};
   const EpochPlan plan = epoch_plan_of(meta, o.data.batch_size);
-  if (plan.world == world && meta.world_size == world)  // the epoch's own order at its own size
+  // The epoch's own order at its own size, trained from its start by the checkpoint's run: its
+  // batches_done are the epoch's. A run that finished the rest of an epoch (even back at the
+  // epoch's world size) counts them from where the rest began: only the plan's prefix says.
+  const int64_t old = meta.batch_size > 0 ? meta.batch_size : o.data.batch_size;
+  if (plan.world == world && meta.world_size == world && plan.done == meta.batches_done * old * world)
     return {resume_micro_batch(meta, o), std::nullopt};
   return {0, plan};
+}
+
+void check_training_set_size(const CheckpointMeta& meta, int64_t samples, const std::string& from,
+                             const DistContext& ctx) {
+  const int64_t recorded = epoch_plan_of(meta, 1).samples;
+  if (recorded < 0 || recorded == samples) return;
+  if (!meta.epoch_complete)
+    throw UsageError(str("the checkpoint '", from, "' stopped mid-epoch ", meta.epoch,
+                         " of a training set of ", recorded, " samples, and this run's training set has ",
+                         samples,
+                         ": the epoch's order is drawn over the set's size, so continuing it would repeat "
+                         "or skip samples. Resume with the checkpoint's data, or from a checkpoint at an "
+                         "epoch's end (epoch_",
+                         fmt("%04d", meta.epoch - 1), " or earlier)"));
+  if (ctx.is_main())
+    ctx.log().warn(str("the training set has ", samples, " samples; the checkpoint's run (", from, ") had ",
+                       recorded, ": epoch ", meta.epoch + 1, " on draws its order over the new set"));
 }
 
 namespace {

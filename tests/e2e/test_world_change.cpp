@@ -166,6 +166,27 @@ TEST(WorldChange, WithoutDropLastEverySampleIsTrainedAcrossAWorldChange) {
   resume_at_other_world(4, 2, 3, 11, {"--no-drop_last"});
 }
 
+// Back at the epoch's world size after another (2 -> 1 -> 2 -> 2, each run stopped by
+// --max_steps): the third run trains part of the epoch's rest at world 2 and counts its batches
+// from where the rest began, so the fourth, at world 2 again, continues after them (its
+// checkpoint's plan says where), not at the epoch's batch of that count. Across the four runs
+// each of the epoch's 240 samples is trained exactly once.
+TEST(WorldChange, BackAtTheEpochsWorldSizeTheRestIsNotTrainedTwice) {
+  const std::string dir = fresh_dir("world_back");
+  const std::vector<std::pair<int, int>> parts = {{2, 3}, {1, 5}, {2, 7}, {2, 100}};  // world, max_steps
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<std::string> extra = {"--epochs", "1",           "--save_every_steps",
+                                      "1",        "--max_steps", std::to_string(parts[i].second)};
+    if (i > 0) extra.insert(extra.end(), {"--resume_from", "auto"});
+    ProcResult r = run(launch(parts[i].first, free_port(), traced(dir, extra)), {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << "part " << i << ": " << r.output;
+  }
+  const std::vector<int64_t> trained = all_of(read_trace(dir + "/trace", 2).at(1));
+  std::vector<int64_t> once(240);
+  for (int64_t i = 0; i < 240; ++i) once[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(trained, once) << trained.size() << " samples trained in epoch 1 (240 planned, each once)";
+}
+
 // --keep_global_batch: world 2 with 2 accumulation steps (global batch 32) resumed at world 4
 // keeps 32 with 1 step; at world 3 32 is not a multiple of 8 x 3: exit 2 naming the numbers.
 TEST(WorldChange, KeepGlobalBatchChangesTheAccumulation) {

@@ -65,6 +65,10 @@ TEST(ImageFolder, ClassesFilesAndOrderAreTorchvisions) {
                                                         {"a_cls/10.png", "tall.png"},
                                                         {"a_cls/2.png", "wide.png"},
                                                         {"a_cls/1.jpeg", "photo.jpg"}});
+  // A linked folder (torchvision walks with followlinks=True) sorts by its path under the class
+  // folder, as written, not by where it points.
+  const std::string elsewhere = folder_tree("folder_order_elsewhere", {{"extra/z.jpg", "grey.jpg"}});
+  fs::create_directory_symlink(elsewhere + "/extra", root + "/b_cls/link");
   ImageFolderDataset d(root, small());
   EXPECT_EQ(d.classes(), (std::vector<std::string>{"a_cls", "b_cls"}));
   std::string ours;
@@ -73,7 +77,7 @@ TEST(ImageFolder, ClassesFilesAndOrderAreTorchvisions) {
   const std::string err = images_python("samples " + root + " " + out, out + ".log");
   ASSERT_EQ(err, "") << err;
   EXPECT_EQ(ours, images_slurp(out));
-  EXPECT_EQ(d.size(), 6);
+  EXPECT_EQ(d.size(), 7);
   const DatasetShape s = d.shape();
   EXPECT_EQ(s.channels, 3);
   EXPECT_EQ(s.height, 32);

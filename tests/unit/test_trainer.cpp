@@ -4,6 +4,9 @@
 // options; init_from, keep_global_batch and the run identity). ZeRO: test_trainer_zero.cpp.
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "train/evaluate.h"
 #include "trainer_fixtures.h"
 
 using namespace ddptrain;
@@ -66,6 +69,67 @@ TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {
   EXPECT_EQ(r.result.test_accuracy, -1.0) << "an objective without `correct` reports no accuracy";
   EXPECT_GT(r.result.test_loss, 0.0);
   EXPECT_LT(r.result.train_loss, 10.0);
+}
+
+// Evaluation over 33 samples, in batches of 8, at worlds 1, 2 and 4: the ranks whose share is
+// one short evaluate a sample more (so every rank runs as many forwards) that counts nowhere:
+// the loss and accuracy are the world-1 values, over 33 samples.
+TEST(Trainer, EvaluationCountsEachTestSampleOnceWhenTheRanksShareItUnevenly) {
+  std::map<int, EvalResult> by_world;
+  std::mutex mu;
+  for (int world : {1, 2, 4})
+    testing_dist::run_world(world, [&](const DistContext& ctx) {
+      const Trainable model = native(make_net());
+      const EvalResult r = evaluate(model, Objective::classification(), UserData(33, false), {8, 0, {}}, ctx);
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank() == 0) by_world[world] = r;
+    });
+  for (int world : {1, 2, 4}) {
+    EXPECT_EQ(by_world[world].samples, 33) << "world " << world;
+    EXPECT_NEAR(by_world[world].loss, by_world[1].loss, 1e-6) << "world " << world;
+    EXPECT_EQ(by_world[world].accuracy, by_world[1].accuracy) << "world " << world;
+  }
+  EXPECT_GT(by_world[1].loss, 0.0);
+}
+
+// A checkpoint taken mid-epoch continues that epoch's order, drawn over the training set's
+// size: a resume with a set of another size is refused on every rank naming both sizes (it
+// would repeat or skip samples, or run past the order's end); the same set resumes.
+TEST(Trainer, AResumeMidEpochWithATrainingSetOfAnotherSizeIsRefused) {
+  const std::string dir = testing_dist::temp_dir("trainer_resume_other_set");
+  TrainerOptions o = quiet_fp32(8, 1);  // 96 samples at world 2: 6 steps an epoch
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 2;
+  auto fit = [&](const TrainerOptions& opts, int64_t samples) {
+    std::vector<std::string> errors;
+    std::mutex mu;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      Trainable model = native(make_net());
+      const auto optimizer = make_optimizer(*model.module, false);
+      UserData train(samples, /*regression=*/false);
+      Trainer trainer(ctx, std::move(model), *optimizer, opts);
+      try {
+        trainer.fit(train, nullptr);
+      } catch (const UsageError& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back(e.what());
+      }
+    });
+    return errors;
+  };
+  ASSERT_TRUE(fit(o, 96).empty());
+  TrainerOptions resumed = o;
+  resumed.checkpoint.resume_from = "auto";
+  resumed.loop.max_steps = 4;
+  const std::vector<std::string> refused = fit(resumed, 80);
+  ASSERT_EQ(refused.size(), 2u) << "not every rank refused";
+  for (const std::string& e : refused)
+    EXPECT_NE(
+        e.find("stopped mid-epoch 1 of a training set of 96 samples, and this run's training set has 80"),
+        std::string::npos)
+        << e;
+  EXPECT_TRUE(fit(resumed, 96).empty()) << "the same set resumes";
 }
 
 TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {

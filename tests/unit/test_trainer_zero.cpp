@@ -15,11 +15,14 @@ TEST(Trainer, ZeroStagesTrainAsStageZero) {
     for (int world : {2, 4}) {
       TrainerOptions o = quiet_fp32(8, 2);
       o.loop.eval_every = 1;  // stage 3 evaluates with its units gathered one at a time
-      const Trained zero = train_user_net(world, o, mse(), true, native, adamw);
+      // 33 test samples: rank 0 evaluates 17 (3 batches of 8) at world 2 and 9 (2) at world 4,
+      // the others 16 or 8 (2 or 1): every rank still runs as many forwards (stage 3's gathers).
+      const int64_t test_size = 33;
+      const Trained zero = train_user_net(world, o, mse(), true, native, adamw, {}, false, test_size);
       ASSERT_TRUE(zero.result.evaluated);
       for (int stage : {1, 2, 3}) {
         o.zero.stage = stage;
-        const Trained z = train_user_net(world, o, mse(), true, native, adamw);
+        const Trained z = train_user_net(world, o, mse(), true, native, adamw, {}, false, test_size);
         const double diff = max_diff(zero.params, z.params);
         std::printf("%s world %d: stage %d vs stage 0 max |weight diff| %g, optimizer state %s\n",
                     adamw ? "adamw" : "sgd", world, stage, diff,

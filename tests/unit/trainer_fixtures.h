@@ -143,14 +143,14 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(torch::nn::Module
 inline Trained train_user_net(int world, TrainerOptions opts,
                               Objective objective = Objective::classification(), bool regression = false,
                               const AsTrainable& as = native, bool adamw = false,
-                              const FaultPlan& faults = {}, bool fused = false) {
+                              const FaultPlan& faults = {}, bool fused = false, int64_t test_size = 40) {
   Trained out;
   std::mutex mu;
   testing_dist::run_world(world, [&](const DistContext& ctx) {
     Trainable model = as(make_net());
     const std::shared_ptr<torch::nn::Module> net = model.module;
     const auto optimizer = make_optimizer(*net, adamw, fused);
-    UserData train(96, regression), test(40, regression);
+    UserData train(96, regression), test(test_size, regression);
     Trainer trainer(ctx, std::move(model), *optimizer, opts, objective);
     trainer.set_loop_hooks(std::make_shared<FaultHooks>(faults));
     auto recorder = std::make_shared<Recorder>();
