@@ -127,9 +127,11 @@ std::vector<Flag> model_flags(TrainConfig& c) {
                 "llama: the padding token, whose embedding row gets no gradient (transformers' padding_idx; "
                 "-1 = none)"),
       bind_flag("bos_token_id", &c.model.bos_token_id,
-                "llama: the first token of a sequence, for an export's config.json (-1 = none)"),
+                "gpt, llama: the first token of a sequence, for an export's config.json (-1 = none; gpt: "
+                "the vocabulary's last, GPT-2's)"),
       bind_flag("eos_token_id", &c.model.eos_token_id,
-                "llama: the end of a sequence, for an export's config.json (-1 = none)"),
+                "gpt, llama: the end of a sequence, for an export's config.json (-1 = none; gpt: the "
+                "vocabulary's last, GPT-2's)"),
       bind_flag(
           "init_from_hf", &c.model.init_from_hf,
           "a Hugging Face folder (save_pretrained's config.json and model.safetensors) of GPT-2 (--model "

@@ -27,15 +27,6 @@ void check_llama_sizes(const ModelOptions& o) {
                           "; rotary embeddings rotate pairs: pass e.g. {0:", c.n_head * 64, "}"),
                       kModelOptions)
         .within(&o);
-  for (const auto& [id, name] :
-       {std::pair{&o.pad_token_id, "pad_token_id"}, std::pair{&o.bos_token_id, "bos_token_id"},
-        std::pair{&o.eos_token_id, "eos_token_id"}})
-    if (*id >= c.vocab_size)
-      throw OptionError({{id, name}, {&o.vocab_size, "vocab_size"}},
-                        str("{0}=", *id, " is not a token of the ", c.vocab_size,
-                            "-token vocabulary ({1}); pass -1 for none"),
-                        kModelOptions)
-          .within(&o);
   if (c.max_positions < c.block_size)
     throw OptionError({{&o.max_positions, "max_positions"}, {&o.block_size, "block_size"}},
                       str("{1}=", c.block_size, " is longer than the model's {0}=", c.max_positions,
@@ -59,6 +50,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   c.fused_norm = o.fused_norm;
   c.fused_linear = o.fused_linear;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
+  c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
   return c;
 }
 
@@ -122,6 +114,15 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
                             "; pass e.g. {0:", c.n_head * 64, "}"),
                         kModelOptions)
           .within(&o);
+    for (const auto& [id, name] :  // pad is llama's alone (ModelOptions::validate)
+         {std::pair{&o.pad_token_id, "pad_token_id"}, std::pair{&o.bos_token_id, "bos_token_id"},
+          std::pair{&o.eos_token_id, "eos_token_id"}})
+      if (*id >= c.vocab_size)
+        throw OptionError({{id, name}, {&o.vocab_size, "vocab_size"}},
+                          str("{0}=", *id, " is not a token of the ", c.vocab_size,
+                              "-token vocabulary ({1}); pass -1 for none"),
+                          kModelOptions)
+            .within(&o);
     if (data.num_classes > c.vocab_size)
       throw OptionError({{&o.vocab_size, "vocab_size"}},
                         str("the data has ", data.num_classes, " token values but the model's vocabulary is ",

@@ -39,6 +39,8 @@ struct GptConfig {
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
   FusedNorm fused_norm = FusedNorm::kOff;        // the LayerNorms (models/layer_norm.h)
   FusedLinear fused_linear = FusedLinear::kOff;  // the Linear layers (kernels/fused_linear.h)
+  int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: the vocabulary's last)
+  int64_t eos_token_id = -1;
 };
 
 /// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,

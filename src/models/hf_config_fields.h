@@ -54,9 +54,35 @@ T hf_field(const nlohmann::json& config, const char* key, const std::string& ori
   }
 }
 
+/// Whether config.json sets `key` to null (transformers: None), which for some fields means
+/// something else than leaving it out (the class's default).
+inline bool hf_null(const nlohmann::json& config, const char* key) {
+  return config.contains(key) && config[key].is_null();
+}
+
 /// UsageError unless ok: "'origin': what, which ddptrain's <model> does not compute".
 inline void hf_unsupported(bool ok, const std::string& origin, const std::string& what, const char* model) {
   DDP_USAGE_CHECK(ok, "'", origin, "': ", what, ", which ddptrain's ", model, " does not compute");
+}
+
+/// The token id config.json gives for `key` (a list, as Llama 3.1's eos: its first, all ids),
+/// `fallback` where it is left out (the config class's default; -1 when that is no token of the
+/// vocabulary), -1 where it is null. -1 given for pad_token_id is the vocabulary's last token
+/// (transformers' nn.Embedding(padding_idx=-1)). UsageError unless an id of the vocabulary.
+inline int hf_token_id(const nlohmann::json& config, const char* key, const std::string& origin, int vocab,
+                       int fallback, const char* model) {
+  if (!config.contains(key)) return fallback >= 0 && fallback < vocab ? fallback : -1;
+  nlohmann::json v = config[key];
+  if (v.is_array()) {
+    for (const auto& id : v)
+      hf_unsupported(id.is_number_integer(), origin, str(key, " ", v.dump(), " (not token ids)"), model);
+    v = v.empty() ? nlohmann::json() : v[0];
+  }
+  int id = hf_field<int>(nlohmann::json{{key, v}}, key, origin, -1);
+  if (id == -1 && !v.is_null() && std::string(key) == "pad_token_id") id = vocab - 1;
+  hf_unsupported(id == -1 || (id >= 0 && id < vocab), origin,
+                 str(key, " ", id, " (not a token of the ", vocab, "-token vocabulary)"), model);
+  return id;
 }
 
 /// Sets *field (named `name`) to the config's value of `key`; OptionError naming the field and

@@ -79,6 +79,9 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
           .within(&o);
     *f = v;
   }
+  for (const auto& [field, key] :  // carried to an export (GPT2Config's default: 50256, its last token)
+       {std::pair{&o.bos_token_id, "bos_token_id"}, std::pair{&o.eos_token_id, "eos_token_id"}})
+    hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, 50256, "GPT"), -1, key, o);
   const int64_t inner = hf_field<int64_t>(c, "n_inner", origin, 4 * int64_t{n_embd});
   unsupported(inner == 4 * int64_t{n_embd}, origin, str("n_inner ", inner, " is not 4 x n_embd"));
   const auto act = hf_field<std::string>(c, "activation_function", origin, "gelu_new");
@@ -170,8 +173,8 @@ std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype) {
                             {"scale_attn_weights", true},
                             {"initializer_range", 0.02},
                             {"dtype", dtype},
-                            {"bos_token_id", c.vocab_size - 1},
-                            {"eos_token_id", c.vocab_size - 1}};
+                            {"bos_token_id", c.bos_token_id >= 0 ? c.bos_token_id : c.vocab_size - 1},
+                            {"eos_token_id", c.eos_token_id >= 0 ? c.eos_token_id : c.vocab_size - 1}};
   return j.dump(2) + "\n";
 }
 

@@ -20,22 +20,29 @@ void llama_unsupported(bool ok, const std::string& origin, const std::string& wh
 // What transformers' config class assumes for a field config.json leaves out, by model_type.
 struct FamilyDefaults {
   int layers, heads, kv_heads, hidden, intermediate, positions, vocab;  // kv_heads 0: = heads
-  int window;  // the sliding window when one is used and sliding_window is left out
+  int window;    // the sliding window when one is used and sliding_window is left out
+  int bos, eos;  // -1: none
 };
 
 FamilyDefaults family_defaults(const std::string& type) {
-  if (type == "qwen2") return {32, 32, 32, 4096, 22016, 32768, 151936, 4096};
-  if (type == "mistral") return {32, 32, 8, 4096, 14336, 131072, 32000, 4096};
-  return {32, 32, 0, 4096, 11008, 2048, 32000, 0};  // llama
+  if (type == "qwen2") return {32, 32, 32, 4096, 22016, 32768, 151936, 4096, -1, -1};
+  if (type == "mistral") return {32, 32, 8, 4096, 14336, 131072, 32000, 4096, 1, 2};
+  return {32, 32, 0, 4096, 11008, 2048, 32000, 0, 1, 2};  // llama
 }
 
-// The rotation's base, where transformers takes it: rope_scaling over rope_parameters (transformers
-// 5) over the older top-level rope_theta; scaled rotations (Llama 3.1's "llama3", "linear",
-// "yarn", ...) and parameters per layer type are not computed.
+// The rotation's base, where transformers (5) takes it: the rope_scaling object when set and not
+// empty, else rope_parameters, as a whole (the other one is not read); a base it leaves out is the
+// top-level rope_theta's, else 10000. Scaled rotations (Llama 3.1's "llama3", "linear", "yarn",
+// ...), a partial rotation and parameters per layer type are not computed.
 double rope_theta_of(const nlohmann::json& c, const std::string& origin) {
-  double theta = hf_field<double>(c, "rope_theta", origin, 10000.0);
-  for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    if (!c.contains(key) || c[key].is_null()) continue;
+  const double top = hf_field<double>(c, "rope_theta", origin, 10000.0);
+  const auto partial = [&](const nlohmann::json& j, const std::string& where) {
+    const double f = hf_field<double>(j, "partial_rotary_factor", origin, 1.0);
+    llama_unsupported(f == 1.0, origin, str(where, "partial_rotary_factor ", f, " (a partial rotation)"));
+  };
+  partial(c, "");
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!c.contains(key) || c[key].is_null() || (c[key].is_object() && c[key].empty())) continue;
     const nlohmann::json& rope = c[key];
     llama_unsupported(rope.is_object(), origin, str(key, " ", rope.dump(), " (not an object)"));
     for (const auto& [k, v] : rope.items())
@@ -44,9 +51,10 @@ double rope_theta_of(const nlohmann::json& c, const std::string& origin) {
                                             hf_field<std::string>(rope, "type", origin, "default"));
     llama_unsupported(type == "default", origin,
                       str(key, ".rope_type '", type, "' (scaled rotary embeddings)"));
-    theta = hf_field<double>(rope, "rope_theta", origin, theta);
+    partial(rope, str(key, "."));
+    return hf_field<double>(rope, "rope_theta", origin, top);
   }
-  return theta;
+  return top;
 }
 
 // The sliding window a layer of this config computes (0: none): Mistral's; Qwen2's when used and
@@ -61,7 +69,7 @@ int sliding_window_of(const nlohmann::json& c, const std::string& type, const st
       for (const auto& t : c["layer_types"]) used = used || t == "sliding_attention";
     }
   }
-  if (!used) return 0;
+  if (!used || hf_null(c, "sliding_window")) return 0;  // null: no window (left out: the family's)
   return hf_field<int>(c, "sliding_window", origin, family_defaults(type).window);
 }
 
@@ -83,7 +91,9 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
   } sizes[] = {{&o.n_layer, "n_layer", "num_hidden_layers", layers},
                {&o.n_head, "n_head", "num_attention_heads", heads},
                {&o.n_kv_head, "n_kv_head", "num_key_value_heads",
-                hf_field<int>(c, "num_key_value_heads", origin, d.kv_heads > 0 ? d.kv_heads : heads)},
+                hf_null(c, "num_key_value_heads")  // null: one per query head, in every family
+                    ? heads
+                    : hf_field<int>(c, "num_key_value_heads", origin, d.kv_heads > 0 ? d.kv_heads : heads)},
                {&o.n_embd, "n_embd", "hidden_size", hf_field<int>(c, "hidden_size", origin, d.hidden)},
                {&o.intermediate_size, "intermediate_size", "intermediate_size",
                 hf_field<int>(c, "intermediate_size", origin, d.intermediate)},
@@ -106,25 +116,15 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
       str("head_dim ", head_dim, " (not hidden_size / num_attention_heads = ", o.n_embd / o.n_head, ")"));
 }
 
-// The token ids: pad's embedding row gets no gradient (transformers' padding_idx); bos and eos are
-// carried to an export's config.json. Each in [0, vocab_size) or none.
-void apply_token_ids(const nlohmann::json& c, const std::string& origin, ModelOptions& o) {
-  for (const auto& [field, name, key] : {std::tuple{&o.pad_token_id, "pad_token_id", "pad_token_id"},
-                                         std::tuple{&o.bos_token_id, "bos_token_id", "bos_token_id"},
-                                         std::tuple{&o.eos_token_id, "eos_token_id", "eos_token_id"}}) {
-    // eos may be a list (Llama 3.1's): its first is the one written back; all are ids.
-    nlohmann::json v = c.contains(key) ? c[key] : nlohmann::json();
-    if (v.is_array()) {
-      for (const auto& id : v)
-        llama_unsupported(id.is_number_integer(), origin, str(key, " ", v.dump(), " (not token ids)"));
-      v = v.empty() ? nlohmann::json() : v[0];
-    }
-    const nlohmann::json one = {{key, v}};
-    const int id = hf_field<int>(one, key, origin, -1);
-    llama_unsupported(id == -1 || (id >= 0 && id < o.vocab_size), origin,
-                      str(key, " ", id, " (not a token of the ", o.vocab_size, "-token vocabulary)"));
-    hf_set(field, name, id, -1, key, o);
-  }
+// The token ids (hf_token_id; left out: the family's, as its config class): pad's embedding row
+// gets no gradient (transformers' padding_idx); bos and eos are carried to an export's config.json.
+void apply_token_ids(const nlohmann::json& c, const std::string& type, const std::string& origin,
+                     ModelOptions& o) {
+  const FamilyDefaults d = family_defaults(type);
+  for (const auto& [field, key, fallback] :
+       {std::tuple{&o.pad_token_id, "pad_token_id", -1}, std::tuple{&o.bos_token_id, "bos_token_id", d.bos},
+        std::tuple{&o.eos_token_id, "eos_token_id", d.eos}})
+    hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, fallback, "Llama"), -1, key, o);
 }
 
 }  // namespace
@@ -134,7 +134,7 @@ void apply_hf_llama_config(const nlohmann::json& c, const std::string& origin, M
   DDP_USAGE_CHECK(type == "llama" || type == "qwen2" || type == "mistral", "'", origin, "': model_type '",
                   type, "' is not of the Llama family (llama, qwen2, mistral)");
   apply_llama_sizes(c, type, origin, o);
-  apply_token_ids(c, origin, o);
+  apply_token_ids(c, type, origin, o);
   const auto act = hf_field<std::string>(c, "hidden_act", origin, "silu");
   llama_unsupported(act == "silu" || act == "swish", origin,
                     str("hidden_act '", act, "' (the SwiGLU MLP's is silu)"));

@@ -95,16 +95,22 @@ void validate_llama_fields(const ModelOptions& m) {
       bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"},
       pad{&m.pad_token_id, "pad_token_id"}, bos{&m.bos_token_id, "bos_token_id"},
       eos{&m.eos_token_id, "eos_token_id"};
+  // bos and eos, carried to an export's config.json, are gpt's too.
+  if (m.model != ModelKind::kLlama && m.model != ModelKind::kGpt &&
+      (m.bos_token_id != -1 || m.eos_token_id != -1))
+    throw OptionError(
+        {bos, eos, model},
+        str("{0} and {1} apply to {2:gpt} and {2:llama}; {2:", word(m.model), "} has none: drop them"),
+        kModelOwner);
   if (m.model != ModelKind::kLlama) {
     if (m.n_kv_head != 0 || m.intermediate_size != 0 || m.max_positions != 0 ||
         m.rope_theta != defaults.rope_theta || m.rms_norm_eps != defaults.rms_norm_eps ||
         m.tie_embeddings != defaults.tie_embeddings || m.attention_bias != defaults.attention_bias ||
-        m.pad_token_id != -1 || m.bos_token_id != -1 || m.eos_token_id != -1)
-      throw OptionError({kv, inner, positions, theta, eps, tie, bias, pad, bos, eos, model},
-                        str("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8} and {9} apply to {10:llama}; {10:",
+        m.pad_token_id != -1)
+      throw OptionError({kv, inner, positions, theta, eps, tie, bias, pad, model},
+                        str("{0}, {1}, {2}, {3}, {4}, {5}, {6} and {7} apply to {8:llama}; {8:",
                             word(m.model), "} has none: drop them"),
                         kModelOwner);
-    return;
   }
   for (const OptionField& id : {pad, bos, eos})
     if (*static_cast<const int*>(id.address) < -1)

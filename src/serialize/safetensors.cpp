@@ -76,11 +76,21 @@ std::vector<SafetensorsEntry> parse_header(const std::string& json, uint64_t dat
   DDP_CHECK(header.is_object(), origin, ": the safetensors header is not a JSON object");
   std::vector<SafetensorsEntry> out;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {  // as safetensors' reader: an object of strings
+      bool strings = entry.is_object();
+      for (const auto& [k, v] : entry.items()) strings = strings && v.is_string();
+      DDP_CHECK(strings, origin, ": the safetensors header's __metadata__ is ", entry.dump(),
+                ", not an object of strings");
+      continue;
+    }
     SafetensorsEntry e;
     e.name = name;
     std::vector<uint64_t> offsets;
     std::string dtype;
+    DDP_CHECK(entry.is_object() && entry.contains("shape") && entry["shape"].is_array() &&
+                  entry.contains("data_offsets") && entry["data_offsets"].is_array(),
+              origin, ": tensor '", name, "' is ", entry.dump().substr(0, 200),
+              ", not an object with a shape and data_offsets that are lists");
     try {
       for (const auto& d : entry.at("shape")) {
         DDP_CHECK(d.is_number_integer(), origin, ": tensor '", name, "' has shape ", entry.at("shape").dump(),

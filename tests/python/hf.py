@@ -27,7 +27,7 @@ def make(d, shard=None):
 
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=16, vocab_size=96, activation_function="gelu_new",
-                     bos_token_id=95, eos_token_id=95)
+                     bos_token_id=93, eos_token_id=94)
     perturb_and_save(GPT2LMHeadModel(cfg), d, shard, weight_scale=1)
 
 

@@ -104,6 +104,8 @@ TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   const at::Tensor ours = g->forward(tokens(2, 16, 96)).detach();
   const at::Tensor theirs = transformers_logits(out, 2, 16, 96).first;
   EXPECT_LT((ours - theirs).abs().max().item<double>(), 1e-5);
+  for (const char* id : {"bos_token_id", "eos_token_id"})  // the folder's (93 and 94), not the last token
+    EXPECT_EQ(read_hf_config(out)[id], read_hf_config(src)[id]) << id;
   // The same folder again as one file: the shards and index of the first export are gone.
   write_hf_folder(out, hf_gpt2_config_json(c), gpt_to_hf(state), at::kFloat, 1 << 30);
   EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json") ||

@@ -77,6 +77,32 @@ TEST(HfReaders, TheFileReaderReadsWhatTheWriterWroteAsTheInMemoryReaderDoes) {
     EXPECT_NE(std::string(e.what()).find("tensor 'x' has a shape that is not one"), std::string::npos)
         << e.what();
   }
+  // What safetensors' own reader refuses: a shape or offsets that are not lists (nlohmann would
+  // iterate a number or an object as one), metadata that is not an object of strings.
+  const auto refusal = [&](std::string header) {
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string b(8, '\0');
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    readers_put(dir + "/odd.safetensors", b + header + "abcd");
+    try {
+      SafetensorsFile odd(dir + "/odd.safetensors");
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(refusal(R"({"x":{"dtype":"F32","shape":1,"data_offsets":[0,4]}})")
+                .find("tensor 'x' is {\"data_offsets\":[0,4],\"dtype\":\"F32\",\"shape\":1}, not an object"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(R"({"x":{"dtype":"F32","shape":{"n":1},"data_offsets":[0,4]}})").find("not an object with a"),
+      std::string::npos);
+  EXPECT_NE(refusal(R"({"__metadata__":{"format":5},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})")
+                .find("__metadata__ is {\"format\":5}, not an object of strings"),
+            std::string::npos);
+  EXPECT_EQ(
+      refusal(R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
+      "accepted");
 }
 
 TEST(HfReaders, MutatedSafetensorsAreReadOrRefusedNamingTheFile) {
@@ -226,8 +252,19 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   EXPECT_EQ(o.max_positions, 32768);
   EXPECT_EQ(o.attention_bias, AttentionBias::kQkv);
   o = read({{"model_type", "llama"}, {"num_attention_heads", 8}});
-  EXPECT_EQ(o.n_kv_head, 8);  // Llama's: num_attention_heads
-  EXPECT_EQ(o.bos_token_id, -1);
+  EXPECT_EQ(o.n_kv_head, 8);     // Llama's: num_attention_heads
+  EXPECT_EQ(o.bos_token_id, 1);  // LlamaConfig's 1 and 2; Qwen2Config's none
+  EXPECT_EQ(o.eos_token_id, 2);
+  EXPECT_EQ(read({{"model_type", "qwen2"}}).eos_token_id, -1);
+  // null is not left out: no window (Mistral-7B-v0.2's config), one key/value head per query head.
+  o = read({{"model_type", "mistral"}, {"sliding_window", nullptr}, {"max_position_embeddings", 32768}});
+  EXPECT_EQ(o.max_positions, 32768);
+  EXPECT_EQ(read({{"model_type", "qwen2"},
+                  {"num_key_value_heads", nullptr},
+                  {"num_attention_heads", 4},
+                  {"hidden_size", 32}})
+                .n_kv_head,
+            4);
   // Mistral's window: within it, any block; beyond it, refused naming it.
   const nlohmann::json mistral = {{"model_type", "mistral"},  {"max_position_embeddings", 16},
                                   {"sliding_window", 8},      {"hidden_size", 32},
@@ -246,15 +283,22 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   EXPECT_EQ(read(qwen2).max_positions, 8);
   qwen2["layer_types"] = {"full_attention", "full_attention"};
   EXPECT_EQ(read(qwen2).max_positions, 16);
-  // rope_theta: rope_scaling over rope_parameters over the top level.
+  // rope_theta: the rope_scaling object as a whole over rope_parameters, then the top level.
   nlohmann::json rope = {{"model_type", "llama"}, {"rope_theta", 1.0e4}};
   EXPECT_EQ(read(rope).rope_theta, 1.0e4);
   rope["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5.0e5}};
   EXPECT_EQ(read(rope).rope_theta, 5.0e5);
   rope["rope_scaling"] = {{"rope_type", "default"}, {"rope_theta", 2.0e5}};
   EXPECT_EQ(read(rope).rope_theta, 2.0e5);
+  rope["rope_scaling"] = {{"rope_type", "default"}};  // without a base: the top level's, not rope_parameters'
+  EXPECT_EQ(read(rope).rope_theta, 1.0e4);
+  rope["rope_scaling"] = nlohmann::json::object();  // empty: rope_parameters
+  EXPECT_EQ(read(rope).rope_theta, 5.0e5);
   rope["rope_parameters"] = {{"full_attention", {{"rope_theta", 1.0}}}};
   EXPECT_NE(refusal(rope).find("rope_parameters per layer type ('full_attention')"), std::string::npos);
+  EXPECT_NE(refusal({{"model_type", "llama"}, {"partial_rotary_factor", 0.5}})
+                .find("partial_rotary_factor 0.5 (a partial rotation)"),
+            std::string::npos);
   // Token ids: Llama 3.1's list of eos ids keeps its first; an id outside the vocabulary is named.
   o = read({{"model_type", "llama"},
             {"vocab_size", 300},
@@ -267,6 +311,16 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   EXPECT_NE(refusal({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", 300}})
                 .find("pad_token_id 300 (not a token of the 300-token vocabulary)"),
             std::string::npos);
+  // pad -1 is the last row, as nn.Embedding(padding_idx=-1) takes it; null is none.
+  EXPECT_EQ(read({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", -1}}).pad_token_id, 299);
+  EXPECT_EQ(read({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", nullptr}}).pad_token_id, -1);
+  // GPT-2's ids: GPT2Config's 50256 where left out (none where that is no token of a smaller vocabulary).
+  o = read({{"model_type", "gpt2"}});
+  EXPECT_EQ(o.bos_token_id, 50256);
+  EXPECT_EQ(o.eos_token_id, 50256);
+  o = read({{"model_type", "gpt2"}, {"vocab_size", 96}, {"n_embd", 32}, {"n_head", 2}, {"eos_token_id", 7}});
+  EXPECT_EQ(o.bos_token_id, -1);
+  EXPECT_EQ(o.eos_token_id, 7);
   // What Qwen2 and Mistral fix in code is not read from their config; Llama's is.
   EXPECT_EQ(read({{"model_type", "mistral"}, {"attention_bias", true}}).attention_bias, AttentionBias::kNone);
   EXPECT_EQ(read({{"model_type", "llama"}, {"attention_bias", true}}).attention_bias, AttentionBias::kAll);
