@@ -15,7 +15,8 @@ struct DdpOptions {
                                          // (Note [Bucket size from the link])
   double first_bucket_mb = 1.0;          // the first bucket (reduced first, from the last layers)
   bool gradient_as_bucket_view = false;  // gradients are views into the flat buckets
-  bool find_unused_parameters = false;   // parameters without a gradient in a step count as zero
+  bool find_unused_parameters = false;   // as PyTorch's: a parameter without a gradient in a backward
+                                         // adds what it accumulated (or zero); unused by all: no gradient
   bool broadcast_buffers = true;         // rank 0's buffers before each training forward
   CommHook comm_hook = CommHook::kNone;  // gradients compressed for the all-reduce
   bool overlap = true;                   // all-reduce during backward (false: after it)

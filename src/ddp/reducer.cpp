@@ -135,6 +135,11 @@ void Reducer::reset_iteration() {
   armed_ = false;
 }
 
+void Reducer::reset_local_counts() {
+  for (size_t b = 0; b < buckets_.size(); ++b) local_pending_[b] = buckets_[b].size();
+  local_armed_ = false;
+}
+
 // Under no_sync only on_bucket_grads_ needs to know when a bucket's gradients are complete.
 void Reducer::count_local(size_t i) {
   const size_t b = bucket_of_[i];
@@ -145,7 +150,12 @@ void Reducer::count_local(size_t i) {
 
 void Reducer::on_grad_ready(size_t i) {
   if (!sync_) {  // See Note [no_sync and accumulation].
-    if (on_bucket_grads_) count_local(i);
+    if (!on_bucket_grads_) return;
+    if (!local_armed_) {  // the counts start afresh at every backward: a parameter may get none
+      local_armed_ = true;
+      torch::autograd::Engine::get_default_engine().queue_callback([this] { reset_local_counts(); });
+    }
+    count_local(i);
     return;
   }
   if (!armed_) {
@@ -180,6 +190,17 @@ void Reducer::on_grad_ready(size_t i) {
   if (opts_.overlap) launch_ready_buckets();
 }
 
+std::vector<char> Reducer::gradient_unused_by_all(const std::vector<char>& used) const {
+  at::Tensor flags = at::empty({static_cast<int64_t>(used.size())}, at::kFloat);
+  for (size_t i = 0; i < used.size(); ++i) flags[static_cast<int64_t>(i)] = used[i] ? 1.0f : 0.0f;
+  std::vector<at::Tensor> t{flags.to(params_.front().device())};
+  ctx_.all_reduce_sum(t, "find_unused_parameters: which parameters any rank used");
+  const at::Tensor any = t[0].cpu();
+  std::vector<char> out(used.size());
+  for (size_t i = 0; i < used.size(); ++i) out[i] = any[static_cast<int64_t>(i)].item<float>() == 0.0f;
+  return out;
+}
+
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
 }
@@ -197,10 +218,11 @@ void Reducer::launch(size_t b) {
     return;
   }
   if (opts_.comm_hook != CommHook::kNone) {
-    // As PyTorch's fp16/bf16 compress hooks: divide first (no overflow in 16 bits), then
-    // reduce the compressed copy.
+    // As PyTorch's fp16/bf16 compress hooks (_compress_hook): cast, then divide in 16 bits
+    // (a value beyond fp16's range is inf there, which the loss scaler then sees), then reduce
+    // the compressed copy.
     const at::ScalarType dt = wire_dtype(opts_.comm_hook);
-    wire_[b] = flat_[b].div(ctx_.world_size()).to(dt);
+    wire_[b] = flat_[b].to(dt).div_(ctx_.world_size());
     // A backend without 16-bit reduction for this dtype reduces the rounded values in fp32:
     // same numerics as the hook, no bandwidth saved (the constructor logs it).
     if (!ctx_.reduces(dt)) wire_[b] = wire_[b].to(flat_[b].scalar_type());
@@ -239,13 +261,24 @@ void Reducer::finish_next() {
 
 void Reducer::finalize() {
   for (size_t b = next_finish_; b < buckets_.size(); ++b) ensure_flat(b);  // finished ones are released
-  // Parameters that got no gradient in this backward.
+  // Parameters that got no gradient in this backward. find_unused_parameters, as PyTorch's
+  // reducer: a gradient accumulated before (no_sync micro-batches) is this rank's contribution,
+  // else zero; a parameter no rank used (in this backward or before it) keeps its gradient as it
+  // was, None staying None, so that the optimizer skips it (gradient_unused_by_all, below).
   std::string missing;
   size_t n_missing = 0;
+  std::vector<char> used(ready_.begin(), ready_.end());
   for (size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
     if (opts_.find_unused_parameters) {
-      slot(i).zero_();  // contributes zero; other ranks may have used it
+      torch::NoGradGuard no_grad;
+      at::Tensor& grad = params_[i].mutable_grad();
+      used[i] = grad.defined();
+      if (grad.defined())
+        slot(i).copy_(grad);
+      else
+        slot(i).zero_();                        // contributes zero; other ranks may have used it
+      if (opts_.shard_gradients) grad.reset();  // in its bucket now, as on_grad_ready leaves it
       ready_[i] = 1;
       --pending_[bucket_of_[i]];
       continue;
@@ -268,7 +301,10 @@ void Reducer::finalize() {
   while (next_finish_ < buckets_.size()) finish_next();
   ++stats_.syncs;
   if (opts_.shard_gradients) return reset_iteration();  // the gradients are the shards
+  const std::vector<char> unused_by_all =
+      opts_.find_unused_parameters ? gradient_unused_by_all(used) : std::vector<char>(params_.size(), 0);
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (unused_by_all[i]) continue;
     at::Tensor& grad = params_[i].mutable_grad();
     at::Tensor view = slot(i);
     if (opts_.gradient_as_bucket_view)

@@ -33,7 +33,10 @@ struct ReducerOptions {
   size_t bucket_cap_bytes = 25u << 20;
   size_t first_bucket_bytes = 1u << 20;
   bool gradient_as_bucket_view = false;  // grads become views into the flat buckets
-  bool find_unused_parameters = false;   // params without a gradient count as zero
+  /// Params without a gradient in a backward contribute what they accumulated before (zero if
+  /// nothing); one that no rank used keeps its gradient (None: the optimizer skips it), as
+  /// PyTorch's: one more all-reduce per synchronised backward (a flag per parameter).
+  bool find_unused_parameters = false;
   CommHook comm_hook = CommHook::kNone;  // compress buckets to 16 bits for the all-reduce
   bool overlap = true;                   // false: launch every bucket only after backward
   bool shard_gradients = false;          // ZeRO stage 2: keep only this rank's shard (Note [ZeRO stage 2])
@@ -83,6 +86,11 @@ class Reducer {
   void launch_ready_buckets();
   void launch(size_t bucket);
   void finalize();
+  /// The end of a backward under no_sync: every bucket's count starts afresh.
+  void reset_local_counts();
+  /// find_unused_parameters: per parameter, whether no rank used it (`used`: this rank's), from
+  /// one all-reduce of the flags.
+  std::vector<char> gradient_unused_by_all(const std::vector<char>& used) const;
   void reset_iteration();
   at::Tensor slot(size_t param) const;
   at::Tensor& ensure_flat(size_t bucket);
@@ -114,6 +122,7 @@ class Reducer {
   std::vector<char> ready_;
   std::vector<size_t> pending_;        // per bucket: params not yet ready
   std::vector<size_t> local_pending_;  // the same under no_sync, for on_bucket_grads_
+  bool local_armed_ = false;           // a final callback resets local_pending_ after this backward
   std::function<void(size_t)> on_bucket_grads_;
   size_t next_launch_ = 0;
   size_t next_finish_ = 0;  // buckets [0, next_finish_) are finished this iteration

@@ -8,7 +8,9 @@
 namespace ddptrain {
 
 at::Tensor clip_coefficient(const at::Tensor& norm, double max_norm) {
-  return at::clamp_max(max_norm / (norm + 1e-6), 1.0);
+  // Python's `max_norm / (total_norm + 1e-6)` is Tensor.__rtruediv__: the reciprocal times
+  // max_norm (C++'s Scalar / Tensor divides, which differs in the last bit for some max_norm).
+  return at::clamp_max((norm + 1e-6).reciprocal() * max_norm, 1.0);
 }
 
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {

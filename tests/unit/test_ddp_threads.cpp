@@ -212,6 +212,10 @@ TEST(DdpThreads, WorldOneHasAProcessGroupOnlyWhenABackendIsNamed) {
   named.shutdown();
 }
 
+// find_unused_parameters as PyTorch's reducer: a parameter no rank used keeps no gradient (the
+// optimizer skips it); one rank's gradient is averaged with the others' zero; a gradient
+// accumulated under no_sync is a rank's contribution when the synchronised pass leaves the
+// parameter out.
 TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
   std::mutex mu;
   std::vector<std::string> errors;
@@ -233,17 +237,37 @@ TEST(DdpThreads, UnusedParameterIsAnErrorOrAZeroContribution) {
     EXPECT_NE(e.find("'unused'"), std::string::npos) << e;
     EXPECT_NE(e.find("--find_unused_parameters"), std::string::npos) << e;
   }
-  std::vector<double> grads;
+  std::vector<bool> defined;
+  std::vector<at::Tensor> one_rank, kept;
+  const at::Tensor x = torch::randn({2, 8});
   run_ranks(2, [&](const DistContext& ctx) {
     auto net = make_net(1, 16, true);
     DdpSetup o;
     o.reducer.find_unused_parameters = true;
     DistributedDataParallel ddp(net, ctx, o);
-    net->forward(torch::randn({2, 8})).sum().backward();
+    net->forward(x).sum().backward();  // `unused` on no rank
+    const bool has = net->unused.grad().defined();
+    // Used on rank 0 only: rank 0's gradient (3 x 2 rows of ones) averaged with rank 1's zero.
+    net->unused.mutable_grad().reset();
+    (net->forward(x).sum() + (ctx.rank() == 0 ? net->unused.sum() * 2 : at::zeros({}))).backward();
+    const at::Tensor half = net->unused.grad().clone();
+    // Used in a no_sync micro-batch (gradient 3 on every rank), left out of the synchronised one.
+    net->unused.mutable_grad().reset();
+    {
+      DistributedDataParallel::NoSyncGuard local(ddp);
+      (net->forward(x).sum() + net->unused.sum() * 3).backward();
+    }
+    net->forward(x).sum().backward();
     std::lock_guard<std::mutex> lock(mu);
-    grads.push_back(net->unused.grad().abs().sum().item<double>());
+    defined.push_back(has);
+    one_rank.push_back(half);
+    kept.push_back(net->unused.grad().clone());
   });
-  EXPECT_EQ(grads, (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(defined, (std::vector<bool>{false, false})) << "a parameter no rank used got a gradient";
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(one_rank[r].equal(torch::ones({3}))) << "rank " << r << ": " << one_rank[r];
+    EXPECT_TRUE(kept[r].equal(torch::full({3}, 3.0))) << "rank " << r << ": " << kept[r];
+  }
 }
 
 TEST(DdpThreads, MismatchedModelsFailOnEveryRank) {
