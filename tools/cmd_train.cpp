@@ -72,6 +72,7 @@ int cmd_train(const std::vector<std::string>& args) {
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
   cfg.trainer.checkpoint.resume_from = choose_resume_from(cfg, ctx.world_size(), log);
+  cfg.trainer.checkpoint.resume_fallback.clear();  // taken into that choice
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

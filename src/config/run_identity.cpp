@@ -33,8 +33,8 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
   static const std::vector<std::string> kFlags = [] {
     std::vector<std::string> f = {
         // where things are, and how long to train
-        "config", "data_dir", "data_path", "val_path", "checkpoint_dir", "resume_from", "init_from",
-        "init_from_hf", "epochs", "max_steps",
+        "config", "data_dir", "data_path", "val_path", "checkpoint_dir", "resume_from", "resume_fallback",
+        "init_from", "init_from_hf", "epochs", "max_steps",
         // a scripted module's file: the run records its content instead (kModuleContent)
         "model_path",
         // saving, evaluation and logging

@@ -174,10 +174,10 @@ std::vector<Flag> optimization_flags(TrainConfig& c) {
                 "step_cosine: optimizer steps of linear warmup"),
       bind_flag("min_lr_ratio", &c.trainer.optim.min_lr_ratio, "step_cosine: final learning rate / --lr"),
       bind_flag("momentum", &c.optimizer.momentum, "SGD momentum"),
-      bind_choice(
-          "fused_optimizer", &c.optimizer.fused, fused_optimizer_choices(),
-          "ATen's fused kernels for the optimizer step (one per parameter group): auto on CUDA only "
-          "(on CPU the loop is bitwise Python's default), on everywhere (LibTorch >= 2.4), off: the loop"),
+      bind_choice("fused_optimizer", &c.optimizer.fused, fused_optimizer_choices(),
+                  "ATen's fused kernels for the optimizer step (one per parameter group): auto on CUDA only "
+                  "(on CPU the loop: SGD's bitwise Python's default), on everywhere (LibTorch >= 2.4), off: "
+                  "the loop"),
       bind_flag("adam_beta1", &c.optimizer.adam_beta1, "AdamW beta1"),
       bind_flag("adam_beta2", &c.optimizer.adam_beta2, "AdamW beta2"),
       bind_flag("weight_decay", &c.optimizer.weight_decay,
@@ -241,6 +241,10 @@ std::vector<Flag> output_flags(TrainConfig& c) {
                 "newest complete checkpoints to keep (0 = all)"),
       bind_flag("resume_from", &c.trainer.checkpoint.resume_from,
                 "checkpoint directory to resume from, or auto (newest valid in --checkpoint_dir)"),
+      bind_flag(
+          "resume_fallback", &c.trainer.checkpoint.resume_fallback,
+          "with --resume_from auto: the checkpoint directory to resume when --checkpoint_dir holds none "
+          "of this run's (ddptrain launch passes the first attempt's --resume_from on a restart)"),
       bind_flag("init_from", &c.trainer.checkpoint.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
                 "\"module.\" prefix is removed), a model.pt, a .safetensors file (ddptrain export), or a "

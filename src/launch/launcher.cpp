@@ -39,7 +39,11 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
       bind_flag("node_rank", &o.node_rank, "this node's index in [0, nnodes)"),
       bind_flag("master_addr", &o.master_addr, "address of node 0 (rank 0 serves the TCPStore)"),
       bind_flag("master_port", &o.master_port, "TCP port of the rendezvous on node 0"),
-      bind_flag("kill_grace_s", &o.kill_grace_s, "seconds between SIGTERM and SIGKILL on teardown"),
+      bind_flag("kill_grace_s", &o.kill_grace_s,
+                "seconds between SIGTERM and SIGKILL on teardown after a worker failed"),
+      bind_flag("signal_grace_s", &o.signal_grace_s,
+                "seconds the workers get to finish their step and save after a SIGINT/SIGTERM this "
+                "launcher forwards, before SIGKILL (a second signal: SIGKILL at once)"),
       bind_flag("max_restarts", &o.max_restarts,
                 "restart the workers this often after a failure (they resume from the newest checkpoint)"),
       bind_flag(
@@ -63,6 +67,18 @@ size_t launch_flags_end(const std::vector<std::string>& args) {
 
 bool is_ddptrain_command(const std::string& name) { return name == "train" || name == "eval"; }
 
+std::string train_resume_from(const std::vector<std::string>& worker_args) {
+  std::string from;  // the last one given wins, as the flag parser takes it
+  for (size_t i = 1; i < worker_args.size(); ++i) {
+    const std::string& a = worker_args[i];
+    if (a == "--resume_from" && i + 1 < worker_args.size())
+      from = worker_args[++i];
+    else if (a.rfind("--resume_from=", 0) == 0)
+      from = a.substr(14);
+  }
+  return from;
+}
+
 std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts) {
   const size_t split = launch_flags_end(args);
   DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
@@ -80,6 +96,7 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
                   " must be a TCP port in [1, 65535]");
   DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
   DDP_USAGE_CHECK(opts->kill_grace_s >= 0, "--kill_grace_s=", opts->kill_grace_s, " must be >= 0");
+  DDP_USAGE_CHECK(opts->signal_grace_s >= 0, "--signal_grace_s=", opts->signal_grace_s, " must be >= 0");
   DDP_USAGE_CHECK(opts->stall_s >= 0, "--stall_s=", opts->stall_s, " must be >= 0 (0: off)");
   return {args.begin() + static_cast<long>(split), args.end()};
 }
@@ -270,21 +287,32 @@ void reap(std::vector<Worker>& workers, Teardown& t) {
   }
 }
 
-// A received SIGINT/SIGTERM goes to the workers once; after the grace period, SIGKILL.
-void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, int kill_grace_s) {
+// A received SIGINT/SIGTERM goes to the workers once: they finish their step and save, within
+// signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
+// kill_grace_s between SIGTERM and SIGKILL.
+void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o) {
   if (int sig = g_signal.exchange(0); sig != 0) {
-    std::fprintf(stderr, "launch: got %s, forwarding to the workers\n", strsignal(sig));
+    if (t.forwarded != 0 && !t.killed) {
+      std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
+      signal_all(workers, SIGKILL);
+      t.killed = true;
+      return;
+    }
+    std::fprintf(stderr,
+                 "launch: got %s, forwarding to the workers (SIGKILL after %d s, or at a second signal)\n",
+                 strsignal(sig), o.signal_grace_s);
     t.forwarded = sig;
     signal_all(workers, sig);
     t.term_sent = std::chrono::steady_clock::now();
   }
+  const int grace = t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s;
   if (t.term_sent != std::chrono::steady_clock::time_point{} && !t.killed &&
-      std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(kill_grace_s)) {
+      std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(grace)) {
     for (auto& w : workers)
       if (!w.exited)
-        std::fprintf(
-            stderr, "launch: rank %d (pid %d) did not stop within %d s of SIGTERM (hung?); sending SIGKILL\n",
-            w.rank, w.pid, kill_grace_s);
+        std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of %s; sending SIGKILL\n",
+                     w.rank, w.pid, grace,
+                     t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
     signal_all(workers, SIGKILL);
     t.killed = true;
   }
@@ -354,7 +382,7 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
     pump_output(workers);
     reap(workers, t);
     if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch);
-    forward_and_escalate(workers, t, o.kill_grace_s);
+    forward_and_escalate(workers, t, o);
     bool all_exited = true, all_closed = true;
     for (auto& w : workers) {
       all_exited &= w.exited;
@@ -413,10 +441,16 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   char tmpl[] = "/tmp/ddptrain-launch-XXXXXX";
   const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   GroupResult r;
+  const std::string first_resume = train_resume_from(worker_args);
   for (int attempt = 0;; ++attempt) {
-    // A restarted group resumes from the newest complete checkpoint (the last flag wins).
+    // A restarted group resumes from the newest complete checkpoint (the last flag wins), or,
+    // where none was saved yet, from the checkpoint the first attempt resumed.
     std::vector<std::string> args = exe_args;
-    if (attempt > 0 && worker_args[0] == "train") args.insert(args.end(), {"--resume_from", "auto"});
+    if (attempt > 0 && worker_args[0] == "train") {
+      args.insert(args.end(), {"--resume_from", "auto"});
+      if (!first_resume.empty() && first_resume != "auto")
+        args.insert(args.end(), {"--resume_fallback", first_resume});
+    }
     r = run_group(o, exe, args, attempt, error_dir);
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
     std::fprintf(

@@ -28,6 +28,9 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int kill_grace_s = 5;  // after the first failure, SIGTERM then SIGKILL after this long
+  /// After a SIGINT/SIGTERM forwarded to the workers: the time they get to finish their step and
+  /// save (--checkpoint_on_signal) before SIGKILL; a second signal sends SIGKILL at once.
+  int signal_grace_s = 60;
   int max_restarts = 0;  // restarts of the whole group after a failure
   /// A rank waiting this long in one collective is a hang (Note [Stall seen by the launcher]):
   /// every rank writes its flight record, the launcher prints the verdict and stops the group.
@@ -48,6 +51,9 @@ size_t launch_flags_end(const std::vector<std::string>& args);
 /// Whether the worker command is one of ddptrain's own (run as this binary) rather than a
 /// program of its own.
 bool is_ddptrain_command(const std::string& name);
+
+/// The --resume_from a `train` worker command gives ("" when none).
+std::string train_resume_from(const std::vector<std::string>& worker_args);
 
 /// Splits `launch` args into launcher flags and the worker command (a ddptrain command such
 /// as `train`, or any PROGRAM); UsageError when invalid. Returns the worker args.

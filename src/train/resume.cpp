@@ -1,6 +1,8 @@
 #include "train/resume.h"
 
 #include <algorithm>
+#include <ctime>
+#include <filesystem>
 
 #include "checkpoint/checkpoint.h"
 #include "util/error.h"
@@ -8,6 +10,8 @@
 
 namespace ddptrain {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
@@ -40,20 +44,55 @@ void refuse_another_runs_checkpoint(const TrainerOptions& o, const CheckpointEnt
 constexpr const char* kAnotherRunsFolderFix =
     "Continue that run with its options (and {0:auto}), or pass another {1} for this one";
 
-// A fresh start among the checkpoints `all` of checkpoint.dir: OptionError when another run's
-// are there (this run's saves would rotate them away); else the newest step of this run's
-// own, which its saves replace (-1: none).
-int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
-                          const std::string& name_prefix) {
+// OptionError when the checkpoints `all` of checkpoint.dir include another run's: this run's
+// saves would overwrite theirs of the same name and rotate the others away, whether it starts
+// fresh or resumes (`what`: which). Else the newest step of this run's own there (-1: none).
+int64_t refuse_another_runs_folder(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
+                                   const std::string& name_prefix, const char* what) {
   int64_t ours = -1;
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
     const auto diff = identity_differences(o.run_identity, c->meta.run, name_prefix);
     if (!diff.empty())
-      another_run(o, "a new run: {1} holds another run's checkpoints; the newest", *c, diff,
+      another_run(o, str(what, ": {1} holds another run's checkpoints; the newest"), *c, diff,
                   kAnotherRunsFolderFix);
     ours = std::max(ours, c->meta.global_step);
   }
   return ours;
+}
+
+int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
+                          const std::string& name_prefix) {
+  return refuse_another_runs_folder(o, all, name_prefix, "a new run");
+}
+
+// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
+// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
+// leaves those behind: kept where they are, the rotation (which keeps the highest steps) would
+// delete this run's own saves instead of them, and auto would resume them after a restart. Rank
+// 0 moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot is never a
+// checkpoint to list, resume or rotate) and says so.
+void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx) {
+  if (ctx.is_main()) {
+    const auto stamp = std::to_string(std::time(nullptr));
+    for (const CheckpointEntry& c : list_checkpoints(dir, ctx.log())) {
+      if (c.meta.global_step <= after_step) continue;
+      const fs::path from(c.dir), aside = fs::path(dir) / ".superseded";
+      fs::path to = aside / (from.filename().string() + "." + stamp);
+      std::error_code ec;
+      for (int n = 1; fs::exists(to, ec); ++n)
+        to = aside / (from.filename().string() + "." + stamp + "." + std::to_string(n));
+      fs::create_directories(to.parent_path(), ec);
+      fs::rename(from, to, ec);
+      if (ec)
+        throw Error(str("cannot move ", c.dir, " (step ", c.meta.global_step,
+                        ", later than this run starts at) ", "out of the way to ", to.string(), ": ",
+                        ec.message(), "; move or delete it, then start again"));
+      ctx.log().warn(str("this run starts at step ", std::max<int64_t>(after_step, 0), "; ", c.dir, " (step ",
+                         c.meta.global_step, ", a later step of this run's before) moved to ", to.string(),
+                         ": neither resumed nor rotated (Note [A branch a run abandons])"));
+    }
+  }
+  ctx.barrier("checkpoints of later steps set aside");
 }
 
 }  // namespace
@@ -155,15 +194,17 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   auto differences = [&](const CheckpointEntry& c) {
     return identity_differences(o.run_identity, c.meta.run, name_prefix);
   };
-  if (!from.empty() && from != "auto") {
-    // Verified before anything is written (the load checks each file again as it reads it).
-    CheckpointEntry c{from, verify_checkpoint(from)};
-    refuse_another_runs_checkpoint(o, c, name_prefix);
-    resume_point(c.meta, world, o);  // refuses before anything runs
-    return from;
-  }
   const std::string& root = co.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
+  const auto explicit_checkpoint = [&](const std::string& dir) {
+    // Verified before anything is written (the load checks each file again as it reads it).
+    CheckpointEntry c{dir, verify_checkpoint(dir)};
+    refuse_another_runs_checkpoint(o, c, name_prefix);
+    refuse_another_runs_folder(o, all, name_prefix, "a resume of {0}");
+    resume_point(c.meta, world, o);  // refuses before anything runs
+    return dir;
+  };
+  if (!from.empty() && from != "auto") return explicit_checkpoint(from);
   if (from.empty()) {  // this run's own there: the Trainer says its saves replace them
     check_fresh_start(o, all, name_prefix);
     return "";
@@ -177,6 +218,9 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
       theirs = &*c;
   }
   // auto: the newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
+  if (theirs && !ours_newest_first.empty())
+    another_run(o, "{0:auto}: {1} holds another run's checkpoints beside this run's; the newest", *theirs,
+                differences(*theirs), kAnotherRunsFolderFix);
   if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
     log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
     resume_point(c->meta, world, o);  // refuses before anything runs
@@ -185,6 +229,11 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   if (theirs)
     another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
                 differences(*theirs), kAnotherRunsFolderFix);
+  if (!co.resume_fallback.empty()) {
+    log.info(str("resume_from auto: no valid checkpoint in ", root, "; resuming from ", co.resume_fallback,
+                 " (resume_fallback)"));
+    return explicit_checkpoint(co.resume_fallback);
+  }
   log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
   return "";
 }
@@ -202,13 +251,15 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
     // among another run's checkpoints, as the CLI's own choice is; auto chosen here said its choice.
     const int64_t ours =
         chosen_here ? -1 : check_fresh_start(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "");
-    if (ours >= 0 && ctx.is_main())
-      ctx.log().warn(str(o.checkpoint.dir, " holds this run's checkpoints up to step ", ours,
-                         "; this run starts fresh and its saves replace them"));
+    if (ours >= 0) set_aside_later_checkpoints(o.checkpoint.dir, -1, ctx);  // this run starts fresh
     return std::nullopt;
   }
   CheckpointEntry c{from, read_checkpoint_meta(from)};
-  if (!chosen_here) refuse_another_runs_checkpoint(o, c, "");  // auto chose one of this run's
+  if (!chosen_here) {  // auto chose this run's newest
+    refuse_another_runs_checkpoint(o, c, "");
+    refuse_another_runs_folder(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "", "a resume of {0}");
+    set_aside_later_checkpoints(o.checkpoint.dir, c.meta.global_step, ctx);
+  }
   return c;
 }
 

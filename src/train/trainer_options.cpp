@@ -61,6 +61,15 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
                           "./checkpoints/epoch_0001), or auto for this run's newest"));
+  if (!o.resume_fallback.empty() && o.resume_from != "auto")
+    throw OptionError(
+        {{&o.resume_fallback, "checkpoint.resume_fallback"}, {&o.resume_from, "checkpoint.resume_from"}},
+        str("{0}='", OptionError::literal(o.resume_fallback), "' is read only with {1:auto} (", "{1} is '",
+            OptionError::literal(o.resume_from), "'): pass {1:auto}, or drop {0}"));
+  if (!o.resume_fallback.empty() && !std::filesystem::is_directory(o.resume_fallback))
+    throw OptionError({{&o.resume_fallback, "checkpoint.resume_fallback"}},
+                      str("{0}='", OptionError::literal(o.resume_fallback),
+                          "' is not a checkpoint directory; pass a directory written by ddptrain"));
   if (!o.init_from.empty() && !std::filesystem::is_regular_file(o.init_from) && !is_hf_folder(o.init_from))
     throw OptionError(
         {{&o.init_from, "checkpoint.init_from"}},

@@ -56,6 +56,10 @@ struct CheckpointOptions {
   /// A checkpoint directory to continue from; "" = a fresh start; "auto": this run's newest
   /// valid checkpoint in `dir`, if any (Note [Run identity]).
   std::string resume_from;
+  /// With resume_from "auto": the checkpoint directory to continue from when `dir` holds none of
+  /// this run's ("" = a fresh start then). `ddptrain launch` passes the first attempt's
+  /// resume_from here when it restarts a group that was resuming from elsewhere.
+  std::string resume_fallback;
   /// Weights to start from when not resuming: a state_dict of torch.save (a DDP model's
   /// "module." prefix removed), a model.pt, or a .safetensors file (checkpoint/weights_file.h).
   std::string init_from;

@@ -100,6 +100,28 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(restarted.output)[0]);
 }
 
+// A group that resumed from a checkpoint elsewhere and failed before it saved one of its own is
+// restarted from that checkpoint (--resume_fallback, which the launcher adds), not from
+// scratch: it ends as the same resume uninterrupted.
+TEST(E2E, ARestartBeforeTheFirstSaveResumesTheCheckpointTheFirstAttemptResumed) {
+  const int port = free_port();
+  const std::string a = fresh_dir("fallback_a");
+  ASSERT_EQ(run(launch(2, port, tiny_train(a, {"--epochs", "1"})), {}, 300).exit_code, 0);
+  const std::vector<std::string> resume = {"--resume_from", a + "/epoch_0001"};  // step 8 of 16
+  ProcResult whole = run(launch(2, port, tiny_train(fresh_dir("fallback_whole"), resume)), {}, 300);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  auto cmd = launch(2, port, tiny_train(fresh_dir("fallback_c"), resume));
+  cmd.insert(cmd.begin() + 2, {"--max_restarts", "1"});
+  ProcResult restarted = run(
+      cmd,
+      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "10"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
+      300);
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_FALSE(lines_with(restarted.output, "; resuming from " + a + "/epoch_0001 (resume_fallback)").empty())
+      << restarted.output;
+  EXPECT_EQ(fingerprints(whole.output)[0], fingerprints(restarted.output)[0]);
+}
+
 TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
   // 512 samples, world 2, batch 16: 16 steps per epoch; checkpoints at steps 5 and 10.
   const int port = free_port();
@@ -130,8 +152,11 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
     EXPECT_FALSE(fs::exists(dir + "/.tmp-step_00000010")) << "leftover not cleaned";
     EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
   }
-  // Replacing a checkpoint of the same name (a rerun from step 5): a crash between moving
-  // the old copy aside and renaming the new one into place loses neither.
+  // A rerun from step 5 (Note [A branch a run abandons]): the first run's step 10 is set
+  // aside, not replaced; killed while saving its own step 10, the rerun loses neither: auto
+  // resumes step 5 and ends as the uninterrupted run, the first run's step 10 kept aside.
+  // (What a crash while replacing a checkpoint of the same name leaves:
+  // Checkpoint.KeepsTheNewestAndCleansLeftovers.)
   const std::string dir = fresh_dir("save_replace");
   auto first_args = tiny_train(dir, extra);
   first_args.insert(first_args.end(), {"--max_steps", "10"});
@@ -140,16 +165,17 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
   ASSERT_TRUE(fs::exists(dir + "/step_00000010/manifest.json")) << first.output;
   auto rerun = first_args;
   rerun.insert(rerun.end(), {"--resume_from", dir + "/step_00000005"});
-  ProcResult killed =
-      run(launch(2, port, rerun), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", "old_moved_aside@10"}}, 300);
+  ProcResult killed = run(launch(2, port, rerun), {{"DDPTRAIN_FAULT_KILL_IN_SAVE", "files_written@10"}}, 300);
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_FALSE(fs::exists(dir + "/step_00000010"));
-  EXPECT_TRUE(fs::exists(dir + "/.old-step_00000010/manifest.json"));
+  size_t aside = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/.superseded"))
+    aside += e.path().filename().string().rfind("step_00000010.", 0) == 0 &&
+             fs::exists(e.path() / "manifest.json");
+  EXPECT_EQ(aside, 1u) << killed.output;
   ProcResult resumed = resume_auto(dir);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "restoring " + dir + "/.old-step_00000010").empty())
-      << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/step_00000010").empty())
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/step_00000005").empty())
       << resumed.output;
   EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
 }
@@ -361,11 +387,15 @@ TEST(E2E, AHungWorkerEndsTheJobWithinTimeoutPlusGrace) {
       << "a C++ backtrace in a user-facing error: " << r.output;
 }
 
+// The workers get --signal_grace_s (not the failure teardown's --kill_grace_s, here 0) to finish
+// their step and save.
 TEST(E2E, LauncherForwardsSigterm) {
   std::string ckpt = fresh_dir("sigterm");
   std::string out = ckpt + "/launch.log";
-  pid_t launcher = spawn(
-      launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"})), out);
+  std::vector<std::string> cmd =
+      launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}));
+  cmd.insert(cmd.begin() + 2, {"--kill_grace_s", "0"});
+  pid_t launcher = spawn(cmd, out);
   std::vector<pid_t> kids = wait_for_children(launcher, 2);
   ASSERT_EQ(kids.size(), 2u);
   // Signal only once training runs (before that, SIGTERM simply ends a worker).

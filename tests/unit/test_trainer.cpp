@@ -330,9 +330,41 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
     }
   }
   EXPECT_EQ(listing(), before) << "a refused run changed the checkpoint folder";
-  // The same run started fresh into its own folder: allowed (its saves replace the old ones).
+  // A resume of this run's checkpoint into a folder of another run's: refused as well (its saves
+  // would overwrite and rotate theirs away).
+  const std::string theirs = testing_dist::temp_dir("trainer_resume_theirs");
+  other.checkpoint.dir = theirs;
+  other.checkpoint.resume_from = "";
+  train_user_net(1, other);
+  TrainerOptions into = o;
+  into.checkpoint.dir = theirs;
+  into.checkpoint.resume_from = first.result.last_checkpoint;
+  try {
+    train_user_net(2, into);
+    ADD_FAILURE() << "resumed into another run's folder";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a resume of TrainerOptions::checkpoint.resume_from: "
+                                         "TrainerOptions::checkpoint.dir holds another run's checkpoints"),
+              std::string::npos)
+        << e.what();
+  }
+  // Note [A branch a run abandons]: a resume from an older checkpoint of this run (step 3 of
+  // steps 3 and 5) sets the later one aside, so that auto and the rotation follow the new branch.
+  ASSERT_EQ(listing(), (std::vector<std::string>{"step_00000003", "step_00000005"}));
+  o.checkpoint.resume_from = first.result.last_checkpoint;
+  o.loop.max_steps = 4;
+  EXPECT_EQ(train_user_net(2, o).result.global_step, 4);
+  EXPECT_EQ(listing(), (std::vector<std::string>{".superseded", "step_00000003", "step_00000004"}));
+  o.checkpoint.resume_from = "auto";
+  EXPECT_FALSE(train_user_net(2, o).result.nothing_to_train.empty()) << "auto went past step 4";
+  // The same run started fresh into its own folder: its checkpoints are set aside too.
   o.checkpoint.resume_from = "";
   o.loop.max_steps = 2;
   EXPECT_EQ(train_user_net(1, o).result.global_step, 2);
+  EXPECT_EQ(listing(), (std::vector<std::string>{".superseded", "step_00000002"}));
+  size_t aside = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/.superseded")) aside += e.is_directory();
+  EXPECT_EQ(aside, 3u) << "steps 5, then 3 and 4, kept aside";
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(theirs);
 }
