@@ -4,11 +4,16 @@
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#ifdef USE_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -51,19 +56,45 @@ void write_file_synced(const std::string& path, const std::string& bytes) {
   DDP_CHECK(rc == 0, "fsync of '", path, "' failed: ", std::strerror(errno));
 }
 
-// Every rank's CPU generator state, gathered into one (world, state_bytes) tensor with a
-// sum all-reduce in which each rank fills only its own row.
-at::Tensor gather_rng_states(const DistContext& ctx) {
+// The generator of the rank's GPU, when it trains on one (dropout there draws from it; the
+// CPU's draws everything else): its state is checkpointed beside the CPU's (cuda_rng_states.bin),
+// so that a resumed run draws the masks the uninterrupted one would.
+std::optional<at::Generator> gpu_generator(const DistContext& ctx) {
+#ifdef USE_CUDA
+  if (ctx.device().is_cuda()) return at::cuda::detail::getDefaultCUDAGenerator(ctx.device().index());
+#else
+  (void)ctx;
+#endif
+  return std::nullopt;
+}
+
+// Every rank's state of `gen`, gathered into one (world, state_bytes) tensor with a sum
+// all-reduce in which each rank fills only its own row.
+at::Tensor gather_generator_states(const DistContext& ctx, at::Generator gen) {
   at::Tensor mine;
   {
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
+    std::lock_guard<std::mutex> lock(gen.mutex());  // the generator is the process's
     mine = gen.get_state();
   }
   std::vector<at::Tensor> all{at::zeros({ctx.world_size(), mine.numel()}, at::kByte)};
   all[0][ctx.rank()].copy_(mine);
   ctx.all_reduce_sum(all);
   return all[0];
+}
+
+// This rank's row of `bytes` (a file of gather_generator_states at `world` ranks) into `gen`; a
+// rank the checkpoint did not have keeps the generator the program seeded (Note [Resume at
+// another world size]).
+void restore_generator_state(at::Generator gen, const std::string& bytes, int world, const DistContext& ctx,
+                             const std::string& what) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Tensor mine = gen.get_state();
+  const size_t n = static_cast<size_t>(mine.numel());
+  DDP_CHECK(bytes.size() == n * static_cast<size_t>(world), what, " does not hold ", world,
+            " generator states of ", n, " bytes");
+  if (ctx.rank() >= world) return;
+  std::memcpy(mine.data_ptr(), bytes.data() + n * static_cast<size_t>(ctx.rank()), n);
+  gen.set_state(mine);
 }
 
 std::string tensor_bytes(const at::Tensor& t) {
@@ -241,7 +272,10 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
                             const std::string& config_json, SaveOptions opts) {
   check_part_names(parts);
   const std::string final_dir = (fs::path(root) / name).string();
-  const at::Tensor rng = gather_rng_states(ctx);  // a collective: every rank, same order
+  // Collectives: every rank, same order (every rank's device is of one type).
+  const at::Tensor rng = gather_generator_states(ctx, at::detail::getDefaultCPUGenerator());
+  const std::optional<at::Generator> gpu = gpu_generator(ctx);
+  const at::Tensor gpu_rng = gpu ? gather_generator_states(ctx, *gpu) : at::Tensor();
   SaveInProgress save;
   if (ctx.is_main()) {  // See Note [Atomic checkpoints].
     save.tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
@@ -251,6 +285,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   write_parts(ctx, parts, save);
   if (ctx.is_main()) {
     save.write("rng_states.bin", tensor_bytes(rng));
+    if (gpu_rng.defined()) save.write("cuda_rng_states.bin", tensor_bytes(gpu_rng));
     save.write("meta.json", meta_json(meta, rng.size(1)));
     save.write("config.json", config_json);
     publish(root, name, save, [&](const char* s) {
@@ -430,19 +465,15 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
   }
   const std::optional<std::string> rng = read("rng_states.bin");
   DDP_CHECK(rng.has_value(), "checkpoint '", dir, "': its manifest lists no rng_states.bin");
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  // The generator is the process's: read and set it under its lock.
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  at::Tensor mine = gen.get_state();
-  const size_t n = static_cast<size_t>(mine.numel());
-  DDP_CHECK(rng->size() == n * static_cast<size_t>(meta.world_size), "checkpoint '", dir,
-            "': rng_states.bin does not hold ", meta.world_size, " generator states");
-  // At another world size a rank the checkpoint had takes its state; a new rank keeps the
-  // generator the program seeded (Note [Resume at another world size]).
-  if (ctx.rank() < meta.world_size) {
-    std::memcpy(mine.data_ptr(), rng->data() + n * static_cast<size_t>(ctx.rank()), n);
-    gen.set_state(mine);
-  }
+  restore_generator_state(at::detail::getDefaultCPUGenerator(), *rng, meta.world_size, ctx,
+                          str("checkpoint '", dir, "': rng_states.bin"));
+  // The GPU's, where both the checkpoint's run and this one train on GPUs (a checkpoint of a CPU
+  // run leaves the GPU generator as the program seeded it; a CPU run has none to restore).
+  const std::optional<at::Generator> gpu = gpu_generator(ctx);
+  const std::optional<std::string> gpu_rng = gpu ? read("cuda_rng_states.bin") : std::nullopt;
+  if (gpu_rng)
+    restore_generator_state(*gpu, *gpu_rng, meta.world_size, ctx,
+                            str("checkpoint '", dir, "': cuda_rng_states.bin"));
   return meta;
 }
 

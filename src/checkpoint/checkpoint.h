@@ -11,6 +11,8 @@
 //    [Optimizer shard files]);
 //  - rng_states.bin: every rank's CPU generator state, gathered to rank 0 by a collective, so
 //    only rank 0 writes and the checkpoint is complete even without a shared file system;
+//    cuda_rng_states.bin: the same of each rank's GPU generator (dropout on the GPU), for a run
+//    on GPUs;
 //  - meta.json: epoch, micro-batches done in it, optimizer step, world size, seed;
 //  - manifest.json (written last): size and CRC-32 of every other file. A directory without
 //    a valid manifest is not a checkpoint.

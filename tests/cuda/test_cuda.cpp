@@ -11,6 +11,8 @@
 #include <functional>
 #include <tuple>
 
+#include <unistd.h>
+
 #include <ATen/SDPBackend.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
@@ -20,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/free_port.h"
+#include "checkpoint/checkpoint.h"
 #include "cuda_fixture.h"
 #include "data/datasets.h"
 #include "data/loader.h"
@@ -266,6 +269,27 @@ TEST_F(Cuda, NcclProcessGroupAndDdp) {
   torch::nn::functional::cross_entropy(m->forward(x), y).backward();
   EXPECT_GT(ddp.take_stats().allreduces, 0);
   ctx.shutdown();
+}
+
+// A checkpoint holds the GPU generator's state too (dropout on the GPU draws from it): after a
+// load, the GPU draws what it drew after the save.
+TEST_F(Cuda, ACheckpointRestoresTheGpuGenerator) {
+  EnvContract env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = testing_common::free_port();
+  DistContext ctx(env, {"nccl", std::chrono::seconds(60)});
+  ASSERT_TRUE(ctx.device().is_cuda());
+  const std::string root = ::testing::TempDir() + "gpu_rng_" + std::to_string(::getpid());
+  std::filesystem::remove_all(root);
+  torch::manual_seed(9);
+  const std::string dir = save_checkpoint(ctx, root, "step_00000001", {}, CheckpointMeta{}, "{}", {});
+  ASSERT_TRUE(std::filesystem::exists(dir + "/cuda_rng_states.bin"));
+  const at::Tensor after_save = torch::rand({8}, kGpu);
+  torch::manual_seed(10);  // anything else in between
+  load_checkpoint(dir, ctx, std::vector<CheckpointPart>{});
+  EXPECT_TRUE(torch::rand({8}, kGpu).equal(after_save));
+  ctx.shutdown();
+  std::filesystem::remove_all(root);
 }
 
 // The loader builds batches in pinned memory for non_blocking copies.
