@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -49,6 +51,28 @@ void backward_cpu(at::Tensor& logits, const at::Tensor& targets, const at::Tenso
 
 }  // namespace fused_ce_detail
 
+bool gradient_may_overwrite(const at::Tensor& logits) {
+  // The names of LibTorch's autograd nodes (the same on every device): views, walked through to
+  // the op whose output they show; ops whose backward reads their inputs, never their output.
+  static const std::set<std::string> kViews = {
+      "ViewBackward0",      "UnsafeViewBackward0", "ReshapeAliasBackward0", "AsStridedBackward0",
+      "TransposeBackward0", "TBackward0",          "PermuteBackward0",      "SliceBackward0",
+      "SqueezeBackward0",   "SqueezeBackward1",    "UnsqueezeBackward0",    "AliasBackward0"};
+  static const std::set<std::string> kOwnOutput = {
+      "MmBackward0",  "AddmmBackward0", "BmmBackward0", "LinearBackward0", "AddBackward0",
+      "SubBackward0", "MulBackward0",   "DivBackward0", "ToCopyBackward0", "CloneBackward0",
+      "AddBackward1", "MulBackward1",   "DivBackward1", "SubBackward1",    "MatmulBackward0"};
+  auto node = logits.grad_fn();
+  for (int depth = 0; node && depth < 32; ++depth) {
+    const std::string name = node->name();
+    const bool view = kViews.count(name) > 0 || name.find("RealVocabView") != std::string::npos;
+    if (!view) return kOwnOutput.count(name) > 0;
+    if (node->next_edges().empty()) return false;
+    node = node->next_edges()[0].function;
+  }
+  return false;
+}
+
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -66,6 +90,7 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     else
       fused_ce_detail::forward_cpu(logits, targets, lse, losses, hits);
     ctx->save_for_backward({logits, targets, lse});
+    ctx->saved_data["in_place"] = gradient_may_overwrite(logits);
     at::Tensor count = hits.sum();
     ctx->mark_non_differentiable({count});
     return {losses.sum() / static_cast<double>(N), count};
@@ -73,7 +98,10 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
     auto saved = ctx->get_saved_variables();
-    at::Tensor logits = saved[0];
+    // The gradient in the logits' memory where nothing else needs them, else in a copy (rows
+    // contiguous, as the passes want).
+    at::Tensor logits =
+        ctx->saved_data["in_place"].toBool() ? saved[0] : saved[0].clone(at::MemoryFormat::Contiguous);
     const at::Tensor scale = (grad[0].to(at::kFloat) / static_cast<double>(logits.size(0))).reshape({});
     {
       at::NoGradGuard no_grad;

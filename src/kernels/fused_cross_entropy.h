@@ -5,16 +5,17 @@
 // dense fp32 gradient, cast back to bf16. fused_cross_entropy reads the logits in their own
 // dtype (bf16, fp16 or fp32; rows may be strided, as the real-vocabulary view of a padded
 // vocabulary is), keeps per row only its log-sum-exp (fp32), reduces the loss in fp32, and in
-// backward writes the gradient of the logits into the logits' own memory, in their dtype (the
-// logits must not be needed after the loss: the output layer's backward needs its input and
-// weight, not its output). The forward also counts the rows whose largest logit is their
-// target (the accuracy, read before backward). Forward: loss_i = lse_i - x_{i,t_i}, mean over rows; backward:
-// d x_ij = (exp(x_ij - lse_i) - [j = t_i]) * dloss / N.
-// Two implementations of the same arithmetic: on CUDA one kernel per pass (a block per row,
-// fp32 accumulation: fused_cross_entropy_cuda.cu), on the CPU ATen ops over chunks of rows
-// (each chunk converted to fp32 at most once, so memory stays bounded). The CPU path is the
-// reference tests/unit/test_fused_loss.cpp compares with the eager loss and tests/cuda with the
-// kernel. Targets must be in [0, V): checked on the CPU; on CUDA a kernel assertion.
+// backward writes the gradient of the logits into the logits' own memory, in their dtype, where
+// nothing else needs them after the loss (gradient_may_overwrite: the language models' output
+// layer, whose backward needs its input and weight, not its output); elsewhere (a module of the
+// user's ending in log_softmax, whose backward reads its result) into memory of its own. The forward also
+// counts the rows whose largest logit is their target (the accuracy, read before backward). Forward: loss_i =
+// lse_i - x_{i,t_i}, mean over rows; backward: d x_ij = (exp(x_ij - lse_i) - [j = t_i]) * dloss / N. Two
+// implementations of the same arithmetic: on CUDA one kernel per pass (a block per row, fp32 accumulation:
+// fused_cross_entropy_cuda.cu), on the CPU ATen ops over chunks of rows (each chunk converted to fp32 at most
+// once, so memory stays bounded). The CPU path is the reference tests/unit/test_fused_loss.cpp compares with
+// the eager loss and tests/cuda with the kernel. Targets must be in [0, V): checked on the CPU; on CUDA a
+// kernel assertion.
 #pragma once
 
 #include <utility>
@@ -34,6 +35,12 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& targe
 /// finite either.
 std::pair<at::Tensor, at::Tensor> fused_cross_entropy_and_hits(const at::Tensor& logits,
                                                                const at::Tensor& targets);
+
+/// Whether backward may write the gradient over `logits` (see the Note): they come, through
+/// views, from an op whose backward does not read its result (a matrix product or linear layer,
+/// an elementwise op that saves only its inputs, a cast); not a leaf, not an op such as
+/// log_softmax, softmax, tanh or sigmoid whose backward reads its output.
+bool gradient_may_overwrite(const at::Tensor& logits);
 
 /// Whether this build has the CUDA kernels (CUDA logits without them: an error naming the fix).
 bool fused_cross_entropy_has_cuda();

@@ -112,7 +112,7 @@ __global__ void forward_kernel(const T* __restrict__ logits, int64_t row_stride,
     const float l = v.m + logf(v.s);
     lse[row] = l;
     losses[row] = l - static_cast<float>(x[t]);
-    hits[row] = v.i == t;
+    hits[row] = v.i == t && !isnan(l) && l != -INFINITY;  // as the CPU pass: no hit in such a row
   }
 }
 

@@ -15,6 +15,7 @@
 #include "models/vocab_padding.h"
 #include "train/optimizer.h"
 #include "train/trainable.h"
+#include "util/torch_compat.h"
 
 using namespace ddptrain;
 
@@ -85,6 +86,48 @@ TEST(FusedLoss, BackwardWritesTheGradientIntoTheLogits) {
   const at::Tensor w2 = w.detach().clone().requires_grad_();
   torch::nn::functional::cross_entropy(at::linear(h, w2), targets).backward();
   EXPECT_LT((w.grad() - w2.grad()).abs().max().item<double>(), 1e-6) << "the weight's gradient differs";
+}
+
+// The gradient goes over the logits only where no other autograd node needs them: the output
+// layers of GPT and Llama (under bf16 autocast, padded or not, tied or not) qualify; a module
+// of the user's ending in log_softmax (whose backward reads its output) gets the gradient in
+// memory of its own and trains as with the eager loss (before, its backward failed: "modified
+// by an inplace operation").
+TEST(FusedLoss, LogitsAnotherNodeNeedsKeepTheirMemory) {
+  at::manual_seed(7);
+  const at::Tensor w = at::randn({16, 8}).requires_grad_(), h = at::randn({5, 8}), h3 = at::randn({2, 5, 8});
+  EXPECT_TRUE(gradient_may_overwrite(at::linear(h, w)));
+  EXPECT_TRUE(gradient_may_overwrite(at::linear(h3, w).reshape({-1, 16})));
+  EXPECT_FALSE(gradient_may_overwrite(at::log_softmax(at::linear(h, w), -1)));
+  EXPECT_FALSE(gradient_may_overwrite(at::log_softmax(at::linear(h3, w), -1).reshape({-1, 16})));
+  EXPECT_FALSE(gradient_may_overwrite(at::tanh(at::linear(h, w))));
+  EXPECT_FALSE(gradient_may_overwrite(w)) << "a leaf";
+  const at::Tensor targets = at::randint(0, 16, {5}, at::kLong);
+  const at::Tensor w1 = w.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+  fused_cross_entropy(at::log_softmax(at::linear(h, w1), -1), targets).backward();
+  torch::nn::functional::cross_entropy(at::log_softmax(at::linear(h, w2), -1), targets).backward();
+  EXPECT_LT((w1.grad() - w2.grad()).abs().max().item<double>(), 1e-6);
+  for (const ModelKind kind : {ModelKind::kGpt, ModelKind::kLlama})
+    for (const bool tied : {false, true}) {
+      if (kind == ModelKind::kGpt && !tied) continue;  // GPT's output layer is always tied
+      ModelOptions o;
+      o.model = kind;
+      o.gpt_preset = GptPreset::kDebug;
+      o.vocab_size = 100;
+      o.vocab_multiple = 64;
+      o.tie_embeddings = kind == ModelKind::kLlama && tied;
+      torch::manual_seed(3);
+      auto m = build_model(o, DatasetShape{});
+      at::Tensor logits;
+      {
+        compat::AutocastGuard autocast(at::kCPU, at::kBFloat16, true);
+        logits = m->forward(at::randint(0, 100, {2, 16}, at::kLong));
+      }
+      EXPECT_TRUE(gradient_may_overwrite(logits.reshape({-1, 100}))) << (kind == ModelKind::kGpt ? "gpt"
+                                                                         : tied ? "llama tied"
+                                                                                : "llama")
+                                                                     << ": " << logits.grad_fn()->name();
+    }
 }
 
 TEST(FusedLoss, BadShapesAndTargetsAreNamed) {
