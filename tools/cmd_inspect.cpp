@@ -65,6 +65,8 @@ int inspect_llama(const ModelOptions& mo) {
   return 0;
 }
 
+constexpr long long kMaxWorld = 1 << 20;  // ranks: as the launcher's environment reads them
+
 // Runs `f`; its errors about the fields of `d` (or of a copy of d: Note [Options named by their
 // field]) named by this command's flags.
 template <typename F>
@@ -172,7 +174,7 @@ int inspect_model(const std::vector<std::string>& args) {
       return inspect_script(mo, d);
     });
   }
-  const long long image = d.image_size, channels = d.in_channels, classes = d.num_classes;
+  const long long image = d.image_size_or_default(), channels = d.in_channels, classes = d.num_classes;
   DDP_USAGE_CHECK(width > 0 && width <= 64, "--width=", width, " must be in (0, 64]");
   DDP_USAGE_CHECK(image >= 4, "--image_size=", image, " must be >= 4");
   DDP_USAGE_CHECK(channels >= 1 && classes >= 1, "--in_channels and --num_classes must be >= 1");
@@ -243,6 +245,9 @@ int inspect_loader(const std::vector<std::string>& args) {
                   "--block_size and --vocab_size must be > 0");
   DDP_USAGE_CHECK(lo.batch_size > 0 && lo.num_workers >= 0 && batches > 0 && world > 0,
                   "--batch_size, --batches and --world_size must be > 0 and --num_workers >= 0");
+  DDP_USAGE_CHECK(lo.prefetch_factor > 0, "--prefetch_factor=", lo.prefetch_factor,
+                  " must be > 0 (batches each thread prepares ahead); pass e.g. --prefetch_factor 2");
+  DDP_USAGE_CHECK(world <= kMaxWorld, "--world_size=", world, " must be at most ", kMaxWorld);
   keep_cpu_heap(int64_t{1024} << 20);  // as train's default (Note [CPU heap kept across steps])
   const auto opening = std::chrono::steady_clock::now();
   DataSplits data = in_flag_words_of(table, d, [&] {
@@ -300,7 +305,8 @@ int inspect_sampler(const std::vector<std::string>& args) {
                   "inspect needs what to inspect: `ddptrain inspect sampler --dataset_len N ...` or "
                   "`ddptrain inspect model --width W ...`");
   DDP_USAGE_CHECK(len >= 0, "--dataset_len=", len, " must be >= 0");
-  DDP_USAGE_CHECK(world >= 1, "--world_size=", world, " must be >= 1");
+  DDP_USAGE_CHECK(world >= 1 && world <= kMaxWorld, "--world_size=", world, " must be in [1, ", kMaxWorld,
+                  "]");
   DDP_USAGE_CHECK(rank >= 0 && rank < world, "--rank=", rank, " must be in [0, ", world, ")");
   DDP_USAGE_CHECK(epoch >= 0, "--epoch=", epoch, " must be >= 0");
   DistributedSampler s({len, static_cast<int>(world), static_cast<int>(rank), shuffle, seed, drop_last});

@@ -314,6 +314,8 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
                   "--flight_recorder=", dist.flight_recorder,
                   " must be in [0, 1000000] (collectives remembered; 0: off)");
   non_negative("threads", program.threads, "pass 0 to pick cores / local ranks");
+  DDP_USAGE_CHECK(program.threads <= 4096, "--threads=", program.threads,
+                  " must be at most 4096 (intra-op threads per rank); pass 0 to pick cores / local ranks");
   DDP_USAGE_CHECK(program.cpu_heap_keep_mb >= -1 && program.cpu_heap_keep_mb <= 2047,
                   "--cpu_heap_keep_mb=", program.cpu_heap_keep_mb,
                   " must be in -1..2047 (malloc's trim threshold is an int); pass 0 to keep ",

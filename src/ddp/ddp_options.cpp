@@ -5,12 +5,23 @@
 
 namespace ddptrain {
 
+namespace {
+
+// A bucket's cap in bytes must be a whole number of at least one byte and fit a size_t: from
+// a millionth of a MiB (1 byte) to 1 TiB.
+constexpr double kMinBucketMb = 1.0 / (1 << 20), kMaxBucketMb = 1 << 20;
+
+}  // namespace
+
 void DdpOptions::validate() const {
-  if (bucket_cap_mb && !(*bucket_cap_mb > 0))
-    throw OptionError(
-        {{&bucket_cap_mb, "ddp.bucket_cap_mb"}},
-        str("{0}=", *bucket_cap_mb, " must be > 0; pass e.g. {0:25}, or auto (unset): chosen from the link"));
-  check_option_positive(first_bucket_mb, "ddp.first_bucket_mb", "pass e.g. {0:1}");
+  if (bucket_cap_mb && !(*bucket_cap_mb >= kMinBucketMb && *bucket_cap_mb <= kMaxBucketMb))
+    throw OptionError({{&bucket_cap_mb, "ddp.bucket_cap_mb"}},
+                      str("{0}=", *bucket_cap_mb, " must be in [", kMinBucketMb, ", ", kMaxBucketMb,
+                          "] MiB; pass e.g. {0:25}, or auto (unset): chosen from the link"));
+  if (!(first_bucket_mb >= kMinBucketMb && first_bucket_mb <= kMaxBucketMb))
+    throw OptionError({{&first_bucket_mb, "ddp.first_bucket_mb"}},
+                      str("{0}=", first_bucket_mb, " must be in [", kMinBucketMb, ", ", kMaxBucketMb,
+                          "] MiB; pass e.g. {0:1}"));
 }
 
 void ZeroOptions::validate(const DdpOptions& ddp) const {

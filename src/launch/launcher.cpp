@@ -441,7 +441,8 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   char tmpl[] = "/tmp/ddptrain-launch-XXXXXX";
   const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   GroupResult r;
-  const std::string first_resume = train_resume_from(worker_args);
+  const std::string first_resume =
+      o.first_resume_from.empty() ? train_resume_from(worker_args) : o.first_resume_from;
   for (int attempt = 0;; ++attempt) {
     // A restarted group resumes from the newest complete checkpoint (the last flag wins), or,
     // where none was saved yet, from the checkpoint the first attempt resumed.

@@ -39,6 +39,10 @@ struct LaunchOptions {
   /// Added to every worker's environment (e.g. OMP_WAIT_POLICY; see Note [OpenMP threads of
   /// ranks that share cores]). Not a flag: the launch command decides.
   std::vector<std::pair<std::string, std::string>> worker_env;
+  /// A `train` worker's resume_from as its flags and --config resolve it: a restart resumes
+  /// there when the group saved nothing yet (--resume_fallback). Not a flag: the launch command
+  /// resolves it; "" = read the worker's --resume_from flag.
+  std::string first_resume_from;
 };
 
 std::vector<Flag> launch_flags(LaunchOptions& o);

@@ -309,6 +309,10 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   EXPECT_NE(m.output.find("forward FLOPs per sample: 847488"), std::string::npos) << m.output;
   EXPECT_NE(m.output.find("training FLOPs per sample (3 x forward): 2542464"), std::string::npos) << m.output;
   EXPECT_NE(m.output.find("stages.2.shortcut.0"), std::string::npos) << m.output;
+  // Without --image_size: the dataset's (synthetic's 32), as train takes it (was: exit 2).
+  ProcResult plain = run({binary(), "inspect", "model", "--width", "0.125"}, {}, 60);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("forward FLOPs per sample: "), std::string::npos) << plain.output;
 }
 
 TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {

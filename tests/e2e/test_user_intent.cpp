@@ -70,6 +70,17 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
        "--trace_samples_dir='" + readme + "' is a file, not a folder"},
       {{"train", "--metrics_file", source_dir()}, "--metrics_file='" + source_dir() + "' is a folder"},
       {{"train", "--metrics_file", readme + "/m.jsonl"}, "': '" + readme + "' is a file, not a folder"},
+      // Values the run cannot use, named before it starts (were: a hang, an internal error, a
+      // crash of the thread pool).
+      {{"inspect", "loader", "--dataset", "synthetic", "--prefetch_factor", "0", "--batches", "3"},
+       "--prefetch_factor=0 must be > 0"},
+      {{"train", "--bucket_cap_mb", "1e-30"}, "--bucket_cap_mb=1e-30 must be in ["},
+      {{"train", "--first_bucket_mb", "1e300"}, "--first_bucket_mb=1e+300 must be in ["},
+      {{"train", "--threads", "100000"}, "--threads=100000 must be at most 4096"},
+      {{"inspect", "sampler", "--dataset_len", "10", "--world_size", "4294967297", "--rank", "0"},
+       "--world_size=4294967297 must be in [1, 1048576]"},
+      {{"train", "--resume_fallback", readme},
+       "--resume_fallback='" + readme + "' is read only with --resume_from auto"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {binary()};
