@@ -176,17 +176,24 @@ TEST(UserIntent, AResumeContinuesThisRunOnly) {
     }
     EXPECT_EQ(entries(ck), before) << "a refused run changed the directory: " << r.output;
   }
-  // The other run in its own directory; its step 3 then sits beside the first run's step 12.
+  // The other run in its own directory continues there; its step 3 copied beside the first
+  // run's step 12 makes a directory of two runs, which auto refuses (either run's saves would
+  // rotate the other's away) rather than continue one of them.
   const std::string other = fresh_dir("identity_other");
   ASSERT_EQ(train_in(other, another({"--max_steps", "3"})).exit_code, 0);
-  fs::copy(other + "/step_00000003", ck + "/step_00000003", fs::copy_options::recursive);
-  // auto continues the other run from its own step 3, not from the first run's step 12.
   const std::string metrics = fresh_dir("identity_metrics") + "/m.jsonl";
-  ProcResult r = train_in(ck, another({"--max_steps", "5", "--resume_from", "auto", "--log_interval", "1",
-                                       "--metrics_file", metrics}));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(step_records(metrics), (std::vector<int64_t>{4, 5})) << r.output;
-  EXPECT_TRUE(entries(ck).count("step_00000005")) << r.output;
+  ProcResult own = train_in(other, another({"--max_steps", "5", "--resume_from", "auto", "--log_interval",
+                                            "1", "--metrics_file", metrics}));
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_EQ(step_records(metrics), (std::vector<int64_t>{4, 5})) << own.output;
+  fs::copy(other + "/step_00000003", ck + "/step_00000003", fs::copy_options::recursive);
+  const auto mixed = entries(ck);
+  ProcResult r = train_in(ck, another({"--max_steps", "5", "--resume_from", "auto"}));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--checkpoint_dir holds another run's checkpoints beside this run's"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(entries(ck), mixed) << "a refused run changed the directory: " << r.output;
 }
 
 // Item 9: --init_from read only torch.save pickles: our own export format was blamed on an
