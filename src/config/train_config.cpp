@@ -344,6 +344,9 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
       c.optimizer.optimizer != OptimizerKind::kAdamw || c.optimizer.momentum == optimizer_defaults.momentum,
       "--momentum=", c.optimizer.momentum,
       " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+  DDP_USAGE_CHECK(c.program.fused_loss != FusedLoss::kOn || c.model.model != ModelKind::kMiniResnet,
+                  "--fused_loss on applies to token models' (B, T, V) logits (gpt, llama, a scripted one); "
+                  "--model mini_resnet classifies images: drop --fused_loss");
 }
 
 // The Trainer's options as the Trainer will check them: lr_schedule auto is resolved for this

@@ -169,6 +169,11 @@ void ModelOptions::validate(const DataOptions& data) const {
                           "} is not read from a Hugging Face folder: drop it"),
                       kModelOwner);
   validate_llama_fields(*this);
+  if (model == ModelKind::kMiniResnet && (block_size != 0 || vocab_size != 0))
+    throw OptionError({{&block_size, "block_size"}, {&vocab_size, "vocab_size"}, {&model, "model"}},
+                      str("{0} and {1} size the token models (gpt, llama, a scripted one); {2:mini_resnet} ",
+                          "reads images: drop them"),
+                      kModelOwner);
   if (!is_decoder_model(model) &&
       (gpt_preset != defaults.gpt_preset || n_layer != 0 || n_head != 0 || n_embd != 0))
     throw OptionError(

@@ -27,7 +27,10 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
     growth_tracker_ = growth_tracker_.to(loss.device());
     found_inf_ = found_inf_.to(loss.device());
   }
-  return loss * scale_.to(loss.scalar_type());
+  // In the promoted dtype, as PyTorch's `outputs * self._scale` (an fp32 tensor of shape (1)):
+  // an fp16 loss is scaled in fp32, never to inf by 65536; an fp32 loss as before.
+  const at::ScalarType dtype = at::promote_types(loss.scalar_type(), scale_.scalar_type());
+  return loss.to(dtype) * scale_.to(dtype);
 }
 
 void GradScaler::unscale(torch::optim::Optimizer& optimizer) {

@@ -24,6 +24,12 @@ void validate_optim_options(const OptimOptions& o) {
   if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
     throw OptionError({{&o.min_lr_ratio, "optim.min_lr_ratio"}},
                       str("{0}=", o.min_lr_ratio, " must be in [0, 1]; pass e.g. {0:0.1}"));
+  if (o.min_lr_ratio != OptimOptions{}.min_lr_ratio && o.lr_schedule != LrSchedule::kStepCosine &&
+      o.lr_schedule != LrSchedule::kAuto)
+    throw OptionError(
+        {{&o.min_lr_ratio, "optim.min_lr_ratio"}, {&o.lr_schedule, "optim.lr_schedule"}},
+        str("{0}=", o.min_lr_ratio, " is the per-step schedule's last learning rate over the base; ",
+            "{1} is ", word(o.lr_schedule), ": pass {1:step_cosine}, or drop {0}"));
   check_option_non_negative(o.clip_grad_norm, "optim.clip_grad_norm",
                             "pass {0:0} to turn clipping off or e.g. {0:1.0}");
 }

@@ -79,6 +79,13 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
       {{"train", "--threads", "100000"}, "--threads=100000 must be at most 4096"},
       {{"inspect", "sampler", "--dataset_len", "10", "--world_size", "4294967297", "--rank", "0"},
        "--world_size=4294967297 must be in [1, 1048576]"},
+      // Flags this run would not read (were: accepted and ignored).
+      {{"train", "--adam_beta1", "0.5"}, "--adam_beta1 and --adam_beta2 apply to --optimizer adamw"},
+      {{"train", "--min_lr_ratio", "0.5"},
+       "--min_lr_ratio=0.5 is the per-step schedule's last learning rate"},
+      {{"train", "--block_size", "64"}, "--block_size and --vocab_size size the token models"},
+      {{"train", "--fused_loss", "on"}, "--fused_loss on applies to token models' (B, T, V) logits"},
+      {{"train", "--lr", "1e300"}, "--lr=1e+300 must be at most 1e6"},
       {{"train", "--resume_fallback", readme},
        "--resume_fallback='" + readme + "' is read only with --resume_from auto"},
   };

@@ -66,6 +66,19 @@ TEST(GradScaler, PyTorchsSmallCase) {
   EXPECT_EQ(s.state().growth_tracker, 0);
 }
 
+// PyTorch scales in the promoted dtype (`outputs * self._scale`, an fp32 tensor): a user's
+// fp16 loss times 65536 is 65536 in fp32, not inf in fp16; an fp32 loss stays fp32.
+TEST(GradScaler, ScalesAnFp16LossInFp32) {
+  GradScaler s({true, 65536.0, 2.0, 0.5, 2000});
+  const at::Tensor half = s.scale(torch::ones({}, at::kHalf));
+  EXPECT_EQ(half.scalar_type(), at::kFloat);
+  EXPECT_EQ(half.item<double>(), 65536.0);
+  const at::Tensor single = s.scale(torch::full({}, 0.5f));
+  EXPECT_EQ(single.scalar_type(), at::kFloat);
+  EXPECT_EQ(single.numel(), 1);  // shape (1), as PyTorch's
+  EXPECT_EQ(single.item<double>(), 32768.0);
+}
+
 TEST(GradScaler, GrowsAfterTheIntervalAndNeverToInf) {
   GradScaler s({true, 65536.0, 2.0, 0.5, 3});
   OneParam p;
