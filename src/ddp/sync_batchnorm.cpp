@@ -42,12 +42,17 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
       running_var.mul_(1 - momentum)
           .add_((var * (n / std::max(n - 1, 1.0))).to(running_var.scalar_type()), momentum);
     }
+    // The normalisation in fp32 at least (bf16/fp16 inputs under autocast), the output in the
+    // input's dtype: as PyTorch's batch_norm_elemt (x - mean in bf16 lost up to 5e-3 a channel).
+    const at::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);
     auto shape = channel_shape(x);
-    auto mean_f = mean.to(x.scalar_type()).view(shape), invstd_f = invstd.to(x.scalar_type()).view(shape);
+    auto mean_f = mean.to(compute).view(shape), invstd_f = invstd.to(compute).view(shape);
     actx->save_for_backward({x, weight, mean_f, invstd_f});
     actx->saved_data["n"] = n;
     actx->saved_data["dist"] = reinterpret_cast<int64_t>(dist);
-    return (x - mean_f) * invstd_f * weight.view(shape) + bias.view(shape);
+    return ((x.to(compute) - mean_f) * invstd_f * weight.view(shape).to(compute) +
+            bias.view(shape).to(compute))
+        .to(x.scalar_type());
   }
 
   static variable_list backward(AutogradContext* actx, variable_list grads) {
@@ -55,10 +60,11 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     auto x = saved[0], weight = saved[1], mean = saved[2], invstd = saved[3];
     const double n = actx->saved_data["n"].toDouble();
     const auto* dist = reinterpret_cast<const DistContext*>(actx->saved_data["dist"].toInt());
-    auto dy = grads[0];
+    const at::ScalarType compute = mean.scalar_type();  // see forward
+    auto dy = grads[0].to(compute);
     const auto dims = reduce_dims(x);
     const int64_t C = x.size(1);
-    auto xmu = x - mean;
+    auto xmu = x.to(compute) - mean;
     auto sum_dy = dy.to(at::kDouble).sum(dims);
     auto sum_dy_xmu = (dy * xmu).to(at::kDouble).sum(dims);
     auto shape = channel_shape(x);
@@ -67,9 +73,10 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     auto grad_bias = sum_dy.to(weight.scalar_type());
     std::vector<at::Tensor> g{at::cat({sum_dy, sum_dy_xmu})};
     dist->all_reduce_sum(g);
-    auto mean_dy = (g[0].narrow(0, 0, C) / n).to(x.scalar_type()).view(shape);
-    auto mean_dy_xmu = (g[0].narrow(0, C, C) / n).to(x.scalar_type()).view(shape);
-    auto dx = (dy - mean_dy - xmu * invstd * invstd * mean_dy_xmu) * invstd * weight.view(shape);
+    auto mean_dy = (g[0].narrow(0, 0, C) / n).to(compute).view(shape);
+    auto mean_dy_xmu = (g[0].narrow(0, C, C) / n).to(compute).view(shape);
+    auto dx = ((dy - mean_dy - xmu * invstd * invstd * mean_dy_xmu) * invstd * weight.view(shape).to(compute))
+                  .to(x.scalar_type());
     return {dx, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

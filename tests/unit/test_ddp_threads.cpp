@@ -395,6 +395,29 @@ TEST(DdpThreads, SyncBatchNormResNetEquivalentToOneRank) {
   }
 }
 
+// SyncBatchNorm of bf16 inputs (a conv's output under autocast) normalises in fp32 and returns
+// bf16, as PyTorch's batch_norm_elemt: the rounded fp32 batch norm of the whole batch, not
+// x - mean in bf16 (which lost up to 5e-3 a channel).
+TEST(DdpThreads, SyncBatchNormOfBf16InputsNormalisesInFp32) {
+  torch::manual_seed(23);
+  const at::Tensor x = (torch::randn({8, 4, 5, 5}) * 2 + 3).to(at::kBFloat16);
+  const at::Tensor want = at::batch_norm(x.to(at::kFloat), torch::ones({4}), torch::zeros({4}), {}, {},
+                                         /*training=*/true, 0.1, 1e-5, false);
+  std::mutex mu;
+  std::vector<at::Tensor> got(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    SyncBatchNorm bn(4, ctx);
+    const at::Tensor y = bn->forward(x.narrow(0, 4 * ctx.rank(), 4));
+    std::lock_guard<std::mutex> lock(mu);
+    got[static_cast<size_t>(ctx.rank())] = y.detach();
+  });
+  const at::Tensor y = at::cat(got);
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  const double same = y.eq(want.to(at::kBFloat16)).to(at::kDouble).mean().item<double>();
+  std::printf("SyncBatchNorm of bf16 inputs: %.4f of the outputs are the rounded fp32 batch norm\n", same);
+  EXPECT_GE(same, 0.99);
+}
+
 // Note [Bucket size from the link]: every rank must build the same buckets, so the cap comes
 // from numbers averaged over the ranks, never from what one rank measured or estimated alone
 // (a bench run once died on exactly that: ranks with different kernel-probe peaks, so
