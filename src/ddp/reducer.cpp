@@ -191,13 +191,13 @@ void Reducer::on_grad_ready(size_t i) {
 }
 
 std::vector<char> Reducer::gradient_unused_by_all(const std::vector<char>& used) const {
-  at::Tensor flags = at::empty({static_cast<int64_t>(used.size())}, at::kFloat);
-  for (size_t i = 0; i < used.size(); ++i) flags[static_cast<int64_t>(i)] = used[i] ? 1.0f : 0.0f;
-  std::vector<at::Tensor> t{flags.to(params_.front().device())};
+  const std::vector<float> flags(used.begin(), used.end());  // 1: used here
+  std::vector<at::Tensor> t{at::tensor(flags).to(params_.front().device())};
   ctx_.all_reduce_sum(t, "find_unused_parameters: which parameters any rank used");
-  const at::Tensor any = t[0].cpu();
+  const at::Tensor any = t[0].cpu().contiguous();
+  const float* counts = any.data_ptr<float>();
   std::vector<char> out(used.size());
-  for (size_t i = 0; i < used.size(); ++i) out[i] = any[static_cast<int64_t>(i)].item<float>() == 0.0f;
+  for (size_t i = 0; i < used.size(); ++i) out[i] = counts[i] == 0.0f;
   return out;
 }
 

@@ -67,18 +67,6 @@ size_t launch_flags_end(const std::vector<std::string>& args) {
 
 bool is_ddptrain_command(const std::string& name) { return name == "train" || name == "eval"; }
 
-std::string train_resume_from(const std::vector<std::string>& worker_args) {
-  std::string from;  // the last one given wins, as the flag parser takes it
-  for (size_t i = 1; i < worker_args.size(); ++i) {
-    const std::string& a = worker_args[i];
-    if (a == "--resume_from" && i + 1 < worker_args.size())
-      from = worker_args[++i];
-    else if (a.rfind("--resume_from=", 0) == 0)
-      from = a.substr(14);
-  }
-  return from;
-}
-
 std::vector<std::string> parse_launch_args(const std::vector<std::string>& args, LaunchOptions* opts) {
   const size_t split = launch_flags_end(args);
   DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
@@ -441,8 +429,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   char tmpl[] = "/tmp/ddptrain-launch-XXXXXX";
   const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   GroupResult r;
-  const std::string first_resume =
-      o.first_resume_from.empty() ? train_resume_from(worker_args) : o.first_resume_from;
+  const std::string& first_resume = o.first_resume_from;
   for (int attempt = 0;; ++attempt) {
     // A restarted group resumes from the newest complete checkpoint (the last flag wins), or,
     // where none was saved yet, from the checkpoint the first attempt resumed.

@@ -41,7 +41,7 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> worker_env;
   /// A `train` worker's resume_from as its flags and --config resolve it: a restart resumes
   /// there when the group saved nothing yet (--resume_fallback). Not a flag: the launch command
-  /// resolves it; "" = read the worker's --resume_from flag.
+  /// resolves it.
   std::string first_resume_from;
 };
 
@@ -55,9 +55,6 @@ size_t launch_flags_end(const std::vector<std::string>& args);
 /// Whether the worker command is one of ddptrain's own (run as this binary) rather than a
 /// program of its own.
 bool is_ddptrain_command(const std::string& name);
-
-/// The --resume_from a `train` worker command gives ("" when none).
-std::string train_resume_from(const std::vector<std::string>& worker_args);
 
 /// Splits `launch` args into launcher flags and the worker command (a ddptrain command such
 /// as `train`, or any PROGRAM); UsageError when invalid. Returns the worker args.

@@ -60,6 +60,11 @@ int64_t refuse_another_runs_folder(const TrainerOptions& o, const std::vector<Ch
   return ours;
 }
 
+// The per-rank batch of the checkpoint's position (older checkpoints did not record it: this run's).
+int64_t checkpoint_batch(const CheckpointMeta& meta, int64_t batch_size) {
+  return meta.batch_size > 0 ? meta.batch_size : batch_size;
+}
+
 int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
                           const std::string& name_prefix) {
   return refuse_another_runs_folder(o, all, name_prefix, "a new run");
@@ -71,10 +76,11 @@ int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointE
 // delete this run's own saves instead of them, and auto would resume them after a restart. Rank
 // 0 moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot is never a
 // checkpoint to list, resume or rotate) and says so.
-void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx) {
+void set_aside_later_checkpoints(const std::string& dir, const std::vector<CheckpointEntry>& all,
+                                 int64_t after_step, const DistContext& ctx) {
   if (ctx.is_main()) {
     const auto stamp = std::to_string(std::time(nullptr));
-    for (const CheckpointEntry& c : list_checkpoints(dir, ctx.log())) {
+    for (const CheckpointEntry& c : all) {
       if (c.meta.global_step <= after_step) continue;
       const fs::path from(c.dir), aside = fs::path(dir) / ".superseded";
       fs::path to = aside / (from.filename().string() + "." + stamp);
@@ -100,7 +106,7 @@ void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, con
 int64_t resume_micro_batch(const CheckpointMeta& meta, const TrainerOptions& o) {
   if (meta.epoch_complete) return 0;
   const int batch_size = o.data.batch_size, grad_accum_steps = o.loop.grad_accum_steps;
-  const int64_t old = meta.batch_size > 0 ? meta.batch_size : batch_size;
+  const int64_t old = checkpoint_batch(meta, batch_size);
   const int64_t samples = meta.batches_done * old;  // per rank, into the epoch
   const int64_t group = static_cast<int64_t>(batch_size) * grad_accum_steps;
   if (samples % group != 0)
@@ -121,7 +127,7 @@ EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size) {
     return {p.at("world").get<int>(), p.at("batch").get<int64_t>(), p.at("end").get<int64_t>(),
             p.at("done").get<int64_t>(), p.value("samples", int64_t{-1})};
   }
-  const int64_t b = meta.batch_size > 0 ? meta.batch_size : batch_size;
+  const int64_t b = checkpoint_batch(meta, batch_size);
   return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size, -1};
 }
 
@@ -131,7 +137,7 @@ ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOpt
   // The epoch's own order at its own size, trained from its start by the checkpoint's run: its
   // batches_done are the epoch's. A run that finished the rest of an epoch (even back at the
   // epoch's world size) counts them from where the rest began: only the plan's prefix says.
-  const int64_t old = meta.batch_size > 0 ? meta.batch_size : o.data.batch_size;
+  const int64_t old = checkpoint_batch(meta, o.data.batch_size);
   if (plan.world == world && meta.world_size == world && plan.done == meta.batches_done * old * world)
     return {resume_micro_batch(meta, o), std::nullopt};
   return {0, plan};
@@ -159,7 +165,7 @@ namespace {
 // The checkpoint run's global batch (older checkpoints: with this run's accumulation).
 int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_accum_steps) {
   if (meta.extra.contains("global_batch")) return meta.extra["global_batch"].get<int64_t>();
-  return global_batch(meta.batch_size > 0 ? meta.batch_size : batch_size, grad_accum_steps, meta.world_size);
+  return global_batch(checkpoint_batch(meta, batch_size), grad_accum_steps, meta.world_size);
 }
 
 }  // namespace
@@ -249,16 +255,18 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
   if (from.empty()) {
     // resume_from "" from the user (or the CLI's auto that found nothing to continue): refused
     // among another run's checkpoints, as the CLI's own choice is; auto chosen here said its choice.
-    const int64_t ours =
-        chosen_here ? -1 : check_fresh_start(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "");
-    if (ours >= 0) set_aside_later_checkpoints(o.checkpoint.dir, -1, ctx);  // this run starts fresh
+    if (chosen_here) return std::nullopt;
+    const auto all = list_checkpoints(o.checkpoint.dir, ctx.log());
+    if (check_fresh_start(o, all, "") >= 0)  // this run starts fresh
+      set_aside_later_checkpoints(o.checkpoint.dir, all, -1, ctx);
     return std::nullopt;
   }
   CheckpointEntry c{from, read_checkpoint_meta(from)};
-  if (!chosen_here) {  // auto chose this run's newest
+  if (!chosen_here) {  // the user's choice (or the CLI's): checked here as auto checks its own
     refuse_another_runs_checkpoint(o, c, "");
-    refuse_another_runs_folder(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "", "a resume of {0}");
-    set_aside_later_checkpoints(o.checkpoint.dir, c.meta.global_step, ctx);
+    const auto all = list_checkpoints(o.checkpoint.dir, ctx.log());
+    refuse_another_runs_folder(o, all, "", "a resume of {0}");
+    set_aside_later_checkpoints(o.checkpoint.dir, all, c.meta.global_step, ctx);
   }
   return c;
 }

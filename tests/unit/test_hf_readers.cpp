@@ -37,6 +37,15 @@ void readers_put(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// A safetensors file of `header` (padded to 8 bytes, its length before it, little-endian) and
+// the data bytes after it, as a test writes one its writer would not.
+std::string safetensors_file_bytes(std::string header, const std::string& data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return length + header + data;
+}
+
 NamedTensors varied_tensors() {
   return {{"a.weight", at::randn({3, 5})},
           {"b.bias", at::randn({7}).to(at::kBFloat16)},
@@ -65,11 +74,10 @@ TEST(HfReaders, TheFileReaderReadsWhatTheWriterWroteAsTheInMemoryReaderDoes) {
     EXPECT_TRUE(in_memory[i].second.equal(t)) << tensors[i].first;
   }
   // A header claiming a tensor of 2^80 bytes is refused before anything is allocated.
-  std::string huge = R"({"x":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]}})";
-  huge.append((8 - huge.size() % 8) % 8, ' ');
-  std::string file_bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) file_bytes[i] = static_cast<char>((huge.size() >> (8 * i)) & 0xff);
-  readers_put(dir + "/huge.safetensors", file_bytes + huge + "abcd");
+  readers_put(
+      dir + "/huge.safetensors",
+      safetensors_file_bytes(
+          R"({"x":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,4]}})", "abcd"));
   try {
     SafetensorsFile bad(dir + "/huge.safetensors");
     ADD_FAILURE() << "accepted a shape of 2^80 bytes";
@@ -79,11 +87,8 @@ TEST(HfReaders, TheFileReaderReadsWhatTheWriterWroteAsTheInMemoryReaderDoes) {
   }
   // What safetensors' own reader refuses: a shape or offsets that are not lists (nlohmann would
   // iterate a number or an object as one), metadata that is not an object of strings.
-  const auto refusal = [&](std::string header) {
-    header.append((8 - header.size() % 8) % 8, ' ');
-    std::string b(8, '\0');
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-    readers_put(dir + "/odd.safetensors", b + header + "abcd");
+  const auto refusal = [&](const std::string& header) {
+    readers_put(dir + "/odd.safetensors", safetensors_file_bytes(header, "abcd"));
     try {
       SafetensorsFile odd(dir + "/odd.safetensors");
       return std::string("accepted");
