@@ -1,6 +1,7 @@
 // `ddptrain eval --checkpoint DIR [train flags]`: evaluates a saved model on the test split of
 // the dataset it was trained on. The model and data flags come from the checkpoint's
-// config.json; flags given here override them (e.g. --data_dir, --batch_size). Runs as one
+// config.json; a --config file given here overrides them, and flags given here override both
+// (e.g. --data_dir, --batch_size); --threads and --deterministic apply as in train. Runs as one
 // process or distributed (under launch/torchrun: each test sample on exactly one rank).
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "serialize/python_pickle.h"
 #include "serialize/state_dict_reader.h"
 #include "tools/commands.h"
+#include "train/deterministic.h"
 #include "train/evaluate.h"
 #include "train/objective_check.h"
 #include "util/error.h"
@@ -52,8 +54,11 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
   std::string line =
       str("eval ", checkpoint, " on ", cfg.data.dataset,
           tokens ? " validation split: " : " test split: ", r.samples, tokens ? " sequences" : " samples");
-  nlohmann::json rec = {
-      {"checkpoint", checkpoint}, {"dataset", word(cfg.data.dataset)}, {"samples", r.samples}};
+  nlohmann::json rec = {{"checkpoint", checkpoint},
+                        {"dataset", word(cfg.data.dataset)},
+                        {"samples", r.samples},
+                        {"threads", at::get_num_threads()},
+                        {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()}};
   if (tokens) {
     line += str(" | val loss ", fmt("%.4f", r.loss), " | val perplexity ", fmt("%.2f", std::exp(r.loss)));
     rec["val_loss"] = r.loss;
@@ -101,11 +106,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       TrainConfig defaults;
-      const std::string text =
-          str(usage,
-              "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
-              "with the flags it was trained with; train flags given here override them (e.g. --data_dir "
-              "on another machine, --batch_size, --num_workers). The train flags:");
+      const std::string text = str(
+          usage,
+          "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
+          "with the flags it was trained with; a --config file given here overrides them, and train flags "
+          "given here override both (e.g. --data_dir on another machine, --batch_size, --num_workers). "
+          "The train flags:");
       std::printf("%s", flags_help(train_flags(defaults), text).c_str());
       return 0;
     }
@@ -120,10 +126,10 @@ int cmd_eval(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
   checkpoint = resolve_checkpoint(checkpoint);
   const CheckpointMeta meta = verify_checkpoint(checkpoint);  // manifest and checksums first
-  // The training flags the checkpoint was written with, then the overrides.
-  std::vector<std::string> flags = checkpoint_train_flags(checkpoint);
-  flags.insert(flags.end(), overrides.begin(), overrides.end());
-  TrainConfig cfg = resolve_train_config(flags);
+  // The training flags the checkpoint was written with, then a --config file given here, then
+  // the flags given here.
+  TrainConfig cfg = resolve_train_config(overrides, checkpoint_train_flags(checkpoint));
+  if (cfg.program.deterministic) use_deterministic_algorithms();  // before any CUDA work, as train
   const bool path_given = std::any_of(overrides.begin(), overrides.end(),
                                       [](const std::string& a) { return a.rfind("--model_path", 0) == 0; });
   DDP_USAGE_CHECK(
@@ -133,6 +139,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  set_intra_op_threads(cfg, ctx);
   DataSplits data = datasets_from(cfg);
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
   const DatasetShape shape = data.test->shape();

@@ -121,18 +121,9 @@ int inspect_script(const ModelOptions& mo, const DataOptions& d) {
   return 0;
 }
 
-int inspect_model(const std::vector<std::string>& args) {
-  const char* usage =
-      "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
-      "       ddptrain inspect model --model gpt|llama [--gpt_preset P --n_layer L --n_head H --n_embd C "
-      "--block_size T --vocab_size V] [llama: --n_kv_head K --intermediate_size I --tie_embeddings "
-      "--attention_bias B]\n"
-      "       ddptrain inspect model --model torchscript --model_path FILE [--dataset D --data_dir DIR | "
-      "--image_size S --in_channels C | --block_size T]";
-  double width = 1.0;
-  DataOptions d;  // the input: mini_resnet's (image_size, in_channels, num_classes), a scripted module's data
-  ModelOptions mo;
-  std::vector<Flag> table = {
+// The flags of `inspect model`, bound to the model's options, the input's and MiniResNet's width.
+std::vector<Flag> inspect_model_flags(ModelOptions& mo, DataOptions& d, double& width) {
+  return {
       bind_choice("model", &mo.model, model_choices(), "the model to describe"),
       bind_choice("gpt_preset", &mo.gpt_preset, gpt_preset_choices(), "the gpt and llama sizes"),
       bind_flag("n_layer", &mo.n_layer, "gpt/llama blocks (0 = the preset's)"),
@@ -145,26 +136,63 @@ int inspect_model(const std::vector<std::string>& args) {
       bind_flag("tie_embeddings", &mo.tie_embeddings, "llama: the output layer is the token embedding"),
       bind_choice("attention_bias", &mo.attention_bias, attention_bias_choices(), "llama: none, qkv or all"),
       bind_flag("model_path", &mo.model_path, "torchscript: the scripted module's file"),
-      bind_flag("width", &width, "channel multiplier"),
+      bind_flag("width", &width, "mini_resnet: channel multiplier"),
       bind_flag("image_size", &d.image_size, "input height and width"),
       bind_flag("in_channels", &d.in_channels, "input channels"),
-      bind_flag("num_classes", &d.num_classes, "classes"),
+      bind_flag("num_classes", &d.num_classes, "mini_resnet: classes"),
       bind_choice("dataset", &d.dataset, dataset_choices(),
                   "torchscript: the data whose first sample is fed"),
       bind_flag("data_dir", &d.data_dir, "torchscript: the dataset's directory (as train's)"),
       bind_flag("data_path", &d.data_path, "torchscript: the text file of --dataset text"),
   };
+}
+
+// A flag set to other than its default that the chosen model has no use for: exit 2 naming it
+// (silently describing another model than the one asked for would mislead).
+void reject_flags_of_other_models(ModelKind model, const std::vector<Flag>& table) {
+  ModelOptions mo;
+  DataOptions d;
+  double width = 1.0;
+  const std::vector<Flag> defaults = inspect_model_flags(mo, d, width);
+  const std::vector<std::string> decoder = {"gpt_preset", "n_layer",    "n_head",
+                                            "n_embd",     "block_size", "vocab_size"};
+  std::vector<std::string> applies = {"model"};
+  const auto add = [&](std::vector<std::string> names) {
+    applies.insert(applies.end(), names.begin(), names.end());
+  };
+  if (model == ModelKind::kMiniResnet) add({"width", "image_size", "in_channels", "num_classes"});
+  if (is_decoder_model(model)) add(decoder);
+  if (model == ModelKind::kLlama) add({"n_kv_head", "intermediate_size", "tie_embeddings", "attention_bias"});
+  if (model == ModelKind::kTorchscript)
+    add({"model_path", "image_size", "in_channels", "num_classes", "dataset", "data_dir", "data_path",
+         "block_size", "vocab_size"});
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string& name = table[i].name;
+    if (table[i].get() == defaults[i].get() || std::count(applies.begin(), applies.end(), name) > 0) continue;
+    throw UsageError(str("--", name, " does not apply to --model ", word(model), "; drop it (see ",
+                         "ddptrain inspect model --help for which flags each model takes)"));
+  }
+}
+
+int inspect_model(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: ddptrain inspect model [--width W --image_size S --in_channels C --num_classes N]\n"
+      "       ddptrain inspect model --model gpt|llama [--gpt_preset P --n_layer L --n_head H --n_embd C "
+      "--block_size T --vocab_size V] [llama: --n_kv_head K --intermediate_size I --tie_embeddings "
+      "--attention_bias B]\n"
+      "       ddptrain inspect model --model torchscript --model_path FILE [--dataset D --data_dir DIR | "
+      "--image_size S --in_channels C | --block_size T]";
+  double width = 1.0;
+  DataOptions d;  // the input: mini_resnet's (image_size, in_channels, num_classes), a scripted module's data
+  ModelOptions mo;
+  const std::vector<Flag> table = inspect_model_flags(mo, d, width);
   if (wants_help(args)) {
     std::printf("%s", flags_help(table, usage).c_str());
     return 0;
   }
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
-  const ModelOptions defaults;
-  DDP_USAGE_CHECK(
-      mo.model == ModelKind::kLlama || (mo.n_kv_head == 0 && mo.intermediate_size == 0 &&
-                                        !mo.tie_embeddings && mo.attention_bias == defaults.attention_bias),
-      "--n_kv_head, --intermediate_size, --tie_embeddings and --attention_bias apply to --model llama");
+  reject_flags_of_other_models(mo.model, table);
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kLlama) return inspect_llama(mo);
   if (mo.model == ModelKind::kTorchscript) {

@@ -39,6 +39,14 @@ std::vector<Run> read_runs(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       throw UsageError(detail::concat(path, ":", line_no, " is not a JSON record (", e.what(), ")"));
     }
+    // A metrics record: an object with its kind (a string), its step and its run (where given)
+    // of their types; anything else is another file than train --metrics_file wrote.
+    const bool record = j.is_object() && j.contains("kind") && j["kind"].is_string() &&
+                        (!j.contains("step") || j["step"].is_number()) &&
+                        (!j.contains("run") || j["run"].is_string());
+    DDP_USAGE_CHECK(record, path, ":", line_no,
+                    " is not a metrics record (a JSON object with \"kind\", a numeric \"step\" and a string ",
+                    "\"run\"): pass the file train --metrics_file wrote");
     const std::string id = j.value("run", "");
     auto it = std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.id == id; });
     if (it == runs.end()) it = runs.insert(runs.end(), Run{id, {}});

@@ -19,10 +19,7 @@
 #include "util/thread_policy.h"
 
 namespace ddptrain {
-namespace {
 
-// Intra-op threads (process-wide, so the program's): share the cores among the local ranks
-// unless told otherwise.
 void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int threads = threads_per_rank(cfg.program.threads, cores, ctx.local_world_size());
@@ -33,8 +30,6 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
             " cores, and OpenMP's threads spin: set OMP_WAIT_POLICY=PASSIVE (ddptrain launch does) or "
             "lower --threads (Note [OpenMP threads of ranks that share cores])"));
 }
-
-}  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {

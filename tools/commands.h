@@ -7,6 +7,9 @@
 
 namespace ddptrain {
 
+struct TrainConfig;
+class DistContext;
+
 int cmd_train(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
@@ -21,5 +24,9 @@ std::string resolve_checkpoint(const std::string& path);
 /// The train flags a checkpoint's config.json records, less where the run read its initial
 /// weights and wrote its outputs (eval and export build the model from them).
 std::vector<std::string> checkpoint_train_flags(const std::string& checkpoint);
+
+/// Intra-op threads (process-wide, so the program's, for train and eval): --threads, or the
+/// cores shared among the local ranks; warns where the ranks' threads outnumber the cores.
+void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx);
 
 }  // namespace ddptrain

@@ -193,6 +193,14 @@ void apply_toml_file(const std::vector<Flag>& table, const std::string& path) {
   }
   for (const auto& [key, node] : doc) {
     std::string name(key.str());
+    DDP_USAGE_CHECK(!node.is_table(), "[", name, "] in ", path,
+                    " is a TOML table: the config file is flat, one top-level key per flag (e.g. lr = 0.1); ",
+                    "move its keys above every [section] and drop the header");
+    DDP_USAGE_CHECK(!node.is_array(), "config key '", name, "' in ", path,
+                    " is an array: a flag takes one value (e.g. ", name, " = ...)");
+    DDP_USAGE_CHECK(name != "config", "config key 'config' in ", path,
+                    ": a config file cannot name another one (it would be ignored); pass the file you ",
+                    "want with --config, or copy its keys into this one");
     const Flag* f = find_flag(table, name);
     if (f == nullptr) unknown_flag(table, name, "config key '" + name + "' in " + path);
     std::string text;

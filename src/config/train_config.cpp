@@ -344,6 +344,21 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
       c.optimizer.optimizer != OptimizerKind::kAdamw || c.optimizer.momentum == optimizer_defaults.momentum,
       "--momentum=", c.optimizer.momentum,
       " applies to --optimizer sgd; AdamW's are --adam_beta1/--adam_beta2");
+  // The loss scaler's settings where no scaler can run (with amp_dtype auto and grad_scaler
+  // auto it depends on the device: the Trainer says so in the log).
+  const PrecisionOptions precision_defaults;
+  const PrecisionOptions& p = c.trainer.precision;
+  const bool no_scaler =
+      p.grad_scaler == ScalerMode::kOff ||
+      (p.grad_scaler == ScalerMode::kAuto && (!p.use_amp || p.amp_dtype == AmpDtype::kBf16));
+  DDP_USAGE_CHECK(
+      !no_scaler || (p.scaler_init_scale == precision_defaults.scaler_init_scale &&
+                     p.scaler_growth_interval == precision_defaults.scaler_growth_interval),
+      "--scaler_init_scale and --scaler_growth_interval set the loss scaler, and this run has none (",
+      p.grad_scaler == ScalerMode::kOff ? "--grad_scaler off"
+      : !p.use_amp                      ? "no autocast: --no-use_amp"
+                                        : "bf16 autocast needs none",
+      "): drop them, or pass --grad_scaler on");
   DDP_USAGE_CHECK(c.program.fused_loss != FusedLoss::kOn || c.model.model != ModelKind::kMiniResnet,
                   "--fused_loss on applies to token models' (B, T, V) logits (gpt, llama, a scripted one); "
                   "--model mini_resnet classifies images: drop --fused_loss");
@@ -403,9 +418,10 @@ LrSchedule effective_lr_schedule(const TrainConfig& c) {
   return resolved_schedule(c.trainer.optim.lr_schedule, c.optimizer.optimizer == OptimizerKind::kAdamw);
 }
 
-TrainConfig resolve_train_config(const std::vector<std::string>& args) {
+TrainConfig resolve_train_config(const std::vector<std::string>& args, const std::vector<std::string>& base) {
   TrainConfig c;
   auto table = train_flags(c);
+  DDP_USAGE_CHECK(parse_flags(table, base).empty(), "unexpected argument in the base flags");
   // The config file comes first so that flags override it, wherever --config stands.
   TrainConfig probe;
   auto probe_table = train_flags(probe);

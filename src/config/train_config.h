@@ -49,9 +49,11 @@ struct TrainConfig {
 /// The one flag table of `ddptrain train`, bound to the fields of c.
 std::vector<Flag> train_flags(TrainConfig& c);
 
-/// Defaults, then the --config TOML file (if given), then the flags. Validated: a bad field
-/// of the Trainer's options is named by its flag (Note [Options named by their field]).
-TrainConfig resolve_train_config(const std::vector<std::string>& args);
+/// Defaults, then `base` (eval: the checkpoint's own flags), then the --config TOML file of
+/// `args` (if given), then `args`. Validated: a bad field of the Trainer's options is named by
+/// its flag (Note [Options named by their field]).
+TrainConfig resolve_train_config(const std::vector<std::string>& args,
+                                 const std::vector<std::string>& base = {});
 
 /// lr_schedule as the Trainer resolves it for the optimizer this config builds.
 LrSchedule effective_lr_schedule(const TrainConfig& c);

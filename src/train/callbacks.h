@@ -58,7 +58,8 @@ struct EpochEvent {
   bool eval_interrupted = false;
   std::vector<double> peak_mem_mib;  // per rank; empty where the device has no counter
   std::vector<double> peak_rss_mib;  // per rank
-  int64_t skipped_samples = 0;       // over all ranks: unreadable samples replaced (Dataset::take_skipped)
+  int64_t skipped_samples = 0;       // unreadable samples replaced, first found this epoch by any rank (Note
+                                     // [Unreadable samples counted once])
   bool stopping = false;
 };
 

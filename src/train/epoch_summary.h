@@ -23,7 +23,7 @@ class EpochSums {
     double train_acc = -1;             // -1 without Objective::correct
     std::vector<double> peak_mem_mib;  // per rank; empty where the device has no counter
     std::vector<double> peak_rss_mib;  // per rank
-    int64_t skipped_samples = 0;       // over all ranks
+    int64_t skipped_samples = 0;       // reports summed over ranks (one file may be in two)
   };
   /// Over all ranks: a collective. skipped: the samples this rank's dataset replaced this epoch.
   Summary reduce(const DistContext& ctx, bool has_correct, int64_t skipped = 0) const;

@@ -43,6 +43,13 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   if (probe) reset_peak_memory(ctx.device());
   m.precision = agreed_precision(req, ctx, rates);
   ctx.log().info("precision: " + m.precision.why);
+  const PrecisionOptions defaults;
+  if (!m.precision.grad_scaler && (o.precision.scaler_init_scale != defaults.scaler_init_scale ||
+                                   o.precision.scaler_growth_interval != defaults.scaler_growth_interval))
+    ctx.log().warn(
+        str("the loss scaler's settings (--scaler_init_scale, --scaler_growth_interval) are "
+            "ignored: this run has no loss scaler (",
+            m.precision.name(), "; --grad_scaler on forces one)"));
   if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate
   m.peak = peak_flops(ctx.device(), m.precision.autocast, o.report.peak_tflops, rates);
   ctx.log().info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9,

@@ -145,10 +145,10 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   e.seconds = seconds_since(run.pos.started);
   run.train_time += e.seconds;
   const std::vector<std::string> skipped = run.train.take_skipped();
-  for (const auto& why : skipped) ctx_.log().warn("skipped a sample that does not read: " + why);
   const EpochSums::Summary s =
       run.sums.reduce(ctx_, static_cast<bool>(objective_.correct), static_cast<int64_t>(skipped.size()));
-  e.skipped_samples = s.skipped_samples;
+  e.skipped_samples =
+      run.unreadable.count_new(ctx_, skipped, s.skipped_samples, "skipped a sample that does not read: ");
   e.train_loss = result.train_loss = s.train_loss;
   e.train_acc = s.train_acc;
   e.peak_mem_mib = s.peak_mem_mib;

@@ -15,6 +15,7 @@
 #include "train/lr_horizon.h"
 #include "train/stop_vote.h"
 #include "train/trainer_impl.h"
+#include "train/unreadable_samples.h"
 
 namespace ddptrain {
 
@@ -44,6 +45,7 @@ struct Trainer::Impl::Run {
   StopVote vote;
   EpochPosition pos;
   EpochSums sums;
+  UnreadableSamples unreadable;  // Note [Unreadable samples counted once]
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::shared_ptr<CheckpointPolicy> checkpoints;
   int start_epoch = 1;

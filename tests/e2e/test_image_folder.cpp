@@ -216,4 +216,15 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeStopsTheRunNamingItOrIsSkippedAndCount
   for (const auto& rec : recs)
     if (rec.value("kind", "") == "epoch") skipped.push_back(rec.at("skipped_samples").get<int64_t>());
   EXPECT_EQ(skipped, (std::vector<int64_t>{1, 0})) << "reported in the epoch that found it, once";
+  // At world 2 the file falls to either rank as the order changes: still one file, counted
+  // once (Note [Unreadable samples counted once]; the sum of each rank's reports said 2).
+  const std::string two = fresh_dir("folder_bad_skip2");
+  ProcResult w = run(
+      launch(2, free_port(), folder_train(two, as_folder(data), {"--epochs", "4", "--bad_images", "skip"})),
+      {}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  std::vector<int64_t> skipped2;
+  for (const auto& rec : read_jsonl(two + "/m.jsonl"))
+    if (rec.value("kind", "") == "epoch") skipped2.push_back(rec.at("skipped_samples").get<int64_t>());
+  EXPECT_EQ(skipped2, (std::vector<int64_t>{1, 0, 0, 0})) << w.output;
 }

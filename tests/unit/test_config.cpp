@@ -127,11 +127,27 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
       {{"--bucket_cap_mb", "big"},
        "--bucket_cap_mb='big' is not a number; pass auto or e.g. --bucket_cap_mb 25"},
       {{"stray"}, "unexpected argument 'stray'"},
+      // The loss scaler's settings where no scaler runs.
+      {{"--amp_dtype", "bf16", "--scaler_init_scale", "1024"},
+       "this run has none (bf16 autocast needs none)"},
+      {{"--grad_scaler", "off", "--scaler_growth_interval", "10"}, "this run has none (--grad_scaler off)"},
+      {{"--no-use_amp", "--scaler_init_scale", "8"}, "this run has none (no autocast: --no-use_amp)"},
   };
   for (const auto& c : cases) {
     std::string msg = usage_error_of(c.args);
     EXPECT_NE(msg.find(c.expect), std::string::npos) << "args[0]=" << c.args[0] << " got: " << msg;
   }
+}
+
+TEST(Config, TheLossScalersSettingsApplyWhereAScalerMayRun) {
+  EXPECT_EQ(resolve_train_config({"--amp_dtype", "fp16", "--scaler_init_scale", "1024"})
+                .trainer.precision.scaler_init_scale,
+            1024.0);
+  EXPECT_EQ(resolve_train_config({"--no-use_amp", "--grad_scaler", "on", "--scaler_growth_interval", "5"})
+                .trainer.precision.scaler_growth_interval,
+            5);
+  // amp_dtype auto: the device decides (the Trainer warns where it chose none).
+  EXPECT_EQ(resolve_train_config({"--scaler_init_scale", "512"}).trainer.precision.scaler_init_scale, 512.0);
 }
 
 TEST(Config, BadTomlIsUsageError) {
@@ -146,6 +162,17 @@ TEST(Config, BadTomlIsUsageError) {
   EXPECT_NE(usage_error_of({"--config", temp_file("bad4.toml", "bucket_cap_mb = \"fast\"\n")})
                 .find("must be a number or \"auto\"; e.g. bucket_cap_mb = \"auto\""),
             std::string::npos);
+  // A key that would be silently ignored, a [section] (its keys are not flags), an array.
+  const std::string other = temp_file("other.toml", "lr = 0.5\n");
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad5.toml", "config = \"" + other + "\"\n")})
+                .find("config key 'config' in "),
+            std::string::npos);
+  EXPECT_NE(usage_error_of({"--config", temp_file("bad6.toml", "lr = 0.1\n[optim]\nmomentum = 0.5\n")})
+                .find("[optim] in "),
+            std::string::npos);
+  EXPECT_NE(
+      usage_error_of({"--config", temp_file("bad7.toml", "lr = [0.1, 0.2]\n")}).find("config key 'lr' in "),
+      std::string::npos);
 }
 
 TEST(Config, NumberOrAutoFlags) {

@@ -1,0 +1,80 @@
+// `ddptrain eval`: a checkpoint evaluated on its test split at any world size, with the flags
+// it was trained with, a --config file given to eval over them and eval's own flags over both.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
+  // Train 1 epoch on Fashion-MNIST (a slice: --max_steps), then evaluate the checkpoint at
+  // world 1, 2 and 3: every run counts exactly the 10,000 test images and agrees.
+  const std::string ckpt = fresh_dir("eval");
+  ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size",
+                      "64", "--max_steps", "20", "--lr", "0.05", "--num_workers", "1", "--eval_every", "0",
+                      "--checkpoint_dir", ckpt},
+                     {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_TRUE(lines_with(t.output, "test acc").empty()) << "--eval_every 0 evaluated: " << t.output;
+  std::vector<std::string> accs;
+  for (int world : {1, 2, 3}) {
+    std::vector<std::string> eval = {"eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256"};
+    ProcResult r = world == 1 ? run(
+                                    [&] {
+                                      auto a = eval;
+                                      a.insert(a.begin(), binary());
+                                      return a;
+                                    }(),
+                                    {}, 300)
+                              : run(launch(world, free_port(), eval), {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto l = lines_with(r.output, "test split: 10000 samples");
+    ASSERT_EQ(l.size(), 1u) << "world " << world << ": " << r.output;
+    accs.push_back(l[0].substr(l[0].find("test acc")));
+  }
+  EXPECT_EQ(accs[0], accs[1]);
+  EXPECT_EQ(accs[0], accs[2]);
+  ProcResult missing = run({binary(), "eval"}, {}, 60);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+}
+
+// The checkpoint's config.json said --threads 1 and no --deterministic: a --config file given
+// to eval overrides it (before, the checkpoint's flags overrode the file), flags given to eval
+// override the file, and both settings take effect (the eval record says what ran).
+TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
+  const std::string dir = fresh_dir("eval_config");
+  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "4"});
+  train.insert(train.begin(), binary());
+  ProcResult t = run(train, {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string toml = dir + "/eval.toml";
+  std::ofstream(toml) << "threads = 2\ndeterministic = true\n";
+  auto eval = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> a = {binary(), "eval", "--checkpoint", dir, "--metrics_file", dir + "/" + name};
+    a.insert(a.end(), extra.begin(), extra.end());
+    ProcResult r = run(a, {}, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto recs = read_jsonl(dir + "/" + name);
+    EXPECT_EQ(recs.size(), 1u) << r.output;
+    return recs.empty() ? nlohmann::json::object() : recs[0];
+  };
+  const nlohmann::json as_trained = eval("a.jsonl", {});
+  EXPECT_EQ(as_trained.value("threads", -1), 1);
+  EXPECT_EQ(as_trained.value("deterministic_algorithms", true), false);
+  const nlohmann::json from_file = eval("b.jsonl", {"--config", toml});
+  EXPECT_EQ(from_file.value("threads", -1), 2) << "the checkpoint's --threads 1 overrode --config";
+  EXPECT_EQ(from_file.value("deterministic_algorithms", false), true);
+  const nlohmann::json flag_over_file = eval("c.jsonl", {"--config", toml, "--threads", "1"});
+  EXPECT_EQ(flag_over_file.value("threads", -1), 1);
+  EXPECT_EQ(flag_over_file.value("val_loss", 0.0), as_trained.value("val_loss", 1.0))
+      << "same model, same data";
+}
