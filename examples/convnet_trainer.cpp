@@ -27,6 +27,7 @@ int main(int argc, char** argv) try {
   torch::manual_seed(0);              // the same initial weights on every rank
   auto ctx = ddptrain::join();
   auto net = std::make_shared<ConvNet>();
+  net->to(ctx->device());  // the rank's device: its GPU where there is one
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   ddptrain::IdxDataset train(data, "train", 0.2860, 0.3530, "Fashion-MNIST");
   ddptrain::IdxDataset test(data, "t10k", 0.2860, 0.3530, "Fashion-MNIST");
@@ -39,8 +40,7 @@ int main(int argc, char** argv) try {
   opts.checkpoint.dir = "convnet_checkpoints";
   opts.report.metrics_file = "convnet_metrics.jsonl";
   opts.stop_requested = ddptrain::stop_signal;
-  if (auto last = ddptrain::find_latest_checkpoint(opts.checkpoint.dir, ctx->log()))
-    opts.checkpoint.resume_from = *last;
+  opts.checkpoint.resume_from = "auto";  // this run's newest checkpoint there, if any
 
   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
   const ddptrain::TrainResult r = trainer.fit(train, &test);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) try {
   const long long max_steps = argc > 2 ? std::stoll(argv[2]) : -1;
   auto ctx = ddptrain::join();
   auto net = std::make_shared<Net>();
+  net->to(ctx->device());                            // the rank's device: its GPU where there is one
   ddptrain::DistributedDataParallel ddp(net, *ctx);  // rank 0's weights to every rank
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   ddptrain::IdxDataset train(data, "train", 0.2860, 0.3530, "Fashion-MNIST");
@@ -36,7 +37,8 @@ int main(int argc, char** argv) try {
     loader.start(sampler.indices());
     while (auto batch = loader.next()) {
       for (auto& p : net->parameters()) p.mutable_grad().reset();
-      const auto loss = torch::nn::functional::cross_entropy(net->forward(batch->inputs), batch->targets);
+      const auto loss = torch::nn::functional::cross_entropy(net->forward(batch->inputs.to(ctx->device())),
+                                                             batch->targets.to(ctx->device()));
       loss.backward();  // DDP: every gradient is the mean over all ranks when this returns
       sgd.step();
       if (++step % 100 == 0 && ctx->is_main())

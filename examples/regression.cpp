@@ -27,6 +27,7 @@ int main() try {
   torch::manual_seed(0);
   auto ctx = ddptrain::join();
   auto mlp = torch::nn::Sequential(torch::nn::Linear(4, 64), torch::nn::Tanh(), torch::nn::Linear(64, 1));
+  mlp->to(ctx->device());  // the rank's device: its GPU where there is one
   torch::optim::AdamW adamw(mlp->parameters(), torch::optim::AdamWOptions(3e-3));
   Curve train(4096, 0), test(512, 1000000);
 

@@ -47,16 +47,24 @@ RESERVE=45 # the report: a measured matmul peak, the tarball
 T0=$SECONDS
 FAILED=()
 export PY LOGS BUILD
+export PYTHONUNBUFFERED=1 # a Python stage cut by its timeout leaves what it printed
 say() { echo "gpu-check: [$((SECONDS - T0)) s] $*"; }
+# The logs so far as OUT/gpu_logs.tar.gz (replaced whole, never half-written): a check the
+# device tool kills at its limit still brings back every finished stage's log and metrics
+# (scripts/gpu_report.py makes the report from them on any machine).
+save_logs() {
+  tar -czf "$OUT/gpu_logs.tar.gz.tmp" -C "$LOGS" . 2> /dev/null && mv -f "$OUT/gpu_logs.tar.gz.tmp" "$OUT/gpu_logs.tar.gz"
+}
 # stage NAME LIMIT_S CMD...: runs CMD under timeout with its output in LOGS/NAME.log; a
-# failure is recorded (with the log's tail) and returned, never fatal.
+# failure is recorded (with the log's tail) and returned, never fatal. A stage that cannot
+# get STAGE_MIN_S seconds (default 5) of what is left of the budget is skipped, not started.
 stage() {
   local name=$1 limit=$2
   shift 2
   local left=$((BUDGET - RESERVE - (SECONDS - T0)))
-  if [ $left -lt 5 ]; then
-    say "$name: skipped, the check's ${BUDGET} s budget is spent"
-    FAILED+=("$name (skipped: the ${BUDGET} s budget was spent)")
+  if [ $left -lt "${STAGE_MIN_S:-5}" ]; then
+    say "$name: skipped, ${left} s of the check's ${BUDGET} s budget left (it needs ${STAGE_MIN_S:-5})"
+    FAILED+=("$name (skipped: ${left} s of the ${BUDGET} s budget left)")
     return 1
   fi
   [ "$limit" -gt $left ] && limit=$left
@@ -67,6 +75,7 @@ stage() {
     timeout --kill-after=10 "$limit" "$@"
   fi > "$LOGS/$name.log" 2>&1
   local rc=$?
+  save_logs
   [ $rc -eq 0 ] && return 0
   [ $rc -eq 124 ] && echo "timed out after ${limit} s" >> "$LOGS/$name.log"
   FAILED+=("$name (exit $rc; log $name.log)")
@@ -75,9 +84,10 @@ stage() {
 }
 finish() {
   say "report"
-  "$PY" "$(dirname "$0")/gpu_report.py" "$LOGS" "$OUT/gpu_report.json" "$((SECONDS - T0))" "${FAILED[@]}" ||
-    FAILED+=("report")
-  tar -czf "$OUT/gpu_logs.tar.gz" -C "$LOGS" . && rm -rf "$LOGS"
+  save_logs
+  timeout --kill-after=5 60 "$PY" "$(dirname "$0")/gpu_report.py" "$LOGS" "$OUT/gpu_report.json" "$((SECONDS - T0))" \
+    "${FAILED[@]}" || FAILED+=("report")
+  save_logs && rm -rf "$LOGS"
   if [ ${#FAILED[@]} -gt 0 ]; then
     echo "gpu-check: FAILED stages (${#FAILED[@]}):"
     printf 'gpu-check:   %s\n' "${FAILED[@]}"
@@ -142,6 +152,11 @@ carried() {
   want=$(cat .gpudeps/bin/torch_version)
   have=$("$PY" -c 'import torch; print(torch.__version__)')
   [ "$want" = "$have" ] || { echo "the carried binary was built against torch $want; this machine has $have"; return 1; }
+  # Built from these very sources (scripts/gpu_deps.sh --binary records them).
+  [ -f .gpudeps/bin/sources.sha256 ] || { echo "the carried binary does not say what it was built from"; return 1; }
+  local stale
+  stale=$(sha256sum -c --quiet .gpudeps/bin/sources.sha256 2>&1 | head -5)
+  [ -z "$stale" ] || { echo "the carried binary was built from other sources (rerun scripts/gpu_deps.sh --binary): $stale"; return 1; }
   .gpudeps/bin/ddptrain --help > /dev/null && .gpudeps/bin/ddptrain_cuda_tests --gtest_list_tests > /dev/null &&
     echo "using the carried binary (torch $want)"
 }
@@ -152,31 +167,35 @@ if [ -n "${GPU_CHECK_DRY:-}" ]; then
   # script, the profile table and the report are tested before a GPU's minutes are spent.
   BIN=${GPU_CHECK_BIN:-build}
   echo "$BIN (rehearsal on CPU)" > "$LOGS/binary.txt"
-  # The CUDA tests' stand-ins: CPU tests in the same three groups, through the same gtest JSON.
+  # The CUDA tests' stand-ins: CPU tests in the same four groups, through the same gtest JSON.
   TESTS=$BIN/ddptrain_tests
   NORM_TESTS=FusedNorm.TheCpuPathIsLayerNormThenTheCast
   LINEAR_TESTS=FusedLinear.TheDescriptionsComputeTheirRowMajorProducts
   OTHER_TESTS=FusedNorm.BadInputsAreNamed
+  DETERMINISTIC_TESTS=Config.FlagsParseAllForms
 else
-  stage preflight 60 preflight || finish
   stage machine 60 machine || finish
   # The carried binary's libraries: torch's and its CUDA runtime, then toml++ from .gpudeps.
   torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
   export LD_LIBRARY_PATH="$torch_lib:$torch_lib/../../nvidia/cu13/lib:$PWD/.gpudeps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if stage carried 30 carried; then
     BIN=.gpudeps/bin
+    cat .gpudeps/bin/commit 2> /dev/null | sed 's/^/carried binary of commit /' >> "$LOGS/carried.log"
   else
     unset 'FAILED[-1]' # no usable carried binary: build here instead (carried.log says why)
     BIN=$BUILD
+    # The toolchain only where it is needed, before anything is configured, so a missing piece is named at once.
+    stage preflight 60 preflight || finish
     stage build 900 configure_and_build || finish
   fi
   echo "$BIN" > "$LOGS/binary.txt"
   TESTS=$BIN/ddptrain_cuda_tests
   NORM_TESTS='Cuda.Fused*Norm*'
   LINEAR_TESTS='Cuda.LinearEpilogues*:Cuda.GptMlpAndLinearThroughEpilogues*'
-  OTHER_TESTS="-$NORM_TESTS:$LINEAR_TESTS"
+  DETERMINISTIC_TESTS='CudaDeterministic.*'
+  OTHER_TESTS="-$NORM_TESTS:$LINEAR_TESTS:$DETERMINISTIC_TESTS"
 fi
-# The CUDA tests in three groups, each lever's own and the rest (Note [Levers the CUDA tests
+# The CUDA tests in four groups, each lever's own, the deterministic runs' and the rest (Note [Levers the CUDA tests
 # vouch for], scripts/cuda_levers.py): a crash takes down one group's JSON, not all of them.
 # cuBLAS's reproducible workspace for the whole binary: LibTorch reads it at the first GEMM, and
 # CudaDeterministic.* runs under deterministic algorithms (Note [Deterministic GPU runs]).
@@ -189,7 +208,8 @@ cuda_tests() {
 }
 cuda_tests norm 60 "$NORM_TESTS"
 cuda_tests linear 60 "$LINEAR_TESTS"
-cuda_tests other 150 "$OTHER_TESTS"
+cuda_tests other 120 "$OTHER_TESTS"
+cuda_tests deterministic 60 "$DETERMINISTIC_TESTS" # its own group: a crash there costs the others nothing
 # The levers whose tests passed here; the others run off (LOGS/levers.json says why).
 read -r FUSED_NORM FUSED_LINEAR < <("$PY" "$(dirname "$0")/cuda_levers.py" "$LOGS" || echo off off)
 FUSED_NORM=${FUSED_NORM:-off} FUSED_LINEAR=${FUSED_LINEAR:-off}
@@ -205,8 +225,13 @@ train() {
   shift
   port=$((port + 1))
   rm -rf "/tmp/gpu-check-$name" # a fresh run, never a resume of an earlier check's
-  stage "$name" "$limit" "$BIN/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend "$BACKEND" \
-    --eval_every 0 --save_every 0 --checkpoint_dir "/tmp/gpu-check-$name" --metrics_file "$LOGS/$name.jsonl" "$@"
+  # No checkpoint (GPT-2 124M's final save is 1.5 GB written and fsynced), but for a profiled
+  # run, whose traces go to its checkpoint folder.
+  local ck=""
+  case " $* " in *" --enable_profiling "*) ck=/tmp/gpu-check-$name ;; esac
+  # Not started with under 30 s left: a run cut short measures nothing and costs its limit.
+  STAGE_MIN_S=30 stage "$name" "$limit" "$BIN/ddptrain" launch --nproc_per_node 1 --master_port $port train --backend "$BACKEND" \
+    --eval_every 0 --checkpoint_dir "$ck" --metrics_file "$LOGS/$name.jsonl" "$@"
 }
 # python_ddp NAME ARGS...: Python DDP (bench/reference_ddp.py) on the same configuration.
 python_ddp() {
@@ -240,7 +265,7 @@ gpt_own=(--gpt_activation gelu_tanh --fused_linear "$FUSED_LINEAR")
 pytorch() {
   local name=$1 limit=${PY_LIMIT_S:-120}
   shift
-  stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
+  STAGE_MIN_S=${STAGE_MIN_S:-30} stage "$name" "$limit" "$PY" bench/nanogpt.py "${pyargs[@]}" "$@"
 }
 # profile RUN TABLE: the profiled run RUN's kernel trace (3 steps) -> LOGS/TABLE.json, the table of
 # GPU time by kind of work (scripts/profile_table.py); the trace itself comes back too as
@@ -260,7 +285,7 @@ TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$F
 profile gpt_profile profile_table
 pytorch py_eager_1
 TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
-PY_LIMIT_S=300 pytorch py_compile --compile
+STAGE_MIN_S=60 PY_LIMIT_S=300 pytorch py_compile --compile
 pytorch py_eager_2
 TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.

@@ -64,6 +64,11 @@ if [ "${1:-}" = --binary ]; then
   # backtrace still names functions): the device tool carries 64 MiB in all.
   strip --strip-debug "$d/bin/ddptrain" "$d/bin/ddptrain_cuda_tests"
   "$py" -c 'import torch; print(torch.__version__)' > "$d/bin/torch_version"
+  # What it was built from: the GPU check refuses it where the tree it runs in differs (a
+  # binary older than the code would measure old code under the new commit's name).
+  git rev-parse HEAD > "$d/bin/commit"
+  git ls-files -z --cached --others --exclude-standard -- src tools include tests/cuda cmake CMakeLists.txt |
+    xargs -0 sha256sum > "$d/bin/sources.sha256"
   echo "gpu_deps: ddptrain and ddptrain_cuda_tests built against torch $(cat "$d/bin/torch_version") in $d/bin"
 fi
 # The configs fall back to /usr when they find themselves there; elsewhere they compute the

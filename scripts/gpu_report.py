@@ -23,12 +23,23 @@ if os.path.exists(binary_txt):
 
 
 def records(name):
+    """A metrics file's records; a line cut short (a run killed while writing) or not an object
+    is left out."""
     path = os.path.join(logs, name + ".jsonl")
-    return [json.loads(line) for line in open(path) if line.strip()] if os.path.exists(path) else []
+    out = []
+    for line in open(path, errors="replace") if os.path.exists(path) else []:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
 
 
 def measured_matmul_peaks():
-    """Dense matmul FLOP/s on this GPU, bf16 and fp32 (TF32 allowed, as ddptrain's fp32 runs)."""
+    """Dense matmul FLOP/s on this GPU, bf16 and fp32 with TF32 allowed (ddptrain's fp32 runs: with
+    --tf32, and cuDNN's convolutions always)."""
     import torch
     if not torch.cuda.is_available():
         return {}
@@ -57,12 +68,12 @@ def summary(name, measured):
     run = next((r for r in recs if r.get("kind") == "run"), {})
     mean = lambda k: sum(s.get(k, 0.0) for s in steps) / len(steps)  # noqa: E731
     out = {"samples_per_s": mean("samples_per_s"), "ms_per_step": mean("ms_per_step"), "mfu_datasheet": mean("mfu"),
-           "peak_mem_mib": max(s["peak_mem_mib"] for s in steps), "precision": run.get("precision")}
+           "peak_mem_mib": max((s.get("peak_mem_mib", -1.0) for s in steps), default=-1.0), "precision": run.get("precision")}
     if "tokens_per_s" in steps[0]:
         out["tokens_per_s"] = mean("tokens_per_s")
     # Where a step's time went on the host's clock (waiting for data, forward, backward, the
     # optimizer, the all-reduce): a run that waits on its loader shows it here.
-    out["parts_ms"] = {k[:-3]: mean(k) for k in ("data_ms", "fwd_ms", "bwd_ms", "opt_ms", "comm_wait_ms")
+    out["parts_ms"] = {k[:-3]: mean(k) for k in ("data_ms", "fwd_ms", "bwd_ms", "opt_ms", "end_ms", "comm_wait_ms")
                        if k in steps[0]}
     if "data_wait_share" in steps[0]:
         out["data_wait_share"] = mean("data_wait_share")
@@ -97,9 +108,12 @@ def cuda_tests():
     which were skipped; a group whose JSON is missing (its binary crashed or timed out) is
     named in `missing`."""
     out, found = {"passed": [], "failed": {}, "skipped": []}, False
-    for group in ("norm", "linear", "other"):
+    for group in ("norm", "linear", "other", "deterministic"):
         path = os.path.join(logs, f"cuda_tests_{group}.json")
-        results = gtest_results(path)
+        try:
+            results = gtest_results(path)
+        except (OSError, ValueError):  # cut short by a crash: as missing
+            results = None
         if results is None:
             rep["missing"].append(os.path.basename(path))
             continue
@@ -110,132 +124,142 @@ def cuda_tests():
     return out if found else None
 
 
-rep["cuda_tests"] = cuda_tests()
-# The levers the GPT and Llama runs took (auto where their CUDA tests passed), and why.
-levers_path = os.path.join(logs, "levers.json")
-rep["levers_used"] = json.load(open(levers_path)) if os.path.exists(levers_path) else None
-rep["measured_matmul_tflops"] = {k: v / 1e12 for k, v in measured.items()}
-resnet = {p: summary("resnet_" + p, measured) for p in ("fp32", "bf16", "fp16", "bf16_contiguous", "bf16_recompute")}
-rep["mini_resnet_w1_b256"] = resnet
-python = {p: python_sps("python_" + p) for p in ("fp32", "bf16", "fp16", "bf16_channels_last")}
-rep["python_ddp_samples_per_s"] = python
-ratios = {}
-for ours, theirs in (("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "bf16_channels_last"),
-                     ("bf16_contiguous", "bf16")):
-    if resnet.get(ours) and python.get(theirs):
-        ratios[f"{ours}/{theirs}"] = resnet[ours]["samples_per_s"] / python[theirs]
-rep["ratio_ddptrain_over_python"] = ratios
+def sections():
+    """Everything but the GPU facts and the warnings: a bug or an odd log here costs its own
+    sections (report_error says where), not the report."""
+    rep["cuda_tests"] = cuda_tests()
+    # The levers the GPT and Llama runs took (auto where their CUDA tests passed), and why.
+    levers_path = os.path.join(logs, "levers.json")
+    rep["levers_used"] = json.load(open(levers_path)) if os.path.exists(levers_path) else None
+    rep["measured_matmul_tflops"] = {k: v / 1e12 for k, v in measured.items()}
+    resnet = {p: summary("resnet_" + p, measured) for p in ("fp32", "bf16", "fp16", "bf16_contiguous", "bf16_recompute")}
+    rep["mini_resnet_w1_b256"] = resnet
+    python = {p: python_sps("python_" + p) for p in ("fp32", "bf16", "fp16", "bf16_channels_last")}
+    rep["python_ddp_samples_per_s"] = python
+    ratios = {}
+    for ours, theirs in (("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "bf16_channels_last"),
+                         ("bf16_contiguous", "bf16")):
+        if resnet.get(ours) and python.get(theirs):
+            ratios[f"{ours}/{theirs}"] = resnet[ours]["samples_per_s"] / python[theirs]
+    rep["ratio_ddptrain_over_python"] = ratios
 
 
-def pytorch_run(name):
-    """bench/nanogpt.py's JSON line (the last line of its log that parses)."""
-    path = os.path.join(logs, name + ".log")
-    for line in reversed(open(path).read().splitlines() if os.path.exists(path) else []):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-    rep["missing"].append(name)
-    return None
-
-
-def median(values):
-    v = sorted(x for x in values if x is not None)
-    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
-
-
-# #27: GPT-2 124M, ddptrain (padded vocabulary, fused AdamW) against PyTorch eager and compile
-# in the same check, interleaved; the levers against their "before"; the profile table.
-gpt = {n: summary(n, measured) for n in ("gpt_profile", "gpt_padded_1", "gpt_padded_2", "gpt_vocab1",
-                                         "gpt_loop_optimizer", "gpt_eager_loss", "gpt_aten_norm",
-                                         "gpt_aten_linear", "gpt_deterministic_1", "gpt_deterministic_2")}
-py = {n: pytorch_run(n) for n in ("py_eager_1", "py_eager_2", "py_compile")}
-tps = lambda r: r and r.get("tokens_per_s")  # noqa: E731
-ours = median([tps(gpt["gpt_padded_1"]), tps(gpt["gpt_padded_2"])])
-eager = median([tps(py["py_eager_1"]), tps(py["py_eager_2"])])
-compiled = tps(py["py_compile"])
-rep["gpt2_124m_bf16_b64_block1024"] = {
-    "ddptrain": gpt, "pytorch": py,
-    "ddptrain_tokens_per_s_median": ours,
-    "ddptrain_mfu_datasheet_median": median([(gpt[n] or {}).get("mfu_datasheet") for n in ("gpt_padded_1",
-                                                                                           "gpt_padded_2")]),
-    "pytorch_eager_tokens_per_s_median": eager,
-    "ratio_over_pytorch_eager": ours / eager if ours and eager else None,
-    "ratio_over_pytorch_compile": ours / compiled if ours and compiled else None,
-    "lever_vocab_multiple_64_over_1": ours / tps(gpt["gpt_vocab1"]) if ours and tps(gpt["gpt_vocab1"]) else None,
-    "lever_fused_loss_over_eager":
-        ours / tps(gpt["gpt_eager_loss"]) if ours and tps(gpt["gpt_eager_loss"]) else None,
-    "lever_fused_norm_over_aten":
-        ours / tps(gpt["gpt_aten_norm"]) if ours and tps(gpt["gpt_aten_norm"]) else None,
-    "lever_fused_linear_over_aten":
-        ours / tps(gpt["gpt_aten_linear"]) if ours and tps(gpt["gpt_aten_linear"]) else None,
-    "lever_fused_optimizer_over_loop":
-        ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
-}
-
-
-def losses(name):
-    """A run's (loss, grad_norm) at every step line: two runs of one configuration repeat bitwise
-    when these are equal (the metrics file writes doubles exactly)."""
-    return [(r.get("loss"), r.get("grad_norm")) for r in records(name) if r.get("kind") == "step"]
-
-
-def repeats(a, b):
-    """None where it cannot say: a run missing or cut short (fewer step lines), a value absent."""
-    la, lb = losses(a), losses(b)
-    if not la or len(la) != len(lb) or any(v is None for pair in la + lb for v in pair):
+    def pytorch_run(name):
+        """bench/nanogpt.py's JSON line (the last line of its log that parses)."""
+        path = os.path.join(logs, name + ".log")
+        for line in reversed(open(path).read().splitlines() if os.path.exists(path) else []):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+        rep["missing"].append(name)
         return None
-    return la == lb
 
 
-def first_difference(a, b):
-    """Where two runs that do not repeat part: the first step line whose (loss, grad_norm) differ."""
-    la, lb = losses(a), losses(b)
-    for i, (x, y) in enumerate(zip(la, lb)):
-        if x != y:
-            return {"step_line": i, a: x, b: y}
-    return None
+    def median(values):
+        v = sorted(x for x in values if x is not None)
+        return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
 
 
-# Note [Deterministic GPU runs]: what --deterministic costs (default tokens/s over its), and
-# whether two runs of one configuration repeat bitwise with it and without it.
-deterministic = median([tps(gpt["gpt_deterministic_1"]), tps(gpt["gpt_deterministic_2"])])
-rep["gpt2_124m_bf16_b64_block1024"].update({
-    "deterministic_tokens_per_s_median": deterministic,
-    "deterministic_cost": ours / deterministic if ours and deterministic else None,
-    "repeats_bitwise": {"default": repeats("gpt_padded_1", "gpt_padded_2"),
-                        "deterministic": repeats("gpt_deterministic_1", "gpt_deterministic_2")},
-    "repeats_first_difference": {"default": first_difference("gpt_padded_1", "gpt_padded_2"),
-                                 "deterministic": first_difference("gpt_deterministic_1", "gpt_deterministic_2")},
-})
-# #31: Llama at GPT-2 124M's sizes on the same flags; the goal is an MFU within 5 points of GPT's.
-llama = summary("llama_124m", measured)
-gpt_mfu = rep["gpt2_124m_bf16_b64_block1024"]["ddptrain_mfu_datasheet_median"]
-rep["llama_124m_bf16_b64_block1024"] = {
-    "ddptrain": llama,
-    "mfu_points_below_gpt": 100 * (gpt_mfu - llama["mfu_datasheet"]) if llama and gpt_mfu else None,
-}
+    # #27: GPT-2 124M, ddptrain (padded vocabulary, fused AdamW) against PyTorch eager and compile
+    # in the same check, interleaved; the levers against their "before"; the profile table.
+    gpt = {n: summary(n, measured) for n in ("gpt_profile", "gpt_padded_1", "gpt_padded_2", "gpt_vocab1",
+                                             "gpt_loop_optimizer", "gpt_eager_loss", "gpt_aten_norm",
+                                             "gpt_aten_linear", "gpt_deterministic_1", "gpt_deterministic_2")}
+    py = {n: pytorch_run(n) for n in ("py_eager_1", "py_eager_2", "py_compile")}
+    tps = lambda r: r and r.get("tokens_per_s")  # noqa: E731
+    ours = median([tps(gpt["gpt_padded_1"]), tps(gpt["gpt_padded_2"])])
+    eager = median([tps(py["py_eager_1"]), tps(py["py_eager_2"])])
+    compiled = tps(py["py_compile"])
+    rep["gpt2_124m_bf16_b64_block1024"] = {
+        "ddptrain": gpt, "pytorch": py,
+        "ddptrain_tokens_per_s_median": ours,
+        "ddptrain_mfu_datasheet_median": median([(gpt[n] or {}).get("mfu_datasheet") for n in ("gpt_padded_1",
+                                                                                               "gpt_padded_2")]),
+        "pytorch_eager_tokens_per_s_median": eager,
+        "ratio_over_pytorch_eager": ours / eager if ours and eager else None,
+        "ratio_over_pytorch_compile": ours / compiled if ours and compiled else None,
+        "lever_vocab_multiple_64_over_1": ours / tps(gpt["gpt_vocab1"]) if ours and tps(gpt["gpt_vocab1"]) else None,
+        "lever_fused_loss_over_eager":
+            ours / tps(gpt["gpt_eager_loss"]) if ours and tps(gpt["gpt_eager_loss"]) else None,
+        "lever_fused_norm_over_aten":
+            ours / tps(gpt["gpt_aten_norm"]) if ours and tps(gpt["gpt_aten_norm"]) else None,
+        "lever_fused_linear_over_aten":
+            ours / tps(gpt["gpt_aten_linear"]) if ours and tps(gpt["gpt_aten_linear"]) else None,
+        "lever_fused_optimizer_over_loop":
+            ours / tps(gpt["gpt_loop_optimizer"]) if ours and tps(gpt["gpt_loop_optimizer"]) else None,
+    }
 
 
-def profile_table(name):
-    """A profiled run's table (scripts/profile_table.py), or None and its name in `missing`."""
-    path = os.path.join(logs, name + ".json")
-    if os.path.exists(path):
-        return json.load(open(path))
-    rep["missing"].append(name)
-    return None
+    def losses(name):
+        """A run's (loss, grad_norm) at every step line: two runs of one configuration repeat bitwise
+        when these are equal (the metrics file writes doubles exactly)."""
+        return [(r.get("loss"), r.get("grad_norm")) for r in records(name) if r.get("kind") == "step"]
 
 
-table = profile_table("profile_table")
-if table:
-    names = " ".join(r["name"] for r in table.get("top", []) if r.get("category") == "attention").lower()
-    table["sdpa_backend_from_kernels"] = ("cudnn" if "cudnn" in names else "flash" if "flash" in names else
-                                          "mem_efficient" if "fmha" in names or "efficient" in names else
-                                          "math or unknown" if names else "no attention kernel in the top")
-    rep["gpt2_124m_profile"] = table
-rep["mini_resnet_profile"] = profile_table("resnet_profile_table")
-if any(os.path.exists(os.path.join(logs, f"gpt_zero{z}.jsonl")) for z in (1, 2, 3)):
-    rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
+    def repeats(a, b):
+        """None where it cannot say: a run missing or cut short (fewer step lines), a value absent."""
+        la, lb = losses(a), losses(b)
+        if not la or len(la) != len(lb) or any(v is None for pair in la + lb for v in pair):
+            return None
+        return la == lb
+
+
+    def first_difference(a, b):
+        """Where two runs that do not repeat part: the first step line whose (loss, grad_norm) differ."""
+        la, lb = losses(a), losses(b)
+        for i, (x, y) in enumerate(zip(la, lb)):
+            if x != y:
+                return {"step_line": i, a: x, b: y}
+        return None
+
+
+    # Note [Deterministic GPU runs]: what --deterministic costs (default tokens/s over its), and
+    # whether two runs of one configuration repeat bitwise with it and without it.
+    deterministic = median([tps(gpt["gpt_deterministic_1"]), tps(gpt["gpt_deterministic_2"])])
+    rep["gpt2_124m_bf16_b64_block1024"].update({
+        "deterministic_tokens_per_s_median": deterministic,
+        "deterministic_cost": ours / deterministic if ours and deterministic else None,
+        "repeats_bitwise": {"default": repeats("gpt_padded_1", "gpt_padded_2"),
+                            "deterministic": repeats("gpt_deterministic_1", "gpt_deterministic_2")},
+        "repeats_first_difference": {"default": first_difference("gpt_padded_1", "gpt_padded_2"),
+                                     "deterministic": first_difference("gpt_deterministic_1", "gpt_deterministic_2")},
+    })
+    # #31: Llama at GPT-2 124M's sizes on the same flags; the goal is an MFU within 5 points of GPT's.
+    llama = summary("llama_124m", measured)
+    gpt_mfu = rep["gpt2_124m_bf16_b64_block1024"]["ddptrain_mfu_datasheet_median"]
+    rep["llama_124m_bf16_b64_block1024"] = {
+        "ddptrain": llama,
+        "mfu_points_below_gpt": 100 * (gpt_mfu - llama["mfu_datasheet"]) if llama and gpt_mfu else None,
+    }
+
+
+    def profile_table(name):
+        """A profiled run's table (scripts/profile_table.py), or None and its name in `missing`."""
+        path = os.path.join(logs, name + ".json")
+        if os.path.exists(path):
+            return json.load(open(path))
+        rep["missing"].append(name)
+        return None
+
+
+    table = profile_table("profile_table")
+    if table:
+        names = " ".join(r["name"] for r in table.get("top", []) if r.get("category") == "attention").lower()
+        table["sdpa_backend_from_kernels"] = ("cudnn" if "cudnn" in names else "flash" if "flash" in names else
+                                              "mem_efficient" if "fmha" in names or "efficient" in names else
+                                              "math or unknown" if names else "no attention kernel in the top")
+        rep["gpt2_124m_profile"] = table
+    rep["mini_resnet_profile"] = profile_table("resnet_profile_table")
+    if any(os.path.exists(os.path.join(logs, f"gpt_zero{z}.jsonl")) for z in (1, 2, 3)):
+        rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
+
+
+try:
+    sections()
+except Exception:  # noqa: BLE001 - a partial report beats none
+    import traceback
+    rep["report_error"] = traceback.format_exc()[-2000:]
 
 
 def torch_warnings():

@@ -9,6 +9,7 @@ broken script there.
 usage: gpu_check_rehearsal.py SOURCE_DIR BUILD_DIR PYTHON
 Exit 77 (ctest: skipped) where PYTHON's torch has no torch.compile (Debian's 1.13).
 """
+import glob
 import json
 import os
 import subprocess
@@ -33,8 +34,14 @@ report = json.load(open(os.path.join(out, "gpu_report.json")))
 if report["failed_stages"]:
     failures.append(f"failed stages: {report['failed_stages']}")
 tests = report.get("cuda_tests") or {}
-if len(tests.get("passed", [])) != 3 or tests.get("failed") or tests.get("skipped"):
-    failures.append(f"report: cuda_tests (three CPU tests standing in, one per group) is {tests!r}")
+if len(tests.get("passed", [])) != 4 or tests.get("failed") or tests.get("skipped"):
+    failures.append(f"report: cuda_tests (four CPU tests standing in, one per group) is {tests!r}")
+# Runs that are not profiled save nothing (--checkpoint_dir ''); the profiled ones keep their traces.
+if os.path.exists("/tmp/gpu-check-gpt_padded_1") or not os.path.isdir("/tmp/gpu-check-gpt_profile"):
+    failures.append("gpt_padded_1 saved a checkpoint folder, or gpt_profile none")
+# The logs come back as the check goes (a check killed at the device tool's limit keeps them).
+if not os.path.exists(os.path.join(out, "gpu_logs.tar.gz")) or glob.glob(os.path.join(out, "*.tmp")):
+    failures.append(f"no gpu_logs.tar.gz, or a half-written one, in {os.listdir(out)}")
 # Both levers' stand-in groups passed, so the runs took both (Note [Levers the CUDA tests vouch for]).
 levers = report.get("levers_used") or {}
 if {k: (v or {}).get("value") for k, v in levers.items()} != {"fused_norm": "auto", "fused_linear": "auto"}:
@@ -88,7 +95,7 @@ for c in ("convolution", "normalisation"):
     if not resnet_cats.get(c, 0) > 0:
         failures.append(f"MiniResNet's profile table: no {c} time ({resnet_cats})")
 parts = (gpt.get("ddptrain") or {}).get("gpt_padded_1", {}).get("parts_ms", {})
-if set(parts) != {"data", "fwd", "bwd", "opt", "comm_wait"} or not parts["fwd"] > 0 or not parts["bwd"] > 0:
+if set(parts) != {"data", "fwd", "bwd", "opt", "end", "comm_wait"} or not parts["fwd"] > 0 or not parts["bwd"] > 0:
     failures.append(f"report: gpt_padded_1's parts_ms is {parts!r}")
 
 

@@ -129,7 +129,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   // The training flags the checkpoint was written with, then a --config file given here, then
   // the flags given here.
   TrainConfig cfg = resolve_train_config(overrides, checkpoint_train_flags(checkpoint));
-  if (cfg.program.deterministic) use_deterministic_algorithms();  // before any CUDA work, as train
+  if (cfg.program.deterministic) use_deterministic_algorithms();       // before any CUDA work, as train
+  if (cfg.program.tf32) at::globalContext().setAllowTF32CuBLAS(true);  // process-wide: the program's
   const bool path_given = std::any_of(overrides.begin(), overrides.end(),
                                       [](const std::string& a) { return a.rfind("--model_path", 0) == 0; });
   DDP_USAGE_CHECK(

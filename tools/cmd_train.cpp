@@ -39,7 +39,8 @@ int cmd_train(const std::vector<std::string>& args) {
   }
   // Everything the user can get wrong is checked before any rank connects to another.
   TrainConfig cfg = resolve_train_config(args);
-  if (cfg.program.deterministic) use_deterministic_algorithms();  // before any CUDA work
+  if (cfg.program.deterministic) use_deterministic_algorithms();       // before any CUDA work
+  if (cfg.program.tf32) at::globalContext().setAllowTF32CuBLAS(true);  // process-wide: the program's
   EnvContract env = read_env_contract();
   install_cpu_memory_accounting();  // before any tensor: peak memory per epoch (obs/memory.h)
   // Note [CPU heap kept across steps]; -1: kept at stage 0, lean under ZeRO.
@@ -61,7 +62,10 @@ int cmd_train(const std::vector<std::string>& args) {
 
   // Leftovers of an interrupted save go first (a checkpoint moved aside by an interrupted
   // replacement comes back), so that every rank then sees the same complete checkpoints.
-  if (ctx.is_main()) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
+  const bool saves = !cfg.trainer.checkpoint.dir.empty();  // --checkpoint_dir '': nothing saved (benchmarks)
+  if (!saves)
+    log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
+  if (ctx.is_main() && saves) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
@@ -72,7 +76,7 @@ int cmd_train(const std::vector<std::string>& args) {
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
   log.info("config: " + flags_to_json(train_flags(copy)).dump());
-  if (ctx.is_main()) {
+  if (ctx.is_main() && saves) {
     std::filesystem::create_directories(cfg.trainer.checkpoint.dir);
     for (const auto& f :
          std::filesystem::directory_iterator(cfg.trainer.checkpoint.dir))  // an earlier hang's records
@@ -80,7 +84,7 @@ int cmd_train(const std::vector<std::string>& args) {
     write_file_atomic(cfg.trainer.checkpoint.dir + "/config.json", config_json);
   }
 
-  ctx.set_flight_dir(cfg.trainer.checkpoint.dir);  // Note [Flight recorder]
+  if (saves) ctx.set_flight_dir(cfg.trainer.checkpoint.dir);  // Note [Flight recorder]
   // A backend thread that throws (Gloo on a collective mismatch) ends the process through
   // std::terminate: leave the flight record first, and ask the other ranks for theirs.
   static const DistContext* flight_ctx = nullptr;

@@ -42,7 +42,7 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         "metrics_file", "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval",
         "enable_profiling", "peak_tflops",
         // the machine and speed, not what is trained
-        "num_workers", "prefetch_factor", "threads", "deterministic", "cpu_heap_keep_mb", "backend",
+        "num_workers", "prefetch_factor", "threads", "deterministic", "tf32", "cpu_heap_keep_mb", "backend",
         "dist_timeout_s", "flight_recorder", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
         "find_unused_parameters", "ddp_overlap", "accum_no_sync", "memory_format", "activation_checkpointing",
         "use_amp", "amp_dtype", "zero_stage", "fused_optimizer", "fused_loss", "fused_norm", "fused_linear",

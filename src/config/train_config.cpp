@@ -233,7 +233,7 @@ std::vector<Flag> distributed_flags(TrainConfig& c) {
 std::vector<Flag> output_flags(TrainConfig& c) {
   return {
       bind_flag("checkpoint_dir", &c.trainer.checkpoint.dir,
-                "where rank 0 writes checkpoints (created when missing)"),
+                "where rank 0 writes checkpoints (created when missing); '' saves none (a benchmark)"),
       bind_flag("save_every", &c.trainer.checkpoint.save_every, "save every N epochs (0 = only at the end)"),
       bind_flag("save_every_steps", &c.trainer.checkpoint.save_every_steps,
                 "also save every N optimizer steps (0 = off)"),
@@ -274,6 +274,11 @@ std::vector<Flag> output_flags(TrainConfig& c) {
                 "deterministic algorithms only, so a run repeats bitwise on a GPU (and on every CPU): "
                 "SDPA skips cuDNN's attention for flash attention's deterministic backward, cuBLAS gets "
                 "CUBLAS_WORKSPACE_CONFIG=:4096:8; slower (the GPU check measures by how much)"),
+      bind_flag("tf32", &c.program.tf32,
+                "fp32 matmuls on a GPU in TensorFloat-32 (10-bit mantissa; ~7x the IEEE fp32 rate on "
+                "A100/H100), as torch.backends.cuda.matmul.allow_tf32 = True; off: IEEE fp32, PyTorch's "
+                "default. cuDNN's convolutions take TF32 either way (PyTorch's default). MFU's fp32 peak "
+                "follows it"),
       bind_flag("threads", &c.program.threads, "intra-op threads per rank (0 = cores / local ranks)"),
       bind_flag("cpu_heap_keep_mb", &c.program.cpu_heap_keep_mb,
                 "MiB of freed CPU heap malloc keeps for the next step instead of returning it to the OS and "

@@ -35,6 +35,7 @@ struct ProgramOptions {
   /// policy; -1 = 1024 at zero_stage 0, the lean heap under ZeRO (memory is the point there).
   int cpu_heap_keep_mb = -1;
   bool deterministic = false;  // deterministic algorithms only (Note [Deterministic GPU runs])
+  bool tf32 = false;           // fp32 matmuls on CUDA in TensorFloat-32 (PyTorch's allow_tf32)
 };
 
 struct TrainConfig {

@@ -16,6 +16,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       params_.push_back(p.value());
     }
   for (auto& b : module_->buffers()) buffers_.push_back(b);
+  // The module on this rank's device (a GPU's when there is one: DistContext picks it), else
+  // the first step fails inside LibTorch or a collective; the same on every rank, before any.
+  for (auto& p : module_->named_parameters())
+    DDP_USAGE_CHECK(p.value().device() == ctx_.device(), "the module's parameter '", p.key(), "' is on ",
+                    p.value().device(), " and this rank's device is ", ctx_.device(),
+                    ": move the module there (module->to(ctx.device())) before building its optimizer, ",
+                    "DistributedDataParallel or the Trainer");
   if (!ctx_.communicates()) return;
 
   verify_replicas(names);

@@ -91,9 +91,12 @@ nlohmann::json FlightRecorder::to_json(int rank, int world, const std::string& r
                        {"completed", e.completed},
                        {"phase", e.phase},
                        {"step", e.step}});
-  return {{"rank", rank},           {"world", world},    {"reason", reason},
-          {"time", unix_seconds()}, {"phase", phase_},   {"phase_since", phase_since_},
-          {"step", step_},          {"entries", entries}};
+  // The collective this rank's thread blocks on now, if any: not the oldest one still issued
+  // (an asynchronous one, the stop vote, may wait for its wait() while the rank works on).
+  const nlohmann::json blocked = blocked_seq_ != 0 ? nlohmann::json(blocked_seq_) : nlohmann::json(nullptr);
+  return {{"rank", rank},           {"world", world},         {"reason", reason},
+          {"time", unix_seconds()}, {"phase", phase_},        {"phase_since", phase_since_},
+          {"step", step_},          {"blocked_seq", blocked}, {"entries", entries}};
 }
 
 nlohmann::json FlightRecorder::progress() const {

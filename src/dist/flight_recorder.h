@@ -40,7 +40,8 @@ class FlightRecorder {
   /// "checkpoint", "evaluation") and its step.
   void set_phase(const char* phase, int64_t step);
 
-  /// The record as written to flight_rank<r>.json.
+  /// The record as written to flight_rank<r>.json: the entries, the phase, and "blocked_seq",
+  /// the collective this rank's thread blocks on (null when it blocks on none).
   nlohmann::json to_json(int rank, int world, const std::string& reason) const;
   /// Where this rank is now, for a launcher watching for stalls (Note [Stall seen by the
   /// launcher]): {"phase", "step", "last_completed", "waiting": the collective this rank blocks

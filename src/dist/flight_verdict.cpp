@@ -11,19 +11,33 @@
 namespace ddptrain {
 namespace {
 
-// A rank's oldest collective still issued (not completed, not failed), and its last completed.
+// Where a rank's record says it is: the collective its thread waited in (the one it blocked
+// on, or the one whose wait failed), its last completed, and the newest it issued (it reached
+// every collective up to that one).
 struct Where {
   std::optional<nlohmann::json> waiting;
   int64_t last_completed = 0;
+  int64_t newest = 0;
 };
 
 Where where_of(const nlohmann::json& record) {
   Where w;
+  // Records before "blocked_seq" was written: the oldest one still issued (an asynchronous
+  // collective not yet waited on, the stop vote, then reads as the one waited in).
+  const bool knows_blocked = record.contains("blocked_seq");
+  const int64_t blocked =
+      knows_blocked && record["blocked_seq"].is_number() ? record["blocked_seq"].get<int64_t>() : 0;
+  std::optional<nlohmann::json> failed;
   for (const auto& e : record.at("entries")) {
     const std::string state = e.at("state").get<std::string>();
-    if (state == "completed") w.last_completed = std::max(w.last_completed, e.at("seq").get<int64_t>());
-    if (state != "completed" && !w.waiting) w.waiting = e;  // issued, or failed: the one it waited in
+    const int64_t seq = e.at("seq").get<int64_t>();
+    w.newest = std::max(w.newest, seq);
+    if (state == "completed") w.last_completed = std::max(w.last_completed, seq);
+    if (state == "failed") failed = e;
+    if (seq == blocked) w.waiting = e;
+    if (!knows_blocked && state != "completed" && !w.waiting) w.waiting = e;
   }
+  if (!w.waiting) w.waiting = failed;
   return w;
 }
 
@@ -75,8 +89,7 @@ std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world
     const int64_t seq = waiting_at.rbegin()->first;
     const std::vector<int>& waiters = waiting_at.rbegin()->second;
     for (const auto& [r, w] : where) {
-      const bool reached =
-          w.last_completed >= seq || (w.waiting && w.waiting->at("seq").get<int64_t>() >= seq);
+      const bool reached = w.newest >= seq;
       if (reached) continue;
       const nlohmann::json& rec = records.at(r);
       char secs[32];

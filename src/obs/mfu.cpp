@@ -12,22 +12,25 @@
 
 namespace ddptrain {
 
-double known_gpu_peak_tflops(const std::string& name, bool half) {
-  // Dense tensor-core peaks (bf16/fp16; fp32 runs as tf32 where the GPU has it).
+double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind) {
+  // Dense peaks: tensor cores in bf16/fp16 and in TF32, and IEEE fp32 (no tensor cores).
   struct Row {
     const char* key;
-    double half_tflops, fp32_tflops;
+    double half_tflops, tf32_tflops, fp32_tflops;
   };
   // The first row whose key the device's name contains: the PCIe and NVL parts before the SXM
   // ones, whose names carry no form factor ("NVIDIA H100 80GB HBM3", "NVIDIA H200").
   static const Row rows[] = {
-      {"H100 PCIe", 756.0, 378.0}, {"H100 NVL", 835.5, 417.5}, {"H200 NVL", 835.5, 417.5},
-      {"H200", 989.0, 494.5},      {"H100", 989.0, 494.5},  // SXM; tf32 for fp32
-      {"A100", 312.0, 156.0},      {"L40S", 362.0, 183.0},     {"A10", 125.0, 62.5},
-      {"V100", 125.0, 15.7},
+      {"H100 PCIe", 756.0, 378.0, 51.2}, {"H100 NVL", 835.5, 417.5, 60.0}, {"H200 NVL", 835.5, 417.5, 60.0},
+      {"H200", 989.0, 494.5, 67.0},      {"H100", 989.0, 494.5, 67.0},  // SXM
+      {"A100", 312.0, 156.0, 19.5},      {"L40S", 362.0, 183.0, 91.6},     {"A10", 125.0, 62.5, 31.2},
+      {"V100", 125.0, 15.7, 15.7},  // no TF32: fp32
   };
   for (const auto& r : rows)
-    if (name.find(r.key) != std::string::npos) return half ? r.half_tflops : r.fp32_tflops;
+    if (name.find(r.key) != std::string::npos)
+      return kind == GpuPeakKind::kHalf   ? r.half_tflops
+             : kind == GpuPeakKind::kTf32 ? r.tf32_tflops
+                                          : r.fp32_tflops;
   return 0.0;
 }
 
@@ -36,9 +39,18 @@ PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, cons
 #ifdef USE_CUDA
   if (device.is_cuda()) {
     const std::string name = at::cuda::getDeviceProperties(device.index())->name;
-    const double t = known_gpu_peak_tflops(name, half);
+    // fp32: the matmuls' precision decides (TF32 only where allowed: --tf32; PyTorch's default
+    // is IEEE fp32 for matmuls, while cuDNN's convolutions take TF32 by default, so a
+    // convolutional fp32 model can read above this peak).
+    const bool tf32 = at::globalContext().allowTF32CuBLAS();
+    const GpuPeakKind kind = half ? GpuPeakKind::kHalf : tf32 ? GpuPeakKind::kTf32 : GpuPeakKind::kFp32;
+    const double t = known_gpu_peak_tflops(name, kind);
     if (t > 0)
-      return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ", half ? "16-bit" : "fp32/tf32", " (table)")};
+      return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ",
+                            half   ? "16-bit"
+                            : tf32 ? "tf32 (fp32 matmuls in TF32: --tf32)"
+                                   : "fp32 (IEEE fp32 matmuls; --tf32 for TF32)",
+                            " (table)")};
     return {0.0, str(name,
                      " is not in the peak table; set peak_tflops (TrainerOptions::report.peak_tflops; "
                      "ddptrain train --peak_tflops) for MFU")};

@@ -1,8 +1,8 @@
 // Model FLOPs utilisation: achieved model FLOP/s / the hardware's peak FLOP/s.
 // Peak: --peak_tflops when given; on CUDA a table of known GPUs (dense, per GPU) for the
-// precision in use; on CPU a measured peak: the faster of a 3x3 convolution and a matrix
-// multiply in the precision in use, on the rank's intra-op threads, taken once at start-up
-// by the kernel probe (obs/kernel_probe.h; the log says so and gives both).
+// precision in use (fp32: TF32's where TF32 matmuls are allowed, --tf32, else IEEE fp32's); on CPU a measured
+// peak: the faster of a 3x3 convolution and a matrix multiply in the precision in use, on the rank's intra-op
+// threads, taken once at start-up by the kernel probe (obs/kernel_probe.h; the log says so and gives both).
 #pragma once
 
 #include <string>
@@ -23,8 +23,12 @@ struct PeakFlops {
 PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops,
                      const CpuKernelRates& cpu);
 
+/// Which of a GPU's peaks: 16-bit tensor cores, TF32 tensor cores (fp32 matmuls with TF32
+/// allowed), or IEEE fp32.
+enum class GpuPeakKind { kHalf, kTf32, kFp32 };
+
 /// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown.
-double known_gpu_peak_tflops(const std::string& name, bool half_precision);
+double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind);
 
 /// MFU = achieved FLOP/s over all ranks / (peak per rank x ranks).
 inline double mfu(double flops_per_sample, double samples_per_s, double peak_per_rank, int world) {

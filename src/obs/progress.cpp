@@ -14,11 +14,14 @@ ProgressBar::ProgressBar(bool is_main) {
   active_ = is_main && ::isatty(STDOUT_FILENO) == 1 && !(term && std::strcmp(term, "dumb") == 0);
 }
 
+bool ProgressBar::due(int64_t step, int64_t total) const {
+  return active_ && (step >= total || !drawn_ ||
+                     std::chrono::steady_clock::now() - last_ >= std::chrono::milliseconds(100));
+}
+
 void ProgressBar::update(int epoch, int64_t step, int64_t total, double loss, double sps, double eta_s) {
-  if (!active_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (step < total && drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
-  last_ = now;
+  if (!due(step, total)) return;
+  last_ = std::chrono::steady_clock::now();
   drawn_ = true;
   constexpr int kWidth = 30;
   const int filled = total > 0 ? static_cast<int>(kWidth * step / total) : 0;

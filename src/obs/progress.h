@@ -12,6 +12,9 @@ class ProgressBar {
  public:
   explicit ProgressBar(bool is_main);
   bool active() const { return active_; }
+  /// Whether update() would redraw now: the caller reads what the bar shows (the loss: a host
+  /// sync on a GPU) only then.
+  bool due(int64_t step, int64_t total) const;
   /// Redraws the bar (at most 10 times a second, and always at the last step).
   void update(int epoch, int64_t step, int64_t total, double loss, double samples_per_s, double eta_s);
   /// Ends the epoch's line.

@@ -95,6 +95,16 @@ void TensorBoardWriter::scalar(const std::string& tag, double value, int64_t ste
   write_record(e);
 }
 
+void TensorBoardWriter::session_start(int64_t step) {
+  if (!out_) return;
+  std::string log;  // SessionLog{status = 1 (enum; START = 1)}
+  key(log, 1, 0);
+  varint(log, 1);
+  std::string e = event_header(unix_seconds(), step);
+  bytes_field(e, 7, log);  // Event.session_log = 7 (6 is the deprecated log_message)
+  write_record(e);
+}
+
 void TensorBoardWriter::write_record(const std::string& event) {
   const uint64_t len = event.size();
   const uint32_t len_crc = masked_crc32c(&len, 8), data_crc = masked_crc32c(event.data(), event.size());

@@ -24,6 +24,11 @@ class TensorBoardWriter {
   bool active() const { return out_ != nullptr; }
   const std::string& path() const { return path_; }
   void scalar(const std::string& tag, double value, int64_t step);
+  /// A resumed run's start at `step` (its first): Event{session_log{status START}}, on which
+  /// TensorBoard's reader drops what earlier files of the folder logged at `step` and after
+  /// (the steps between the checkpoint and the crash, trained again), as PyTorch's
+  /// SummaryWriter(purge_step=...) does.
+  void session_start(int64_t step);
 
  private:
   void write_record(const std::string& event);

@@ -64,7 +64,8 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
                         {"bucket_cap_mb", static_cast<double>(ddp.bucket_cap_bytes()) / (1 << 20)},
                         {"peak_flops_per_s", facts_.peak.flops_per_s},
                         {"peak_source", facts_.peak.source},
-                        {"deterministic_algorithms", deterministic_algorithms()}};
+                        {"deterministic_algorithms", deterministic_algorithms()},
+                        {"tf32_matmuls", at::globalContext().allowTF32CuBLAS()}};
   if (state.resumed_from_world > 0) {  // Note [Resume at another world size]
     run["resumed_from_world"] = state.resumed_from_world;
     run["samples_left_in_epoch"] = state.samples_left_in_epoch;
@@ -77,9 +78,12 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
   run["lr_schedule"] = state.lr_horizon.to_json();  // Note [Schedule horizon]
   if (state.lr_change) run["lr_schedule_change"] = state.lr_change->to_json();
   metrics_.write("run", state.global_step, state.epoch, std::move(run));
+  if (state.global_step > 0)
+    tensorboard_.session_start(state.global_step + 1);  // a resume: its steps replace
 }
 
-void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
+void RunReporter::on_epoch_begin(const TrainState& s, const EpochPosition&) {
+  skipped_steps_before_ = s.skipped_steps;
   interval_loss_.zero_();
   interval_micro_ = 0;
   interval_steps_ = 0;
@@ -93,7 +97,8 @@ void RunReporter::on_micro_batch(const TrainState&, const MicroBatchEvent& e) {
 
 void RunReporter::on_step_end(const TrainState& s, const StepEvent& e) {
   ++interval_steps_;
-  if (progress_.active()) update_progress(s, e);  // a terminal only: the bar reads the loss every step
+  // A terminal only, and only when the bar redraws (at most 10 times a second): it reads the loss.
+  if (progress_.due(e.step_in_epoch, e.epoch.steps_per_epoch)) update_progress(s, e);
   if (e.step_in_epoch % opts_.report.log_interval == 0 || e.step_in_epoch == e.epoch.steps_per_epoch ||
       e.stopping)
     report_interval(s, e);
@@ -167,7 +172,8 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
       per_rank += str(r ? ", " : "", fmt("%.0f", e.peak_mem_mib[r]));
     line += str(" | peak mem per rank [", per_rank, "] MiB");
   }
-  if (s.skipped_steps > 0) line += str(" | ", s.skipped_steps, " steps skipped (inf/NaN)");
+  if (const int64_t k = s.skipped_steps - skipped_steps_before_; k > 0)
+    line += str(" | ", k, " steps skipped (inf/NaN)");
   if (e.eval_interrupted) line += " | evaluation interrupted";
   if (!e.eval) return line;
   if (facts_.tokens_per_sample > 0)
@@ -181,15 +187,24 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
 void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   ctx_.log().info(epoch_line(s, e));
   const EpochPosition& p = e.position;
-  nlohmann::json rec = {{"train_loss", e.train_loss},           {"epoch_s", e.seconds},
-                        {"skipped_steps", s.skipped_steps},     {"partial", e.partial},
-                        {"skipped_samples", e.skipped_samples}, {"micro_batches_from", p.first_micro},
-                        {"micro_batches_to", s.micro_done},     {"micro_batches_per_epoch", p.batches}};
+  nlohmann::json rec = {{"train_loss", e.train_loss},
+                        {"epoch_s", e.seconds},
+                        {"skipped_steps", s.skipped_steps - skipped_steps_before_},
+                        {"partial", e.partial},
+                        {"skipped_samples", e.skipped_samples},
+                        {"micro_batches_from", p.first_micro},
+                        {"micro_batches_to", s.micro_done},
+                        {"micro_batches_per_epoch", p.batches}};
   if (e.train_acc >= 0) rec["train_acc"] = e.train_acc;
   if (e.eval) {
     rec["test_loss"] = e.eval->loss;
     if (e.eval->accuracy >= 0) rec["test_acc"] = e.eval->accuracy;
+    if (facts_.tokens_per_sample > 0) {  // a language model's, under the names its line and eval use
+      rec["val_loss"] = e.eval->loss;
+      rec["val_perplexity"] = std::exp(e.eval->loss);
+    }
   }
+  if (e.eval_interrupted) rec["eval_interrupted"] = true;
   if (!e.peak_mem_mib.empty()) rec["peak_mem_mib_per_rank"] = e.peak_mem_mib;
   rec["peak_rss_mib_per_rank"] = e.peak_rss_mib;
   to_tensorboard("epoch", rec, s.global_step);

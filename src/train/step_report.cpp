@@ -42,16 +42,17 @@ std::string format_step_line(const StepReport& r) {
 }
 
 nlohmann::json step_record(const StepReport& r) {
-  nlohmann::json rec = {
-      {"loss", r.loss},
-      {"lr", r.lr},
-      {"samples_per_s", r.samples_per_s},
-      {"ms_per_step", 1000 * r.seconds / r.steps},
-      {"mfu", r.mfu},
-      {"allreduces_per_step", static_cast<double>(r.comm.allreduces) / r.steps},
-      {"allreduce_mib_per_step", mib(static_cast<double>(r.comm.bytes)) / r.steps},
-      {"comm_wait_ms", 1000 * r.comm.wait_s / r.steps},
-      {"peak_mem_mib", r.mem.peak_bytes >= 0 ? mib(static_cast<double>(r.mem.peak_bytes)) : -1.0}};
+  nlohmann::json rec = {{"loss", r.loss},
+                        {"lr", r.lr},
+                        {"samples_per_s", r.samples_per_s},
+                        {"ms_per_step", 1000 * r.seconds / r.steps},
+                        {"allreduces_per_step", static_cast<double>(r.comm.allreduces) / r.steps},
+                        {"allreduce_mib_per_step", mib(static_cast<double>(r.comm.bytes)) / r.steps},
+                        {"comm_wait_ms", 1000 * r.comm.wait_s / r.steps}};
+  // Only what was measured: no MFU without a known peak (a GPU missing from the table, no
+  // --peak_tflops), no peak memory where the device counts none (a 0 or -1 would plot as one).
+  if (r.has_peak) rec["mfu"] = r.mfu;
+  if (r.mem.peak_bytes >= 0) rec["peak_mem_mib"] = mib(static_cast<double>(r.mem.peak_bytes));
   rec["data_wait_share"] = StepTimer::data_share(r.phases);
   if (r.tokens_per_sample > 0)
     rec["tokens_per_s"] = r.samples_per_s * static_cast<double>(r.tokens_per_sample);

@@ -1,10 +1,13 @@
 // StepTimer: where a training step's wall time goes (always on: a clock read per phase). The trainer marks
 // the end of each phase; the time since the previous mark is charged to that phase.
-// Phases: data (waiting for the loader), fwd (forward + loss), bwd (backward, including the
-// overlapped all-reduce and the wait for it at its end; the step line shows that wait
-// separately), opt (optimizer step + zero_grad).
+// Phases: data (waiting for the loader and the batch's copy to the device), fwd (forward +
+// loss), bwd (backward, including the overlapped all-reduce and the wait for it at its end;
+// the step line shows that wait separately), opt (optimizer step + zero_grad), end (the step's
+// end: the stop vote, step lines, step checkpoints, callbacks).
 // On CPU every op is synchronous, so the split is exact; on CUDA, kernels are asynchronous
-// and time shows up where the host next waits.
+// and time shows up where the host next waits: the stop vote waits for the step's queue to
+// drain, so a GPU-bound step's GPU time is mostly "end" (not "data": it was, before end was
+// split from the next step's data wait).
 #pragma once
 
 #include <array>
@@ -16,7 +19,7 @@ namespace ddptrain {
 
 class StepTimer {
  public:
-  enum Phase { kData, kForward, kBackward, kOptimizer, kNumPhases };
+  enum Phase { kData, kForward, kBackward, kOptimizer, kStepEnd, kNumPhases };
 
   StepTimer() = default;
   /// Starts timing from now (at the top of an interval).
@@ -39,7 +42,7 @@ class StepTimer {
     totals_.fill(0.0);
     return t;
   }
-  /// " | data 1.2 fwd 30.0 bwd 50.1 opt 3.0 ms/step (data wait 1.2%)" for totals over `steps` steps.
+  /// " | data 1.2 fwd 30.0 bwd 50.1 opt 3.0 end 0.2 ms/step (data wait 1.2%)" for totals over `steps` steps.
   static std::string format(const std::array<double, kNumPhases>& t, double steps) {
     std::string out = " |";
     for (int p = 0; p < kNumPhases; ++p) {
@@ -58,7 +61,7 @@ class StepTimer {
     return sum > 0 ? t[kData] / sum : 0.0;
   }
   static const char* name(Phase p) {
-    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt"};
+    static const char* kNames[kNumPhases] = {"data", "fwd", "bwd", "opt", "end"};
     return kNames[p];
   }
 

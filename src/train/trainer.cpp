@@ -137,6 +137,11 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
       optimizer_(optimizer),
       objective_(std::move(objective)),
       base_lr_(optimizer.param_groups()[0].options().get_lr()),
+      group_base_lr_([&] {
+        std::vector<double> lrs;
+        for (auto& g : optimizer.param_groups()) lrs.push_back(g.options().get_lr());
+        return lrs;
+      }()),
       start_((ctx.log().info(str("model ", model_.description, ": ",
                                  with_commas(static_cast<double>(count_parameters(*model_.module))),
                                  " parameters")),
@@ -257,6 +262,12 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   const Logger& log = ctx_.log();
   DDP_USAGE_CHECK(model_.module && model_.forward && objective_.loss,
                   "Trainer: the module, its forward and the objective's loss must be given");
+  DDP_USAGE_CHECK(
+      !fitted_,
+      "Trainer::fit was called a second time: a Trainer trains one run (a second fit would "
+      "resume the first's checkpoint again and count its steps twice); build a new Trainer for "
+      "another run, with TrainerOptions::init_from or checkpoint.resume_from saying where it starts");
+  fitted_ = true;
   // The module's output fits the loss: a clear error on every rank, not LibTorch's from inside
   // the first step (the CLI checks its own words first: config/train_from_config.cpp).
   check_objective_fits(model_, train, objective_,
@@ -318,9 +329,12 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
     c.push_back(
         std::make_shared<SampleTrace>(opts_.report.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
   if (opts_.report.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint.dir, ctx_));
+  // The user's before the checkpoint policy: a step's or a stop's checkpoint holds what their
+  // on_step_end and on_epoch_end made of it (an EMA, a counter). An epoch's own save comes
+  // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.
+  c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_, *hooks_);
   c.push_back(run.checkpoints);
-  c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   return c;
 }
 

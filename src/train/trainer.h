@@ -8,7 +8,10 @@
 // micro-batches (train/train_step.h: forward and loss, backward, the optimizer step), lets
 // the ranks vote on stopping after each step (Note [Agreed stop]), summarises the epoch over
 // the ranks, evaluates, and hands every event to the callbacks (train/callbacks.h: the
-// reporter, the checkpoint policy, the traces, and the user's own, in that order).
+// reporter, the traces, the user's own, then the checkpoint policy, so that a step's or a
+// stop's checkpoint holds what the user's callbacks made of that step; an epoch's checkpoint
+// is saved before its evaluation, after on_epoch_trained: state a checkpoint part keeps is
+// best updated in on_step_end or on_epoch_trained).
 // Every rank constructs the Trainer and calls fit() with the same options: both run the same
 // collectives in the same order on every rank (DESIGN.md invariant 1).
 // The Trainer sets nothing process-wide: threads, seeds and signal handlers are the program's
@@ -65,7 +68,7 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Called after the built-in callbacks, in the order added.
+  /// Called after the reporter and the traces and before the checkpoint policy, in the order added.
   void add_callback(std::shared_ptr<Callback> callback);
   /// Test-only: the hooks where a failure test breaks the loop (train/loop_hooks.h).
   void set_loop_hooks(std::shared_ptr<LoopHooks> hooks);
@@ -73,7 +76,10 @@ class Trainer {
   /// and "optimizer"; checkpoint/checkpoint.h), e.g. an EMA module or tensors of yours.
   void add_checkpoint_part(CheckpointPart part);
   /// Trains on `train` (evaluating on `test` when given) until the last epoch, max_steps or an
-  /// agreed stop; resumes first when opts.checkpoint.resume_from names a checkpoint.
+  /// agreed stop; resumes first when opts.checkpoint.resume_from names a checkpoint. Once per
+  /// Trainer (a UsageError the second time): a Trainer is one run, its position, schedule and
+  /// resume that run's; another run is another Trainer (init_from or resume_from say where
+  /// it starts).
   TrainResult fit(Dataset& train, const Dataset* test = nullptr);
 
   /// The precision it trains in (chosen at construction: train/precision.h).

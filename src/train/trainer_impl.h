@@ -38,6 +38,9 @@ struct Trainer::Impl {
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);
   void enter(Run& run, StepTimer::Phase p);  // Note [Loop phases]
+  /// Every parameter group's learning rate at `position` of the schedule, each from its own
+  /// initial rate (as PyTorch's schedulers, from each group's initial_lr).
+  void schedule_lrs(double position);
   void end_phase(Run& run);
   void shard_parameters();
   void shard_optimizer();
@@ -51,12 +54,14 @@ struct Trainer::Impl {
   Trainable model_;
   torch::optim::Optimizer& optimizer_;
   Objective objective_;
-  double base_lr_ = 0;
+  double base_lr_ = 0;                 // group 0's initial learning rate (the step lines' and the log's)
+  std::vector<double> group_base_lr_;  // each group's: the schedule scales each from its own
   StartMeasurements start_;
   int64_t loaded_peak_bytes_ = -1;  // building, loading and sharding the model (the run record)
   int64_t loaded_peak_rss_bytes_ = -1;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<FullyShardedParams> fsdp_;   // zero_stage 3 (Note [ZeRO stage 3])
+  bool fitted_ = false;                        // fit() runs once (trainer.h)
   std::unique_ptr<ShardedOptimizer> sharded_;  // zero_stage >= 1 (Note [ZeRO stage 1])
   GradScaler scaler_;
   TrainState state_;

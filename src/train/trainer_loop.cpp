@@ -21,11 +21,24 @@ namespace ddptrain {
 // charges the time since the previous mark to it (StepTimer) and tells the callbacks
 // (on_phase: the trace's spans). The time between end_phase and the next enter (the epoch's
 // sums, the micro-batch callbacks) is charged to the next phase, as the step line counts it.
+// A step ends in its own phase (the stop vote, the step's callbacks: step lines and step
+// checkpoints), so none of that is charged to the next step's data wait.
 void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
   end_phase(run);
   run.open_phase = p;
-  static const char* kFlightNames[StepTimer::kNumPhases] = {"data", "forward", "backward", "optimizer"};
-  ctx_.recorder().set_phase(kFlightNames[p], state_.global_step + 1);
+  static const char* kFlightNames[StepTimer::kNumPhases] = {"data", "forward", "backward", "optimizer",
+                                                            "step end"};
+  // The step it belongs to: the next one's, but a step's end is that step's.
+  ctx_.recorder().set_phase(kFlightNames[p], state_.global_step + (p == StepTimer::kStepEnd ? 0 : 1));
+}
+
+void Trainer::Impl::schedule_lrs(double position) {
+  auto& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double base =
+        g < group_base_lr_.size() ? group_base_lr_[g] : base_lr_;  // a group added later: group 0's
+    groups[g].options().set_lr(scheduled_lr(state_.lr_horizon, opts_, base, position));
+  }
 }
 
 void Trainer::Impl::end_phase(Run& run) {
@@ -33,7 +46,8 @@ void Trainer::Impl::end_phase(Run& run) {
   const StepTimer::Phase p = *run.open_phase;
   run.open_phase.reset();
   const StepTimer::Interval i = timer_.mark(p);
-  const int64_t step = p == StepTimer::kOptimizer ? state_.run_steps - 1 : state_.run_steps;
+  const int64_t step =
+      p == StepTimer::kOptimizer || p == StepTimer::kStepEnd ? state_.run_steps - 1 : state_.run_steps;
   for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});
 }
 
@@ -64,8 +78,7 @@ int64_t Trainer::Impl::start_epoch_data(Run& run, int epoch) {
 bool Trainer::Impl::train_epoch(Run& run) {
   const int epoch = state_.epoch;
   const int64_t K = opts_.loop.grad_accum_steps;
-  if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine)
-    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, epoch));
+  if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine) schedule_lrs(epoch);
   const int64_t first_micro = start_epoch_data(run, epoch);
   const int64_t batches = run.pos.batches;
   model_.module->train();
@@ -111,13 +124,12 @@ bool Trainer::Impl::train_epoch(Run& run) {
 // The optimizer step of a group, the stop vote, and the step callbacks; true when the loop
 // must stop after it.
 bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss) {
-  if (opts_.optim.lr_schedule == LrSchedule::kStepCosine)
-    set_lr(optimizer_, scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position()));
+  if (opts_.optim.lr_schedule == LrSchedule::kStepCosine) schedule_lrs(schedule_position());
   const bool stepped = optimizer_step(state_, opts_.optim.clip_grad_norm);
   if (!stepped)
     ctx_.log().warn(str("optimizer step ", state_.global_step, " skipped: inf/NaN gradients; loss scale now ",
                         scaler_.current_scale()));
-  end_phase(run);
+  enter(run, StepTimer::kStepEnd);
   hooks_->after_step(ctx_, state_.global_step);
   ++step_in_epoch;
   bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;
@@ -129,6 +141,7 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
   }
   const StepEvent e{run.pos, step_in_epoch, stepped, stopping, loss};
   for (auto& c : run.callbacks) c->on_step_end(state_, e);
+  end_phase(run);
   return stopping;
 }
 

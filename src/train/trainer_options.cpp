@@ -67,6 +67,9 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
                       str("{0}='", OptionError::literal(o.resume_from),
                           "' is not a checkpoint directory; pass a directory written by ddptrain (e.g. "
                           "./checkpoints/epoch_0001), or auto for this run's newest"));
+  if (o.resume_from == "auto" && o.dir.empty())
+    throw OptionError({{&o.resume_from, "checkpoint.resume_from"}, {&o.dir, "checkpoint.dir"}},
+                      "{0:auto} resumes from {1}, which is empty (no checkpoints): set {1}, or drop {0}");
   if (!o.resume_fallback.empty() && o.resume_from != "auto")
     throw OptionError(
         {{&o.resume_fallback, "checkpoint.resume_fallback"}, {&o.resume_from, "checkpoint.resume_from"}},

@@ -52,7 +52,8 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
 // override the file, and both settings take effect (the eval record says what ran).
 TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
   const std::string dir = fresh_dir("eval_config");
-  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "4"});
+  std::vector<std::string> train =
+      gpt_text_train(dir, {"--epochs", "1", "--max_steps", "4", "--metrics_file", dir + "/train.jsonl"});
   train.insert(train.begin(), binary());
   ProcResult t = run(train, {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
@@ -77,4 +78,11 @@ TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
   EXPECT_EQ(flag_over_file.value("threads", -1), 1);
   EXPECT_EQ(flag_over_file.value("val_loss", 0.0), as_trained.value("val_loss", 1.0))
       << "same model, same data";
+  // Training's own evaluation of the same model, under the same names as eval's record.
+  nlohmann::json epoch;
+  for (const auto& rec : read_jsonl(dir + "/train.jsonl"))
+    if (rec.value("kind", "") == "epoch") epoch = rec;
+  ASSERT_TRUE(epoch.contains("val_loss")) << epoch.dump();
+  EXPECT_EQ(epoch.at("val_loss").get<double>(), as_trained.value("val_loss", 1.0));
+  EXPECT_EQ(epoch.at("val_perplexity").get<double>(), as_trained.value("val_perplexity", 1.0));
 }

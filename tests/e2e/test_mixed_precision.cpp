@@ -17,9 +17,10 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
   const int port = free_port();
   // A NaN in rank 1's loss at step 3: the all-reduce spreads it, every rank skips step 3,
   // the scale backs off, and the replicas stay bitwise equal.
+  const std::string nan_dir = fresh_dir("amp_nan");
   ProcResult nan = run(launch(2, port,
-                              tiny_train(fresh_dir("amp_nan"), {"--epochs", "1", "--grad_scaler", "on",
-                                                                "--clip_grad_norm", "1.0"})),
+                              tiny_train(nan_dir, {"--epochs", "2", "--grad_scaler", "on", "--clip_grad_norm",
+                                                   "1.0", "--metrics_file", nan_dir + "/m.jsonl"})),
                        {{"DDPTRAIN_FAULT_NAN_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
   ASSERT_EQ(nan.exit_code, 0) << nan.output;
   EXPECT_EQ(
@@ -27,6 +28,10 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
       << nan.output;
   EXPECT_EQ(lines_with(nan.output, "skipped:").size(), 2u) << "only step 3 is skipped: " << nan.output;
   EXPECT_FALSE(lines_with(nan.output, "1 steps skipped (inf/NaN)").empty()) << nan.output;
+  std::vector<int64_t> skipped_per_epoch;  // each epoch's own (it was the run's so far in every later one)
+  for (const auto& rec : read_jsonl(nan_dir + "/m.jsonl"))
+    if (rec.value("kind", "") == "epoch") skipped_per_epoch.push_back(rec.at("skipped_steps").get<int64_t>());
+  EXPECT_EQ(skipped_per_epoch, (std::vector<int64_t>{1, 0}));
   auto fp = fingerprints(nan.output);
   ASSERT_EQ(fp.size(), 2u) << nan.output;
   EXPECT_EQ(fp[0], fp[1]) << "ranks diverged after a skipped step";
@@ -136,9 +141,12 @@ TEST(E2E, DeterministicIsRecordedAndChangesNothingOnCpu) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return dir + "/m.jsonl";
   };
-  const std::string plain = gpt("det_off", {}), det = gpt("det_on", {"--deterministic"});
+  // --tf32 (TF32 matmuls on CUDA: nothing on a CPU either) rides along, recorded as set.
+  const std::string plain = gpt("det_off", {}), det = gpt("det_on", {"--deterministic", "--tf32"});
   EXPECT_EQ(run_record(plain).at("deterministic_algorithms"), false);
   EXPECT_EQ(run_record(det).at("deterministic_algorithms"), true);
+  EXPECT_EQ(run_record(plain).at("tf32_matmuls"), false);
+  EXPECT_EQ(run_record(det).at("tf32_matmuls"), true);
   const auto plain_losses = step_values(plain, "loss"), det_losses = step_values(det, "loss");
   ASSERT_EQ(plain_losses.size(), 3u);
   EXPECT_EQ(plain_losses, det_losses) << "--deterministic changed a CPU run";

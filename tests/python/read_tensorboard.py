@@ -19,8 +19,14 @@ acc = EventAccumulator(tb_dir, size_guidance={"scalars": 0})
 acc.Reload()
 tags = acc.Tags()["scalars"]
 records = [json.loads(line) for line in open(metrics)]
-checked = 0
+# A resumed run logs again the steps between its checkpoint and the crash: the metrics file
+# keeps both records (each with its run), TensorBoard only the resumed run's (its SessionLog
+# START drops the rest), so each step is checked against its last record.
+last = {}
 for rec in records:
+    last[(rec["kind"], rec["step"])] = rec
+checked = 0
+for rec in last.values():
     group = "train" if rec["kind"] == "step" else "epoch"
     for key in ("loss", "lr", "samples_per_s", "mfu", "train_loss", "train_acc"):
         if key not in rec:

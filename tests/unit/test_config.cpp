@@ -132,6 +132,8 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
        "this run has none (bf16 autocast needs none)"},
       {{"--grad_scaler", "off", "--scaler_growth_interval", "10"}, "this run has none (--grad_scaler off)"},
       {{"--no-use_amp", "--scaler_init_scale", "8"}, "this run has none (no autocast: --no-use_amp)"},
+      {{"--checkpoint_dir", "", "--resume_from", "auto"},
+       "--resume_from auto resumes from --checkpoint_dir, which is empty (no checkpoints)"},
   };
   for (const auto& c : cases) {
     std::string msg = usage_error_of(c.args);

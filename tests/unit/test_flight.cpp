@@ -20,10 +20,11 @@ using namespace ddptrain;
 
 namespace {
 
-// A rank that completed collectives 1..done (gradient bucket 0 of steps 1..done) and, unless
-// `waits` is empty, waits in collective done+1 (`waits`: op, then what).
+// A rank that completed collectives 1..done (gradient bucket 0 of steps 1..done), then, with
+// `vote`, issued an asynchronous stop vote it has not waited on yet (as every CPU step does),
+// and unless `op` is empty blocks in the next collective (`op`, `what`), as DistContext::wait.
 nlohmann::json record(int rank, int world, int64_t done, const std::string& op = "",
-                      const std::string& what = "", const char* phase = "backward") {
+                      const std::string& what = "", const char* phase = "backward", bool vote = false) {
   FlightRecorder r(8);
   const at::Tensor t = at::zeros({4});
   for (int64_t s = 1; s <= done; ++s) {
@@ -32,7 +33,12 @@ nlohmann::json record(int rank, int world, int64_t done, const std::string& op =
     r.complete(seq, true);
   }
   r.set_phase(phase, done + 1);
-  if (!op.empty()) r.issue(op.c_str(), what, {t});
+  static int works[2];
+  if (vote) r.bind(&works[0], r.issue("all_reduce", "stop vote", {t}));
+  if (!op.empty()) {
+    r.bind(&works[1], r.issue(op.c_str(), what, {t}));
+    r.wait_begins(&works[1]);
+  }
   return r.to_json(rank, world, "test");
 }
 
@@ -77,6 +83,34 @@ TEST(FlightVerdict, NamesTheRankBehindAndWhereTheOthersWait) {
       std::string::npos)
       << v;
   EXPECT_EQ(v.find("left no record"), std::string::npos) << v;
+}
+
+// A CPU step leaves its stop vote issued and not waited on until the next step: the verdict
+// goes by the collective a rank blocks in, not by the oldest one still issued (it said "no rank
+// is behind: ranks 0,1 wait in collective #6 (all_reduce, stop vote ...)").
+TEST(FlightVerdict, AnAsynchronousCollectiveNotWaitedOnIsNotWhereARankWaits) {
+  const std::map<int, nlohmann::json> recs = {
+      {0, record(0, 2, 5, "all_reduce", "gradient bucket 0", "backward", true)},
+      {1, record(1, 2, 5, "", "", "data", true)}};
+  const std::string v = hang_verdict(recs, 2);
+  EXPECT_NE(v.find("rank 1 is behind: rank 0 waits in collective #7 (all_reduce, gradient bucket 0, step 6); "
+                   "rank 1 completed #5 and has been in data (step 6) for "),
+            std::string::npos)
+      << v;
+  // A record of a wait that failed (the timeout): the failed collective is where it waited.
+  FlightRecorder failed(8);
+  const at::Tensor t = at::zeros({4});
+  int work = 0;
+  failed.bind(&work, failed.issue("all_reduce", "stop vote", {t}));
+  int bucket = 0;
+  failed.bind(&bucket, failed.issue("all_reduce", "gradient bucket 3", {t}));
+  failed.wait_begins(&bucket);
+  failed.complete_work(&bucket, false);
+  const std::string f =
+      hang_verdict({{0, failed.to_json(0, 2, "timeout")}, {1, record(1, 2, 0, "", "", "data")}}, 2);
+  EXPECT_NE(f.find("rank 1 is behind: rank 0 waits in collective #2 (all_reduce, gradient bucket 3"),
+            std::string::npos)
+      << f;
 }
 
 TEST(FlightVerdict, NamesARankThatLeftNoRecord) {

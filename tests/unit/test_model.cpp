@@ -76,12 +76,16 @@ TEST(Model, FlopsPerSampleMatchAHandCount) {
 TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 1e12, 2), 0.05);  // 1e11 FLOP/s of 2 x 1e12
   EXPECT_DOUBLE_EQ(mfu(1e9, 100.0, 0.0, 2), 0.0);    // unknown peak
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200", true), 989.0);
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", true), 989.0);
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 PCIe", true), 756.0);  // not the SXM part's
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200 NVL", false), 417.5);
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", true), 312.0);
-  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", true), 0.0);
+  constexpr GpuPeakKind k16 = GpuPeakKind::kHalf, tf32 = GpuPeakKind::kTf32, fp32 = GpuPeakKind::kFp32;
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200", k16), 989.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", k16), 989.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 PCIe", k16), 756.0);  // not the SXM part's
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H200 NVL", tf32), 417.5);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", k16), 312.0);
+  // fp32 matmuls without TF32 (PyTorch's default) run on the CUDA cores: a seventh of TF32's.
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", fp32), 67.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", fp32), 19.5);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", k16), 0.0);
 }
 
 TEST(TensorBoard, Crc32cKnownValues) {

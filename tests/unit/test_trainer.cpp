@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "train/evaluate.h"
 #include "trainer_fixtures.h"
@@ -152,6 +153,18 @@ TEST(Trainer, ResumeInProcessEndsBitwiseEqualToAnUninterruptedRun) {
   EXPECT_EQ(whole.counted, 12);
   EXPECT_EQ(resumed.counted, 12) << "the user's part came back with the checkpoint (4) and counted on";
   EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0);
+  // From a step's checkpoint (save_every_steps), not a stop's: it is saved after the user's
+  // on_step_end of that step, so their part holds 4 there (it held 3: the policy ran first).
+  o.checkpoint.resume_from.clear();
+  o.checkpoint.dir = dir + "/steps";
+  o.checkpoint.save_every_steps = 4;  // step 4 (rotated away by the later saves) and step 8, mid-epoch 2
+  ASSERT_EQ(train_user_net(2, o, mse(), true).result.global_step, 12);
+  o.checkpoint.resume_from = dir + "/steps/step_00000008";
+  o.checkpoint.dir = dir + "/from_steps";
+  const Trained from_step = train_user_net(2, o, mse(), true);
+  EXPECT_EQ(from_step.steps.front(), 9);
+  EXPECT_EQ(from_step.counted, 12) << "the step checkpoint held the counter before its step's update";
+  EXPECT_EQ(from_step.result.fingerprint, whole.result.fingerprint);
   std::filesystem::remove_all(dir);
 }
 
@@ -367,4 +380,72 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
   EXPECT_EQ(aside, 3u) << "steps 5, then 3 and 4, kept aside";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(theirs);
+}
+
+// A library user's optimizer with two parameter groups of their own learning rates: the
+// schedule scales each from its own initial rate, as PyTorch's schedulers do (each group's
+// initial_lr). Before, every group was set to group 0's scheduled rate from the first step.
+TEST(Trainer, EachParameterGroupFollowsTheScheduleFromItsOwnRate) {
+  struct Lrs : Callback {
+    void on_step_end(const TrainState& s, const StepEvent&) override {
+      std::vector<double> now;
+      for (auto& g : s.optimizer.param_groups()) now.push_back(g.options().get_lr());
+      seen.push_back(now);
+    }
+    std::vector<std::vector<double>> seen;
+  };
+  for (const LrSchedule schedule : {LrSchedule::kStepCosine, LrSchedule::kEpochCosine}) {
+    testing_dist::run_world(1, [&](const DistContext& ctx) {
+      Trainable model = native(make_net());
+      auto* net = dynamic_cast<UserNet*>(model.module.get());
+      ASSERT_NE(net, nullptr);
+      std::vector<torch::optim::OptimizerParamGroup> groups;
+      groups.emplace_back(net->a->parameters(), std::make_unique<torch::optim::SGDOptions>(0.1));
+      groups.emplace_back(net->b->parameters(), std::make_unique<torch::optim::SGDOptions>(0.01));
+      torch::optim::SGD optimizer(std::move(groups), torch::optim::SGDOptions(0.1));
+      TrainerOptions o = quiet_fp32(16, 3);
+      o.optim.lr_schedule = schedule;
+      if (schedule == LrSchedule::kStepCosine) o.optim.warmup_steps = 3;
+      Trainer trainer(ctx, std::move(model), optimizer, o, Objective::classification());
+      auto lrs = std::make_shared<Lrs>();
+      trainer.add_callback(lrs);
+      UserData train(96, false);
+      trainer.fit(train, nullptr);
+      EXPECT_THROW(trainer.fit(train, nullptr), UsageError) << "a second fit of one Trainer";
+      ASSERT_EQ(lrs->seen.size(), 18u);
+      std::set<double> distinct;
+      for (const auto& now : lrs->seen) {
+        ASSERT_EQ(now.size(), 2u);
+        EXPECT_NEAR(now[1], now[0] * 0.1, 1e-15) << "group 1 left its own rate";
+        distinct.insert(now[0]);
+      }
+      EXPECT_GE(distinct.size(), 3u) << "the schedule did not move the rates";
+    });
+  }
+}
+
+// A module left on another device than the rank's (a GPU's where there is one: the README's
+// snippet once forgot module->to(ctx.device())) is named before anything runs. On a CPU
+// machine the rank's device is the CPU: a module on the meta device stands in for the other.
+TEST(Trainer, AModuleOffTheRanksDeviceIsNamed) {
+  struct OffDevice : torch::nn::Module {  // LibTorch's Module::to(kMeta) cannot move a Linear
+    OffDevice() {
+      w = register_parameter("w", torch::zeros({8, 4}, torch::TensorOptions().device(torch::kMeta)));
+    }
+    at::Tensor forward(const at::Tensor& x) { return x.matmul(w); }
+    at::Tensor w;
+  };
+  testing_dist::run_world(1, [&](const DistContext& ctx) {
+    auto net = std::make_shared<OffDevice>();
+    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+    try {
+      Trainer trainer(ctx, trainable(net), optimizer, quiet_fp32(8, 1), Objective::classification());
+      ADD_FAILURE() << "a module on the meta device was taken";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("the module's parameter 'w' is on meta and this rank's device "
+                                           "is cpu: move the module there"),
+                std::string::npos)
+          << e.what();
+    }
+  });
 }

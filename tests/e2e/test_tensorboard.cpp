@@ -1,0 +1,41 @@
+// TensorBoard across a resume: a run killed after logging steps past its last checkpoint,
+// then resumed, logs those steps again. The metrics file keeps both runs' records (each with
+// its run id); TensorBoard's own reader (EventAccumulator, PyPI tensorboard) shows each step
+// once, the resumed run's: ddptrain writes a SessionLog START at the resumed run's first step,
+// as PyTorch's SummaryWriter(purge_step=...) does.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+
+TEST(TensorBoard, AResumeReplacesTheStepsItTrainsAgain) {
+  const std::string dir = fresh_dir("tb_resume");
+  const std::vector<std::string> flags = {
+      "--epochs",           "2",        "--log_interval", "2",
+      "--save_every_steps", "4",        "--metrics_file", dir + "/m.jsonl",
+      "--tensorboard_dir",  dir + "/tb"};
+  const int port = free_port();
+  ProcResult killed = run(launch(2, port, tiny_train(dir, flags)),
+                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ASSERT_NE(killed.exit_code, 0) << killed.output;
+  std::vector<std::string> again = flags;
+  again.insert(again.end(), {"--resume_from", "auto"});
+  ProcResult resumed = run(launch(2, port, tiny_train(dir, again)), {}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  int sixes = 0;  // step 6: logged by the killed run after its step-4 checkpoint, and again
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+    sixes += rec.value("kind", "") == "step" && rec.value("step", 0) == 6 ? 1 : 0;
+  ASSERT_EQ(sixes, 2) << "the test needs a step logged twice";
+  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py",
+                       dir + "/tb", dir + "/m.jsonl"},
+                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  EXPECT_EQ(tb.exit_code, 0) << "a step twice in TensorBoard (no SessionLog START?): " << tb.output;
+  EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
+}
