@@ -21,16 +21,19 @@ import re
 import sys
 
 # First match wins; GPU kernel names and ATen op names both.
+# ddptrain's own kernels by their namespaces (fused_ln_detail, fused_ce_detail, swiglu, rotary);
+# cuDNN's attention backward by its fusion kernels; "conv" as a word (not "convert").
 CATEGORIES = [
-    ("attention", r"flash|fmha|attention|sdpa|_scaled_dot_product"),
-    ("convolution", r"conv|fprop|dgrad|wgrad|implicit_gemm"),
+    ("attention", r"flash|fmha|attention|sdpa|_scaled_dot_product|cudnn::fusion|dot_do_o"),
+    ("convolution", r"\bconv\d?d?\b|convolution|fprop|dgrad|wgrad|implicit_gemm"),
     ("gemm", r"gemm|cutlass|xmma|nvjet|cublas|aten::(mm|addmm|bmm|matmul|linear|baddbmm)$"),
-    ("normalisation", r"layer_?norm|rms_?norm|batch_?norm|group_?norm"),
-    ("softmax_loss", r"softmax|nll|cross_entropy|log_softmax"),
+    ("normalisation", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|fused_ln|fused_norm|GammaBeta"),
+    ("softmax_loss", r"softmax|nll|cross_entropy|log_softmax|fused_ce"),
     ("optimizer", r"adam|sgd|multi_tensor_apply|foreach"),
     ("reductions", r"reduce|aten::(sum|mean|norm|linalg_vector_norm|max|min|argmax|all|any)$"),
     ("memcpy", r"memcpy|memset|aten::(copy_|to|_to_copy|contiguous|clone)$"),
-    ("elementwise", r"elementwise|vectorized|unrolled|gelu|silu|relu|dropout|fill|aten::(add|mul|sub|div|cat|"
+    ("elementwise", r"elementwise|vectorized|unrolled|gelu|silu|relu|swiglu|rotate_kernel|rotary|dropout|fill|"
+                    r"aten::(add|mul|sub|div|cat|"
                     r"addcmul|addcdiv|lerp|sqrt|rsqrt|pow|exp|neg|where|masked_fill|tanh|sigmoid|zero_|fill_|"
                     r"add_|mul_|div_|sub_|gelu_backward|threshold_backward|embedding.*)"),
 ]
@@ -43,6 +46,14 @@ def category(name, cat):
         if re.search(pattern, name, re.I):
             return label
     return "other"
+
+
+def kernel_category(name, cat, launcher=None):
+    """A kernel's category by its name, else by the ATen op that launched it ("op [dims]")."""
+    c = category(name, cat)
+    if c == "other" and launcher:
+        c = category(launcher.split(" ")[0], "cpu_op")
+    return c
 
 
 def union_length(intervals):
@@ -113,12 +124,12 @@ def summarise(trace, steps, top):
     launchers = launching_ops(events) if device == "gpu" else {}
     by_cat, by_name, ops_of = {}, {}, {}
     for e, t in timed:
-        c = category(e["name"], e.get("cat"))
+        op = launchers.get(e.get("args", {}).get("External id"))
+        c = kernel_category(e["name"], e.get("cat"), op)
         by_cat[c] = by_cat.get(c, 0.0) + t
         n = by_name.setdefault(e["name"], [0.0, 0, c])
         n[0] += t
         n[1] += 1
-        op = launchers.get(e.get("args", {}).get("External id"))
         if op:
             counts = ops_of.setdefault(e["name"], {})
             counts[op] = counts.get(op, 0) + 1

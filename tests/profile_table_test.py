@@ -71,6 +71,24 @@ if sorted(by) != sorted(expected):
 gemm_by = [o["op"] for o in top.get("nvjet_sm90_tst_256x128", {}).get("launched_by", [])]
 if gemm_by != ["aten::mm [[65536,768],[768,2304]]"]:
     failures.append(f"the GEMM's ops {gemm_by}")
+# Kernel names as run b's profile and the levers since have them: ddptrain's own kernels, cuDNN's
+# attention backward, a dtype conversion (not a convolution), and a kernel no pattern knows,
+# categorised by the op that launched it.
+sys.path.insert(0, os.path.join(src, "scripts"))
+import profile_table  # noqa: E402
+for name, launcher, want in [
+        ("void ddptrain::fused_ln_detail::forward_kernel<c10::BFloat16>", None, "normalisation"),
+        ("void ddptrain::fused_ce_detail::backward_kernel<c10::BFloat16>", None, "softmax_loss"),
+        ("void at::native::GammaBetaBackwardCUDAKernelTemplate<float>", None, "normalisation"),
+        ("cudnn::fusion::compute_dot_do_o_specialized", None, "attention"),
+        ("void ddptrain::swiglu_forward_kernel<c10::BFloat16>", None, "elementwise"),
+        ("void at::native::vectorized_elementwise_kernel<4, convert_functor>", None, "elementwise"),
+        ("sm90_xmma_fprop_implicit_gemm_bf16", None, "convolution"),
+        ("void some_unnamed_kernel<float>", "aten::native_layer_norm [[8,768]]", "normalisation"),
+        ("void some_unnamed_kernel<float>", None, "other")]:
+    got = profile_table.kernel_category(name, "kernel", launcher)
+    if got != want:
+        failures.append(f"{name} (launched by {launcher}): {got}, expected {want}")
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)
