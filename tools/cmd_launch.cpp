@@ -42,6 +42,17 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
           "(spinning OpenMP threads would take each other's cores; set OMP_WAIT_POLICY to choose)\n",
           opts.nproc_per_node, threads, cores);
     }
+  } else if (opts.nproc_per_node > 1 && !env::get("OMP_NUM_THREADS")) {
+    // Another program (a library user's): LibTorch would start a thread per core in each of
+    // the workers. As torchrun (which sets 1), but with the cores shared among them.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = threads_per_rank(0, cores, opts.nproc_per_node);
+    opts.worker_env.emplace_back("OMP_NUM_THREADS", std::to_string(threads));
+    std::fprintf(
+        stderr,
+        "launch: OMP_NUM_THREADS=%d for each of the %d workers (%d cores shared; set OMP_NUM_THREADS "
+        "to choose)\n",
+        threads, opts.nproc_per_node, cores);
   }
   return run_launcher(opts, self_exe, worker_args);
 }

@@ -29,7 +29,8 @@ std::vector<Run> read_runs(const std::string& path) {
   std::ifstream in(path);
   DDP_USAGE_CHECK(in.good(), "cannot read metrics file '", path, "' (written by train --metrics_file)");
   std::vector<Run> runs;
-  int line_no = 0;
+  int line_no = 0, cut = 0;
+  std::string first_cut;
   for (std::string text; std::getline(in, text);) {
     ++line_no;
     if (text.empty()) continue;
@@ -37,7 +38,9 @@ std::vector<Run> read_runs(const std::string& path) {
     try {
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      throw UsageError(detail::concat(path, ":", line_no, " is not a JSON record (", e.what(), ")"));
+      // A line cut short by a killed run: left out and said, the rest is drawn.
+      if (cut++ == 0) first_cut = detail::concat(path, ":", line_no, " (", e.what(), ")");
+      continue;
     }
     // A metrics record: an object with its kind (a string), its step and its run (where given)
     // of their types; anything else is another file than train --metrics_file wrote.
@@ -52,6 +55,11 @@ std::vector<Run> read_runs(const std::string& path) {
     if (it == runs.end()) it = runs.insert(runs.end(), Run{id, {}});
     it->records.push_back(std::move(j));
   }
+  if (cut > 0)
+    std::fprintf(
+        stderr,
+        "plot: left out %d line%s of %s that %s not JSON (a run killed while writing?), the first %s\n", cut,
+        cut == 1 ? "" : "s", path.c_str(), cut == 1 ? "is" : "are", first_cut.c_str());
   return runs;
 }
 

@@ -18,7 +18,7 @@ bool ChromeTrace::recording(int64_t run_step) const {
 
 void ChromeTrace::add(const char* name, Clock::time_point start, Clock::time_point end, int64_t run_step) {
   if (!recording(run_step)) return;
-  const double ts = std::chrono::duration<double, std::micro>(start - origin_).count();
+  const double ts = origin_unix_us_ + std::chrono::duration<double, std::micro>(start - origin_).count();
   const double dur = std::chrono::duration<double, std::micro>(end - start).count();
   events_.push_back({name, ts, dur, run_step});
 }

@@ -38,6 +38,10 @@ class ChromeTrace {
   int rank_;
   TraceSchedule schedule_;
   Clock::time_point origin_ = Clock::now();
+  // Microseconds since the Unix epoch at origin_: every rank's trace (and LibTorch's kernel
+  // trace) on one time base, so ranks line up in Perfetto.
+  double origin_unix_us_ =
+      std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::vector<Event> events_;
   bool written_ = false;
 };

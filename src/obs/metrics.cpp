@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include <filesystem>
+#include <fstream>
 
 #include "util/clock.h"
 #include "util/error.h"
@@ -15,7 +16,18 @@ namespace ddptrain {
 MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
   if (path.empty() || !is_main) return;
   create_parent_folder(path);
+  // A line cut short (a run killed while writing it) gets its end, so this run's first record
+  // starts a line of its own rather than making that one unreadable.
+  bool cut = false;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (in && in.tellg() > 0) {
+      in.seekg(-1, std::ios::end);
+      cut = in.get() != '\n';
+    }
+  }
   out_ = std::make_unique<std::ofstream>(path, std::ios::app);
+  if (cut) *out_ << '\n';
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
   gmtime_r(&now, &utc);

@@ -205,6 +205,13 @@ void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
     }
   }
   if (e.eval_interrupted) rec["eval_interrupted"] = true;
+  // The epoch's order was cut at another world size (Note [Resume at another world size]):
+  // the micro-batches above count this run's part of the rest; these say which part of the
+  // epoch's positions that was.
+  if (s.plan.done > 0 && p.first_micro == 0) {
+    rec["positions_done_before"] = s.plan.done;
+    rec["positions_in_epoch"] = s.plan.end;
+  }
   if (!e.peak_mem_mib.empty()) rec["peak_mem_mib_per_rank"] = e.peak_mem_mib;
   rec["peak_rss_mib_per_rank"] = e.peak_rss_mib;
   to_tensorboard("epoch", rec, s.global_step);

@@ -2,8 +2,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
+#include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hf_files.h"
@@ -36,6 +39,34 @@
 namespace ddptrain {
 namespace {
 
+// Note [Run identity] for every program, the library's included: the optimizer's kind, its
+// groups' learning rates and the shapes of the parameters it steps (the model's), under
+// phrases a program's own entries do not use. A library program that names no identity of its
+// own so resumes (auto) only a run of the same model and optimizer; one that names entries of
+// its own keeps them (entries a checkpoint lacks are not compared).
+void add_optimizer_identity(RunIdentity& id, const torch::optim::Optimizer& optimizer) {
+  const char* kind = dynamic_cast<const torch::optim::AdamW*>(&optimizer)  ? "AdamW"
+                     : dynamic_cast<const torch::optim::Adam*>(&optimizer) ? "Adam"
+                     : dynamic_cast<const torch::optim::SGD*>(&optimizer)  ? "SGD"
+                                                                           : "another";
+  std::string lrs, shapes;
+  for (const auto& g : optimizer.param_groups()) {
+    lrs += str(lrs.empty() ? "" : ",", g.options().get_lr());
+    for (const auto& p : g.params()) {
+      for (const int64_t d : p.sizes()) shapes += std::to_string(d) + "x";
+      shapes += ";";
+    }
+    shapes += "|";
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the shapes, group by group
+  for (const unsigned char c : shapes) h = (h ^ c) * 1099511628211ull;
+  id.emplace("optimizer kind", kind);
+  id.emplace("learning rates", lrs);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  id.emplace("parameter shapes", hex);
+}
+
 // Why a resumed run has nothing left to train (max_steps reached, or every epoch done), or
 // "" when it has. The same on every rank: it reads the checkpoint's position only.
 std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, int start_epoch) {
@@ -59,6 +90,7 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
+  add_optimizer_identity(o.run_identity, optimizer);
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
   resumed_precision = resumed ? resumed->meta.precision : "";

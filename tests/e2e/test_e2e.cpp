@@ -304,6 +304,12 @@ TEST(E2E, MetricsFileMfuAndInspectModel) {
   { std::ofstream(dir + "/empty.jsonl"); }
   EXPECT_EQ(run({binary(), "plot", dir + "/empty.jsonl", "-o", dir + "/e.svg"}, {}, 60).exit_code, 2);
   EXPECT_FALSE(fs::exists(dir + "/e.svg"));
+  // A line a killed run cut short is left out (and said); the records around it are drawn.
+  std::ofstream(dir + "/cut.jsonl") << read_text(path) << "{\"kind\": \"st\n" << read_text(path);
+  ProcResult cut = run({binary(), "plot", dir + "/cut.jsonl", "-o", dir + "/cut.svg"}, {}, 60);
+  EXPECT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_TRUE(fs::exists(dir + "/cut.svg"));
+  EXPECT_NE(cut.output.find("left out 1 line of"), std::string::npos) << cut.output;
   // JSON that is not a metrics record (was exit 1 with the JSON library's type error).
   for (const char* text : {"[1, 2]\n", "{\"kind\": \"step\", \"step\": \"ten\"}\n", "{\"run\": 3}\n"}) {
     std::ofstream(dir + "/other.jsonl") << text;
@@ -378,6 +384,8 @@ TEST(E2E, SingleProcessByDefault) {
     ++phases[e.at("name").get<std::string>()];
     steps.insert(e.at("args").at("step").get<int64_t>());
     EXPECT_GE(e.at("dur").get<double>(), 0.0);
+    EXPECT_GT(e.at("ts").get<double>(), 1.7e15)
+        << "not microseconds since the Unix epoch (one base for all ranks)";
   }
   // The window closes in its last step's callbacks, inside that step's end: two whole ends.
   EXPECT_EQ(phases,

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -95,7 +96,18 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
   const std::string port = std::to_string(free_port()), addr[2] = {"10.213.0.1", "10.213.0.2"};
-  auto node = [&](int n) {
+  // A node's torchrun agent. With `go`, parked: torch imported and the agent waiting for the
+  // file `go` before it reads its arguments and meets the rendezvous. A node that comes back is
+  // started parked long before it is needed: started only when world 2 had trained an epoch, its
+  // Python took 8.6 s to import torch on a loaded 2-core machine, and world 2 finished the job
+  // (its agent and the rendezvous store with it) before the node reached the store.
+  auto node = [&](int n, const std::string& go = "") {
+    std::vector<std::string> run_agent = {"-m", "torch.distributed.run"};
+    if (!go.empty())
+      run_agent = {"-c",
+                   "import os, sys, time\nimport torch.distributed.run as run\ngo = sys.argv.pop(1)\n"
+                   "while not os.path.exists(go): time.sleep(0.05)\nrun.main()\n",
+                   go};
     std::vector<std::string> a = {"ip",
                                   "netns",
                                   "exec",
@@ -104,29 +116,20 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
                                   "GLOO_SOCKET_IFNAME=" + ifname_[n],
                                   "OMP_NUM_THREADS=1",
                                   "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
-                                  python(),
-                                  "-m",
-                                  "torch.distributed.run",
-                                  "--nnodes",
-                                  "1:2",
-                                  "--nproc_per_node",
-                                  "2",
-                                  "--max_restarts",
-                                  "3",
-                                  "--rdzv_backend",
-                                  "c10d",
-                                  "--rdzv_endpoint",
-                                  addr[0] + ":" + port,
-                                  "--rdzv_id",
-                                  "elastic" + tag_,
-                                  "--rdzv_conf",
-                                  std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
-                                  "--monitor_interval",
-                                  "1",
-                                  "--local_addr",
-                                  addr[n],
-                                  "--no-python",
-                                  binary()};
+                                  python()};
+    a.insert(a.end(), run_agent.begin(), run_agent.end());
+    const std::vector<std::string> flags = {
+        "--nnodes",           "1:2",
+        "--nproc_per_node",   "2",
+        "--max_restarts",     "3",
+        "--rdzv_backend",     "c10d",
+        "--rdzv_endpoint",    addr[0] + ":" + port,
+        "--rdzv_id",          "elastic" + tag_,
+        "--rdzv_conf",        std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
+        "--monitor_interval", "1",
+        "--local_addr",       addr[n],
+        "--no-python",        binary()};
+    a.insert(a.end(), flags.begin(), flags.end());
     const auto t = train_args(dir, dir + "/trace" + std::to_string(n));
     a.insert(a.end(), t.begin(), t.end());
     return a;
@@ -139,6 +142,9 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   const double died = now_unix();
   run({"/bin/sh", "-c", "ip netns pids " + ns_[1] + " | xargs -r kill -9"}, {}, 30);  // node 1 dies
   wait_for(n1, 10);
+  // Node 1's return, parked until world 2 has trained an epoch (see node above).
+  const std::string go = dir + "/node1_back.go";
+  const pid_t back = spawn(node(1, go), dir + "/node1_back.log");
   // Node 1 comes back once world 2 has finished epoch 1: the job grows to world 4 again (its
   // agent stops the workers with SIGTERM: they agree to stop, save, and resume at world 4).
   auto world_two_finished_epoch_one = [&] {
@@ -151,8 +157,11 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   };
   for (int i = 0; i < 1200 && !world_two_finished_epoch_one(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_TRUE(world_two_finished_epoch_one()) << read_text(dir + "/node0.log");
-  const pid_t back = spawn(node(1), dir + "/node1_back.log");
+  if (!world_two_finished_epoch_one()) {
+    ::kill(-back, SIGKILL);  // the parked agent would wait for ever
+    FAIL() << read_text(dir + "/node0.log");
+  }
+  std::ofstream(go).close();  // node 1 comes back
   const int code = wait_for(n0, 300), code_back = wait_for(back, 60);
   if (code == -1) ::kill(-n0, SIGKILL);
   if (code_back == -1) ::kill(-back, SIGKILL);

@@ -2,7 +2,10 @@
 // torchrun environment contract, as torchrun --no-python runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "e2e_helpers.h"
 #include "proc.h"
@@ -16,6 +19,7 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   const std::string marker = fresh_dir("launch_program") + "/rank0_printed";
   const std::string script =
       "echo \"contract $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $1\"; "
+      "echo \"threads $OMP_NUM_THREADS\"; "
       "if [ \"$RANK\" = 0 ]; then touch " +
       marker +
       "; fi; "
@@ -31,6 +35,12 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("FAILED: rank 1"), std::string::npos) << r.output;
+  // A program of the user's gets the cores shared among its workers (LibTorch would start a
+  // thread per core in each), as torchrun sets OMP_NUM_THREADS.
+  const char* own = std::getenv("OMP_NUM_THREADS");  // the user's choice stands
+  const std::string threads =
+      own ? own : std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2));
+  EXPECT_NE(r.output.find("[0] threads " + threads), std::string::npos) << r.output;
   ProcResult ok =
       run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(free_port()), "true"},
           {}, 60);

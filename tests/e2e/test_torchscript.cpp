@@ -102,10 +102,11 @@ TEST(TorchScript, AScriptedModuleTrainsAtWorldTwoAndItsWeightsGoBackToPython) {
   ProcResult same =
       run({python(), py, "same", dir + "/net.pt", dir + "/tiny/ck/step_00000001/model.pt"}, {}, 120);
   EXPECT_EQ(same.exit_code, 0) << same.output;
-  // Without --flops_per_sample no MFU; with it (and bf16 autocast) MFU is reported.
+  // Without --flops_per_sample no MFU (none in the records: a 0 would plot as one); with it (and
+  // bf16 autocast) MFU is reported.
   for (const auto& rec : records)
     if (rec.at("kind") == "step") {
-      EXPECT_EQ(rec.at("mfu").get<double>(), 0.0) << rec.dump();
+      EXPECT_FALSE(rec.contains("mfu")) << rec.dump();
     }
   ProcResult amp = run(with_binary(script_train(dir + "/amp", dir + "/net.pt",
                                                 {"--use_amp", "--amp_dtype", "bf16", "--flops_per_sample",

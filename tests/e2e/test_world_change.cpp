@@ -147,6 +147,17 @@ void resume_at_other_world(int from, int to, int every, int kill,
                 static_cast<int64_t>(want.size()) - static_cast<int64_t>(all_of(before.at(epoch)).size()));
     }
   EXPECT_TRUE(said) << "no run record names the world size the checkpoint was written at";
+  // And the epoch's record which part of the epoch's positions this run trained.
+  bool recorded = false;
+  for (const auto& rec : read_jsonl(resumed + "/m.jsonl"))
+    if (rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == epoch) {
+      recorded = true;
+      EXPECT_EQ(rec.at("positions_done_before").get<int64_t>(),
+                static_cast<int64_t>(all_of(before.at(epoch)).size()))
+          << rec;
+      EXPECT_EQ(rec.at("positions_in_epoch").get<int64_t>(), static_cast<int64_t>(want.size())) << rec;
+    }
+  EXPECT_TRUE(recorded) << "no record of the resumed epoch";
 }
 
 }  // namespace

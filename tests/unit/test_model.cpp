@@ -2,10 +2,15 @@
 // to Python's after manual_seed(42) (digests in tests/golden/model_seed42.txt).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "golden.h"
 #include "models/mini_resnet.h"
+#include "obs/metrics.h"
 #include "obs/mfu.h"
 #include "obs/tensorboard.h"
 #include "serialize/python_pickle.h"
@@ -86,6 +91,21 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", fp32), 67.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", fp32), 19.5);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", k16), 0.0);
+}
+
+// A metrics file whose last line a killed run cut short: the next run's first record starts a
+// line of its own (appended to the cut one it made both unreadable).
+TEST(Metrics, ARecordAfterACutLineStartsALineOfItsOwn) {
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("ddptrain_metrics_cut_" + std::to_string(::getpid()) + ".jsonl");
+  std::ofstream(path) << "{\"kind\": \"step\", \"step\": 1}\n{\"kind\": \"st";
+  MetricsWriter(path, true).write("run", 1, 1, nlohmann::json::object());
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(lines[2]).at("kind"), "run");
+  std::filesystem::remove(path);
 }
 
 TEST(TensorBoard, Crc32cKnownValues) {

@@ -449,3 +449,35 @@ TEST(Trainer, AModuleOffTheRanksDeviceIsNamed) {
     }
   });
 }
+
+// A library program that names no run identity of its own: resume_from auto still continues
+// only a run of the same optimizer and model (Note [Run identity]); before, any checkpoint in
+// the folder was resumed, whatever its learning rate or model.
+TEST(Trainer, WithoutAnIdentityOfItsOwnAutoResumesOnlyTheSameOptimizerAndModel) {
+  const std::string dir = testing_dist::temp_dir("trainer_default_identity");
+  auto fit = [&](double lr) {  // "" when it trained, else the UsageError
+    std::string error;
+    testing_dist::run_world(1, [&](const DistContext& ctx) {
+      Trainable model = native(make_net());
+      torch::optim::SGD sgd(model.module->parameters(), torch::optim::SGDOptions(lr));
+      TrainerOptions o = quiet_fp32(8, 1);
+      o.checkpoint.dir = dir;
+      o.checkpoint.resume_from = "auto";
+      o.loop.max_steps = 3;
+      try {
+        Trainer trainer(ctx, std::move(model), sgd, o);
+        UserData train(96, false);
+        trainer.fit(train, nullptr);
+      } catch (const UsageError& e) {
+        error = e.what();
+      }
+    });
+    return error;
+  };
+  EXPECT_EQ(fit(0.1), "");
+  const std::string other = fit(0.05);
+  EXPECT_NE(other.find("what differs: learning rates 0.05 (the checkpoint's: 0.1)"), std::string::npos)
+      << other;
+  EXPECT_EQ(fit(0.1), "") << "the same run resumes (nothing left to train)";
+  std::filesystem::remove_all(dir);
+}
