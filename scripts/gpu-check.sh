@@ -53,7 +53,10 @@ say() { echo "gpu-check: [$((SECONDS - T0)) s] $*"; }
 # device tool kills at its limit still brings back every finished stage's log and metrics
 # (scripts/gpu_report.py makes the report from them on any machine).
 save_logs() {
-  tar -czf "$OUT/gpu_logs.tar.gz.tmp" -C "$LOGS" . 2> /dev/null && mv -f "$OUT/gpu_logs.tar.gz.tmp" "$OUT/gpu_logs.tar.gz"
+  # tar's exit 1: a file changed while read (a stage's leftover still writing): still a tarball.
+  tar -czf "$OUT/gpu_logs.tar.gz.tmp" -C "$LOGS" . 2> /dev/null
+  [ $? -le 1 ] && mv -f "$OUT/gpu_logs.tar.gz.tmp" "$OUT/gpu_logs.tar.gz"
+  rm -f "$OUT/gpu_logs.tar.gz.tmp"
 }
 # stage NAME LIMIT_S CMD...: runs CMD under timeout with its output in LOGS/NAME.log; a
 # failure is recorded (with the log's tail) and returned, never fatal. A stage that cannot

@@ -67,7 +67,7 @@ if [ "${1:-}" = --binary ]; then
   # What it was built from: the GPU check refuses it where the tree it runs in differs (a
   # binary older than the code would measure old code under the new commit's name).
   git rev-parse HEAD > "$d/bin/commit"
-  git ls-files -z --cached --others --exclude-standard -- src tools include tests/cuda cmake CMakeLists.txt |
+  git ls-files -z --cached --others --exclude-standard -- src tools include tests/cuda tests/common cmake CMakeLists.txt |
     xargs -0 sha256sum > "$d/bin/sources.sha256"
   echo "gpu_deps: ddptrain and ddptrain_cuda_tests built against torch $(cat "$d/bin/torch_version") in $d/bin"
 fi

@@ -22,10 +22,10 @@ import sys
 
 # First match wins; GPU kernel names and ATen op names both.
 # ddptrain's own kernels by their namespaces (fused_ln_detail, fused_ce_detail, swiglu, rotary);
-# cuDNN's attention backward by its fusion kernels; "conv" as a word (not "convert").
+# cuDNN's attention backward by its fusion kernels; "conv" but not "convert" or "conversion".
 CATEGORIES = [
     ("attention", r"flash|fmha|attention|sdpa|_scaled_dot_product|cudnn::fusion|dot_do_o"),
-    ("convolution", r"\bconv\d?d?\b|convolution|fprop|dgrad|wgrad|implicit_gemm"),
+    ("convolution", r"conv(?!ert|ers)|fprop|dgrad|wgrad|implicit_gemm"),
     ("gemm", r"gemm|cutlass|xmma|nvjet|cublas|aten::(mm|addmm|bmm|matmul|linear|baddbmm)$"),
     ("normalisation", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|fused_ln|fused_norm|GammaBeta"),
     ("softmax_loss", r"softmax|nll|cross_entropy|log_softmax|fused_ce"),

@@ -84,6 +84,9 @@ for name, launcher, want in [
         ("void ddptrain::swiglu_forward_kernel<c10::BFloat16>", None, "elementwise"),
         ("void at::native::vectorized_elementwise_kernel<4, convert_functor>", None, "elementwise"),
         ("sm90_xmma_fprop_implicit_gemm_bf16", None, "convolution"),
+        ("void implicit_convolve_sgemm<float, 1024>", None, "convolution"),
+        ("void at::native::conv_depthwise2d_forward_kernel<float>", None, "convolution"),
+        ("aten::_slow_conv2d_forward", None, "convolution"),
         ("void some_unnamed_kernel<float>", "aten::native_layer_norm [[8,768]]", "normalisation"),
         ("void some_unnamed_kernel<float>", None, "other")]:
     got = profile_table.kernel_category(name, "kernel", launcher)

@@ -34,7 +34,7 @@ int export_hf(const std::string& checkpoint, const std::string& out, const std::
                   " must be in 1..1048576 (MiB)");
   DDP_USAGE_CHECK(!std::filesystem::exists(out) || std::filesystem::is_directory(out), "--out='", out,
                   "' is a file; --format hf writes a folder (config.json, model.safetensors)");
-  const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
+  const TrainConfig cfg = resolve_train_config({}, checkpoint_train_flags(checkpoint));
   DDP_USAGE_CHECK(is_decoder_model(cfg.model.model),
                   "--format hf exports a gpt model (as GPT-2) or a llama (as Llama or Qwen2); checkpoint '",
                   checkpoint, "' holds --model ", word(cfg.model.model), ": use --format pt or safetensors");
@@ -90,7 +90,7 @@ int cmd_export(const std::vector<std::string>& args) {
   if (format == "safetensors") {
     std::map<std::string, std::string> meta{{"format", "pt"}, {"source", checkpoint}};
     // Which embedding rows are real (Note [Padded vocabulary]): the tensors keep ddptrain's shapes.
-    const TrainConfig cfg = resolve_train_config(checkpoint_train_flags(checkpoint));
+    const TrainConfig cfg = resolve_train_config({}, checkpoint_train_flags(checkpoint));
     if (is_decoder_model(cfg.model.model)) {
       meta["vocab_size"] = std::to_string(token_spec(cfg.model).vocab_size);
       meta["vocab_multiple"] = std::to_string(cfg.model.vocab_multiple);

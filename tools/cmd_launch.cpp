@@ -27,7 +27,8 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
   if (worker_args[0] == "train") {
     const TrainConfig cfg = resolve_train_config({worker_args.begin() + 1, worker_args.end()});
     opts.first_resume_from = cfg.trainer.checkpoint.resume_from;  // --config's too
-    if (opts.stall_s >= cfg.dist.dist_timeout_s)                  // Note [Stall seen by the launcher]
+    opts.worker_saves = !cfg.trainer.checkpoint.dir.empty();
+    if (opts.stall_s >= cfg.dist.dist_timeout_s)  // Note [Stall seen by the launcher]
       std::fprintf(stderr,
                    "launch: --stall_s %g >= --dist_timeout_s %d: the collective timeout ends a hang first\n",
                    opts.stall_s, cfg.dist.dist_timeout_s);

@@ -30,9 +30,17 @@
 //  - ScriptModel (models/script_model.h): a TorchScript module (scripted in Python, loaded
 //    with torch::jit::load) as a module the Trainer and DDP train: trainable(make_shared<
 //    ScriptModel>(torch::jit::load("net.pt"), "net.pt")).
-// The library sets nothing process-wide: intra-op threads, seeds and signal handlers are the
-// program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so
-// is use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise).
+//  - SyncBatchNorm (ddp/sync_batchnorm.h): BatchNorm over the global batch, PyTorch's
+//    nn.SyncBatchNorm, for your module's BatchNorm layers; recompute (models/recompute.h):
+//    activation checkpointing of a block that DDP's hooks see once per parameter.
+//  - Precision (train/precision.h): what Trainer::precision() says the run trains in.
+// The library sets no thread count, seed or signal handler: those are the program's
+// (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so is
+// use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise).
+// What it does touch of the process: DistContext makes its GPU the current CUDA device, a
+// resume restores the generators' states the checkpoint saved (CPU and CUDA: a resumed run
+// draws what the uninterrupted one would), and the Trainer resets the device's peak-memory
+// counter each epoch (its peak memory per epoch).
 #pragma once
 
 #include <memory>
@@ -45,11 +53,14 @@
 #include "data/token_datasets.h"
 #include "data/webdataset.h"
 #include "ddp/ddp.h"
+#include "ddp/sync_batchnorm.h"
 #include "dist/dist_context.h"
+#include "models/recompute.h"
 #include "models/script_model.h"
 #include "optim/fused_optimizers.h"
 #include "train/callbacks.h"
 #include "train/deterministic.h"
+#include "train/precision.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 #include "train/trainer.h"

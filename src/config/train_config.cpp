@@ -329,7 +329,7 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
 
 // Flags the chosen model or optimizer has no use for: an error rather than silently ignored
 // (checked where they differ from their defaults).
-void reject_flags_that_do_not_apply(const TrainConfig& c) {
+void reject_flags_that_do_not_apply(const TrainConfig& c, bool checkpoints_flags) {
   const OptimizerOptions optimizer_defaults;
   if (c.model.model == ModelKind::kTorchscript)
     DDP_USAGE_CHECK(
@@ -356,9 +356,11 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const bool no_scaler =
       p.grad_scaler == ScalerMode::kOff ||
       (p.grad_scaler == ScalerMode::kAuto && (!p.use_amp || p.amp_dtype == AmpDtype::kBf16));
+  // Not for a checkpoint's own flags (eval, export): one trained before this check took them.
   DDP_USAGE_CHECK(
-      !no_scaler || (p.scaler_init_scale == precision_defaults.scaler_init_scale &&
-                     p.scaler_growth_interval == precision_defaults.scaler_growth_interval),
+      checkpoints_flags || !no_scaler ||
+          (p.scaler_init_scale == precision_defaults.scaler_init_scale &&
+           p.scaler_growth_interval == precision_defaults.scaler_growth_interval),
       "--scaler_init_scale and --scaler_growth_interval set the loss scaler, and this run has none (",
       p.grad_scaler == ScalerMode::kOff ? "--grad_scaler off"
       : !p.use_amp                      ? "no autocast: --no-use_amp"
@@ -386,7 +388,8 @@ void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
 }
 
 // Every part, in the order the flags are listed.
-void validate(TrainConfig& c, const std::vector<Flag>& table) {
+// checkpoints_flags: the config holds a checkpoint's own flags (eval, export).
+void validate(TrainConfig& c, const std::vector<Flag>& table, bool checkpoints_flags) {
   try {
     c.data.validate();
     c.model.validate(c.data);
@@ -396,7 +399,7 @@ void validate(TrainConfig& c, const std::vector<Flag>& table) {
   }
   validate_trainer(c, table);
   validate_program(c.trainer, c.dist, c.program);
-  reject_flags_that_do_not_apply(c);
+  reject_flags_that_do_not_apply(c, checkpoints_flags);
 }
 
 // --init_from_hf DIR: the model (gpt or llama) and its sizes from DIR/config.json (recorded in
@@ -446,7 +449,7 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args, const std
   if (c.model.init_from_hf.empty() && is_hf_folder(c.trainer.checkpoint.init_from))
     c.model.init_from_hf = c.trainer.checkpoint.init_from;
   if (!c.model.init_from_hf.empty()) from_hugging_face(c, table);
-  validate(c, table);
+  validate(c, table, !base.empty());
   return c;
 }
 

@@ -43,7 +43,8 @@ class Dataset {
   /// the epoch (augmentation) take it here.
   virtual void set_epoch(int64_t /*epoch*/) {}
   /// The samples this dataset could not read and replaced since the last call ("file:
-  /// reason"; image_folder with bad_images=skip), each once. Called between epochs.
+  /// reason": the Trainer counts a file once by what comes before the first ": "; image_folder
+  /// with bad_images=skip), each once. Called between epochs.
   virtual std::vector<std::string> take_skipped() const { return {}; }
 };
 

@@ -11,7 +11,8 @@ struct LoaderOptions {
   int prefetch_factor = 2;  // batches each loader thread prepares ahead
   bool drop_last = true;    // each epoch's last partial batch per rank is dropped (false: trained)
   int worker_nice = 10;     // nice value of the worker threads (0 = same as the trainer)
-  bool pin_memory = false;  // batches in page-locked memory (for non_blocking copies to CUDA)
+  bool pin_memory =
+      false;  // batches in page-locked memory (for non_blocking copies to CUDA); the Trainer sets it: on CUDA
 
   /// OptionError naming the field (Note [Options named by their field], util/error.h).
   void validate() const;

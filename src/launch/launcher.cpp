@@ -434,7 +434,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     // A restarted group resumes from the newest complete checkpoint (the last flag wins), or,
     // where none was saved yet, from the checkpoint the first attempt resumed.
     std::vector<std::string> args = exe_args;
-    if (attempt > 0 && worker_args[0] == "train") {
+    if (attempt > 0 && worker_args[0] == "train" && o.worker_saves) {
       args.insert(args.end(), {"--resume_from", "auto"});
       if (!first_resume.empty() && first_resume != "auto")
         args.insert(args.end(), {"--resume_fallback", first_resume});

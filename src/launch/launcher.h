@@ -43,6 +43,9 @@ struct LaunchOptions {
   /// there when the group saved nothing yet (--resume_fallback). Not a flag: the launch command
   /// resolves it.
   std::string first_resume_from;
+  /// Whether a train worker saves checkpoints (--checkpoint_dir not ''): a restart resumes
+  /// only then.
+  bool worker_saves = true;
 };
 
 std::vector<Flag> launch_flags(LaunchOptions& o);

@@ -21,10 +21,19 @@ class StepTimer {
  public:
   enum Phase { kData, kForward, kBackward, kOptimizer, kStepEnd, kNumPhases };
 
-  StepTimer() = default;
-  /// Starts timing from now (at the top of an interval).
-  void restart() { last_ = Clock::now(); }
   using Clock = std::chrono::steady_clock;
+  StepTimer() = default;
+  /// Starts timing from now (at the top of an epoch): nothing before it counts.
+  void restart() {
+    last_ = Clock::now();
+    totals_.fill(0.0);
+    open_ = kNumPhases;
+  }
+  /// The phase the time from now on goes to until the next mark: take() charges it so far
+  /// (a step line taken inside a phase counts that phase up to the line).
+  void open(Phase p) { open_ = p; }
+  /// The time of the last mark (or take): where the open phase's time since began to count.
+  Clock::time_point last() const { return last_; }
   struct Interval {
     Clock::time_point start, end;
   };
@@ -34,10 +43,16 @@ class StepTimer {
     totals_[phase] += std::chrono::duration<double>(now - last_).count();
     Interval i{last_, now};
     last_ = now;
+    open_ = kNumPhases;
     return i;
   }
-  /// Seconds per phase since the last take(), then resets.
+  /// Seconds per phase since the last take() (the open phase's up to now), then resets.
   std::array<double, kNumPhases> take() {
+    if (open_ != kNumPhases) {
+      const auto now = Clock::now();
+      totals_[open_] += std::chrono::duration<double>(now - last_).count();
+      last_ = now;
+    }
     auto t = totals_;
     totals_.fill(0.0);
     return t;
@@ -68,6 +83,7 @@ class StepTimer {
  private:
   Clock::time_point last_ = Clock::now();
   std::array<double, kNumPhases> totals_{};
+  Phase open_ = kNumPhases;  // none
 };
 
 }  // namespace ddptrain

@@ -40,13 +40,25 @@ template <typename M, typename = void>
 struct has_units : std::false_type {};
 template <typename M>
 struct has_units<M, std::void_t<decltype(std::declval<M&>().units())>> : std::true_type {};
+/// A module that knows its FLOPs and its description (ddptrain's models/model.h Model: GPT,
+/// Llama, MiniResNet, ScriptModel).
+template <typename M, typename = void>
+struct knows_its_flops : std::false_type {};
+template <typename M>
+struct knows_its_flops<M, std::void_t<decltype(std::declval<const M&>().train_flops_per_sample()),
+                                      decltype(std::declval<const M&>().describe())>> : std::true_type {};
 
-/// A user's module: its forward(x) is what the Trainer calls.
+/// A user's module: its forward(x) is what the Trainer calls. A ddptrain Model (a ScriptModel
+/// given its FLOPs, GPT, ...) gives its own FLOPs and description where none is given here.
 template <typename M>
 Trainable trainable(std::shared_ptr<M> module, int64_t flops_per_sample = 0, std::string description = "") {
   Trainable t;
   t.forward = [m = module.get()](const at::Tensor& x) { return m->forward(x); };
   if constexpr (has_units<M>::value) t.units = &module->units();
+  if constexpr (knows_its_flops<M>::value) {
+    if (flops_per_sample == 0) flops_per_sample = module->train_flops_per_sample();
+    if (description.empty()) description = module->describe();
+  }
   t.module = std::move(module);
   t.flops_per_sample = flops_per_sample;
   t.description = description.empty() ? t.module->name() : std::move(description);

@@ -61,7 +61,9 @@ class Trainer {
  public:
   /// Measures what the options leave to measurement (precision, bucket size: collectives)
   /// and wraps the module in DDP (a broadcast from rank 0). `optimizer` is over the module's
-  /// parameters; its learning rate is the base of the schedule.
+  /// parameters; each group's learning rate now is its base of the schedule (and part of the
+  /// run's identity): give another Trainer a fresh optimizer, or one with its rates set back,
+  /// not one a fit() has scheduled.
   Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
           TrainerOptions opts = {}, Objective objective = Objective::classification());
   ~Trainer();

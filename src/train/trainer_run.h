@@ -55,6 +55,7 @@ struct Trainer::Impl::Run {
   double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
   std::optional<StepTimer::Phase> open_phase;  // the loop's phase now (Note [Loop phases])
+  StepTimer::Clock::time_point phase_start;    // where its span began
 };
 
 }  // namespace ddptrain

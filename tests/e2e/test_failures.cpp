@@ -120,6 +120,15 @@ TEST(E2E, ARestartBeforeTheFirstSaveResumesTheCheckpointTheFirstAttemptResumed) 
   EXPECT_FALSE(lines_with(restarted.output, "; resuming from " + a + "/epoch_0001 (resume_fallback)").empty())
       << restarted.output;
   EXPECT_EQ(fingerprints(whole.output)[0], fingerprints(restarted.output)[0]);
+  // A group that saves nothing (--checkpoint_dir ''): a restart starts it again from scratch
+  // (it was refused: the launcher's --resume_from auto needs a folder).
+  auto none = launch(2, port, tiny_train("", {"--epochs", "1"}));
+  none.insert(none.begin() + 2, {"--max_restarts", "1"});
+  ProcResult again = run(
+      none,
+      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
+      300);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
 }
 
 TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {

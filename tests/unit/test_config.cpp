@@ -150,6 +150,10 @@ TEST(Config, TheLossScalersSettingsApplyWhereAScalerMayRun) {
             5);
   // amp_dtype auto: the device decides (the Trainer warns where it chose none).
   EXPECT_EQ(resolve_train_config({"--scaler_init_scale", "512"}).trainer.precision.scaler_init_scale, 512.0);
+  // A checkpoint's own flags (eval, export): one trained before the refusal took them.
+  EXPECT_EQ(resolve_train_config({}, {"--amp_dtype", "bf16", "--scaler_init_scale", "1024"})
+                .trainer.precision.scaler_init_scale,
+            1024.0);
 }
 
 TEST(Config, BadTomlIsUsageError) {

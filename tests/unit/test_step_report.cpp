@@ -2,7 +2,11 @@
 // interval's totals, tokens/s only for token data, optional fields only when on.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "train/step_report.h"
+#include "train/step_timer.h"
 
 using namespace ddptrain;
 
@@ -68,4 +72,24 @@ TEST(StepReport, LineAndRecordFromIntervalTotals) {
   EXPECT_DOUBLE_EQ(rec["optim_mib"].get<double>(), 0.75);
   EXPECT_EQ(with_commas(1234567.4), "1,234,567");
   EXPECT_EQ(with_commas(999), "999");
+}
+
+// A step line is taken inside the step's end phase (its callbacks): take() counts the open
+// phase up to the line, and the rest of it goes to the next line (it went whole to the next
+// line; a restart at an epoch's top drops what the last epoch left).
+TEST(StepTimer, TakeCountsTheOpenPhaseSoFar) {
+  StepTimer t;
+  t.restart();
+  t.open(StepTimer::kStepEnd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto first = t.take();
+  EXPECT_GE(first[StepTimer::kStepEnd], 0.015);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  t.mark(StepTimer::kStepEnd);  // the phase ends after the line
+  const auto second = t.take();
+  EXPECT_GE(second[StepTimer::kStepEnd], 0.004);
+  EXPECT_LT(second[StepTimer::kStepEnd], first[StepTimer::kStepEnd]) << "counted twice";
+  t.open(StepTimer::kData);
+  t.restart();
+  EXPECT_EQ(t.take()[StepTimer::kData], 0.0) << "a restart leaves no phase open";
 }

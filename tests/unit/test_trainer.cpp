@@ -195,6 +195,10 @@ TEST(Trainer, AScriptModuleTrainsAsTheNativeModule) {
   EXPECT_EQ(max_diff(loaded.params, script.params), 0.0) << "the saved file trains as the module in memory";
   const Trained start = train_user_net(1, quiet_fp32(8, 0), mse(), true, from_file);
   EXPECT_GT(max_diff(start.params, script.params), 1e-3) << "training changed nothing";
+  // A ScriptModel given its FLOPs brings them (MFU) and its description; was 0 without them.
+  const Trainable with_flops = trainable(std::make_shared<ScriptModel>(dir + "/user_net.pt", 1234));
+  EXPECT_EQ(with_flops.flops_per_sample, 1234);
+  EXPECT_NE(with_flops.description.find("user_net.pt"), std::string::npos) << with_flops.description;
   std::filesystem::remove_all(dir);
 }
 
