@@ -15,8 +15,9 @@
 #   - MiniResNet width 1.0, batch 256, synthetic 32x32, world 1 over NCCL: samples/s and MFU
 #     in fp32, bf16 and fp16 + GradScaler; peak memory with and without recompute (bf16); a
 #     profiled bf16 run (the same table, rehearsed at tiny sizes too);
-#   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), NCHW and
-#     channels_last, against ddptrain channels-last and contiguous: samples/s ratios;
+#   - the same configurations with PyTorch's Python DDP (bench/reference_ddp.py), interleaved
+#     pair by pair in the same memory format (bf16 channels_last and NCHW; fp32 and fp16 NCHW):
+#     samples/s ratios;
 #   - GPT gpt2-124m at batch 64 with --zero_stage 1, 2 and 3 (NCCL all_gather and
 #     reduce_scatter; the memory each rank holds).
 # Every stage runs under `timeout`, clamped to what is left of the whole check's budget
@@ -41,7 +42,7 @@ OUT=$(cd "$OUT" && pwd)
 LOGS=$(mktemp -d)
 PY=${PYTHON:-python3}
 BUILD=${BUILD:-build-gpu}
-STEPS=${GPU_CHECK_STEPS:-60}
+STEPS=${GPU_CHECK_STEPS:-180} # MiniResNet: ~10 ms a step; 160 timed after 20, inside one epoch (195 batches)
 BUDGET=${GPU_CHECK_BUDGET_S:-540}
 RESERVE=45 # the report: a measured matmul peak, the tarball
 T0=$SECONDS
@@ -258,7 +259,7 @@ if [ -n "${GPU_CHECK_DRY:-}" ]; then
   pyargs=(--preset debug --device cpu --block_size 64 --batch_size 4 --steps 3 --warmup 2 --peak_tflops 1 --gelu tanh)
 else
   gpt=(--model gpt --gpt_preset gpt2-124m --dataset tokens --dataset_size 100000 --batch_size 64 --amp_dtype bf16
-    --optimizer adamw --lr 6e-4 --warmup_steps 10 --clip_grad_norm 1.0 --num_workers 4 --max_steps 40
+    --optimizer adamw --lr 6e-4 --weight_decay 0.1 --warmup_steps 10 --clip_grad_norm 1.0 --num_workers 4 --max_steps 40
     --log_interval 10)
   pyargs=(--preset gpt2-124m --device cuda --block_size 1024 --batch_size 64 --steps 20 --warmup 10 --gelu tanh)
 fi
@@ -288,7 +289,7 @@ TRAIN_LIMIT_S=180 train gpt_profile "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$F
 profile gpt_profile profile_table
 pytorch py_eager_1
 TRAIN_LIMIT_S=120 train gpt_padded_1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
-STAGE_MIN_S=60 PY_LIMIT_S=300 pytorch py_compile --compile
+STAGE_MIN_S=60 PY_LIMIT_S=300 pytorch py_compile --compile --steps 50 # a longer window: one run, not two
 pytorch py_eager_2
 TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
@@ -319,19 +320,22 @@ fi
 # in all: give it GPU_CHECK_BUDGET_S=400).
 [ "${GPU_CHECK_ONLY:-}" = gpt ] && finish
 
+# MiniResNet against Python DDP, like for like (the same memory format, 25 MiB buckets as
+# Python's, fused SGD on both) and interleaved, pair by pair: bf16 channels-last (ddptrain's
+# default) and NCHW (#27's goal: >= 1.2x both), then fp32 and fp16 in NCHW.
 resnet=(--dataset synthetic --width 1.0 --image_size 32 --batch_size 256 --num_workers 8 --max_steps "$STEPS"
-  --log_interval 20)
-train resnet_fp32 "${resnet[@]}" --no-use_amp
+  --log_interval 20 --bucket_cap_mb 25)
 train resnet_bf16 "${resnet[@]}" --amp_dtype bf16
+python_ddp python_bf16_channels_last --amp bf16 --channels_last
+train resnet_bf16_contiguous "${resnet[@]}" --amp_dtype bf16 --memory_format contiguous
+python_ddp python_bf16 --amp bf16
+train resnet_fp32 "${resnet[@]}" --no-use_amp --memory_format contiguous
+python_ddp python_fp32 --amp none
+train resnet_fp16 "${resnet[@]}" --amp_dtype fp16 --memory_format contiguous
+python_ddp python_fp16 --amp fp16
 train resnet_profile "${resnet[@]}" --amp_dtype bf16 --max_steps 20 --enable_profiling
 profile resnet_profile resnet_profile_table
-train resnet_fp16 "${resnet[@]}" --amp_dtype fp16
-train resnet_bf16_contiguous "${resnet[@]}" --amp_dtype bf16 --memory_format contiguous
 train resnet_bf16_recompute "${resnet[@]}" --amp_dtype bf16 --activation_checkpointing blocks
-python_ddp python_fp32 --amp none
-python_ddp python_bf16 --amp bf16
-python_ddp python_fp16 --amp fp16
-python_ddp python_bf16_channels_last --amp bf16 --channels_last
 
 # ZeRO stages 1, 2 and 3 (#15) on the batch that fitted: NCCL's all_gather and reduce_scatter
 # on the GPU, and what each rank holds (param/grad/optim MiB in the report).

@@ -67,10 +67,17 @@ def summary(name, measured):
         return None
     run = next((r for r in recs if r.get("kind") == "run"), {})
     mean = lambda k: sum(s.get(k, 0.0) for s in steps) / len(steps)  # noqa: E731
-    out = {"samples_per_s": mean("samples_per_s"), "ms_per_step": mean("ms_per_step"), "mfu_datasheet": mean("mfu"),
+    # A rate over the whole window, as PyTorch's side measures it (all its tokens over all its
+    # time), not the mean of the intervals' rates: each interval weighed by its time.
+    all_steps = [r for r in recs if r.get("kind") == "step"]
+    spans = [(b.get("step", 0) - a.get("step", 0)) * b.get("ms_per_step", 0.0) for a, b in zip(all_steps, all_steps[1:])]
+    total_ms = sum(spans)
+    rate = lambda k: (sum(s.get(k, 0.0) * t for s, t in zip(steps, spans)) / total_ms  # noqa: E731
+                      if total_ms > 0 else mean(k))
+    out = {"samples_per_s": rate("samples_per_s"), "ms_per_step": mean("ms_per_step"), "mfu_datasheet": rate("mfu"),
            "peak_mem_mib": max((s.get("peak_mem_mib", -1.0) for s in steps), default=-1.0), "precision": run.get("precision")}
     if "tokens_per_s" in steps[0]:
-        out["tokens_per_s"] = mean("tokens_per_s")
+        out["tokens_per_s"] = rate("tokens_per_s")
     # Where a step's time went on the host's clock (waiting for data, forward, backward, the
     # optimizer, the all-reduce): a run that waits on its loader shows it here.
     out["parts_ms"] = {k[:-3]: mean(k) for k in ("data_ms", "fwd_ms", "bwd_ms", "opt_ms", "end_ms", "comm_wait_ms")
@@ -136,11 +143,14 @@ def sections():
     rep["mini_resnet_w1_b256"] = resnet
     python = {p: python_sps("python_" + p) for p in ("fp32", "bf16", "fp16", "bf16_channels_last")}
     rep["python_ddp_samples_per_s"] = python
+    # Like for like: the same memory format on both sides (ddptrain's resnet_bf16 is its default,
+    # channels_last; its fp32 and fp16 runs are NCHW, as Python's without --channels_last).
     ratios = {}
-    for ours, theirs in (("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "bf16_channels_last"),
-                         ("bf16_contiguous", "bf16")):
+    for key, ours, theirs in (("bf16_channels_last", "bf16", "bf16_channels_last"),
+                              ("bf16_nchw", "bf16_contiguous", "bf16"),
+                              ("fp32_nchw", "fp32", "fp32"), ("fp16_nchw", "fp16", "fp16")):
         if resnet.get(ours) and python.get(theirs):
-            ratios[f"{ours}/{theirs}"] = resnet[ours]["samples_per_s"] / python[theirs]
+            ratios[key] = resnet[ours]["samples_per_s"] / python[theirs]
     rep["ratio_ddptrain_over_python"] = ratios
 
 

@@ -257,8 +257,13 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
     // among another run's checkpoints, as the CLI's own choice is; auto chosen here said its choice.
     if (chosen_here) return std::nullopt;
     const auto all = list_checkpoints(o.checkpoint.dir, ctx.log());
-    if (check_fresh_start(o, all, "") >= 0)  // this run starts fresh
-      set_aside_later_checkpoints(o.checkpoint.dir, all, -1, ctx);
+    check_fresh_start(o, all, "");  // refused among another run's checkpoints
+    // Every rank meets the setting aside's barrier, whatever its own listing shows: rank 0 may
+    // have moved them already, or another node's folder holds none (it was called only where
+    // a rank saw this run's checkpoints: a rank that listed after rank 0's move skipped the
+    // barrier, and the ranks' collectives parted; under torchrun 1.13 it hung). Rank 0's
+    // listing decides what moves.
+    set_aside_later_checkpoints(o.checkpoint.dir, all, -1, ctx);
     return std::nullopt;
   }
   CheckpointEntry c{from, read_checkpoint_meta(from)};
