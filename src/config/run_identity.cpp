@@ -1,11 +1,10 @@
 #include "config/run_identity.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <fstream>
 
 #include "config/train_config.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 
@@ -16,15 +15,10 @@ namespace {
 std::string content_hash(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvOffset;
   char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
-  return hex;
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) h = fnv1a(buf, static_cast<size_t>(in.gcount()), h);
+  return hex16(h);
 }
 
 }  // namespace

@@ -8,26 +8,23 @@
 #include "ddp/optimizer_state.h"
 #include "ddp/zero_optimizer.h"
 #include "serialize/python_pickle.h"
+#include "util/fnv.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
 namespace {
 
-constexpr uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
-
 // Folds a tensor's bytes into an FNV-1a hash.
-uint64_t fnv1a(uint64_t h, const at::Tensor& t) {
+uint64_t fold_tensor(uint64_t h, const at::Tensor& t) {
   auto c = t.detach().cpu().contiguous();
-  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-  for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * kFnvPrime;
-  return h;
+  return fnv1a(c.data_ptr(), c.nbytes(), h);
 }
 
 }  // namespace
 
 uint64_t state_fingerprint(const torch::nn::Module& m) {
   uint64_t h = kFnvOffset;
-  for (const auto& [name, t] : state_dict(m)) h = fnv1a(h, t);
+  for (const auto& [name, t] : state_dict(m)) h = fold_tensor(h, t);
   return h;
 }
 
@@ -37,7 +34,7 @@ namespace {
 uint64_t param_hash(const std::vector<at::Tensor>& state) {
   uint64_t h = kFnvOffset;
   for (const auto& t : state)
-    if (t.defined()) h = fnv1a(h, t);
+    if (t.defined()) h = fold_tensor(h, t);
   return h;
 }
 
@@ -77,10 +74,6 @@ uint64_t optimizer_fingerprint(ShardedOptimizer& sharded, const torch::optim::Op
   return fold(per_param);
 }
 
-std::string hex_fingerprint(uint64_t v) {
-  char fp[32];
-  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(v));
-  return fp;
-}
+std::string hex_fingerprint(uint64_t v) { return hex16(v); }
 
 }  // namespace ddptrain

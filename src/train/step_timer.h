@@ -1,5 +1,5 @@
-// StepTimer: where a training step's wall time goes (always on: a clock read per phase). The trainer marks
-// the end of each phase; the time since the previous mark is charged to that phase.
+// StepTimer: where a training step's wall time goes (always on: a clock read per phase). The trainer opens
+// each phase and closes it; the time since the previous close is charged to the phase closed.
 // Phases: data (waiting for the loader and the batch's copy to the device), fwd (forward +
 // loss), bwd (backward, including the overlapped all-reduce and the wait for it at its end;
 // the step line shows that wait separately), opt (optimizer step + zero_grad), end (the step's
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace ddptrain {
 
@@ -23,28 +24,32 @@ class StepTimer {
 
   using Clock = std::chrono::steady_clock;
   StepTimer() = default;
-  /// Starts timing from now (at the top of an epoch): nothing before it counts.
+  /// Starts timing from now (at the top of an epoch): nothing before it counts, no phase open.
   void restart() {
     last_ = Clock::now();
     totals_.fill(0.0);
     open_ = kNumPhases;
   }
-  /// The phase the time from now on goes to until the next mark: take() charges it so far
-  /// (a step line taken inside a phase counts that phase up to the line).
-  void open(Phase p) { open_ = p; }
-  /// The time of the last mark (or take): where the open phase's time since began to count.
-  Clock::time_point last() const { return last_; }
   struct Interval {
     Clock::time_point start, end;
   };
-  /// Charges the time since the previous mark to `phase`; returns that interval.
-  Interval mark(Phase phase) {
-    auto now = Clock::now();
-    totals_[phase] += std::chrono::duration<double>(now - last_).count();
-    Interval i{last_, now};
+  /// Opens a phase (the loop's phase now, Note [Loop phases]): the time since the last close
+  /// goes to it, and take() charges it so far (a step line taken inside a phase counts that
+  /// phase up to the line).
+  void open(Phase p) {
+    open_ = p;
+    open_start_ = last_;
+  }
+  bool is_open() const { return open_ != kNumPhases; }
+  /// Closes the open phase: charges it the time since the last close or take; returns it and
+  /// its whole span (from the close before it opened).
+  std::pair<Phase, Interval> close() {
+    const auto now = Clock::now();
+    const Phase p = open_;
+    totals_[p] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
     open_ = kNumPhases;
-    return i;
+    return {p, Interval{open_start_, now}};
   }
   /// Seconds per phase since the last take() (the open phase's up to now), then resets.
   std::array<double, kNumPhases> take() {
@@ -84,6 +89,7 @@ class StepTimer {
   Clock::time_point last_ = Clock::now();
   std::array<double, kNumPhases> totals_{};
   Phase open_ = kNumPhases;  // none
+  Clock::time_point open_start_ = last_;
 };
 
 }  // namespace ddptrain

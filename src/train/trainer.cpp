@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -35,6 +34,7 @@
 #include "train/trainer_impl.h"
 #include "train/trainer_run.h"
 #include "util/error.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 namespace {
@@ -58,13 +58,9 @@ void add_optimizer_identity(RunIdentity& id, const torch::optim::Optimizer& opti
     }
     shapes += "|";
   }
-  uint64_t h = 1469598103934665603ull;  // FNV-1a of the shapes, group by group
-  for (const unsigned char c : shapes) h = (h ^ c) * 1099511628211ull;
   id.emplace("optimizer kind", kind);
   id.emplace("learning rates", lrs);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  id.emplace("parameter shapes", hex);
+  id.emplace("parameter shapes", hex_fingerprint(fnv1a(shapes)));
 }
 
 // Why a resumed run has nothing left to train (max_steps reached, or every epoch done), or

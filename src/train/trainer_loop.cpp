@@ -25,8 +25,6 @@ namespace ddptrain {
 // checkpoints), so none of that is charged to the next step's data wait.
 void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
   end_phase(run);
-  run.open_phase = p;
-  run.phase_start = timer_.last();  // the span's start: the previous mark (a take() may move it)
   timer_.open(p);
   static const char* kFlightNames[StepTimer::kNumPhases] = {"data", "forward", "backward", "optimizer",
                                                             "step end"};
@@ -44,11 +42,8 @@ void Trainer::Impl::schedule_lrs(double position) {
 }
 
 void Trainer::Impl::end_phase(Run& run) {
-  if (!run.open_phase) return;
-  const StepTimer::Phase p = *run.open_phase;
-  run.open_phase.reset();
-  StepTimer::Interval i = timer_.mark(p);
-  i.start = run.phase_start;
+  if (!timer_.is_open()) return;
+  const auto [p, i] = timer_.close();
   const int64_t step =
       p == StepTimer::kOptimizer || p == StepTimer::kStepEnd ? state_.run_steps - 1 : state_.run_steps;
   for (auto& c : run.callbacks) c->on_phase(state_, {StepTimer::name(p), i.start, i.end, step});

@@ -54,8 +54,6 @@ struct Trainer::Impl::Run {
   std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
   double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
-  std::optional<StepTimer::Phase> open_phase;  // the loop's phase now (Note [Loop phases])
-  StepTimer::Clock::time_point phase_start;    // where its span began
 };
 
 }  // namespace ddptrain

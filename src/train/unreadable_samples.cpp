@@ -1,18 +1,16 @@
 #include "train/unreadable_samples.h"
 
 #include "obs/logger.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 namespace {
 
-// FNV-1a, 64 bits (the same on every rank and machine; std::hash need not be) of a report's
-// sample: the name before its first ": " (Dataset::take_skipped's "name: reason"), so two ranks
-// whose decoders failed the same file with other words count it once.
+// The hash (the same on every rank) of a report's sample: the name before its first ": "
+// (Dataset::take_skipped's "name: reason"), so two ranks whose decoders failed the same file
+// with other words count it once.
 int64_t report_hash(const std::string& report) {
-  const std::string key = report.substr(0, report.find(": "));
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h);
+  return static_cast<int64_t>(fnv1a(std::string_view(report).substr(0, report.find(": "))));
 }
 
 }  // namespace
