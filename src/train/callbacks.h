@@ -47,11 +47,13 @@ struct StepEvent {
   const at::Tensor& loss;  // the last micro-batch's (detached, on the device)
 };
 
-/// After an epoch's summary (an all-reduce) and its evaluation.
+/// After an epoch's summary (an all-reduce) and its evaluation. Its training half is what a
+/// checkpoint that owes the evaluation keeps (Note [Evaluation owed]).
 struct EpochEvent {
   explicit EpochEvent(const EpochPosition& p) : position(p) {}
   const EpochPosition& position;
-  bool partial = false;  // this run trained only some of its micro-batches
+  bool partial = false;    // this run trained only some of its micro-batches
+  int64_t micro_done = 0;  // the micro-batches of the epoch trained when it ended
   double seconds = 0;
   double train_loss = 0, train_acc = -1;  // over all ranks; acc -1 without Objective::correct
   std::optional<EvalResult> eval;         // when it evaluated (and was not interrupted)
@@ -60,7 +62,13 @@ struct EpochEvent {
   std::vector<double> peak_rss_mib;  // per rank
   int64_t skipped_samples = 0;       // unreadable samples replaced, first found this epoch by any rank (Note
                                      // [Unreadable samples counted once])
+  int64_t skipped_steps = 0;         // optimizer steps of this epoch skipped on inf/NaN gradients
+  // The epoch's order was cut at another world size (Note [Resume at another world size]): the
+  // positions done before this run's part and the epoch's; 0 otherwise.
+  int64_t positions_done_before = 0, positions_in_epoch = 0;
   bool stopping = false;
+  bool evaluation_resumed =
+      false;  // trained by the run of the checkpoint resumed from, evaluated by this one
 };
 
 class Callback {
@@ -73,6 +81,8 @@ class Callback {
   virtual void on_step_end(const TrainState&, const StepEvent&) {}
   /// After the epoch's last step, before its summary and evaluation.
   virtual void on_epoch_trained(const TrainState&) {}
+  /// After its evaluation; also, before the first epoch of a resumed run, for the epoch whose
+  /// evaluation the checkpoint owed (EpochEvent::evaluation_resumed: Note [Evaluation owed]).
   virtual void on_epoch_end(const TrainState&, const EpochEvent&) {}
 };
 

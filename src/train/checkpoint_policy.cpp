@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"
+#include "train/owed_evaluation.h"
 
 namespace ddptrain {
 
@@ -19,9 +20,25 @@ void CheckpointPolicy::on_step_end(const TrainState& s, const StepEvent& e) {
   if (due_by_steps(s) && s.micro_done < e.epoch.batches && !e.stopping) save(s, false);
 }
 
-void CheckpointPolicy::before_evaluation(const TrainState& s, const EpochEvent& e) { on_epoch_end(s, e); }
+void CheckpointPolicy::before_evaluation(const TrainState& s, const EpochEvent& e, bool evaluation_due) {
+  owed_.reset();
+  if (evaluation_due) owed_ = owed_evaluation_json(s.epoch, e);
+  save_if_due(s, e);
+}
 
+void CheckpointPolicy::evaluation_made(const TrainState& s, const EvalResult& ev) {
+  if (last_owes_ && saved_step_ == s.global_step) record_evaluation_made(ctx_, last_, s.epoch, ev);
+  last_owes_ = false;
+}
+
+// A save here (a stop request during the evaluation made it due) owes the evaluation still.
 void CheckpointPolicy::on_epoch_end(const TrainState& s, const EpochEvent& e) {
+  if (e.eval) owed_.reset();
+  save_if_due(s, e);
+  owed_.reset();
+}
+
+void CheckpointPolicy::save_if_due(const TrainState& s, const EpochEvent& e) {
   if (saved_step_ == s.global_step) return;  // saved before the evaluation (or mid-epoch at this step)
   const bool complete = s.micro_done == e.position.batches;
   const bool last = (e.stopping && (s.stopped_by_signal == 0 || opts_.checkpoint.on_signal)) ||
@@ -55,6 +72,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
   meta.extra["global_batch"] = opts_.global_batch(ctx_.world_size());
+  if (owed_) meta.extra[kEvaluationOwedKey] = *owed_;  // Note [Evaluation owed]
   char name[64];
   if (epoch_complete)
     std::snprintf(name, sizeof(name), "epoch_%04d", s.epoch);
@@ -64,6 +82,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   SaveOptions so{opts_.checkpoint.keep, [this, step](const char* stage) { hooks_.in_save(step, stage); }};
   saved_step_ = s.global_step;
   last_ = save_checkpoint(ctx_, opts_.checkpoint.dir, name, parts_, meta, opts_.config_json, std::move(so));
+  last_owes_ = owed_.has_value();
   ctx_.log().info(str("checkpoint saved: ", last_));
 }
 

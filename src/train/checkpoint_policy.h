@@ -3,11 +3,13 @@
 // epoch's end every save_every epochs, when save_every_steps falls there, after the last
 // epoch, and at a stop (a stop request saves only with checkpoint_on_signal). An epoch's save
 // comes before its evaluation (before_evaluation), so an evaluation that fails loses no
-// training; on_epoch_end saves only what the evaluation made due (a stop request during it).
+// training, and keeps what the evaluation's record needs (Note [Evaluation owed]); on_epoch_end
+// saves only what the evaluation made due (a stop request during it).
 // Saving is a collective (the RNG-state gather and the closing barrier): every rank decides
 // the same.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "checkpoint/checkpoint.h"
@@ -27,13 +29,20 @@ class CheckpointPolicy : public Callback {
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
   /// The epoch's save when one is due: called by the Trainer after the epoch's summary.
-  void before_evaluation(const TrainState& s, const EpochEvent& e);
+  /// `evaluation_due`: the save keeps the epoch's summary (Note [Evaluation owed]).
+  void before_evaluation(const TrainState& s, const EpochEvent& e, bool evaluation_due);
+  /// The evaluation due at the epoch's save was made: the checkpoint saved before it, if any,
+  /// owes it no longer.
+  void evaluation_made(const TrainState& s, const EvalResult& ev);
+  /// A resumed run: the checkpoint at `step` is saved (its epoch's end saves nothing again).
+  void resumed_at(int64_t step) { saved_step_ = step; }
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
   /// The newest checkpoint this run saved, or "".
   const std::string& last_checkpoint() const { return last_; }
 
  private:
   bool due_by_steps(const TrainState& s) const;
+  void save_if_due(const TrainState& s, const EpochEvent& e);
   void save(const TrainState& s, bool epoch_complete);
 
   const DistContext& ctx_;
@@ -42,7 +51,9 @@ class CheckpointPolicy : public Callback {
   const std::vector<CheckpointPart>& parts_;
   LoopHooks& hooks_;
   std::string last_;
-  int64_t saved_step_ = -1;  // the global step of this run's newest save
+  int64_t saved_step_ = -1;             // the global step of this run's newest save
+  std::optional<nlohmann::json> owed_;  // the epoch's summary, while its save owes the evaluation
+  bool last_owes_ = false;              // last_ owes its epoch's evaluation
 };
 
 }  // namespace ddptrain

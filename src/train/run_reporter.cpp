@@ -82,8 +82,7 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
     tensorboard_.session_start(state.global_step + 1);  // a resume: its steps replace
 }
 
-void RunReporter::on_epoch_begin(const TrainState& s, const EpochPosition&) {
-  skipped_steps_before_ = s.skipped_steps;
+void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
   interval_loss_.zero_();
   interval_micro_ = 0;
   interval_steps_ = 0;
@@ -161,7 +160,7 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
   const EpochPosition& p = e.position;
   std::string line =
       str("epoch ", s.epoch,
-          e.partial ? str(" part (", epoch_part(s.epoch, p.first_micro, s.micro_done, p.batches), ")")
+          e.partial ? str(" part (", epoch_part(s.epoch, p.first_micro, e.micro_done, p.batches), ")")
                     : std::string(" done"),
           " | train loss ", fmt("%.4f", e.train_loss));
   if (e.train_acc >= 0) line += str(" | train acc ", fmt("%.4f", e.train_acc));
@@ -172,8 +171,7 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
       per_rank += str(r ? ", " : "", fmt("%.0f", e.peak_mem_mib[r]));
     line += str(" | peak mem per rank [", per_rank, "] MiB");
   }
-  if (const int64_t k = s.skipped_steps - skipped_steps_before_; k > 0)
-    line += str(" | ", k, " steps skipped (inf/NaN)");
+  if (e.skipped_steps > 0) line += str(" | ", e.skipped_steps, " steps skipped (inf/NaN)");
   if (e.eval_interrupted) line += " | evaluation interrupted";
   if (!e.eval) return line;
   if (facts_.tokens_per_sample > 0)
@@ -187,14 +185,10 @@ std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) co
 void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   ctx_.log().info(epoch_line(s, e));
   const EpochPosition& p = e.position;
-  nlohmann::json rec = {{"train_loss", e.train_loss},
-                        {"epoch_s", e.seconds},
-                        {"skipped_steps", s.skipped_steps - skipped_steps_before_},
-                        {"partial", e.partial},
-                        {"skipped_samples", e.skipped_samples},
-                        {"micro_batches_from", p.first_micro},
-                        {"micro_batches_to", s.micro_done},
-                        {"micro_batches_per_epoch", p.batches}};
+  nlohmann::json rec = {{"train_loss", e.train_loss},           {"epoch_s", e.seconds},
+                        {"skipped_steps", e.skipped_steps},     {"partial", e.partial},
+                        {"skipped_samples", e.skipped_samples}, {"micro_batches_from", p.first_micro},
+                        {"micro_batches_to", e.micro_done},     {"micro_batches_per_epoch", p.batches}};
   if (e.train_acc >= 0) rec["train_acc"] = e.train_acc;
   if (e.eval) {
     rec["test_loss"] = e.eval->loss;
@@ -205,12 +199,13 @@ void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
     }
   }
   if (e.eval_interrupted) rec["eval_interrupted"] = true;
+  if (e.evaluation_resumed) rec["evaluation_resumed"] = true;  // Note [Evaluation owed]
   // The epoch's order was cut at another world size (Note [Resume at another world size]):
   // the micro-batches above count this run's part of the rest; these say which part of the
   // epoch's positions that was.
-  if (s.plan.done > 0 && p.first_micro == 0) {
-    rec["positions_done_before"] = s.plan.done;
-    rec["positions_in_epoch"] = s.plan.end;
+  if (e.positions_done_before > 0) {
+    rec["positions_done_before"] = e.positions_done_before;
+    rec["positions_in_epoch"] = e.positions_in_epoch;
   }
   if (!e.peak_mem_mib.empty()) rec["peak_mem_mib_per_rank"] = e.peak_mem_mib;
   rec["peak_rss_mib_per_rank"] = e.peak_rss_mib;

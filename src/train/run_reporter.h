@@ -58,8 +58,6 @@ class RunReporter : public Callback {
   TensorBoardWriter tensorboard_;
   at::Tensor interval_loss_;  // sum of the micro-batch losses since the last step line (device)
   int64_t interval_micro_ = 0, interval_steps_ = 0;
-  int64_t skipped_steps_before_ =
-      0;  // TrainState::skipped_steps when the epoch began: its record's are its own
   Clock::time_point interval_t0_;
 };
 

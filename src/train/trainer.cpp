@@ -326,7 +326,8 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
                shape.is_tokens() ? str(" sequences of ", shape.block_size, " tokens") : std::string()));
   plan_schedule(run);
   run.callbacks = callbacks_for(run);
-  bool stopping = false;
+  bool stopping = !result.nothing_to_train.empty();
+  if (run.owed) stopping = make_owed_evaluation(run, result) || stopping;
   for (int epoch = run.start_epoch; epoch <= opts_.loop.epochs && !stopping; ++epoch) {
     state_.epoch = epoch;
     stopping = train_epoch(run);
@@ -362,6 +363,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_, *hooks_);
+  if (!opts_.checkpoint.resume_from.empty()) run.checkpoints->resumed_at(state_.global_step);
   c.push_back(run.checkpoints);
   return c;
 }
@@ -403,9 +405,17 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
                         ": ", with_commas(static_cast<double>(state_.samples_left_in_epoch)),
                         " samples left in epoch ", run.start_epoch));
   }
+  run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
+  if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
+    ctx_.log().warn(str("epoch ", run.owed->epoch, "'s evaluation was not made by the run that trained it, ",
+                        "and this run ", run.test ? "evaluates never (eval_every 0)" : "has no test data",
+                        ": it is not made (ddptrain eval makes it from the checkpoint)"));
+    run.owed.reset();
+  }
   result.nothing_to_train = nothing_left_to_train(opts_, meta.global_step, run.start_epoch);
   if (result.nothing_to_train.empty()) return true;
   ctx_.log().info(str("nothing to train: ", result.nothing_to_train, " (no new checkpoint)"));
+  if (run.owed) return true;  // fit() makes the evaluation, and trains nothing
   gather_parameters();
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();

@@ -37,6 +37,9 @@ struct Trainer::Impl {
   bool train_epoch(Run& run);
   bool step(Run& run, int64_t& step_in_epoch, const at::Tensor& loss);
   bool finish_epoch(Run& run, bool stopping, TrainResult& result);
+  void summarize_epoch(Run& run, EpochEvent& e, TrainResult& result);
+  void evaluate_epoch(Run& run, EpochEvent& e, TrainResult& result);
+  bool make_owed_evaluation(Run& run, TrainResult& result);
   void enter(Run& run, StepTimer::Phase p);  // Note [Loop phases]
   /// Every parameter group's learning rate at `position` of the schedule, each from its own
   /// initial rate (as PyTorch's schedulers, from each group's initial_lr).

@@ -6,6 +6,7 @@
 #include "train/evaluate.h"
 #include "train/lr_horizon.h"
 #include "train/optimizer.h"
+#include "train/owed_evaluation.h"
 #include "train/run_reporter.h"
 #include "train/train_step.h"
 #include "train/trainer_impl.h"
@@ -82,6 +83,7 @@ bool Trainer::Impl::train_epoch(Run& run) {
   model_.module->train();
   zero_grad_set_to_none(optimizer_);
   run.sums = EpochSums(ctx_.device());
+  run.skipped_steps_before = state_.skipped_steps;
   state_.micro_done = first_micro;
   int64_t step_in_epoch = first_micro / K;
   timer_.restart();
@@ -153,6 +155,21 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   // 0's, so evaluation, the checkpoint and every replica agree bitwise.
   ddp_->sync_buffers();
   EpochEvent e(run.pos);
+  summarize_epoch(run, e, result);
+  e.stopping = stopping;
+  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
+                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
+  // An evaluation that fails loses no training, nor its epoch's record (Note [Evaluation owed]).
+  run.checkpoints->before_evaluation(state_, e, eval_now);
+  if (eval_now) evaluate_epoch(run, e, result);
+  for (auto& c : run.callbacks) c->on_epoch_end(state_, e);
+  if (e.eval) run.checkpoints->evaluation_made(state_, *e.eval);
+  return e.stopping;
+}
+
+// The epoch's training half of its event: the sums over the ranks (a collective), its time,
+// and what part of the epoch this run trained.
+void Trainer::Impl::summarize_epoch(Run& run, EpochEvent& e, TrainResult& result) {
   e.seconds = seconds_since(run.pos.started);
   run.train_time += e.seconds;
   const std::vector<std::string> skipped = run.train.take_skipped();
@@ -164,35 +181,58 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   e.train_acc = s.train_acc;
   e.peak_mem_mib = s.peak_mem_mib;
   e.peak_rss_mib = s.peak_rss_mib;
+  e.skipped_steps = state_.skipped_steps - run.skipped_steps_before;
   // What the statistics cover: the whole epoch, or only the micro-batches this run trained
   // of it (a resume began mid-epoch, or a stop ended it early).
+  e.micro_done = state_.micro_done;
   e.partial = run.pos.first_micro > 0 || state_.micro_done < run.pos.batches || state_.plan.done > 0;
   result.last_epoch_part =
       e.partial ? epoch_part(state_.epoch, run.pos.first_micro, state_.micro_done, run.pos.batches) : "";
-  e.stopping = stopping;
-  run.checkpoints->before_evaluation(state_, e);  // an evaluation that fails loses no training
-  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
-                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
-  if (eval_now) {
-    ctx_.recorder().set_phase("evaluation", state_.global_step);
-    hooks_->in_evaluation(ctx_, state_.epoch);
-    const EvalResult ev =
-        evaluate(model_, objective_, *run.test,
-                 {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);
-    for (const auto& why : run.test->take_skipped())
-      ctx_.log().warn("skipped an evaluation sample that does not read: " + why);
-    if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
-      e.stopping = e.eval_interrupted = true;
-      const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;
-      state_.stopped_by_signal = sig != 0 ? sig : 15;
-    } else {
-      e.eval = ev;
-      result.evaluated = true;
-      result.test_loss = ev.loss;
-      result.test_accuracy = ev.accuracy;
-    }
+  if (state_.plan.done > 0 && run.pos.first_micro == 0) {  // Note [Resume at another world size]
+    e.positions_done_before = state_.plan.done;
+    e.positions_in_epoch = state_.plan.end;
   }
+}
+
+// The epoch's evaluation into e (or, on a stop request during it, a stop as after a step).
+void Trainer::Impl::evaluate_epoch(Run& run, EpochEvent& e, TrainResult& result) {
+  ctx_.recorder().set_phase("evaluation", state_.global_step);
+  hooks_->in_evaluation(ctx_, state_.epoch);
+  const EvalResult ev = evaluate(model_, objective_, *run.test,
+                                 {opts_.data.batch_size, opts_.data.num_workers, opts_.stop_requested}, ctx_);
+  for (const auto& why : run.test->take_skipped())
+    ctx_.log().warn("skipped an evaluation sample that does not read: " + why);
+  if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
+    e.stopping = e.eval_interrupted = true;
+    const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;
+    state_.stopped_by_signal = sig != 0 ? sig : 15;
+    return;
+  }
+  e.eval = ev;
+  result.evaluated = true;
+  result.test_loss = ev.loss;
+  result.test_accuracy = ev.accuracy;
+}
+
+// Note [Evaluation owed]: the evaluation of the epoch the resumed checkpoint ended, which the
+// run that trained it did not finish, and the epoch's record. True when a stop request came
+// during it (the run stops before it trains).
+bool Trainer::Impl::make_owed_evaluation(Run& run, TrainResult& result) {
+  const OwedEvaluation& owed = *run.owed;
+  ctx_.log().info(str("epoch ", owed.epoch, "'s evaluation was not made by the run that trained it ",
+                      "(it ended during the evaluation): making it now (Note [Evaluation owed])"));
+  const int epoch_now = state_.epoch;
+  state_.epoch = owed.epoch;
+  EpochEvent e = owed.event();
+  result.train_loss = e.train_loss;
+  result.last_epoch_part =
+      e.partial ? epoch_part(owed.epoch, owed.position.first_micro, e.micro_done, owed.position.batches) : "";
+  evaluate_epoch(run, e, result);
   for (auto& c : run.callbacks) c->on_epoch_end(state_, e);
+  // With checkpoint.dir "" (save nothing) it is left unsaid: a later resume evaluates again.
+  if (e.eval && !opts_.checkpoint.dir.empty())
+    record_evaluation_made(ctx_, opts_.checkpoint.resume_from, owed.epoch, *e.eval);
+  state_.epoch = epoch_now;
   return e.stopping;
 }
 

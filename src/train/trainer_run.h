@@ -13,6 +13,7 @@
 #include "train/checkpoint_policy.h"
 #include "train/epoch_summary.h"
 #include "train/lr_horizon.h"
+#include "train/owed_evaluation.h"
 #include "train/stop_vote.h"
 #include "train/trainer_impl.h"
 #include "train/unreadable_samples.h"
@@ -54,6 +55,8 @@ struct Trainer::Impl::Run {
   std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
   double resumed_lr = 0;                     // the learning rate its next step was to have
   double train_time = 0;
+  int64_t skipped_steps_before = 0;    // TrainState::skipped_steps when the epoch began
+  std::optional<OwedEvaluation> owed;  // the resumed checkpoint's (Note [Evaluation owed])
 };
 
 }  // namespace ddptrain

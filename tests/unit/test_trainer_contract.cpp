@@ -1,14 +1,18 @@
 // The Trainer's contract with a library program, beyond training itself: its optimizer's
 // parameter groups keep their own rates under the schedule, fit() runs once, a module must be
 // on the rank's device, a run without an identity of its own still resumes only itself, and
-// every rank meets the same collectives whatever its own checkpoint folder shows.
+// every rank meets the same collectives whatever its own checkpoint folder shows, and a resume
+// makes the evaluation its checkpoint owes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "train/owed_evaluation.h"
 #include "trainer_fixtures.h"
 
 using namespace ddptrain;
@@ -142,5 +146,127 @@ TEST(Trainer, AFreshStartMeetsTheSameCollectivesWhateverARanksFolderShows) {
   });
   EXPECT_EQ(error, "");
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/rank0/.superseded")) << "rank 0 set its checkpoint aside";
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Evaluation owed]: an evaluation that fails (here on every rank, in the last epoch's)
+// leaves the epoch's checkpoint owing it. A library program resumed from that checkpoint has
+// nothing left to train, but its callbacks get the epoch's end, evaluated, marked
+// evaluation_resumed, equal to an uninterrupted run's; the result says it evaluated, the
+// weights are the checkpoint's, nothing is saved again; a further resume owes nothing.
+TEST(Trainer, AResumeMakesTheEvaluationItsCheckpointOwes) {
+  struct Epochs : Callback {
+    void on_epoch_end(const TrainState& s, const EpochEvent& e) override {
+      seen.push_back({s.epoch, e.train_loss, e.eval ? e.eval->loss : -1.0, e.evaluation_resumed});
+    }
+    struct Seen {
+      int epoch;
+      double train_loss, eval_loss;
+      bool resumed;
+    };
+    std::vector<Seen> seen;
+  };
+  struct FailingEvaluation : LoopHooks {
+    void in_evaluation(const DistContext&, int epoch) override {
+      if (epoch == 2) throw std::runtime_error("the test's evaluation failure");
+    }
+  };
+  struct Fit {
+    TrainResult result;
+    std::vector<Epochs::Seen> seen;  // rank 0's
+    std::string error;
+  };
+  int zero_stage = 0;  // and under ZeRO stage 3, where the evaluation's forwards are collectives
+  auto fit = [&](const std::string& ckpt, const std::string& resume_from, bool fail) {
+    Fit out;
+    std::mutex mu;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      Trainable model = native(make_net());
+      const auto optimizer = make_optimizer(*model.module, false);
+      TrainerOptions o = quiet_fp32(8, 2);
+      o.checkpoint.dir = ckpt;
+      o.checkpoint.resume_from = resume_from;
+      o.loop.eval_every = 1;
+      o.zero.stage = zero_stage;
+      Trainer trainer(ctx, std::move(model), *optimizer, o, Objective::classification());
+      if (fail) trainer.set_loop_hooks(std::make_shared<FailingEvaluation>());
+      auto epochs = std::make_shared<Epochs>();
+      trainer.add_callback(epochs);
+      UserData train(96, false), test(40, false);
+      TrainResult r;
+      std::string error;
+      try {
+        r = trainer.fit(train, &test);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank() != 0) return;
+      out = {r, epochs->seen, error};
+    });
+    return out;
+  };
+  for (const int stage : {0, 3}) {
+    SCOPED_TRACE("zero stage " + std::to_string(stage));
+    zero_stage = stage;
+    const std::string dir = testing_dist::temp_dir("trainer_owed_evaluation_" + std::to_string(stage));
+    const Fit whole = fit(dir + "/whole", "", false);
+    ASSERT_EQ(whole.error, "");
+    ASSERT_EQ(whole.seen.size(), 2u);
+    const Fit failed = fit(dir + "/failed", "", true);
+    EXPECT_NE(failed.error.find("the test's evaluation failure"), std::string::npos) << failed.error;
+    EXPECT_EQ(failed.seen.size(), 1u) << "epoch 2's end came without its evaluation";
+    const std::string ckpt = dir + "/failed/epoch_0002";
+    ASSERT_TRUE(std::filesystem::exists(ckpt + "/manifest.json"));
+
+    const Fit resumed = fit(dir + "/failed", ckpt, false);
+    ASSERT_EQ(resumed.error, "");
+    EXPECT_NE(resumed.result.nothing_to_train, "");
+    ASSERT_EQ(resumed.seen.size(), 1u);
+    EXPECT_EQ(resumed.seen[0].epoch, 2);
+    EXPECT_TRUE(resumed.seen[0].resumed);
+    EXPECT_EQ(resumed.seen[0].train_loss, whole.seen[1].train_loss);
+    EXPECT_EQ(resumed.seen[0].eval_loss, whole.seen[1].eval_loss);
+    EXPECT_TRUE(resumed.result.evaluated);
+    EXPECT_EQ(resumed.result.test_loss, whole.result.test_loss);
+    EXPECT_EQ(resumed.result.test_accuracy, whole.result.test_accuracy);
+    EXPECT_EQ(resumed.result.fingerprint, whole.result.fingerprint);
+    EXPECT_EQ(resumed.result.last_checkpoint, "") << "nothing trained, nothing saved";
+    EXPECT_TRUE(std::filesystem::exists(ckpt + "/evaluation.json"));
+
+    const Fit again = fit(dir + "/failed", ckpt, false);
+    ASSERT_EQ(again.error, "");
+    EXPECT_TRUE(again.seen.empty()) << "a made evaluation is not owed";
+    EXPECT_FALSE(again.result.evaluated);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// A diverged epoch's summary (NaN loss: JSON writes null) reads back from meta.json as NaN.
+TEST(Trainer, AnOwedEvaluationsSummaryKeepsANanLoss) {
+  EpochPosition p{3, 12, 6, {}};
+  EpochEvent e(p);
+  e.micro_done = 12;
+  e.train_loss = std::numeric_limits<double>::quiet_NaN();
+  e.peak_rss_mib = {1.5, 2.5};
+  e.skipped_steps = 2;
+  CheckpointMeta meta;
+  meta.extra[kEvaluationOwedKey] = nlohmann::json::parse(owed_evaluation_json(4, e).dump());
+  const std::string dir = testing_dist::temp_dir("trainer_owed_nan");
+  std::filesystem::create_directories(dir);
+  testing_dist::run_world(1, [&](const DistContext& ctx) {
+    const std::optional<OwedEvaluation> owed = owed_evaluation(ctx, meta, dir);
+    ASSERT_TRUE(owed.has_value());
+    EXPECT_EQ(owed->epoch, 4);
+    EXPECT_EQ(owed->position.first_micro, 3);
+    const EpochEvent back = owed->event();
+    EXPECT_TRUE(std::isnan(back.train_loss));
+    EXPECT_EQ(back.peak_rss_mib, e.peak_rss_mib);
+    EXPECT_EQ(back.skipped_steps, 2);
+    EXPECT_EQ(back.micro_done, 12);
+    EXPECT_TRUE(back.evaluation_resumed);
+    record_evaluation_made(ctx, dir, 4, EvalResult{});
+    EXPECT_FALSE(owed_evaluation(ctx, meta, dir).has_value()) << "made: owed no longer";
+  });
   std::filesystem::remove_all(dir);
 }
