@@ -99,11 +99,12 @@ int cmd_train(const std::vector<std::string>& args) {
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);
   TrainResult r = train(cfg, ctx, config_json);
+  const int code = r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
   // Nothing to train (said by train()): no statistics to report, but an evaluation the
-  // checkpoint owed may have been made (Note [Evaluation owed]).
+  // checkpoint owed may have been made, or stopped (Note [Evaluation owed]).
   if (!r.nothing_to_train.empty() && !r.evaluated) {
     ctx.shutdown();
-    return 0;
+    return code;
   }
   if (r.evaluated && is_token_dataset(cfg.data.dataset))
     log.info(str("final validation loss: ", r.test_loss, " (perplexity ", std::exp(r.test_loss), ")"));
@@ -111,12 +112,12 @@ int cmd_train(const std::vector<std::string>& args) {
     log.info(str("final test loss: ", r.test_loss));
   else if (r.evaluated)
     log.info(str("final test accuracy: ", r.test_accuracy, " (test loss ", r.test_loss, ")"));
-  if (r.nothing_to_train.empty())
+  if (r.run_steps > 0)
     log.info(str("final train loss", r.last_epoch_part.empty() ? "" : " (" + r.last_epoch_part + ")", ": ",
                  r.train_loss, " after ", r.global_step, " steps; ", static_cast<long long>(r.samples_per_s),
                  " samples/s (global, training only)"));
   ctx.shutdown();
-  return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
+  return code;
 }
 
 }  // namespace ddptrain

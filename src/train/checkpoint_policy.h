@@ -34,8 +34,6 @@ class CheckpointPolicy : public Callback {
   /// The evaluation due at the epoch's save was made: the checkpoint saved before it, if any,
   /// owes it no longer.
   void evaluation_made(const TrainState& s, const EvalResult& ev);
-  /// A resumed run: the checkpoint at `step` is saved (its epoch's end saves nothing again).
-  void resumed_at(int64_t step) { saved_step_ = step; }
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
   /// The newest checkpoint this run saved, or "".
   const std::string& last_checkpoint() const { return last_; }

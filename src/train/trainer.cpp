@@ -304,7 +304,39 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   Run run(*this, train, test);
   TrainResult result;
   if (!resume(run, result)) return result;
+  const bool trains = result.nothing_to_train.empty();  // else it makes the evaluation owed only
+  if (trains) {
+    describe_data(run);
+    plan_schedule(run);
+  } else if (run.resumed_horizon) {
+    state_.lr_horizon = *run.resumed_horizon;  // the run record's: the checkpoint's schedule
+  }
+  run.callbacks = callbacks_for(run);
+  bool stopping = !trains;
+  if (run.owed) stopping = make_owed_evaluation(run, result) || stopping;
+  for (int epoch = run.start_epoch; epoch <= opts_.loop.epochs && !stopping; ++epoch) {
+    state_.epoch = epoch;
+    stopping = train_epoch(run);
+    stopping = finish_epoch(run, stopping, result);
+  }
+  result.last_checkpoint = run.checkpoints->last_checkpoint();
+  result.global_step = state_.global_step;
+  result.run_steps = state_.run_steps;
+  result.stopped_by_signal = state_.stopped_by_signal;
+  gather_parameters();  // the module is whole when fit() returns
+  result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
+  log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
+  result.optimizer_fingerprint = optimizer_fingerprint_hex();
+  log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
+  const auto global_batch = static_cast<double>(opts_.global_batch(ctx_.world_size()));
+  result.samples_per_s =
+      run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
+  return result;
+}
 
+// The epoch's batches as this run trains them (an error where an epoch has none), in the log.
+void Trainer::Impl::describe_data(Run& run) {
+  const Logger& log = ctx_.log();
   const int64_t K = opts_.loop.grad_accum_steps;
   if (run.batches <= 0)
     throw OptionError({{&opts_.data.batch_size, "data.batch_size"}},
@@ -320,31 +352,10 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   if (run.batches % K != 0)
     log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K,
                  " micro-batches instead of ", K, " (its loss is averaged over ", run.batches % K, ")"));
-  const DatasetShape shape = train.shape();
-  log.info(str("data: ", train.size(), " samples, ", run.steps_per_epoch, " steps per epoch, global batch ",
-               opts_.global_batch(ctx_.world_size()),
+  const DatasetShape shape = run.train.shape();
+  log.info(str("data: ", run.train.size(), " samples, ", run.steps_per_epoch,
+               " steps per epoch, global batch ", opts_.global_batch(ctx_.world_size()),
                shape.is_tokens() ? str(" sequences of ", shape.block_size, " tokens") : std::string()));
-  plan_schedule(run);
-  run.callbacks = callbacks_for(run);
-  bool stopping = !result.nothing_to_train.empty();
-  if (run.owed) stopping = make_owed_evaluation(run, result) || stopping;
-  for (int epoch = run.start_epoch; epoch <= opts_.loop.epochs && !stopping; ++epoch) {
-    state_.epoch = epoch;
-    stopping = train_epoch(run);
-    stopping = finish_epoch(run, stopping, result);
-  }
-  result.last_checkpoint = run.checkpoints->last_checkpoint();
-  result.global_step = state_.global_step;
-  result.stopped_by_signal = state_.stopped_by_signal;
-  gather_parameters();  // the module is whole when fit() returns
-  result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
-  log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
-  result.optimizer_fingerprint = optimizer_fingerprint_hex();
-  log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
-  const auto global_batch = static_cast<double>(opts_.global_batch(ctx_.world_size()));
-  result.samples_per_s =
-      run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
-  return result;
 }
 
 // The built-in callbacks in their order, then the user's.
@@ -363,7 +374,6 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
   run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_, *hooks_);
-  if (!opts_.checkpoint.resume_from.empty()) run.checkpoints->resumed_at(state_.global_step);
   c.push_back(run.checkpoints);
   return c;
 }

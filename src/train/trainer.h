@@ -48,6 +48,7 @@ struct TrainResult {
   double train_loss = 0;        // mean over all ranks of the last epoch's micro-batch losses (this run's)
   std::string last_epoch_part;  // "micro-batches 11-16 of 16 of epoch 1" when this run trained part of it
   int64_t global_step = 0;
+  int64_t run_steps = 0;     // optimizer steps this run took (0: it trained nothing)
   double samples_per_s = 0;  // global, over the whole run's training steps
   std::string last_checkpoint;
   std::string fingerprint;            // hash of all parameters and buffers (train/fingerprint.h)

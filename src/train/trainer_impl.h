@@ -31,6 +31,7 @@ struct Trainer::Impl {
 
   struct Run;
   bool resume(Run& run, TrainResult& result);
+  void describe_data(Run& run);
   void plan_schedule(Run& run);
   double schedule_position() const;
   int64_t start_epoch_data(Run& run, int epoch);
@@ -40,6 +41,7 @@ struct Trainer::Impl {
   void summarize_epoch(Run& run, EpochEvent& e, TrainResult& result);
   void evaluate_epoch(Run& run, EpochEvent& e, TrainResult& result);
   bool make_owed_evaluation(Run& run, TrainResult& result);
+  void evaluation_made_for(int epoch, const EvalResult& ev);
   void enter(Run& run, StepTimer::Phase p);  // Note [Loop phases]
   /// Every parameter group's learning rate at `position` of the schedule, each from its own
   /// initial rate (as PyTorch's schedulers, from each group's initial_lr).

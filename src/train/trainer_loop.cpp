@@ -1,6 +1,8 @@
 // The Trainer's epoch loop: an epoch's data, its micro-batches through the phases (Note [Loop
 // phases]), the optimizer step and the stop vote, and the epoch's end (summary, evaluation,
 // the callbacks). Setup, resume and the schedule: trainer.cpp.
+#include <filesystem>
+
 #include "ddp/fully_sharded.h"
 #include "obs/memory.h"
 #include "train/evaluate.h"
@@ -224,16 +226,31 @@ bool Trainer::Impl::make_owed_evaluation(Run& run, TrainResult& result) {
   const int epoch_now = state_.epoch;
   state_.epoch = owed.epoch;
   EpochEvent e = owed.event();
-  result.train_loss = e.train_loss;
-  result.last_epoch_part =
-      e.partial ? epoch_part(owed.epoch, owed.position.first_micro, e.micro_done, owed.position.batches) : "";
   evaluate_epoch(run, e, result);
-  for (auto& c : run.callbacks) c->on_epoch_end(state_, e);
-  // With checkpoint.dir "" (save nothing) it is left unsaid: a later resume evaluates again.
-  if (e.eval && !opts_.checkpoint.dir.empty())
-    record_evaluation_made(ctx_, opts_.checkpoint.resume_from, owed.epoch, *e.eval);
+  // Only a made evaluation has a record (an interrupted one stays owed); the checkpoint policy
+  // saves nothing at the step resumed from.
+  if (e.eval)
+    for (auto& c : run.callbacks)
+      if (c != run.checkpoints) c->on_epoch_end(state_, e);
   state_.epoch = epoch_now;
+  if (e.eval) evaluation_made_for(owed.epoch, *e.eval);
   return e.stopping;
+}
+
+// Says in the resumed checkpoint that its evaluation was made, where it is this run's to say:
+// in its checkpoint folder (another run's checkpoint owes its own run the record; with
+// checkpoint.dir "", save nothing, a later resume evaluates again).
+void Trainer::Impl::evaluation_made_for(int epoch, const EvalResult& ev) {
+  namespace fs = std::filesystem;
+  const std::string& from = opts_.checkpoint.resume_from;
+  std::error_code ec;
+  const bool ours = !opts_.checkpoint.dir.empty() &&
+                    fs::equivalent(fs::absolute(from).parent_path(), opts_.checkpoint.dir, ec);
+  if (ours)
+    record_evaluation_made(ctx_, from, epoch, ev);
+  else
+    ctx_.log().info(str("'", from, "' is not in --checkpoint_dir: it still owes its own run epoch ", epoch,
+                        "'s evaluation (Note [Evaluation owed])"));
 }
 
 }  // namespace ddptrain

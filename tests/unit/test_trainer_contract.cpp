@@ -153,7 +153,8 @@ TEST(Trainer, AFreshStartMeetsTheSameCollectivesWhateverARanksFolderShows) {
 // leaves the epoch's checkpoint owing it. A library program resumed from that checkpoint has
 // nothing left to train, but its callbacks get the epoch's end, evaluated, marked
 // evaluation_resumed, equal to an uninterrupted run's; the result says it evaluated, the
-// weights are the checkpoint's, nothing is saved again; a further resume owes nothing.
+// weights are the checkpoint's, nothing is saved again; a further resume owes nothing. A stop
+// during the owed evaluation, or a resume into another folder, leaves it owed.
 TEST(Trainer, AResumeMakesTheEvaluationItsCheckpointOwes) {
   struct Epochs : Callback {
     void on_epoch_end(const TrainState& s, const EpochEvent& e) override {
@@ -177,7 +178,7 @@ TEST(Trainer, AResumeMakesTheEvaluationItsCheckpointOwes) {
     std::string error;
   };
   int zero_stage = 0;  // and under ZeRO stage 3, where the evaluation's forwards are collectives
-  auto fit = [&](const std::string& ckpt, const std::string& resume_from, bool fail) {
+  auto fit = [&](const std::string& ckpt, const std::string& resume_from, bool fail, bool stop = false) {
     Fit out;
     std::mutex mu;
     testing_dist::run_world(2, [&](const DistContext& ctx) {
@@ -188,6 +189,7 @@ TEST(Trainer, AResumeMakesTheEvaluationItsCheckpointOwes) {
       o.checkpoint.resume_from = resume_from;
       o.loop.eval_every = 1;
       o.zero.stage = zero_stage;
+      if (stop) o.stop_requested = [] { return 15; };  // a SIGTERM from the start
       Trainer trainer(ctx, std::move(model), *optimizer, o, Objective::classification());
       if (fail) trainer.set_loop_hooks(std::make_shared<FailingEvaluation>());
       auto epochs = std::make_shared<Epochs>();
@@ -218,6 +220,20 @@ TEST(Trainer, AResumeMakesTheEvaluationItsCheckpointOwes) {
     EXPECT_EQ(failed.seen.size(), 1u) << "epoch 2's end came without its evaluation";
     const std::string ckpt = dir + "/failed/epoch_0002";
     ASSERT_TRUE(std::filesystem::exists(ckpt + "/manifest.json"));
+
+    // A stop during the owed evaluation: no record, the checkpoint owes it still.
+    const Fit stopped = fit(dir + "/failed", ckpt, false, true);
+    EXPECT_EQ(stopped.error, "");
+    EXPECT_EQ(stopped.result.stopped_by_signal, 15);
+    EXPECT_FALSE(stopped.result.evaluated);
+    EXPECT_TRUE(stopped.seen.empty());
+    EXPECT_FALSE(std::filesystem::exists(ckpt + "/evaluation.json"));
+    // Resumed into another folder: made and reported, but the checkpoint owes its own run still.
+    const Fit elsewhere = fit(dir + "/elsewhere", ckpt, false);
+    ASSERT_EQ(elsewhere.error, "");
+    ASSERT_EQ(elsewhere.seen.size(), 1u);
+    EXPECT_EQ(elsewhere.seen[0].eval_loss, whole.seen[1].eval_loss);
+    EXPECT_FALSE(std::filesystem::exists(ckpt + "/evaluation.json"));
 
     const Fit resumed = fit(dir + "/failed", ckpt, false);
     ASSERT_EQ(resumed.error, "");
