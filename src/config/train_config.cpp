@@ -329,7 +329,7 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
 
 // Flags the chosen model or optimizer has no use for: an error rather than silently ignored
 // (checked where they differ from their defaults).
-void reject_flags_that_do_not_apply(const TrainConfig& c, bool checkpoints_flags) {
+void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const OptimizerOptions optimizer_defaults;
   if (c.model.model == ModelKind::kTorchscript)
     DDP_USAGE_CHECK(
@@ -356,11 +356,9 @@ void reject_flags_that_do_not_apply(const TrainConfig& c, bool checkpoints_flags
   const bool no_scaler =
       p.grad_scaler == ScalerMode::kOff ||
       (p.grad_scaler == ScalerMode::kAuto && (!p.use_amp || p.amp_dtype == AmpDtype::kBf16));
-  // Not for a checkpoint's own flags (eval, export): one trained before this check took them.
   DDP_USAGE_CHECK(
-      checkpoints_flags || !no_scaler ||
-          (p.scaler_init_scale == precision_defaults.scaler_init_scale &&
-           p.scaler_growth_interval == precision_defaults.scaler_growth_interval),
+      !no_scaler || (p.scaler_init_scale == precision_defaults.scaler_init_scale &&
+                     p.scaler_growth_interval == precision_defaults.scaler_growth_interval),
       "--scaler_init_scale and --scaler_growth_interval set the loss scaler, and this run has none (",
       p.grad_scaler == ScalerMode::kOff ? "--grad_scaler off"
       : !p.use_amp                      ? "no autocast: --no-use_amp"
@@ -388,8 +386,7 @@ void validate_trainer(TrainConfig& c, const std::vector<Flag>& table) {
 }
 
 // Every part, in the order the flags are listed.
-// checkpoints_flags: the config holds a checkpoint's own flags (eval, export).
-void validate(TrainConfig& c, const std::vector<Flag>& table, bool checkpoints_flags) {
+void validate(TrainConfig& c, const std::vector<Flag>& table) {
   try {
     c.data.validate();
     c.model.validate(c.data);
@@ -399,7 +396,7 @@ void validate(TrainConfig& c, const std::vector<Flag>& table, bool checkpoints_f
   }
   validate_trainer(c, table);
   validate_program(c.trainer, c.dist, c.program);
-  reject_flags_that_do_not_apply(c, checkpoints_flags);
+  reject_flags_that_do_not_apply(c);
 }
 
 // --init_from_hf DIR: the model (gpt or llama) and its sizes from DIR/config.json (recorded in
@@ -426,10 +423,76 @@ LrSchedule effective_lr_schedule(const TrainConfig& c) {
   return resolved_schedule(c.trainer.optim.lr_schedule, c.optimizer.optimizer == OptimizerKind::kAdamw);
 }
 
+namespace {
+
+// Note [A checkpoint's own flags]
+// eval and export rebuild a checkpoint's model and data from its config.json, then apply the
+// flags given to them, and check the result as train checks its flags. But a check added after
+// the checkpoint was trained refuses a combination its version took and ignored (AdamW's betas
+// under sgd, a token model's sizes under mini_resnet), and the model it trained could no longer
+// be evaluated or exported. So, before the command's own flags apply, the checkpoint's values
+// that only training reads (the optimizer's values, the schedule's, the loss scaler's, the
+// fused loss) and its model's fields that its model kind does not read go back to their
+// defaults: neither changes the model or data rebuilt. The kinds (model, optimizer, precision,
+// dataset) stay, so a flag given to eval or export is checked against them as train checks it.
+void forget_what_only_training_reads(TrainConfig& c) {
+  const TrainConfig d;
+  const OptimizerKind optimizer = c.optimizer.optimizer;
+  c.optimizer = d.optimizer;
+  c.optimizer.optimizer = optimizer;
+  const LrSchedule schedule = c.trainer.optim.lr_schedule;
+  c.trainer.optim = d.trainer.optim;
+  c.trainer.optim.lr_schedule = schedule;
+  c.trainer.precision.scaler_init_scale = d.trainer.precision.scaler_init_scale;
+  c.trainer.precision.scaler_growth_interval = d.trainer.precision.scaler_growth_interval;
+  c.program.fused_loss = d.program.fused_loss;
+  ModelOptions& m = c.model;
+  const ModelOptions& md = d.model;
+  const bool decoder = is_decoder_model(m.model);
+  if (m.model != ModelKind::kMiniResnet) {
+    m.width = md.width;
+    m.memory_format = md.memory_format;
+  }
+  if (m.model != ModelKind::kTorchscript)
+    m.flops_per_sample = md.flops_per_sample;  // model_path: eval's check
+  if (m.model == ModelKind::kTorchscript) m.dropout = md.dropout;
+  if (m.model != ModelKind::kGpt) {
+    m.gpt_activation = md.gpt_activation;
+    m.fused_linear = md.fused_linear;
+  }
+  if (m.model != ModelKind::kLlama) {
+    m.n_kv_head = md.n_kv_head;
+    m.intermediate_size = md.intermediate_size;
+    m.max_positions = md.max_positions;
+    m.rope_theta = md.rope_theta;
+    m.rms_norm_eps = md.rms_norm_eps;
+    m.tie_embeddings = md.tie_embeddings;
+    m.attention_bias = md.attention_bias;
+    m.pad_token_id = md.pad_token_id;
+    m.bos_token_id = md.bos_token_id;
+    m.eos_token_id = md.eos_token_id;
+  }
+  if (!decoder) {
+    m.gpt_preset = md.gpt_preset;
+    m.n_layer = md.n_layer;
+    m.n_head = md.n_head;
+    m.n_embd = md.n_embd;
+    m.vocab_multiple = md.vocab_multiple;
+    m.fused_norm = md.fused_norm;
+  }
+  if (m.model == ModelKind::kMiniResnet) {
+    m.block_size = md.block_size;
+    m.vocab_size = md.vocab_size;
+  }
+}
+
+}  // namespace
+
 TrainConfig resolve_train_config(const std::vector<std::string>& args, const std::vector<std::string>& base) {
   TrainConfig c;
   auto table = train_flags(c);
   DDP_USAGE_CHECK(parse_flags(table, base).empty(), "unexpected argument in the base flags");
+  if (!base.empty()) forget_what_only_training_reads(c);  // Note [A checkpoint's own flags]
   // The config file comes first so that flags override it, wherever --config stands.
   TrainConfig probe;
   auto probe_table = train_flags(probe);
@@ -449,7 +512,7 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args, const std
   if (c.model.init_from_hf.empty() && is_hf_folder(c.trainer.checkpoint.init_from))
     c.model.init_from_hf = c.trainer.checkpoint.init_from;
   if (!c.model.init_from_hf.empty()) from_hugging_face(c, table);
-  validate(c, table, !base.empty());
+  validate(c, table);
   return c;
 }
 

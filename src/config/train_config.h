@@ -50,9 +50,10 @@ struct TrainConfig {
 /// The one flag table of `ddptrain train`, bound to the fields of c.
 std::vector<Flag> train_flags(TrainConfig& c);
 
-/// Defaults, then `base` (eval: the checkpoint's own flags), then the --config TOML file of
-/// `args` (if given), then `args`. Validated: a bad field of the Trainer's options is named by
-/// its flag (Note [Options named by their field]).
+/// Defaults, then `base` (eval, export: the checkpoint's own flags, less what only training
+/// reads: Note [A checkpoint's own flags]), then the --config TOML file of `args` (if given),
+/// then `args`. Validated: a bad field of the Trainer's options is named by its flag (Note
+/// [Options named by their field]).
 TrainConfig resolve_train_config(const std::vector<std::string>& args,
                                  const std::vector<std::string>& base = {});
 

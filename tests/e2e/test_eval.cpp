@@ -2,6 +2,7 @@
 // it was trained with, a --config file given to eval over them and eval's own flags over both.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -85,4 +86,58 @@ TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
   ASSERT_TRUE(epoch.contains("val_loss")) << epoch.dump();
   EXPECT_EQ(epoch.at("val_loss").get<double>(), as_trained.value("val_loss", 1.0));
   EXPECT_EQ(epoch.at("val_perplexity").get<double>(), as_trained.value("val_perplexity", 1.0));
+}
+
+namespace {
+
+// zlib's CRC-32 (the manifest's), bit by bit: the e2e tests link no zlib.
+uint32_t crc32_bitwise(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const unsigned char b : bytes) {
+    crc ^= b;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+
+}  // namespace
+
+// Note [A checkpoint's own flags]: a checkpoint trained by an older version with flags a later
+// check refuses (its config.json rewritten here as that version wrote it, the manifest's entry
+// with it) is evaluated and exported all the same; a refused flag given to eval is still
+// refused, exit 2.
+TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
+  const std::string dir = fresh_dir("eval_old_flags");
+  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "2"});
+  train.insert(train.begin(), binary());
+  ProcResult t = run(train, {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string ck = dir + "/step_00000002";
+  nlohmann::json config = nlohmann::json::parse(read_text(ck + "/config.json"));
+  ASSERT_EQ(config.at("optimizer"), "sgd");
+  config["adam_beta1"] = 0.8;            // AdamW's, under sgd
+  config["min_lr_ratio"] = 0.2;          // step_cosine's, under epoch_cosine
+  config["scaler_init_scale"] = 1024.0;  // with --no-use_amp
+  config["width"] = 0.5;                 // mini_resnet's, under gpt
+  const std::string text = config.dump(2) + "\n";
+  std::ofstream(ck + "/config.json", std::ios::trunc) << text;
+  nlohmann::json manifest = nlohmann::json::parse(read_text(ck + "/manifest.json"));
+  ASSERT_TRUE(manifest.at("files").contains("config.json"));
+  manifest["files"]["config.json"]["bytes"] = text.size();
+  manifest["files"]["config.json"]["crc32"] = crc32_bitwise(text);
+  std::ofstream(ck + "/manifest.json", std::ios::trunc) << manifest.dump(2) << "\n";
+  ProcResult given = run({binary(), "eval", "--checkpoint", ck, "--adam_beta1", "0.8"}, {}, 120);
+  EXPECT_EQ(given.exit_code, 2) << given.output;
+  EXPECT_NE(given.output.find("adam_beta1"), std::string::npos) << given.output;
+
+  ProcResult e = run({binary(), "eval", "--checkpoint", ck, "--metrics_file", dir + "/eval.jsonl"}, {}, 300);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto recs = read_jsonl(dir + "/eval.jsonl");
+  ASSERT_EQ(recs.size(), 1u) << e.output;
+  EXPECT_GT(recs[0].at("samples").get<int64_t>(), 0);
+  ProcResult x = run(
+      {binary(), "export", "--checkpoint", ck, "--format", "safetensors", "--out", dir + "/m.safetensors"},
+      {}, 120);
+  ASSERT_EQ(x.exit_code, 0) << x.output;
+  EXPECT_GT(fs::file_size(dir + "/m.safetensors"), 0u);
 }

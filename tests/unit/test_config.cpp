@@ -13,9 +13,9 @@
 using namespace ddptrain;
 
 namespace {
-std::string usage_error_of(const std::vector<std::string>& args) {
+std::string usage_error_of(const std::vector<std::string>& args, const std::vector<std::string>& base = {}) {
   try {
-    resolve_train_config(args);
+    resolve_train_config(args, base);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -150,10 +150,50 @@ TEST(Config, TheLossScalersSettingsApplyWhereAScalerMayRun) {
             5);
   // amp_dtype auto: the device decides (the Trainer warns where it chose none).
   EXPECT_EQ(resolve_train_config({"--scaler_init_scale", "512"}).trainer.precision.scaler_init_scale, 512.0);
-  // A checkpoint's own flags (eval, export): one trained before the refusal took them.
-  EXPECT_EQ(resolve_train_config({}, {"--amp_dtype", "bf16", "--scaler_init_scale", "1024"})
-                .trainer.precision.scaler_init_scale,
-            1024.0);
+}
+
+// Note [A checkpoint's own flags]: a checkpoint's config.json may hold combinations its
+// version took and a later check refuses, in values eval and export never read: they rebuild
+// its model all the same. A flag given to eval or export is checked as train checks it,
+// against the checkpoint's kinds.
+TEST(Config, ACheckpointsOwnFlagsRebuildItsModelWhateverLaterChecksRefuse) {
+  const std::vector<std::vector<std::string>> old_checkpoints = {
+      {"--optimizer", "sgd", "--adam_beta1", "0.8"},
+      {"--optimizer", "adamw", "--momentum", "0.5"},
+      {"--lr_schedule", "constant", "--min_lr_ratio", "0.2"},
+      {"--amp_dtype", "bf16", "--scaler_init_scale", "1024"},
+      {"--fused_loss", "on"},
+      {"--model", "mini_resnet", "--block_size", "64", "--vocab_size", "256", "--gpt_preset", "debug",
+       "--n_kv_head", "2", "--width", "0.5"},
+  };
+  for (const auto& flags : old_checkpoints) {
+    std::string refused;
+    try {
+      (void)resolve_train_config(flags);
+    } catch (const UsageError& e) {
+      refused = e.what();
+    }
+    EXPECT_NE(refused, "") << flags[1] << ": train refuses it (else the case shows nothing)";
+    EXPECT_NO_THROW((void)resolve_train_config({}, flags)) << flags[1];
+  }
+  const TrainConfig c = resolve_train_config(
+      {}, {"--model", "mini_resnet", "--width", "0.5", "--block_size", "64", "--optimizer", "adamw"});
+  EXPECT_EQ(c.model.width, 0.5) << "what the model reads stays";
+  EXPECT_EQ(c.model.block_size, 0);
+  EXPECT_EQ(c.optimizer.optimizer, OptimizerKind::kAdamw);
+  const TrainConfig gpt =
+      resolve_train_config({}, {"--model", "gpt", "--dataset", "text", "--data_path", "x", "--gpt_preset",
+                                "debug", "--block_size", "32", "--vocab_multiple", "64", "--width", "2"});
+  EXPECT_EQ(gpt.model.block_size, 32);
+  EXPECT_EQ(gpt.model.vocab_multiple, 64);
+  EXPECT_EQ(gpt.model.width, 1.0);
+  // Given to the command: checked against the checkpoint's kinds.
+  EXPECT_NE(usage_error_of({"--adam_beta1", "0.8"}, {"--optimizer", "sgd"}).find("adam_beta1"),
+            std::string::npos);
+  EXPECT_NE(usage_error_of({"--scaler_init_scale", "1024"}, {"--amp_dtype", "bf16"}).find("scaler"),
+            std::string::npos);
+  EXPECT_EQ(resolve_train_config({"--adam_beta1", "0.8"}, {"--optimizer", "adamw"}).optimizer.adam_beta1,
+            0.8);
 }
 
 TEST(Config, BadTomlIsUsageError) {
