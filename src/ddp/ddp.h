@@ -59,6 +59,8 @@ class DistributedDataParallel {
   }
   /// zero_stage 2: this rank's shard of bucket b's averaged gradient (ddp/reducer.h).
   const at::Tensor& shard_gradient(size_t b) const { return reducer_->shard_gradient(b); }
+  /// zero_stage 2: whether no rank used parameter i in the last synchronised backward.
+  bool unused_by_all(size_t i) const { return reducer_ && reducer_->unused_by_all(i); }
   /// See Reducer::on_bucket_grads (no-op without a process group).
   void on_bucket_grads(std::function<void(size_t)> fn) {
     if (reducer_) reducer_->on_bucket_grads(std::move(fn));

@@ -300,9 +300,12 @@ void Reducer::finalize() {
   torch::NoGradGuard no_grad;
   while (next_finish_ < buckets_.size()) finish_next();
   ++stats_.syncs;
-  if (opts_.shard_gradients) return reset_iteration();  // the gradients are the shards
   const std::vector<char> unused_by_all =
       opts_.find_unused_parameters ? gradient_unused_by_all(used) : std::vector<char>(params_.size(), 0);
+  if (opts_.shard_gradients) {  // the gradients are the shards; the unused the optimizer skips
+    shard_unused_ = unused_by_all;
+    return reset_iteration();
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (unused_by_all[i]) continue;
     at::Tensor& grad = params_[i].mutable_grad();

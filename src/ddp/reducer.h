@@ -76,6 +76,10 @@ class Reducer {
   /// valid from the end of a synchronised backward until the next one.
   /// Undefined before the first backward that synchronises.
   const at::Tensor& shard_gradient(size_t b) const { return shard_[b]; }
+  /// shard_gradients with find_unused_parameters: whether no rank used parameter i in the last
+  /// synchronised backward (its shard slice is zeros, not a gradient: the optimizer skips it, as
+  /// a None gradient is skipped without shards). False otherwise.
+  bool unused_by_all(size_t i) const { return i < shard_unused_.size() && shard_unused_[i] != 0; }
   /// Called on the autograd thread when every parameter of bucket b has its gradient in this
   /// backward, synchronised or not (zero_stage 3 frees the unit's parameters then).
   void on_bucket_grads(std::function<void(size_t)> fn) { on_bucket_grads_ = std::move(fn); }
@@ -111,6 +115,7 @@ class Reducer {
   std::vector<at::Tensor> wire_;     // what is all-reduced: flat_ or its 16-bit copy
   std::vector<int64_t> flat_numel_;  // per bucket (padded to a multiple of the world under shard_gradients)
   std::vector<at::Tensor> shard_;    // shard_gradients: this rank's averaged shard per bucket
+  std::vector<char> shard_unused_;   // shard_gradients, find_unused_parameters: unused_by_all
 
   // See Note [AccumulateGrad hooks].
   std::vector<compat::GradAccumulator> grad_accumulators_;

@@ -28,6 +28,7 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
     index_of_[params_[i].unsafeGetTensorImpl()] = i;
   }
   layout_ = shard_buckets(numels, buckets, ctx_.world_size());
+  for (const auto& bucket : buckets) bucket_options_.push_back(params_[bucket.at(0)].options());
   std::unordered_map<const void*, int> group_of;
   for (size_t g = 0; g < full_.param_groups().size(); ++g)
     for (const auto& p : full_.param_groups()[g].params())
@@ -57,7 +58,9 @@ void ShardedOptimizer::attach_gradients() {
   torch::NoGradGuard no_grad;
   for (auto& o : own_) {
     if (shard_of_) {
-      o.view.mutable_grad() = shard_of_(o.bucket).narrow(0, o.piece.shard_offset, o.piece.length);
+      o.view.mutable_grad() = unused_ && unused_(o.piece.param)
+                                  ? at::Tensor()
+                                  : shard_of_(o.bucket).narrow(0, o.piece.shard_offset, o.piece.length);
       continue;
     }
     const at::Tensor& p = params_[o.piece.param];
@@ -116,8 +119,8 @@ void ShardedOptimizer::step() {
 
 std::vector<at::Tensor> ShardedOptimizer::zero_shards() const {
   std::vector<at::Tensor> out;
-  for (const auto& b : layout_)
-    out.push_back(at::zeros({b.shard_numel}, params_[0].options()));  // buckets imply params
+  for (size_t b = 0; b < layout_.size(); ++b)  // in the bucket's dtype: another would round its values
+    out.push_back(at::zeros({layout_[b].shard_numel}, bucket_options_[b]));
   return out;
 }
 

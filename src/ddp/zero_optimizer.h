@@ -76,9 +76,13 @@ class ShardedOptimizer {
   /// This rank's shard steps with its gradients (attach_gradients), under full's current
   /// options; then every rank's updated shard reaches every rank. A collective.
   void step();
-  /// Stage 2: the gradients are the shards this function returns per bucket (Note [ZeRO stage 2]).
-  void use_shard_gradients(std::function<at::Tensor(size_t bucket)> shard_of) {
+  /// Stage 2: the gradients are the shards this function returns per bucket (Note [ZeRO stage 2]);
+  /// `unused(i)`: parameter i has none this step (no rank used it: find_unused_parameters), so
+  /// its pieces get no gradient and the optimizer skips them, as a None gradient at stage 0.
+  void use_shard_gradients(std::function<at::Tensor(size_t bucket)> shard_of,
+                           std::function<bool(size_t param)> unused = {}) {
     shard_of_ = std::move(shard_of);
+    unused_ = std::move(unused);
   }
   bool shards_gradients() const { return static_cast<bool>(shard_of_); }
   /// The shard's views get their gradients: slices of params' grad(), or of the shards.
@@ -136,6 +140,9 @@ class ShardedOptimizer {
   std::vector<at::Tensor> params_;
   const DistContext& ctx_;
   std::vector<BucketShards> layout_;
+  std::function<bool(size_t param)> unused_;  // stage 2: see use_shard_gradients
+  std::vector<at::TensorOptions>
+      bucket_options_;  // each bucket's dtype and device (buckets are of one dtype)
   std::vector<Own> own_;
   std::vector<int> inner_group_;  // full's group -> inner's group (-1: this rank owns none of it)
   std::unique_ptr<torch::optim::Optimizer> inner_;    // null when this rank owns no element

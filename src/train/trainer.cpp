@@ -241,7 +241,8 @@ void Trainer::Impl::shard_optimizer() {
   sharded_ =
       std::make_unique<ShardedOptimizer>(optimizer_, ddp_->parameters(), ddp_->buckets(), ctx_, shard_values);
   if (opts_.zero.stage >= 2)  // Note [ZeRO stage 2]
-    sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); });
+    sharded_->use_shard_gradients([ddp = ddp_.get()](size_t b) { return ddp->shard_gradient(b); },
+                                  [ddp = ddp_.get()](size_t i) { return ddp->unused_by_all(i); });
   state_.sharded = sharded_.get();
   for (CheckpointPart& part : parts_) {
     if (part.name != "optimizer") continue;

@@ -109,6 +109,18 @@ void TrainerOptions::validate() const {
     precision.validate();
     ddp.validate();
     zero.validate(ddp);
+    // Note [ZeRO stage 2]: a rank keeps its shard of one reduce-scatter, which the next
+    // replaces: a step's micro-batches must reach it as one sum (no_sync accumulation).
+    if (zero.stage >= 2 && !ddp.accum_no_sync && loop.grad_accum_steps > 1)
+      throw OptionError({{&zero.stage, "zero.stage"},
+                         {&ddp.accum_no_sync, "ddp.accum_no_sync"},
+                         {&loop.grad_accum_steps, "loop.grad_accum_steps"}},
+                        str("{0} ", zero.stage,
+                            " keeps each rank's shard of one reduction per step, and "
+                            "{1} off reduces every one of {2}=",
+                            loop.grad_accum_steps,
+                            " micro-batches (all but the last would be lost): leave {1} on (the "
+                            "micro-batches accumulate locally, one reduction per step), or use {0:1}"));
     validate_checkpoint_options(checkpoint);
     validate_report_options(report, checkpoint);
   } catch (const OptionError& e) {

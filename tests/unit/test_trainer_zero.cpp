@@ -207,3 +207,113 @@ TEST(Trainer, ZeroStageThreeWithAParameterSomeMicroBatchesLeaveOut) {
   EXPECT_LE(max_diff(params[0], params[3]), 1e-6);
   EXPECT_GT((params[0].back() - 1).abs().max().item<double>(), 1e-3) << "extra was not trained";
 }
+
+namespace {
+
+// `extra` is used only in every other forward: a step in two (one micro-batch a step) where no
+// rank uses it.
+struct EveryOtherNet : UserNet {
+  EveryOtherNet() { extra = register_parameter("extra", torch::ones({4})); }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor y = UserNet::forward(x);
+    return calls++ % 2 == 0 ? y + extra : y;
+  }
+  at::Tensor extra;
+  int64_t calls = 0;
+};
+
+// The first parameter bf16, the others fp32: buckets of two dtypes.
+struct MixedDtypeNet : torch::nn::Module {
+  MixedDtypeNet() {
+    scale = register_parameter("scale", torch::ones({4}, torch::kBFloat16));
+    a = register_module("a", torch::nn::Linear(8, 4));
+  }
+  at::Tensor forward(const at::Tensor& x) { return a(x) * scale.to(torch::kFloat); }
+  at::Tensor scale;
+  torch::nn::Linear a{nullptr};
+};
+
+}  // namespace
+
+// find_unused_parameters at stages 2 and 3: a parameter no rank used in a step has no
+// gradient, so AdamW skips it (moments and weight decay untouched), as at stage 0. Before, its
+// shard slice of zeros was stepped as a gradient.
+TEST(Trainer, ZeroStagesTwoAndThreeSkipAParameterNoRankUsed) {
+  std::map<int, std::vector<at::Tensor>> params;
+  std::mutex mu;
+  for (int stage : {0, 2, 3}) {
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.ddp.find_unused_parameters = true;
+    o.zero.stage = stage;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      std::shared_ptr<EveryOtherNet> net;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        torch::manual_seed(5);
+        net = std::make_shared<EveryOtherNet>();
+      }
+      const auto optimizer = make_optimizer(*net, /*adamw=*/true);
+      UserData train(96, /*regression=*/false);
+      Trainer trainer(ctx, trainable(net), *optimizer, o);
+      trainer.fit(train, nullptr);
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank() == 0)
+        for (const auto& p : net->parameters()) params[stage].push_back(p.detach().clone());
+    });
+  }
+  for (int stage : {2, 3}) {
+    ASSERT_EQ(params[stage].size(), params[0].size());
+    EXPECT_LE(max_diff(params[0], params[stage]), 1e-6) << "stage " << stage;
+  }
+}
+
+// Stage 1 with a bf16 parameter first and fp32 ones after: the updated fp32 shards reach the
+// other ranks in fp32 (they were gathered in the first parameter's dtype, bf16, so each rank
+// held its own pieces exact and the others' rounded: replicas that differ).
+TEST(Trainer, ZeroStageOneGathersEachBucketInItsOwnDtype) {
+  std::map<int, std::vector<at::Tensor>> by_rank;
+  std::mutex mu;
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.zero.stage = 1;
+  o.loop.max_steps = 3;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    std::shared_ptr<MixedDtypeNet> net;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      torch::manual_seed(5);
+      net = std::make_shared<MixedDtypeNet>();
+    }
+    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+    UserData train(96, /*regression=*/false);
+    Trainer trainer(ctx, trainable(net), optimizer, o);
+    trainer.fit(train, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& p : net->parameters()) by_rank[ctx.rank()].push_back(p.detach().to(torch::kDouble));
+  });
+  ASSERT_EQ(by_rank.size(), 2u);
+  EXPECT_EQ(max_diff(by_rank[0], by_rank[1]), 0.0) << "the replicas differ";
+}
+
+// Stages 2 and 3 keep each rank's shard of one reduction per step: accumulation that reduces
+// every micro-batch (accum_no_sync off) is refused, naming the three options (before, all but
+// the last micro-batch's gradient was lost).
+TEST(Trainer, ZeroStagesTwoAndThreeRefuseAReductionPerMicroBatch) {
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.loop.grad_accum_steps = 2;
+  o.ddp.accum_no_sync = false;
+  for (int stage : {1, 2, 3}) {
+    o.zero.stage = stage;
+    if (stage == 1) {
+      EXPECT_NO_THROW(o.validate());
+      continue;
+    }
+    try {
+      o.validate();
+      ADD_FAILURE() << "stage " << stage << " took accum_no_sync off";
+    } catch (const OptionError& e) {
+      const std::string what = e.what();
+      for (const char* name : {"zero.stage", "ddp.accum_no_sync", "loop.grad_accum_steps"})
+        EXPECT_NE(what.find(name), std::string::npos) << what;
+    }
+  }
+}
