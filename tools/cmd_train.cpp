@@ -14,6 +14,7 @@
 #include "obs/memory.h"
 #include "tools/commands.h"
 #include "train/deterministic.h"
+#include "train/resume.h"
 #include "train/stop_signal.h"
 #include "util/env.h"
 #include "util/thread_policy.h"
@@ -70,7 +71,10 @@ int cmd_train(const std::vector<std::string>& args) {
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
+  const bool chose_auto = cfg.trainer.checkpoint.resume_from == "auto";
   cfg.trainer.checkpoint.resume_from = choose_resume_from(cfg, ctx.world_size(), log);
+  if (chose_auto)
+    check_ranks_chose_the_same(ctx, cfg.trainer.checkpoint.resume_from, cfg.trainer.checkpoint.dir);
   cfg.trainer.checkpoint.resume_fallback.clear();  // taken into that choice
 
   TrainConfig copy = cfg;

@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "util/error.h"
+#include "util/fnv.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -244,6 +245,33 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   return "";
 }
 
+// Note [One checkpoint for every rank]
+// Each rank chooses the checkpoint auto resumes from its own listing of the folder (the files
+// it then reads are its own to check). Ranks whose folders differ (node-local folders, or a
+// network filesystem whose listing on one node lags the rename rank 0 just made) chose
+// differently: they would resume different states and steps, and their collectives part (a
+// hang, or a confusing error, minutes later). So the ranks compare their choices (one
+// all_gather of a hash of each) before anything is loaded, and every rank stops with the same
+// error naming the ranks that differ.
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root) {
+  if (ctx.world_size() == 1) return;
+  const at::Tensor mine = at::tensor({static_cast<int64_t>(fnv1a(chosen))}, at::kLong);
+  std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
+  for (auto& t : all) t = at::zeros_like(mine);
+  ctx.all_gather(mine, all,
+                 "resume_from auto: the checkpoint each rank chose (Note [One checkpoint for every rank])");
+  std::string differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r].item<int64_t>() != all[0].item<int64_t>()) differ += str(differ.empty() ? "" : ", ", r);
+  if (differ.empty()) return;
+  throw UsageError(
+      str("resume_from auto: the ranks chose different checkpoints from '", root, "': rank(s) ", differ,
+          " chose another than rank 0; this rank (", ctx.rank(), ") chose ",
+          chosen.empty() ? std::string("none (a fresh start)") : "'" + chosen + "'",
+          ". Every rank reads --checkpoint_dir itself: make it one folder every node sees alike "
+          "(a shared filesystem), or pass --resume_from DIR naming a checkpoint every node has"));
+}
+
 std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {
   std::string from = o.checkpoint.resume_from;
   const bool chosen_here = from == "auto";
@@ -251,6 +279,7 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
     if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
     ctx.barrier("resume_from auto (after cleaning checkpoint leftovers)");
     from = choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
+    check_ranks_chose_the_same(ctx, from, o.checkpoint.dir);
   }
   if (from.empty()) {
     // resume_from "" from the user (or the CLI's auto that found nothing to continue): refused

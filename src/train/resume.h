@@ -59,6 +59,10 @@ int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOption
 std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
                                      const std::string& name_prefix = "");
 
+/// Note [One checkpoint for every rank]: a UsageError on every rank when the ranks' choices
+/// (`chosen`: this rank's, "" for a fresh start) differ. A collective.
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root);
+
 /// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
 /// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,
 /// or nothing for a fresh start. "auto" is chosen as there, after rank 0 put back what an

@@ -286,3 +286,37 @@ TEST(Trainer, AnOwedEvaluationsSummaryKeepsANanLoss) {
   });
   std::filesystem::remove_all(dir);
 }
+
+// Note [One checkpoint for every rank]: resume_from auto where rank 0's folder holds this run's
+// checkpoint and rank 1's holds none (node-local folders, or a lagging network listing): every
+// rank stops with the same error naming rank 1, before anything is loaded. Before, rank 0
+// resumed step 2 and rank 1 started fresh, and their collectives parted.
+TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
+  const std::string dir = testing_dist::temp_dir("trainer_auto_differs");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir + "/rank0";
+  o.loop.max_steps = 2;
+  ASSERT_EQ(train_user_net(1, o).result.global_step, 2);  // this run's step-2 checkpoint
+  std::vector<std::string> errors;
+  std::mutex mu;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions mine = o;
+    mine.checkpoint.dir = dir + (ctx.rank() == 0 ? "/rank0" : "/rank1");
+    mine.checkpoint.resume_from = "auto";
+    mine.loop.max_steps = 4;
+    try {
+      Trainer trainer(ctx, std::move(model), *optimizer, mine);
+      UserData train(96, false);
+      trainer.fit(train, nullptr);
+    } catch (const UsageError& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  });
+  ASSERT_EQ(errors.size(), 2u) << "not every rank stopped";
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks chose different checkpoints from"), std::string::npos) << e;
+  std::filesystem::remove_all(dir);
+}
