@@ -298,11 +298,13 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
   CheckpointEntry c{from, read_checkpoint_meta(from)};
   if (!chosen_here) {  // the user's choice (or the CLI's): checked here as auto checks its own
     refuse_another_runs_checkpoint(o, c, "");
-    const auto all = list_checkpoints(o.checkpoint.dir, ctx.log());
-    refuse_another_runs_folder(o, all, "", "a resume of {0}");
-    set_aside_later_checkpoints(o.checkpoint.dir, all, c.meta.global_step, ctx);
+    refuse_another_runs_folder(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "", "a resume of {0}");
   }
   return c;
+}
+
+void set_aside_after_resume(const TrainerOptions& o, int64_t step, const DistContext& ctx) {
+  set_aside_later_checkpoints(o.checkpoint.dir, list_checkpoints(o.checkpoint.dir, ctx.log()), step, ctx);
 }
 
 }  // namespace ddptrain

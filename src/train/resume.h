@@ -72,4 +72,10 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
 /// checkpoints is said (its saves replace them).
 std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
 
+/// A resume of an explicit checkpoint (the user's choice, or the CLI's), once it has loaded and
+/// every check passed: this run's checkpoints of later steps in o.checkpoint.dir are set aside
+/// (Note [A branch a run abandons]). Not before: a resume that fails (a damaged file, a
+/// refusal) changes nothing on disk. A collective.
+void set_aside_after_resume(const TrainerOptions& o, int64_t step, const DistContext& ctx);
+
 }  // namespace ddptrain

@@ -80,13 +80,15 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
 // validated (a library user's options get the checks the CLI's flags get, naming the field),
 // resume_from chosen by the run identity (auto: this run's newest checkpoint), and under
 // keep_global_batch the accumulation that keeps a resumed checkpoint's global batch. The
-// resumed checkpoint's recorded precision goes to `resumed_precision` (its meta.json is read once).
+// resumed checkpoint's recorded precision goes to `resumed_precision` (its meta.json is read once);
+// `set_aside_later`: the resume, once loaded, sets this run's later checkpoints aside.
 TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimizer, const DistContext& ctx,
-                       std::string& resumed_precision) {
+                       std::string& resumed_precision, bool& set_aside_later) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
   add_optimizer_identity(o.run_identity, optimizer);
+  set_aside_later = !o.checkpoint.resume_from.empty() && o.checkpoint.resume_from != "auto";
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
   resumed_precision = resumed ? resumed->meta.precision : "";
@@ -160,7 +162,7 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
                     TrainerOptions opts, Objective objective)
     : ctx_(ctx),
-      opts_(checked(std::move(opts), optimizer, ctx, resumed_precision_)),
+      opts_(checked(std::move(opts), optimizer, ctx, resumed_precision_, set_aside_after_load_)),
       model_(with_initial_weights(std::move(model), opts_, ctx)),
       optimizer_(optimizer),
       objective_(std::move(objective)),
@@ -416,6 +418,8 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
                         ": ", with_commas(static_cast<double>(state_.samples_left_in_epoch)),
                         " samples left in epoch ", run.start_epoch));
   }
+  // Loaded and checked: now this run's later checkpoints may be set aside (Note [A branch a run abandons]).
+  if (set_aside_after_load_) set_aside_after_resume(opts_, meta.global_step, ctx_);
   run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
   if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
     ctx_.log().warn(str("epoch ", run.owed->epoch, "'s evaluation was not made by the run that trained it, ",

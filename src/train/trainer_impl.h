@@ -55,7 +55,8 @@ struct Trainer::Impl {
 
   const DistContext& ctx_;
   std::string resumed_precision_;  // what the resumed checkpoint recorded ("" fresh): set by opts_'s check
-  TrainerOptions opts_;            // before model_: checked, then the initial weights it names are loaded
+  bool set_aside_after_load_ = false;  // an explicit resume: set by opts_'s check
+  TrainerOptions opts_;                // before model_: checked, then the initial weights it names are loaded
   Trainable model_;
   torch::optim::Optimizer& optimizer_;
   Objective objective_;

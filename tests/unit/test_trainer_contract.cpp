@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <string>
@@ -318,5 +319,34 @@ TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
   ASSERT_EQ(errors.size(), 2u) << "not every rank stopped";
   for (const std::string& e : errors)
     EXPECT_NE(e.find("the ranks chose different checkpoints from"), std::string::npos) << e;
+  std::filesystem::remove_all(dir);
+}
+
+// A resume of an explicit checkpoint that fails as it loads (a damaged file) changes nothing
+// on disk: this run's later checkpoints are set aside only once the resume has loaded. Before,
+// they were moved into .superseded first, and a following auto resume skipped the damaged one
+// and started fresh.
+TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
+  const std::string dir = testing_dist::temp_dir("trainer_failed_resume");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 4;
+  ASSERT_EQ(train_user_net(1, o).result.global_step, 4);
+  const std::string early = dir + "/step_00000002", late = dir + "/step_00000004";
+  ASSERT_TRUE(std::filesystem::exists(late + "/manifest.json"));
+  {  // one byte of the model's weights changed: its CRC-32 no longer matches
+    std::fstream f(early + "/model.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-16, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-16, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  o.checkpoint.resume_from = early;
+  EXPECT_ANY_THROW(train_user_net(1, o));
+  EXPECT_TRUE(std::filesystem::exists(late + "/manifest.json")) << "the later checkpoint was set aside";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.superseded"));
+  o.checkpoint.resume_from = "auto";
+  EXPECT_EQ(train_user_net(1, o).result.global_step, 4) << "auto resumes the later checkpoint";
   std::filesystem::remove_all(dir);
 }
