@@ -71,6 +71,18 @@ int cmd_train(const std::vector<std::string>& args) {
   // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
   // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
   // Only this run's checkpoints: see Note [Run identity].
+  // A torchrun restart (its agent restarts the workers with the same flags) continues this
+  // run's newest checkpoint, as `ddptrain launch` makes its restarts do: else it went back to
+  // the first attempt's start and set the attempt's progress aside.
+  std::string& resume_from = cfg.trainer.checkpoint.resume_from;
+  if (env.restart_count > 0 && saves && resume_from != "auto") {
+    log.warn(str("torchrun restart ", env.restart_count, ": resuming this run's newest checkpoint in ",
+                 cfg.trainer.checkpoint.dir, " (resume_from auto",
+                 resume_from.empty() ? std::string(", else a fresh start") : ", else " + resume_from,
+                 ") instead of ", resume_from.empty() ? std::string("a fresh start") : resume_from));
+    if (!resume_from.empty()) cfg.trainer.checkpoint.resume_fallback = resume_from;
+    resume_from = "auto";
+  }
   const bool chose_auto = cfg.trainer.checkpoint.resume_from == "auto";
   cfg.trainer.checkpoint.resume_from = choose_resume_from(cfg, ctx.world_size(), log);
   if (chose_auto)

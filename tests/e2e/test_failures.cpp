@@ -530,3 +530,28 @@ TEST(E2E, AnEvaluationThatFailsLosesNothing) {
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_TRUE(epochs_of(ck + "/m4.jsonl").empty()) << again.output;
 }
+
+// torchrun restarts its workers with the same flags: a restart (TORCHELASTIC_RESTART_COUNT > 0)
+// continues this run's newest checkpoint, as `ddptrain launch` makes its restarts do, not the
+// --resume_from the first attempt was given (before, it went back there and set the attempt's
+// later checkpoints aside).
+TEST(E2E, ATorchrunRestartContinuesTheNewestCheckpoint) {
+  const std::string ck = fresh_dir("torchrun_restart");
+  const auto gpt = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--epochs", "1", "--save_every_steps", "5", "--log_interval", "1"});
+    std::vector<std::string> a = gpt_text_train(ck, extra);
+    a.insert(a.begin(), binary());
+    return a;
+  };
+  ProcResult first = run(gpt({"--max_steps", "10"}), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(fs::exists(ck + "/step_00000010/manifest.json")) << first.output;
+  ProcResult again = run(
+      gpt({"--max_steps", "12", "--resume_from", ck + "/step_00000005", "--metrics_file", ck + "/m.jsonl"}),
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RESTART_COUNT", "1"}}, 300);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const std::vector<double> steps = step_values(ck + "/m.jsonl", "step");
+  ASSERT_FALSE(steps.empty()) << again.output;
+  EXPECT_EQ(steps.front(), 11) << again.output;
+  EXPECT_FALSE(fs::exists(ck + "/.superseded")) << again.output;
+}
