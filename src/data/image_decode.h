@@ -36,6 +36,9 @@ struct ImageSize {
 /// Width and height from the header alone; ImageError for a file that is not a JPEG or PNG.
 ImageSize image_size(const uint8_t* data, size_t size);
 
+/// Whether a JPEG's pixels are CMYK (or YCCK): decoded whole, then converted as Pillow does.
+bool is_cmyk_jpeg(const uint8_t* data, size_t size);
+
 /// A JPEG's size decoded at eighths/8 of full size (libjpeg-turbo rounds up: ceil(n·eighths/8)).
 inline int scaled_dim(int n, int eighths) { return (n * eighths + 7) / 8; }
 

@@ -22,11 +22,21 @@ struct RegionErrors {
   jpeg_error_mgr mgr;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  jpeg_progress_mgr progress;
 };
 
 [[noreturn]] void region_fail(j_common_ptr c) {
   auto* e = reinterpret_cast<RegionErrors*>(c->err);
   (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// TurboJPEG's TJFLAG_LIMITSCANS, which decode_image sets: a progressive file of more than 500
+// scans is refused, not decoded for as long as its scans go on (a loader thread stalled).
+void region_scan_limit(j_common_ptr c) {
+  if (!c->is_decompressor || reinterpret_cast<j_decompress_ptr>(c)->input_scan_number <= 500) return;
+  auto* e = reinterpret_cast<RegionErrors*>(c->err);
+  std::snprintf(e->message, sizeof e->message, "Progressive JPEG image has more than 500 scans");
   std::longjmp(e->jump, 1);
 }
 
@@ -55,7 +65,9 @@ bool decode_region_c(const uint8_t* data, size_t size, int eighths, PixelRegion 
     return false;
   }
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);  // CMYK was refused by image_size, before
+  cinfo.progress = &e.progress;
+  e.progress.progress_monitor = region_scan_limit;
+  jpeg_read_header(&cinfo, TRUE);  // CMYK took decode_image's path, before
   cinfo.scale_num = static_cast<unsigned>(eighths);
   cinfo.scale_denom = 8;
   cinfo.out_color_space = JCS_RGB;
@@ -86,12 +98,32 @@ bool decode_region_c(const uint8_t* data, size_t size, int eighths, PixelRegion 
   return true;
 }
 
-// A whole JPEG ends with its EOI marker (0xFF 0xD9), perhaps followed by padding.
+// A whole JPEG has its EOI marker (0xFF 0xD9), perhaps followed by padding or another file
+// (a phone's motion photo appends a video): searched from the end over the whole file (in the
+// entropy-coded data 0xFF is followed by 0x00 or a restart marker, never 0xD9).
 bool has_end_marker(const uint8_t* data, size_t size) {
-  const size_t from = size > 4096 ? size - 4096 : 0;
-  for (size_t i = size; i-- > from + 1;)
+  for (size_t i = size; i-- > 1;)
     if (data[i - 1] == 0xff && data[i] == 0xd9) return true;
   return false;
+}
+
+// A CMYK JPEG's region: decoded whole (converted as Pillow does), then cut to the region clipped
+// as decode_region_c clips it.
+DecodedImage cmyk_region(const uint8_t* data, size_t size, int eighths, PixelRegion want) {
+  DecodedImage whole = decode_image(data, size, eighths);
+  const int H = whole.height, W = whole.width;
+  const int top = std::clamp(want.top, 0, H - 1), bottom = std::clamp(want.top + want.height, top + 1, H);
+  const int left = std::clamp(want.left, 0, W - 1), right = std::clamp(want.left + want.width, left + 1, W);
+  DecodedImage out;
+  out.top = top;
+  out.left = left;
+  out.height = bottom - top;
+  out.width = right - left;
+  out.rgb.resize(static_cast<size_t>(out.width) * out.height * 3);
+  for (int y = 0; y < out.height; ++y)
+    std::copy_n(&whole.rgb[(static_cast<size_t>(top + y) * W + left) * 3], static_cast<size_t>(out.width) * 3,
+                &out.rgb[static_cast<size_t>(y) * out.width * 3]);
+  return out;
 }
 
 }  // namespace
@@ -99,7 +131,8 @@ bool has_end_marker(const uint8_t* data, size_t size) {
 DecodedImage decode_jpeg_region(const uint8_t* data, size_t size, int eighths, PixelRegion region) {
   if (eighths < 1 || eighths > 8) throw ImageError(str("decode scale ", eighths, "/8 is not in 1/8..8/8"));
   if (sniff_image(data, size) != ImageFormat::kJpeg) throw ImageError("not a JPEG (by its first bytes)");
-  image_size(data, size);  // decode_image's header checks: CMYK, the pixel limit
+  image_size(data, size);  // decode_image's header checks: the pixel limit
+  if (is_cmyk_jpeg(data, size)) return cmyk_region(data, size, eighths, region);
   if (!has_end_marker(data, size)) throw ImageError("JPEG data: Premature end of JPEG file (no end marker)");
   RegionErrors e{};
   RegionResult r;

@@ -2,7 +2,9 @@
 
 usage:
   images.py write DIR           test images in DIR: photo.jpg (q90), photo.png, grey.jpg, rgba.png,
-                                progressive.jpg, 4:4:4 and 4:2:0 JPEGs, a tall and a wide PNG
+                                progressive.jpg, 4:4:4 and 4:2:0 JPEGs, a tall and a wide PNG,
+                                cmyk.jpg, rgb16.png, grey16.png, gamma.png, palette.png (with
+                                tRNS), grey_alpha.png
   images.py decode FILE OUT     Pillow's decode of FILE, .convert("RGB"), as raw H x W x 3 bytes
   images.py crops RGB H W S BOXES OUT
                                 the raw RGB image (H x W x 3 bytes) through torchvision's
@@ -55,6 +57,33 @@ def write(d):
     Image.fromarray(rgba).save(f"{d}/rgba.png")
     Image.fromarray(photo(401, 123, 2)).save(f"{d}/tall.png")
     Image.fromarray(photo(77, 300, 3)).save(f"{d}/wide.png")
+    # What Pillow reads its own way: a CMYK JPEG (Adobe's inverted CMYK, as ImageNet's 22),
+    # 16-bit PNGs without a gAMA chunk (the high byte; greyscale as I;16, clipped to 255 by
+    # convert("RGB")) and an 8-bit PNG whose gAMA chunk Pillow ignores.
+    Image.fromarray(p).convert("CMYK").save(f"{d}/cmyk.jpg", quality=90)
+    Image.fromarray(p).convert("P", palette=Image.Palette.ADAPTIVE).save(f"{d}/palette.png", transparency=3)
+    Image.fromarray(np.stack([p[:, :, 1], p[:, :, 2]], axis=-1), "LA").save(f"{d}/grey_alpha.png")
+    rng = np.random.default_rng(4)
+    png_raw(f"{d}/rgb16.png", rng.integers(0, 65536, (37, 29, 3)), 2, 16)
+    png_raw(f"{d}/grey16.png", rng.integers(0, 600, (23, 31)), 0, 16)
+    png_raw(f"{d}/gamma.png", rng.integers(0, 256, (19, 27, 3)), 2, 8, png_chunk(b"gAMA", (55556).to_bytes(4, "big")))
+
+
+def png_chunk(kind, data):
+    import zlib
+    crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+    return len(data).to_bytes(4, "big") + kind + data + crc.to_bytes(4, "big")
+
+
+def png_raw(path, samples, color_type, depth, extra=b""):
+    """A PNG of `samples` (H x W [x C]) as they are, which Pillow cannot write (16-bit RGB)."""
+    import zlib
+    h, w = samples.shape[:2]
+    rows = b"".join(b"\x00" + samples[y].astype(">u2" if depth == 16 else "u1").tobytes() for y in range(h))
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([depth, color_type, 0, 0, 0])
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + extra +
+                png_chunk(b"IDAT", zlib.compress(rows)) + png_chunk(b"IEND", b""))
 
 
 def raw(path):

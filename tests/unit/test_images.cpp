@@ -64,8 +64,11 @@ TEST(Image, DecodesAsPillowDoes) {
   const std::string& dir = images_dir();
   // PNG is lossless: equal. JPEG: libjpeg-turbo here (Debian's 2.1) and in Pillow's wheel
   // (3.x) run the same integer IDCT and upsampling: equal as well.
-  const std::vector<std::string> names = {"photo.png",    "tall.png",        "rgba.png", "photo.jpg",
-                                          "photo444.jpg", "progressive.jpg", "grey.jpg"};
+  // CMYK JPEGs (once refused), 16-bit PNGs (once brightened as linear light) and a PNG's gAMA
+  // chunk (once applied) as Pillow reads them.
+  const std::vector<std::string> names = {
+      "photo.png", "tall.png",  "rgba.png",   "photo.jpg", "photo444.jpg", "progressive.jpg", "grey.jpg",
+      "cmyk.jpg",  "rgb16.png", "grey16.png", "gamma.png", "palette.png",  "grey_alpha.png"};
   std::string jobs;
   for (const auto& name : names) jobs += str("decode ", dir, "/", name, " ", dir, "/", name, ".pil\n");
   images_put(dir + "/decode.jobs", jobs);
@@ -265,7 +268,11 @@ TEST(Image, AJpegCropDecodesAsTheWholeDecodeDoesThere) {
   std::mt19937_64 rng(5);
   int64_t pixels = 0, differing = 0;
   int worst = 0;
-  for (const char* name : {"photo.jpg", "photo444.jpg", "progressive.jpg", "grey.jpg"}) {
+  // CMYK: decoded whole and cut; "trailer": 8 KiB after the end marker (a motion photo's video),
+  // once refused as truncated.
+  images_put(dir + "/trailer.jpg", images_slurp(dir + "/photo.jpg") + std::string(8192, '\x11'));
+  for (const char* name :
+       {"photo.jpg", "photo444.jpg", "progressive.jpg", "grey.jpg", "cmyk.jpg", "trailer.jpg"}) {
     const std::string b = images_slurp(dir + "/" + name);
     const auto* data = reinterpret_cast<const uint8_t*>(b.data());
     for (int eighths : {8, 5, 2}) {
