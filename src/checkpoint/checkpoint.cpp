@@ -247,17 +247,22 @@ void publish(const std::string& root, const std::string& name, SaveInProgress& s
   fsync_path(root, O_RDONLY | O_DIRECTORY);
 }
 
-// Retention: only complete checkpoints count; the newest `keep` stay.
-void keep_newest(const std::string& root, const std::string& final_dir, int keep) {
+// Retention: the newest `keep` of this run's complete checkpoints stay. Only those count and
+// only those go: a checkpoint that is incomplete (a file missing or cut: what resume's listing
+// skips) or of another run (another identity, Note [Run identity]) is never deleted here, as a
+// checkpoint we cannot vouch for is never deleted (another run's whose optimizer.pt a user
+// removed to save space went with this run's rotation).
+void keep_newest(const std::string& root, const std::string& final_dir, int keep,
+                 const std::map<std::string, std::string>& run) {
   std::vector<std::pair<int64_t, fs::path>> complete;
   for (const auto& e : fs::directory_iterator(root)) {
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
     if (!fs::exists(e.path() / kManifest)) continue;
     try {
-      auto mj = nlohmann::json::parse(read_file((e.path() / "meta.json").string()));
-      complete.emplace_back(mj.at("global_step").get<int64_t>(), e.path());
+      const CheckpointMeta m = check_checkpoint_complete(e.path().string());
+      if (m.run == run) complete.emplace_back(m.global_step, e.path());
     } catch (const std::exception&) {
-      // not ours or damaged: never delete what we cannot identify
+      // incomplete or damaged: never delete what we cannot identify
     }
   }
   std::sort(complete.begin(), complete.end());
@@ -291,7 +296,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     publish(root, name, save, [&](const char* s) {
       if (opts.on_stage) opts.on_stage(s);
     });
-    if (opts.keep > 0) keep_newest(root, final_dir, opts.keep);
+    if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run);
   }
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;

@@ -199,6 +199,30 @@ TEST(Checkpoint, KeepsTheNewestAndCleansLeftovers) {
   EXPECT_TRUE(fs::exists(root + "/step_4/manifest.json"));
 }
 
+// Rotation removes only this run's complete checkpoints: another run's (here with a file a
+// user deleted, so resume's listing skips it) and an incomplete one of this run stay, and do
+// not count among the newest kept.
+TEST(Checkpoint, RotationKeepsWhatItCannotVouchFor) {
+  std::string root = fresh_dir("ckpt_keep_others");
+  MiniResNet a(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
+  const auto meta = [](int64_t step, std::map<std::string, std::string> run) {
+    return CheckpointMeta{1, step, false, step, 1, 0, {}, "", std::move(run), 0};
+  };
+  save_checkpoint(solo, root, "other_1", *a, opt, meta(1, {{"model", "another"}}), "{}\n", {0, {}});
+  fs::remove(root + "/other_1/optimizer.pt");
+  save_checkpoint(solo, root, "step_2", *a, opt, meta(2, {{"model", "this"}}), "{}\n", {0, {}});
+  fs::resize_file(root + "/step_2/model.pt", 10);  // this run's, cut short
+  for (int s = 3; s <= 6; ++s)
+    save_checkpoint(solo, root, "step_" + std::to_string(s), *a, opt, meta(s, {{"model", "this"}}), "{}\n",
+                    {2, {}});
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"other_1", "step_2", "step_5", "step_6"}));
+}
+
 // Parts of the user's: a second module and named tensors round-trip; a part the checkpoint
 // lacks and a name that is no file name are clear errors.
 TEST(Checkpoint, NamedPartsRoundTripAndAMissingPartIsNamed) {
