@@ -247,6 +247,17 @@ void publish(const std::string& root, const std::string& name, SaveInProgress& s
   fsync_path(root, O_RDONLY | O_DIRECTORY);
 }
 
+// Resume's rule (train/run_identity.h): no flag both identities record differs (one recorded
+// by an older version only, or only by a newer one, does not tell runs apart).
+bool same_run(const std::map<std::string, std::string>& mine,
+              const std::map<std::string, std::string>& theirs) {
+  for (const auto& [name, value] : mine) {
+    const auto it = theirs.find(name);
+    if (it != theirs.end() && it->second != value) return false;
+  }
+  return true;
+}
+
 // Retention: the newest `keep` of this run's complete checkpoints stay. Only those count and
 // only those go: a checkpoint that is incomplete (a file missing or cut: what resume's listing
 // skips) or of another run (another identity, Note [Run identity]) is never deleted here, as a
@@ -260,7 +271,7 @@ void keep_newest(const std::string& root, const std::string& final_dir, int keep
     if (!fs::exists(e.path() / kManifest)) continue;
     try {
       const CheckpointMeta m = check_checkpoint_complete(e.path().string());
-      if (m.run == run) complete.emplace_back(m.global_step, e.path());
+      if (same_run(run, m.run)) complete.emplace_back(m.global_step, e.path());
     } catch (const std::exception&) {
       // incomplete or damaged: never delete what we cannot identify
     }

@@ -184,7 +184,7 @@ bool decode_png_c(const uint8_t* data, size_t size, bool header_only, PngErrors&
   }
   const int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
   out.grey16 = color == PNG_COLOR_TYPE_GRAY && depth == 16;
-  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);  // its tRNS not made alpha
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);  // a tRNS becomes alpha: dropped below
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16 && !out.grey16) png_set_strip_16(png);  // the high byte
   if ((color & PNG_COLOR_MASK_ALPHA) != 0) png_set_strip_alpha(png);

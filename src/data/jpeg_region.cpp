@@ -98,11 +98,29 @@ bool decode_region_c(const uint8_t* data, size_t size, int eighths, PixelRegion 
   return true;
 }
 
-// A whole JPEG has its EOI marker (0xFF 0xD9), perhaps followed by padding or another file
-// (a phone's motion photo appends a video): searched from the end over the whole file (in the
-// entropy-coded data 0xFF is followed by 0x00 or a restart marker, never 0xD9).
+// Where the first scan starts (its SOS marker), by the header segments' lengths; 2 when the
+// walk goes astray (then the whole file is searched).
+size_t first_scan(const uint8_t* data, size_t size) {
+  size_t i = 2;
+  while (i + 4 <= size && data[i] == 0xff) {
+    if (data[i + 1] == 0xff) {  // a fill byte before a marker
+      ++i;
+      continue;
+    }
+    if (data[i + 1] == 0xda) return i;
+    i += 2 + ((static_cast<size_t>(data[i + 2]) << 8) | data[i + 3]);
+  }
+  return 2;
+}
+
+// A whole JPEG has its EOI marker (0xFF 0xD9) after its scans, perhaps followed by padding or
+// another file (a phone's motion photo appends a video): searched from the end back to the
+// first scan (in the entropy-coded data 0xFF is followed by 0x00 or a restart marker, never
+// 0xD9). Not before it: an EXIF thumbnail in APP1 ends with its own EOI, which made a
+// truncated camera JPEG look whole.
 bool has_end_marker(const uint8_t* data, size_t size) {
-  for (size_t i = size; i-- > 1;)
+  const size_t from = first_scan(data, size);
+  for (size_t i = size; i-- > from + 1;)
     if (data[i - 1] == 0xff && data[i] == 0xd9) return true;
   return false;
 }

@@ -430,7 +430,9 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   GroupResult r;
   const std::string& first_resume = o.first_resume_from;
+  int restarts = 0;  // made: the report's (a usage error or a stop ends before max_restarts)
   for (int attempt = 0;; ++attempt) {
+    restarts = attempt;
     // A restarted group resumes from the newest complete checkpoint (the last flag wins), or,
     // where none was saved yet, from the checkpoint the first attempt resumed.
     std::vector<std::string> args = exe_args;
@@ -441,6 +443,13 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     }
     r = run_group(o, exe, args, attempt, error_dir);
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
+    if (r.stall.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) {
+      // A usage error repeats on every attempt, and a restart resumes `auto`: after an explicit
+      // --resume_from that was refused, that would be the branch the user chose to leave.
+      std::fprintf(stderr, "launch: not restarting after rank %d's usage error (exit 2): it would repeat\n",
+                   r.first_failed);
+      break;
+    }
     std::fprintf(
         stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
         r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe(r.status)).c_str()
@@ -452,14 +461,18 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   if (!r.stall.empty()) {
     std::fprintf(stderr, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s",
                  r.stall.c_str(), world,
-                 o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
+                 restarts > 0
+                     ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
+                     : "",
                  r.message.c_str());
     return 1;
   }
   if (r.first_failed >= 0) {
     std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n",
                  r.first_failed, r.failed_pid, describe(r.status).c_str(), world,
-                 o.max_restarts > 0 ? detail::concat(", after ", o.max_restarts, " restarts").c_str() : "",
+                 restarts > 0
+                     ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
+                     : "",
                  r.message.empty() ? "" : "\nlaunch: root cause: ", r.message.c_str());
     int code = exit_code_of(r.status);
     return code == 0 ? 1 : code;

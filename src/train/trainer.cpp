@@ -98,6 +98,7 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
     ctx.log().info(str("keep_global_batch: ", accum,
                        accum == 1 ? " accumulation step keeps" : " accumulation steps keep",
                        " the checkpoint's global batch ", o.global_batch(ctx.world_size())));
+    o.validate();  // what holds for the accumulation a user sets holds for this one (ZeRO's)
   }
   return o;
 }

@@ -555,3 +555,24 @@ TEST(E2E, ATorchrunRestartContinuesTheNewestCheckpoint) {
   EXPECT_EQ(steps.front(), 11) << again.output;
   EXPECT_FALSE(fs::exists(ck + "/.superseded")) << again.output;
 }
+
+// `launch --max_restarts` does not restart a usage error (exit 2): it would repeat, and a
+// restart resumes `auto`, which after a refused explicit --resume_from is the branch the user
+// chose to leave. The report counts the restarts made (it said "after 2 restarts").
+TEST(E2E, LaunchDoesNotRestartAUsageError) {
+  const std::string ck = fresh_dir("launch_exit2");
+  std::vector<std::string> first = tiny_train(ck, {"--max_steps", "2", "--save_every_steps", "2"});
+  first.insert(first.begin(), binary());
+  ASSERT_EQ(run(first, {}, 300).exit_code, 0);
+  ASSERT_TRUE(fs::exists(ck + "/step_00000002/manifest.json"));
+  std::vector<std::string> a = {binary(),         "launch", "--nproc_per_node", "1",
+                                "--max_restarts", "2",      "--master_port",    std::to_string(free_port())};
+  for (const auto& w : tiny_train(ck, {"--dataset_size", "80", "--resume_from", ck + "/step_00000002"}))
+    a.push_back(w);
+  ProcResult r = run(a, {}, 300);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not restarting after rank 0's usage error (exit 2)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("restarting the workers"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("after 2 restarts"), std::string::npos) << r.output;
+}

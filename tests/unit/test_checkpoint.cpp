@@ -210,6 +210,8 @@ TEST(Checkpoint, RotationKeepsWhatItCannotVouchFor) {
   const auto meta = [](int64_t step, std::map<std::string, std::string> run) {
     return CheckpointMeta{1, step, false, step, 1, 0, {}, "", std::move(run), 0};
   };
+  // An older version's checkpoint of this run (no identity recorded): this run's, as resume takes it.
+  save_checkpoint(solo, root, "old_0", *a, opt, meta(0, {}), "{}\n", {0, {}});
   save_checkpoint(solo, root, "other_1", *a, opt, meta(1, {{"model", "another"}}), "{}\n", {0, {}});
   fs::remove(root + "/other_1/optimizer.pt");
   save_checkpoint(solo, root, "step_2", *a, opt, meta(2, {{"model", "this"}}), "{}\n", {0, {}});

@@ -305,6 +305,16 @@ TEST(Image, AJpegCropDecodesAsTheWholeDecodeDoesThere) {
   EXPECT_LT(static_cast<double>(differing), 0.02 * static_cast<double>(pixels));
   EXPECT_LE(worst, 16);
   const std::string jpg = images_slurp(dir + "/photo.jpg");
+  // A camera JPEG's EXIF thumbnail ends with its own end marker, in APP1 before the scan: a
+  // truncated file with one is still refused (it was taken as whole).
+  const std::string app1 = std::string("\xff\xe1\x00\x08", 4) + std::string("Exif\xff\xd9", 6);
+  const std::string thumb = jpg.substr(0, 2) + app1 + jpg.substr(2, jpg.size() * 9 / 10);
+  try {
+    decode_jpeg_region(reinterpret_cast<const uint8_t*>(thumb.data()), thumb.size(), 8, {0, 0, 10, 10});
+    ADD_FAILURE() << "a truncated JPEG with a thumbnail's end marker decoded";
+  } catch (const ImageError& e) {
+    EXPECT_NE(std::string(e.what()).find("Premature end"), std::string::npos) << e.what();
+  }
   const std::string cut = jpg.substr(0, jpg.size() * 9 / 10);
   try {
     decode_jpeg_region(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(), 8, {0, 0, 10, 10});

@@ -317,3 +317,26 @@ TEST(Trainer, ZeroStagesTwoAndThreeRefuseAReductionPerMicroBatch) {
     }
   }
 }
+
+// The refusal holds for the accumulation keep_global_batch chooses on a resume too: a ZeRO
+// stage 2 run without no_sync accumulation, trained at world 2, resumed at world 1 keeping its
+// global batch (2 micro-batches a step) is refused, not trained on half its gradient.
+TEST(Trainer, KeepGlobalBatchCannotLeadStageTwoToReduceEveryMicroBatch) {
+  const std::string dir = testing_dist::temp_dir("zero_keep_global_batch");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.zero.stage = 2;
+  o.ddp.accum_no_sync = false;
+  o.checkpoint.dir = dir;
+  o.loop.max_steps = 2;
+  ASSERT_EQ(train_user_net(2, o).result.global_step, 2);
+  o.checkpoint.resume_from = "auto";
+  o.loop.keep_global_batch = true;
+  o.loop.max_steps = 4;
+  try {
+    train_user_net(1, o);
+    ADD_FAILURE() << "a resume that reduces every micro-batch under stage 2 trained";
+  } catch (const OptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("accum_no_sync"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
