@@ -32,6 +32,34 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
             "lower --threads (Note [OpenMP threads of ranks that share cores])"));
 }
 
+namespace {
+
+// Resolves --resume_from before anything is written: a damaged checkpoint stops the run with
+// the file and the reason, and changes nothing on disk (Note [Checkpoints read once]). Only
+// this run's checkpoints: see Note [Run identity]. A torchrun restart (its agent restarts the
+// workers with the same flags) continues this run's newest checkpoint, as `ddptrain launch`
+// makes its restarts do: else it went back to the first attempt's start and set the attempt's
+// progress aside.
+void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const DistContext& ctx,
+                                 bool saves) {
+  const Logger& log = ctx.log();
+  std::string& resume_from = cfg.trainer.checkpoint.resume_from;
+  if (env.restart_count > 0 && saves && resume_from != "auto") {
+    log.warn(str("torchrun restart ", env.restart_count, ": resuming this run's newest checkpoint in ",
+                 cfg.trainer.checkpoint.dir, " (resume_from auto",
+                 resume_from.empty() ? std::string(", else a fresh start") : ", else " + resume_from,
+                 ") instead of ", resume_from.empty() ? std::string("a fresh start") : resume_from));
+    if (!resume_from.empty()) cfg.trainer.checkpoint.resume_fallback = resume_from;
+    resume_from = "auto";
+  }
+  const bool chose_auto = resume_from == "auto";
+  resume_from = choose_resume_from(cfg, ctx.world_size(), log);
+  if (chose_auto) check_ranks_chose_the_same(ctx, resume_from, cfg.trainer.checkpoint.dir);
+  cfg.trainer.checkpoint.resume_fallback.clear();  // taken into that choice
+}
+
+}  // namespace
+
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     TrainConfig defaults;
@@ -68,26 +96,7 @@ int cmd_train(const std::vector<std::string>& args) {
     log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
   if (ctx.is_main() && saves) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
-  // Resolve --resume_from before anything is written: a damaged checkpoint stops the run
-  // with the file and the reason, and changes nothing on disk (Note [Checkpoints read once]).
-  // Only this run's checkpoints: see Note [Run identity].
-  // A torchrun restart (its agent restarts the workers with the same flags) continues this
-  // run's newest checkpoint, as `ddptrain launch` makes its restarts do: else it went back to
-  // the first attempt's start and set the attempt's progress aside.
-  std::string& resume_from = cfg.trainer.checkpoint.resume_from;
-  if (env.restart_count > 0 && saves && resume_from != "auto") {
-    log.warn(str("torchrun restart ", env.restart_count, ": resuming this run's newest checkpoint in ",
-                 cfg.trainer.checkpoint.dir, " (resume_from auto",
-                 resume_from.empty() ? std::string(", else a fresh start") : ", else " + resume_from,
-                 ") instead of ", resume_from.empty() ? std::string("a fresh start") : resume_from));
-    if (!resume_from.empty()) cfg.trainer.checkpoint.resume_fallback = resume_from;
-    resume_from = "auto";
-  }
-  const bool chose_auto = cfg.trainer.checkpoint.resume_from == "auto";
-  cfg.trainer.checkpoint.resume_from = choose_resume_from(cfg, ctx.world_size(), log);
-  if (chose_auto)
-    check_ranks_chose_the_same(ctx, cfg.trainer.checkpoint.resume_from, cfg.trainer.checkpoint.dir);
-  cfg.trainer.checkpoint.resume_fallback.clear();  // taken into that choice
+  choose_checkpoint_to_resume(cfg, env, ctx, saves);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

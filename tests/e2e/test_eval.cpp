@@ -1,10 +1,12 @@
 // `ddptrain eval`: a checkpoint evaluated on its test split at any world size, with the flags
-// it was trained with, a --config file given to eval over them and eval's own flags over both.
+// it was trained with, a --config file given to eval over them and eval's own flags over both;
+// a training run's evaluation that fails, made by the resume (Note [Evaluation owed]).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -140,4 +142,80 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
       {}, 120);
   ASSERT_EQ(x.exit_code, 0) << x.output;
   EXPECT_GT(fs::file_size(dir + "/m.safetensors"), 0u);
+}
+
+// #28 item 1 and Note [Evaluation owed]: an epoch's checkpoint is saved before its evaluation,
+// so an evaluation that fails (here an injected error on rank 0) loses none of the epoch's
+// training, and the checkpoint owes the evaluation: the resume makes it first, and writes the
+// epoch's record, equal to an uninterrupted run's; one in the last epoch's evaluation leaves a
+// resume nothing to train but the evaluation; a checkpoint whose evaluation was made owes none.
+TEST(E2E, AnEvaluationThatFailsLosesNothing) {
+  const std::string ck = fresh_dir("eval_fails"), ref = fresh_dir("eval_fails_ref");
+  const auto gpt = [](const std::string& dir, const std::string& metrics, std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--epochs", "2", "--metrics_file", metrics});
+    return gpt_text_train(dir, extra);
+  };
+  const auto epochs_of = [](const std::string& metrics) {
+    std::map<int, nlohmann::json> out;
+    for (const auto& rec : read_jsonl(metrics))
+      if (rec.value("kind", "") == "epoch") out[rec.at("epoch").get<int>()] = rec;
+    return out;
+  };
+  ProcResult u = run(launch(2, free_port(), gpt(ref, ref + "/m.jsonl", {})), {}, 300);
+  ASSERT_EQ(u.exit_code, 0) << u.output;
+  const auto want = epochs_of(ref + "/m.jsonl");
+  ASSERT_EQ(want.size(), 2u) << u.output;
+
+  ProcResult f = run(launch(2, free_port(), gpt(ck, ck + "/m1.jsonl", {})),
+                     {{"DDPTRAIN_FAULT_THROW_IN_EVAL", "1"}}, 300);
+  EXPECT_NE(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch 1's evaluation"),
+            std::string::npos)
+      << f.output;
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0001/manifest.json")) << f.output;
+  EXPECT_TRUE(epochs_of(ck + "/m1.jsonl").empty());
+  EXPECT_FALSE(fs::exists(ck + "/epoch_0001/evaluation.json"));
+  const auto epoch_steps =
+      nlohmann::json::parse(read_text(ck + "/epoch_0001/meta.json")).at("global_step").get<int64_t>();
+
+  // The resume evaluates epoch 1 before it trains; epoch 2's evaluation fails in turn.
+  ProcResult r = run(launch(2, free_port(), gpt(ck, ck + "/m2.jsonl", {"--resume_from", "auto"})),
+                     {{"DDPTRAIN_FAULT_THROW_IN_EVAL", "2"}}, 300);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  int64_t first_step = -1;
+  bool epoch_before_steps = false;
+  for (const auto& rec : read_jsonl(ck + "/m2.jsonl")) {
+    if (rec.value("kind", "") == "epoch" && first_step < 0) epoch_before_steps = true;
+    if (rec.value("kind", "") == "step" && first_step < 0) first_step = rec.at("step").get<int64_t>();
+  }
+  EXPECT_GT(first_step, epoch_steps) << "epoch 1 was trained again: " << r.output;
+  EXPECT_TRUE(epoch_before_steps) << r.output;
+  const auto got = epochs_of(ck + "/m2.jsonl");
+  ASSERT_EQ(got.count(1), 1u) << r.output;
+  EXPECT_EQ(got.count(2), 0u) << r.output;
+  const nlohmann::json& e1 = got.at(1);
+  EXPECT_TRUE(e1.value("evaluation_resumed", false)) << e1.dump();
+  for (const char* key : {"train_loss", "val_loss", "test_loss", "micro_batches_to", "step"})
+    EXPECT_EQ(e1.at(key), want.at(1).at(key)) << key << ": " << e1.dump() << " vs " << want.at(1).dump();
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0001/evaluation.json")) << r.output;
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0002/manifest.json")) << r.output;
+  EXPECT_FALSE(fs::exists(ck + "/epoch_0002/evaluation.json"));
+
+  // The last epoch's evaluation failed: nothing to train, but the evaluation is made.
+  ProcResult last =
+      run(launch(2, free_port(), gpt(ck, ck + "/m3.jsonl", {"--resume_from", "auto"})), {}, 300);
+  ASSERT_EQ(last.exit_code, 0) << last.output;
+  const auto got_last = epochs_of(ck + "/m3.jsonl");
+  ASSERT_EQ(got_last.count(2), 1u) << last.output;
+  EXPECT_TRUE(got_last.at(2).value("evaluation_resumed", false));
+  for (const char* key : {"train_loss", "val_loss", "step"})
+    EXPECT_EQ(got_last.at(2).at(key), want.at(2).at(key)) << key << ": " << got_last.at(2).dump();
+  for (const auto& rec : read_jsonl(ck + "/m3.jsonl")) EXPECT_NE(rec.value("kind", ""), "step") << rec.dump();
+  EXPECT_FALSE(fs::exists(ck + "/epoch_0003")) << "a checkpoint saved with nothing trained";
+
+  // Made: a further resume owes nothing.
+  ProcResult again =
+      run(launch(2, free_port(), gpt(ck, ck + "/m4.jsonl", {"--resume_from", "auto"})), {}, 300);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(epochs_of(ck + "/m4.jsonl").empty()) << again.output;
 }

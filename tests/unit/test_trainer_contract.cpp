@@ -19,6 +19,45 @@
 using namespace ddptrain;
 using namespace ddptrain::trainer_test;
 
+namespace {
+
+// What one rank's fit() ended with.
+struct RankFit {
+  std::string error;  // "" when it trained
+  bool usage_error = false;
+  int64_t global_step = -1;
+};
+
+// Rank 0's checkpoint folder, dir/rank0, holds this run's step-2 checkpoint and rank 1's,
+// dir/rank1, none (node-local folders; or rank 1 listed after rank 0 had moved them): world 2
+// fits with `o` (its checkpoint.dir replaced by the rank's folder).
+std::vector<RankFit> fit_where_only_rank_zero_has_a_checkpoint(const std::string& dir,
+                                                               const TrainerOptions& o) {
+  TrainerOptions first = quiet_fp32(8, 1);
+  first.checkpoint.dir = dir + "/rank0";
+  first.loop.max_steps = 2;
+  EXPECT_EQ(train_user_net(1, first).result.global_step, 2);
+  std::vector<RankFit> out(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions mine = o;
+    mine.checkpoint.dir = dir + (ctx.rank() == 0 ? "/rank0" : "/rank1");
+    RankFit& r = out[static_cast<size_t>(ctx.rank())];
+    try {
+      Trainer trainer(ctx, std::move(model), *optimizer, mine);
+      UserData train(96, false);
+      r.global_step = trainer.fit(train, nullptr).global_step;
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      r.usage_error = dynamic_cast<const UsageError*>(&e) != nullptr;
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
 // A library user's optimizer with two parameter groups of their own learning rates: the
 // schedule scales each from its own initial rate, as PyTorch's schedulers do (each group's
 // initial_lr). Before, every group was set to group 0's scheduled rate from the first step.
@@ -126,26 +165,11 @@ TEST(Trainer, WithoutAnIdentityOfItsOwnAutoResumesOnlyTheSameOptimizerAndModel) 
 TEST(Trainer, AFreshStartMeetsTheSameCollectivesWhateverARanksFolderShows) {
   const std::string dir = testing_dist::temp_dir("trainer_aside");
   TrainerOptions o = quiet_fp32(8, 1);
-  o.checkpoint.dir = dir + "/rank0";
   o.loop.max_steps = 2;
-  ASSERT_EQ(train_user_net(1, o).result.global_step, 2);  // this run's step-2 checkpoint
-  std::string error;
-  std::mutex mu;
-  testing_dist::run_world(2, [&](const DistContext& ctx) {
-    Trainable model = native(make_net());
-    const auto optimizer = make_optimizer(*model.module, false);
-    TrainerOptions mine = o;
-    mine.checkpoint.dir = dir + (ctx.rank() == 0 ? "/rank0" : "/rank1");
-    try {
-      Trainer trainer(ctx, std::move(model), *optimizer, mine);
-      UserData train(96, false);
-      EXPECT_EQ(trainer.fit(train, nullptr).global_step, 2);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      error += e.what();
-    }
-  });
-  EXPECT_EQ(error, "");
+  for (const RankFit& r : fit_where_only_rank_zero_has_a_checkpoint(dir, o)) {
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(r.global_step, 2);
+  }
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/rank0/.superseded")) << "rank 0 set its checkpoint aside";
   std::filesystem::remove_all(dir);
 }
@@ -295,30 +319,12 @@ TEST(Trainer, AnOwedEvaluationsSummaryKeepsANanLoss) {
 TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
   const std::string dir = testing_dist::temp_dir("trainer_auto_differs");
   TrainerOptions o = quiet_fp32(8, 1);
-  o.checkpoint.dir = dir + "/rank0";
-  o.loop.max_steps = 2;
-  ASSERT_EQ(train_user_net(1, o).result.global_step, 2);  // this run's step-2 checkpoint
-  std::vector<std::string> errors;
-  std::mutex mu;
-  testing_dist::run_world(2, [&](const DistContext& ctx) {
-    Trainable model = native(make_net());
-    const auto optimizer = make_optimizer(*model.module, false);
-    TrainerOptions mine = o;
-    mine.checkpoint.dir = dir + (ctx.rank() == 0 ? "/rank0" : "/rank1");
-    mine.checkpoint.resume_from = "auto";
-    mine.loop.max_steps = 4;
-    try {
-      Trainer trainer(ctx, std::move(model), *optimizer, mine);
-      UserData train(96, false);
-      trainer.fit(train, nullptr);
-    } catch (const UsageError& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e.what());
-    }
-  });
-  ASSERT_EQ(errors.size(), 2u) << "not every rank stopped";
-  for (const std::string& e : errors)
-    EXPECT_NE(e.find("the ranks chose different checkpoints from"), std::string::npos) << e;
+  o.checkpoint.resume_from = "auto";
+  o.loop.max_steps = 4;
+  for (const RankFit& r : fit_where_only_rank_zero_has_a_checkpoint(dir, o)) {
+    EXPECT_TRUE(r.usage_error) << "a rank did not stop with a usage error: " << r.error;
+    EXPECT_NE(r.error.find("the ranks chose different checkpoints from"), std::string::npos) << r.error;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,56 @@
+#include "config/checkpoint_flags.h"
+
+namespace ddptrain {
+
+void forget_what_only_training_reads(TrainConfig& c) {
+  const TrainConfig d;
+  const OptimizerKind optimizer = c.optimizer.optimizer;
+  c.optimizer = d.optimizer;
+  c.optimizer.optimizer = optimizer;
+  const LrSchedule schedule = c.trainer.optim.lr_schedule;
+  c.trainer.optim = d.trainer.optim;
+  c.trainer.optim.lr_schedule = schedule;
+  c.trainer.precision.scaler_init_scale = d.trainer.precision.scaler_init_scale;
+  c.trainer.precision.scaler_growth_interval = d.trainer.precision.scaler_growth_interval;
+  c.program.fused_loss = d.program.fused_loss;
+  ModelOptions& m = c.model;
+  const ModelOptions& md = d.model;
+  const bool decoder = is_decoder_model(m.model);
+  if (m.model != ModelKind::kMiniResnet) {
+    m.width = md.width;
+    m.memory_format = md.memory_format;
+  }
+  if (m.model != ModelKind::kTorchscript)
+    m.flops_per_sample = md.flops_per_sample;  // model_path: eval's check
+  if (m.model == ModelKind::kTorchscript) m.dropout = md.dropout;
+  if (m.model != ModelKind::kGpt) {
+    m.gpt_activation = md.gpt_activation;
+    m.fused_linear = md.fused_linear;
+  }
+  if (m.model != ModelKind::kLlama) {
+    m.n_kv_head = md.n_kv_head;
+    m.intermediate_size = md.intermediate_size;
+    m.max_positions = md.max_positions;
+    m.rope_theta = md.rope_theta;
+    m.rms_norm_eps = md.rms_norm_eps;
+    m.tie_embeddings = md.tie_embeddings;
+    m.attention_bias = md.attention_bias;
+    m.pad_token_id = md.pad_token_id;
+    m.bos_token_id = md.bos_token_id;
+    m.eos_token_id = md.eos_token_id;
+  }
+  if (!decoder) {
+    m.gpt_preset = md.gpt_preset;
+    m.n_layer = md.n_layer;
+    m.n_head = md.n_head;
+    m.n_embd = md.n_embd;
+    m.vocab_multiple = md.vocab_multiple;
+    m.fused_norm = md.fused_norm;
+  }
+  if (m.model == ModelKind::kMiniResnet) {
+    m.block_size = md.block_size;
+    m.vocab_size = md.vocab_size;
+  }
+}
+
+}  // namespace ddptrain
