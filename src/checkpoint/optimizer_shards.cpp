@@ -1,5 +1,6 @@
 #include "checkpoint/optimizer_shards.h"
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -21,12 +22,14 @@ std::string shard_file(const std::string& name, int rank) {
 std::string layout_file(const std::string& name) { return name + ".shards.json"; }
 
 // Rank 0: the layout (Note [Optimizer shard files]).
-std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t numel, int64_t step,
+std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t numel,
+                        const std::vector<int64_t>& steps,
                         const std::vector<std::vector<ShardFilePiece>>& by_rank) {
   nlohmann::json params = nlohmann::json::array();
   for (const auto& g : full.param_groups())
     for (const auto& p : g.params())
-      params.push_back({{"shape", p.sizes().vec()}, {"memory_order", memory_order(p)}});
+      params.push_back(
+          {{"shape", p.sizes().vec()}, {"memory_order", memory_order(p)}, {"step", steps.at(params.size())}});
   nlohmann::json pieces = nlohmann::json::array();
   for (const auto& rank : by_rank) {
     nlohmann::json list = nlohmann::json::array();
@@ -34,10 +37,14 @@ std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t
     pieces.push_back(std::move(list));
   }
   const nlohmann::json j = {
-      {"format", kShardsFormat}, {"optimizer", optimizer_kind_name(optimizer_kind(full))},
-      {"fields", fields},        {"world", by_rank.size()},
-      {"numel", numel},          {"step", step},
-      {"params", params},        {"pieces", pieces}};
+      {"format", kShardsFormat},
+      {"optimizer", optimizer_kind_name(optimizer_kind(full))},
+      {"fields", fields},
+      {"world", by_rank.size()},
+      {"numel", numel},
+      {"step", *std::max_element(steps.begin(), steps.end())},  // read before steps per parameter
+      {"params", params},
+      {"pieces", pieces}};
   return j.dump() + "\n";
 }
 
@@ -80,15 +87,15 @@ at::Tensor to_param_layout(const at::Tensor& flat, const nlohmann::json& info, c
 
 void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full,
                            const std::string& name, const at::Tensor& mine,
-                           const std::vector<std::vector<ShardFilePiece>>& by_rank, int64_t step,
-                           const PartFiles& files) {
+                           const std::vector<std::vector<ShardFilePiece>>& by_rank,
+                           const std::vector<int64_t>& steps, const PartFiles& files) {
   const int fields = static_cast<int>(mine.size(0));
   for (int r = 0; r < ctx.world_size(); ++r) {
     std::vector<at::Tensor> t{r == ctx.rank() ? mine : at::empty_like(mine)};
     ctx.broadcast(t, r, "ZeRO optimizer shard for a checkpoint");  // Note [Optimizer shard files]
     if (ctx.is_main()) files.write(shard_file(name, r), pickle_tensors({{"state", t[0].cpu()}}));
   }
-  if (ctx.is_main()) files.write(layout_file(name), layout_json(full, fields, mine.size(1), step, by_rank));
+  if (ctx.is_main()) files.write(layout_file(name), layout_json(full, fields, mine.size(1), steps, by_rank));
 }
 
 bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& name, const PartFiles& files,
@@ -142,11 +149,15 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     const at::Tensor& p = params[static_cast<size_t>(key)];
     DDP_CHECK(a.covered == p.numel(), "checkpoint '", origin, "': its shard files hold ", a.covered,
               " of the ", p.numel(), " elements of optimizer parameter ", key, ": incomplete");
-    if (!group_has_state(full, group[static_cast<size_t>(key)])) continue;
+    // A parameter's own step count; -1: it had no state (no step used it yet), as it would have
+    // none at stage 0. Checkpoints of an older ddptrain hold one count for all.
+    const nlohmann::json& info = j.at("params")[static_cast<size_t>(key)];
+    const int64_t step = info.contains("step") ? info.at("step").get<int64_t>() : j.at("step").get<int64_t>();
+    if (step < 0 || !group_has_state(full, group[static_cast<size_t>(key)])) continue;
     std::vector<at::Tensor> tensors;
     for (const auto& flat : a.flat)
       tensors.push_back(to_param_layout(flat, j.at("params")[static_cast<size_t>(key)], p));
-    full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, j.at("step").get<int64_t>());
+    full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, step);
   }
   return true;
 }
@@ -156,7 +167,7 @@ void save_sharded_optimizer(const ShardedOptimizer& sharded, const std::string& 
   const std::optional<StateShards> shards = sharded.state_shards();
   if (shards)
     save_optimizer_shards(sharded.context(), sharded.full(), name, shards->mine, shards->by_rank,
-                          shards->step, files);
+                          shards->steps, files);
 }
 
 void load_sharded_optimizer(ShardedOptimizer& sharded, const std::string& name, const PartFiles& files,

@@ -10,9 +10,9 @@
 //  - optimizer.shard<r>.pt: {"state": [fields, numel]} (a pickle torch.load reads): rank r's
 //    shard of every bucket, end to end, one row per state tensor (momentum; exp_avg,
 //    exp_avg_sq[, max_exp_avg_sq]);
-//  - optimizer.shards.json: the layout: the optimizer's kind and fields, world size, Adam's
-//    step, every parameter's shape and memory order, and per rank its pieces (parameter key,
-//    first element in the parameter's memory order, offset in the row, length). A parameter's
+//  - optimizer.shards.json: the layout: the optimizer's kind and fields, world size, every
+//    parameter's Adam step count (-1: no state yet), shape and memory order, and per rank its pieces
+//    (parameter key, first element in the parameter's memory order, offset in the row, length). A parameter's
 //    key is its index over the optimizer's parameter groups, as in the archive's state.
 // Loading is pure arithmetic on the two layouts: each rank reads only the files that hold a
 // piece of a parameter it needs (its new shard's, or all at stage 0), assembles those
@@ -36,12 +36,12 @@
 namespace ddptrain {
 
 /// Every rank calls it (a collective). mine: this rank's [fields, numel] rows; by_rank: every
-/// rank's pieces (the same on every rank); step: Adam's step count. Rank 0 writes the files of
-/// the part `name` through files.write.
+/// rank's pieces (the same on every rank); steps: each parameter's Adam step count by key (-1:
+/// no state). Rank 0 writes the files of the part `name` through files.write.
 void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer& full,
                            const std::string& name, const at::Tensor& mine,
-                           const std::vector<std::vector<ShardFilePiece>>& by_rank, int64_t step,
-                           const PartFiles& files);
+                           const std::vector<std::vector<ShardFilePiece>>& by_rank,
+                           const std::vector<int64_t>& steps, const PartFiles& files);
 
 /// Fills full.state() for its parameters in `wanted` (TensorImpl pointers; null: all) from the
 /// shard files of `name`, reading only the files that hold them. False when the checkpoint has

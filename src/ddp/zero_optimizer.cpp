@@ -188,22 +188,37 @@ void ShardedOptimizer::visit_full_state(
   }
 }
 
-int64_t ShardedOptimizer::agreed_step() const {
-  double step = 0, have = 0;
-  if (inner_ && !inner_->state().empty())
-    step = static_cast<double>(state_step(*inner_->state().begin()->second)), have = 1;
-  std::vector<at::Tensor> count{at::tensor({step, have}, at::kDouble)};
-  ctx_.all_reduce_sum(count, "ZeRO optimizer step count");
-  return count[0][1].item<double>() > 0
-             ? std::llround(count[0][0].item<double>() / count[0][1].item<double>())
-             : 0;
+std::vector<int64_t> ShardedOptimizer::agreed_steps() const {
+  std::unordered_map<const void*, int64_t> key_of;
+  const auto keys = optimizer_param_keys(full_);
+  for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
+  // Row 0: the sum of the steps of the pieces this rank holds state for; row 1: their count.
+  // A parameter's pieces step together (its gradient is defined on every rank or on none).
+  at::Tensor sums = at::zeros({2, static_cast<int64_t>(keys.size())}, at::kDouble);
+  if (inner_)
+    for (const Own& o : own_) {
+      auto it = inner_->state().find(compat::optimizer_state_key(o.view));
+      auto key = key_of.find(params_[o.piece.param].unsafeGetTensorImpl());
+      if (it == inner_->state().end() || key == key_of.end()) continue;
+      sums[0][key->second] += static_cast<double>(state_step(*it->second));
+      sums[1][key->second] += 1;
+    }
+  std::vector<at::Tensor> counts{sums};
+  ctx_.all_reduce_sum(counts, "ZeRO optimizer step counts");
+  const at::Tensor total = counts[0].cpu();
+  std::vector<int64_t> steps;
+  for (int64_t k = 0; k < total.size(1); ++k) {
+    const double n = total[1][k].item<double>();
+    steps.push_back(n > 0 ? std::llround(total[0][k].item<double>() / n) : -1);
+  }
+  return steps;
 }
 
 std::optional<StateShards> ShardedOptimizer::state_shards() const {
   torch::NoGradGuard no_grad;
   if (!stepped_ || params_.empty()) return std::nullopt;  // no state yet (the same on every rank)
   StateShards out;
-  out.step = agreed_step();
+  out.steps = agreed_steps();
   std::vector<int64_t> base;  // each bucket's shard in the rows
   for (size_t b = 0; b < layout_.size(); ++b)
     base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);

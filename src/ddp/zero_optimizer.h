@@ -55,7 +55,10 @@ struct ShardFilePiece {
 struct StateShards {
   at::Tensor mine;                                   // [fields, numel]: every bucket's shard, end to end
   std::vector<std::vector<ShardFilePiece>> by_rank;  // every rank's pieces (the same on every rank)
-  int64_t step = 0;                                  // Adam's step count
+  // Adam's step count per parameter key (-1: the parameter has no state yet). Each parameter
+  // keeps its own: under find_unused_parameters one that some steps left out has stepped fewer
+  // times, and its bias correction must resume where it was.
+  std::vector<int64_t> steps;
 };
 
 class ShardedOptimizer {
@@ -133,8 +136,9 @@ class ShardedOptimizer {
   std::vector<at::Tensor> my_state_shards(int k) const;
   // One zero tensor per bucket, a shard long, of the parameters' dtype and device.
   std::vector<at::Tensor> zero_shards() const;
-  // Adam's step count, the same on every rank (a rank that owns no piece learns it). A collective.
-  int64_t agreed_step() const;
+  // Each parameter's Adam step count by key (-1: no state), the same on every rank (a rank learns
+  // those of the parameters it owns no piece of). A collective.
+  std::vector<int64_t> agreed_steps() const;
 
   torch::optim::Optimizer& full_;
   std::vector<at::Tensor> params_;

@@ -301,7 +301,7 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
                          .narrow(0, pc.param_offset, pc.length));
       }
     save_optimizer_shards(
-        ctx, full, "optimizer", mine, by_rank, 0,
+        ctx, full, "optimizer", mine, by_rank, /*steps=*/{0, 0, 0},
         PartFiles{[&](const std::string& f, const std::string& b) { files[f] = b; }, {}, ""});
   });
   ASSERT_EQ(files.size(), 3u) << "two shard files and the layout, from rank 0 only";
