@@ -22,6 +22,10 @@ FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const Flig
       world_(world),
       dir_(std::move(dir)),
       launch_dir_(std::move(launch_dir)) {
+  // An earlier run's or attempt's record of this rank would be read as this run's: a verdict
+  // naming an old hang (readers take any flight_rank<r>.json in the folder).
+  std::error_code ec;
+  std::filesystem::remove(dir_ + "/flight_rank" + std::to_string(rank_) + ".json", ec);
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -149,6 +150,7 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     if (::getppid() != launcher) ::_exit(127);
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; an ignored signal survives exec
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
@@ -253,25 +255,43 @@ void signal_all(std::vector<Worker>& workers, int sig) {
     if (!w.exited) ::kill(w.pid, sig);
 }
 
-// Reaps exited workers; the first failure stops the others (SIGTERM).
-void reap(std::vector<Worker>& workers, Teardown& t) {
+// Whether a worker's end is a failure of its own: not a clean exit, nor what the launcher asked
+// for (a forwarded signal's stop: exit 128+signal or the signal itself; the teardown's SIGTERM
+// or SIGKILL). A failure while stopping on a forwarded signal (its save failed) still counts.
+bool failed(int st, const Teardown& t) {
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return false;
+  if (t.forwarded != 0 && ((WIFEXITED(st) && WEXITSTATUS(st) == 128 + t.forwarded) ||
+                           (WIFSIGNALED(st) && WTERMSIG(st) == t.forwarded)))
+    return false;
+  const bool term_sent = t.term_sent != std::chrono::steady_clock::time_point{};
+  if (term_sent && WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || (t.killed && WTERMSIG(st) == SIGKILL)))
+    return false;
+  return true;
+}
+
+// Reaps exited workers; the first failure stops the others (SIGTERM). An exited worker's
+// progress is no longer watched for a stall.
+void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
   for (auto& w : workers) {
     if (w.exited) continue;
     int st = 0;
     if (::waitpid(w.pid, &st, WNOHANG) != w.pid) continue;
     w.exited = true;
     w.status = st;
-    const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    // Workers ended by our own teardown are not failures of their own.
-    if (!ok && t.forwarded == 0 && (t.first_failed < 0 || !WIFSIGNALED(st)))
-      t.failure_order.push_back(w.rank);
-    if (!ok && t.first_failed < 0 && t.forwarded == 0) {
-      t.first_failed = w.rank;
-      std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
-                   describe(st).c_str());
-      signal_all(workers, SIGTERM);
-      t.term_sent = std::chrono::steady_clock::now();
+    watch.worker_exited(w.rank);
+    if (!failed(st, t)) continue;
+    t.failure_order.push_back(w.rank);
+    if (t.first_failed >= 0) continue;
+    t.first_failed = w.rank;
+    if (t.forwarded != 0) {  // the others are stopping already, on the forwarded signal
+      std::fprintf(stderr, "launch: rank %d (pid %d) %s while stopping on %s\n", w.rank, w.pid,
+                   describe(st).c_str(), strsignal(t.forwarded));
+      continue;
     }
+    std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
+                 describe(st).c_str());
+    signal_all(workers, SIGTERM);
+    t.term_sent = std::chrono::steady_clock::now();
   }
 }
 
@@ -368,7 +388,7 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
   Teardown t;
   for (;;) {
     pump_output(workers);
-    reap(workers, t);
+    reap(workers, t, watch);
     if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch);
     forward_and_escalate(workers, t, o);
     bool all_exited = true, all_closed = true;
@@ -413,6 +433,17 @@ std::string find_program(const std::string& name) {
                                   "PATH; give its path"));
 }
 
+// The launch's own folder (error files, progress, the flight request): made here, under $TMPDIR
+// or /tmp, and removed at the end; never a folder this launch did not make (it is removed whole).
+std::string make_launch_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddptrain-launch-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw Error(detail::concat("launch: cannot make its folder ", tmpl, ": ", std::strerror(errno),
+                               " (free space there, or set TMPDIR to a writable folder)"));
+  return tmpl;
+}
+
 }  // namespace
 
 int run_launcher(const LaunchOptions& o, const std::string& self_exe,
@@ -426,8 +457,11 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  char tmpl[] = "/tmp/ddptrain-launch-XXXXXX";
-  const std::string error_dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  // Output closed (`ddptrain launch ... | tee log` after a Ctrl-C ended tee): a write fails with
+  // EPIPE and LinePump drops the line. SIGPIPE's default would end the launcher, and with it
+  // (PR_SET_PDEATHSIG) every worker in the middle of its save on the signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  const std::string error_dir = make_launch_dir();
   GroupResult r;
   const std::string& first_resume = o.first_resume_from;
   int restarts = 0;  // made: the report's (a usage error or a stop ends before max_restarts)

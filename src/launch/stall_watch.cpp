@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/flight_verdict.h"
-#include "util/clock.h"
 
 namespace ddptrain {
 
@@ -21,26 +20,43 @@ void StallWatch::reset() {
   std::error_code ec;
   std::filesystem::remove(flight_request_path(launch_dir_), ec);
   for (int r : local_ranks_) std::filesystem::remove(flight_progress_path(launch_dir_, r), ec);
+  exited_.clear();
+  waits_.clear();
   stall_.clear();
   answered_ = false;
+}
+
+void StallWatch::worker_exited(int rank) {
+  exited_.insert(rank);
+  waits_.erase(rank);
+  std::error_code ec;
+  std::filesystem::remove(flight_progress_path(launch_dir_, rank), ec);
 }
 
 std::optional<std::string> StallWatch::find_stall() {
   std::optional<std::string> found;
   double longest = 0;
+  const auto now = std::chrono::steady_clock::now();
   for (int r : local_ranks_) {
+    if (exited_.count(r) != 0) continue;
     auto p = read_flight_file(flight_progress_path(launch_dir_, r));
-    if (!p || !p->contains("waiting") || (*p)["waiting"].is_null()) continue;
+    if (!p || !p->contains("waiting") || (*p)["waiting"].is_null()) {
+      waits_.erase(r);
+      continue;
+    }
     const nlohmann::json& w = (*p)["waiting"];
-    const double waited = unix_seconds() - w.value("since", unix_seconds());
+    const int64_t seq = w.value("seq", int64_t{-1});
+    SeenWait& seen = waits_[r];
+    if (seen.seq != seq) seen = {seq, now};
+    const double waited = std::chrono::duration<double>(now - seen.first_seen).count();
     if (waited < stall_s_ || waited <= longest) continue;
     longest = waited;
     flight_dir_ = p->value("flight_dir", std::string());
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%.0f", waited);
-    found = "rank " + std::to_string(r) + " has waited " + secs + " s in collective #" +
-            std::to_string(w.value("seq", int64_t{0})) + " (" + w.value("op", std::string()) + ", " +
-            w.value("what", std::string()) + ", step " + std::to_string(w.value("step", int64_t{0})) + ")";
+    found = "rank " + std::to_string(r) + " has waited " + secs + " s in collective #" + std::to_string(seq) +
+            " (" + w.value("op", std::string()) + ", " + w.value("what", std::string()) + ", step " +
+            std::to_string(w.value("step", int64_t{0})) + ")";
   }
   return found;
 }

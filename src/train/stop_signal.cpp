@@ -21,6 +21,9 @@ void install_stop_handlers() {
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  // `ddptrain train ... | tee log` and a Ctrl-C: tee ends first, and the next log line (the stop
+  // being said) would end the process by SIGPIPE before its save. Ignored, the write fails.
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 int stop_signal() { return g_stop_signal.load(); }

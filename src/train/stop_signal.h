@@ -8,7 +8,8 @@
 
 namespace ddptrain {
 
-/// Installs the handlers (idempotent).
+/// Installs the handlers (idempotent), and ignores SIGPIPE (a closed output must not end the
+/// run before it saves).
 void install_stop_handlers();
 /// The first SIGTERM/SIGINT received, or 0.
 int stop_signal();

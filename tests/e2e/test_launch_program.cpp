@@ -2,10 +2,15 @@
 // torchrun environment contract, as torchrun --no-python runs it.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "e2e_helpers.h"
 #include "proc.h"
@@ -49,4 +54,101 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("'no-such-program-xyz' is neither a ddptrain command"), std::string::npos)
       << missing.output;
+}
+
+namespace {
+
+// `ddptrain launch` of 2 ranks running the shell script `script` ($RANK is each rank's).
+std::vector<std::string> launch_sh(const std::string& script, const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> cmd{binary(), "launch",        "--nproc_per_node",
+                               "2",      "--master_port", std::to_string(free_port())};
+  cmd.insert(cmd.end(), flags.begin(), flags.end());
+  cmd.insert(cmd.end(), {"sh", "-c", script});
+  return cmd;
+}
+
+std::string quoted(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += q + "' ";
+  }
+  return out;
+}
+
+}  // namespace
+
+// `ddptrain launch ... | head -n 1`: once head has ended, the launcher's writes fail. It drops
+// the lines and goes on; before, SIGPIPE ended it, and with it (PR_SET_PDEATHSIG) every worker,
+// as after `| tee log` and a Ctrl-C, in the middle of the save on that signal.
+TEST(LaunchProgram, AClosedOutputEndsNeitherTheLauncherNorItsWorkers) {
+  const std::string dir = fresh_dir("launch_closed_output");
+  const std::string script =
+      "for i in $(seq 100); do echo line $i; done; sleep 1; "
+      "for i in $(seq 100); do echo more $i; done; touch " +
+      dir + "/done_$RANK";
+  ProcResult r =
+      run({"bash", "-c",
+           quoted(launch_sh(script)) + "| head -n 1; echo ${PIPESTATUS[0]} > " + dir + "/launcher_exit_code"},
+          {}, 60);
+  EXPECT_EQ(read_text(dir + "/launcher_exit_code"), "0\n") << r.output;
+  for (int rank : {0, 1})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/done_" + std::to_string(rank)))
+        << "rank " << rank << " ended early";
+}
+
+// A forwarded SIGTERM stops the workers; one that then fails (exit 7: its save on the signal
+// failed) is a failure, and the launcher's exit code is its; the other's 128+15 is the stop it
+// was asked for. Before, any end after a forwarded signal was a clean stop (exit 143), and a
+// requeue resumed an older checkpoint without a word.
+TEST(LaunchProgram, AFailureWhileStoppingOnASignalIsTheExitCode) {
+  const std::string dir = fresh_dir("launch_fail_on_signal");
+  const std::string script = "trap 'if [ \"$RANK\" = 1 ]; then exit 7; else exit 143; fi' TERM; touch " +
+                             dir + "/ready_$RANK; while :; do sleep 0.05; done";
+  const pid_t launcher = spawn(launch_sh(script), dir + "/launch.log");
+  for (int i = 0;
+       i < 400 && !(std::filesystem::exists(dir + "/ready_0") && std::filesystem::exists(dir + "/ready_1"));
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(launcher, SIGTERM);
+  const int code = wait_for(launcher, 30);
+  if (code == -1) ::kill(launcher, SIGKILL);
+  EXPECT_EQ(code, 7) << read_text(dir + "/launch.log");
+}
+
+// Note [Stall seen by the launcher]: a wait is timed by the launcher's clock from when it saw
+// it, and an exited worker's last progress is not watched. (a) Rank 1 leaves a progress file
+// with a wait of long ago and exits; rank 0 works on for 8 s (--stall_s 1). (b) Rank 0 shows a
+// wait whose `since` is long past (a wall clock stepped forward) for 1 s, then none, and works
+// on (--stall_s 3). Neither is a stall: both exit 0. Before, each stopped the job as stalled
+// (exit 1, once the verdict's 5 s wait for flight records had passed: hence the 8 s).
+// test_flight.cpp's hangs show that a real one still ends the job.
+TEST(LaunchProgram, AStallIsTimedByTheLauncherAndNotWatchedAfterItsWorkerExits) {
+  const std::string old_wait =
+      R"({"phase":"step","step":3,"last_completed":2,"waiting":{"seq":3,"op":"all_reduce","what":"a bucket","step":3,"since":1000},"flight_dir":"/nonexistent"})";
+  const std::string none =
+      R"({"phase":"step","step":3,"last_completed":3,"waiting":null,"flight_dir":"/nonexistent"})";
+  const std::string progress = "\"$DDPTRAIN_LAUNCH_DIR/progress_rank$RANK.json\"";
+  ProcResult exited = run(
+      launch_sh("if [ \"$RANK\" = 1 ]; then echo '" + old_wait + "' > " + progress + "; exit 0; fi; sleep 8",
+                {"--stall_s", "1"}),
+      {}, 60);
+  EXPECT_EQ(exited.exit_code, 0) << exited.output;
+  ProcResult stepped = run(launch_sh("if [ \"$RANK\" = 0 ]; then echo '" + old_wait + "' > " + progress +
+                                         "; sleep 1; echo '" + none + "' > " + progress + "; fi; sleep 7",
+                                     {"--stall_s", "3"}),
+                           {}, 60);
+  EXPECT_EQ(stepped.exit_code, 0) << stepped.output;
+}
+
+// The launch's folder is made under $TMPDIR; where it cannot be, the launch stops with the
+// reason (exit 1) and starts no worker. Before, it fell back to /tmp itself, which it removed
+// whole at the end.
+TEST(LaunchProgram, AFolderItCannotMakeStopsTheLaunch) {
+  const std::string dir = fresh_dir("launch_no_tmp");
+  ProcResult r = run(launch_sh("touch " + dir + "/started_$RANK"), {{"TMPDIR", dir + "/missing"}}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(dir + "/missing/ddptrain-launch-"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/started_0"));
 }

@@ -3,6 +3,7 @@
 // ranks that left no record, and ranks that disagree on a collective; the launcher's stall watch
 // reads the ranks' progress and asks for the records (Note [Stall seen by the launcher]).
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "dist/flight_recorder.h"
 #include "dist/flight_verdict.h"
+#include "dist/flight_watchdog.h"
 #include "dist_harness.h"
 #include "launch/stall_watch.h"
 
@@ -191,8 +193,17 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
   EXPECT_FALSE(patient.stalled()) << "rank 0 has waited less than an hour";
   EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch)));
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   StallWatch watch(launch, 1, {0, 1}, 2);
+  EXPECT_FALSE(watch.poll());
+  EXPECT_FALSE(watch.stalled()) << "a wait is timed from when the launcher first saw it";
+  StallWatch gone(launch, 1, {0, 1}, 2);
+  EXPECT_FALSE(gone.poll());
+  gone.worker_exited(0);
+  EXPECT_FALSE(std::filesystem::exists(flight_progress_path(launch, 0)));
+  write_json(flight_progress_path(launch, 0), progress_of(0, r0, flights));  // as if written late
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_FALSE(gone.poll());
+  EXPECT_FALSE(gone.stalled()) << "rank 0's worker has exited: its last progress is not watched";
   EXPECT_FALSE(watch.poll()) << "no records yet: the verdict waits for them";
   ASSERT_TRUE(watch.stalled());
   EXPECT_EQ(watch.stall().rfind("rank 0 has waited ", 0), 0u) << watch.stall();
@@ -209,4 +220,17 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
   watch.reset();
   EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch)))
       << "a restarted group would be asked at once";
+}
+
+// A rank's watchdog removes the record an earlier run or attempt of that rank left in the
+// folder: readers take any flight_rank<r>.json there, so an old hang would be the verdict.
+// Another rank's record is that rank's to remove.
+TEST(FlightWatchdog, RemovesItsRanksOldRecord) {
+  const std::string dir = scratch_dir("flight_old_record");
+  write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
+  write_json(dir + "/flight_rank1.json", record(1, 2, 2));
+  FlightRecorder recorder(8);
+  { FlightWatchdog watchdog(c10::make_intrusive<c10d::HashStore>(), recorder, 1, 2, dir); }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
 }
