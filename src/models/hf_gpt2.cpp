@@ -61,12 +61,18 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
   const auto type = hf_field<std::string>(c, "model_type", origin, "");
   DDP_USAGE_CHECK(type == "gpt2", "'", origin, "': model_type '", type,
                   "' is not a model ddptrain reads from a Hugging Face folder (it reads gpt2)");
-  const int n_embd = hf_field<int>(c, "n_embd", origin, 768);
+  // GPT2Config's attribute_map: a config may name a size by its common name, which then wins
+  // over GPT-2's own (transformers sets the alias after the field).
+  const auto size = [&](const char* key, const char* alias, int fallback) {
+    return c.contains(alias) && !c[alias].is_null() ? hf_field<int>(c, alias, origin, fallback)
+                                                    : hf_field<int>(c, key, origin, fallback);
+  };
+  const int n_embd = size("n_embd", "hidden_size", 768);
   const std::map<const char*, std::pair<int*, int>> sizes = {
-      {"n_layer", {&o.n_layer, hf_field<int>(c, "n_layer", origin, 12)}},
-      {"n_head", {&o.n_head, hf_field<int>(c, "n_head", origin, 12)}},
+      {"n_layer", {&o.n_layer, size("n_layer", "num_hidden_layers", 12)}},
+      {"n_head", {&o.n_head, size("n_head", "num_attention_heads", 12)}},
       {"n_embd", {&o.n_embd, n_embd}},
-      {"block_size", {&o.block_size, hf_field<int>(c, "n_positions", origin, 1024)}},
+      {"block_size", {&o.block_size, size("n_positions", "max_position_embeddings", 1024)}},
       {"vocab_size", {&o.vocab_size, hf_field<int>(c, "vocab_size", origin, 50257)}}};
   for (const auto& [name, fv] : sizes) {
     auto [f, v] = fv;

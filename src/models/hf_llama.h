@@ -8,9 +8,10 @@
 //    and the biases: Llama's attention_bias (q/k/v/o), Qwen2's q/k/v (always). What Llama
 //    does not compute is a UsageError naming the field: another activation than silu, MLP
 //    biases, a head_dim other than hidden_size / num_attention_heads, scaled rotary
-//    embeddings (rope_type other than default), a sliding window shorter than the training
-//    window, pretraining_tp above 1. attention_dropout is a training setting, not the
-//    architecture (ddptrain's is ModelOptions::dropout).
+//    embeddings (rope_type other than default), a partial rotation (partial_rotary_factor:
+//    transformers 4 rotates part, 5 all), a sliding window shorter than the training window.
+//    pretraining_tp (4's matmuls split in slices: the same product) is not read.
+//    attention_dropout is a training setting, not the architecture (ModelOptions::dropout).
 //  - weights: "model." names are Llama's without the prefix, lm_head.weight is lm_head's
 //    (when tied, a file's lm_head.weight must equal the embedding); the rotary inv_freq
 //    buffers older files hold are dropped. Every tensor's shape is checked against the
