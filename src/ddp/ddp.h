@@ -5,7 +5,8 @@
 //    the global mean in param.grad() when backward() returns;
 //  - no_sync(): an RAII guard for gradient accumulation (see Note [no_sync and accumulation]);
 //  - sync_buffers(): rank 0's buffers (BatchNorm statistics) to every rank, called before
-//    each training forward when broadcast_buffers is on (PyTorch's default).
+//    the first training forward of each accumulation group when broadcast_buffers is on
+//    (PyTorch's default; it skips the sync in a forward after a no_sync backward).
 // Invariant: every rank makes the same calls in the same order. World size 1 is a
 // pass-through: no hooks, no collectives.
 #pragma once

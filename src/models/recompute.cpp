@@ -1,5 +1,6 @@
 #include "models/recompute.h"
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/ivalue.h>
 #include <torch/autograd.h>
 
@@ -47,7 +48,21 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     replay->autocast_dtype = compat::AutocastGuard::get_dtype(replay->device.type());
     ctx->save_for_backward(inputs.vec());  // the input, and the parameters (leaves: kept as they are)
     ctx->saved_data["replay"] = c10::IValue::make_capsule(replay);
-    return {replay->fn(x)};
+    // Autocast caches the cast of each fp32 parameter until the outermost autocast region ends,
+    // grad mode or not: every recomputed block's bf16/fp16 weights would stay for the whole
+    // forward (under ZeRO stage 3, the gathered weights a unit has released). Not cached here;
+    // the cast is the same, recomputed in backward.
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    at::Tensor out;
+    try {
+      out = replay->fn(x);
+    } catch (...) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      throw;
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+    return {out};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {

@@ -10,6 +10,9 @@
 // their stack and the coefficient are the ones torch::nn::utils::clip_grad_norm_ computes
 // (bitwise the same gradients on CPU); on CUDA the norms come from one _foreach_norm and the
 // scaling from one _foreach_mul_, as Python's clip_grad_norm_ does there.
+// One exception: with the loss scaler (fp16), GradScaler::step reads its inf/NaN flag, one
+// read a step, to skip the optimizer's step on the host. PyTorch's fused AdamW takes the flag
+// into its kernel instead; ours would need the step counts on the device too (not built).
 #pragma once
 
 #include <vector>

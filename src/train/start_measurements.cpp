@@ -10,9 +10,9 @@ namespace ddptrain {
 namespace {
 
 // Every rank must train in the same precision, so the choice is made from the rates averaged
-// over all ranks (each rank computes the same choice from the same sums). Whether to average
-// depends only on the options, the device type and the checkpoint resumed: every rank joins
-// the all-reduce, or none does.
+// over all ranks (each rank computes the same choice from the same sums), and on CUDA from
+// whether every GPU has bf16. Whether to reduce depends only on the options, the device type
+// and the checkpoint resumed: every rank joins the all-reduce, or none does.
 Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKernelRates rates) {
   const bool measured =
       ctx.device().is_cpu() && req.use_amp && req.amp_dtype == AmpDtype::kAuto && req.resumed.empty();
@@ -23,7 +23,19 @@ Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKern
     const at::Tensor mean = sums[0] / ctx.world_size();
     rates = {mean[0].item<double>(), mean[1].item<double>(), mean[2].item<double>(), mean[3].item<double>()};
   }
-  Precision p = choose_precision(req, ctx.device(), cuda_has_bf16(ctx.device()), rates);
+  // On CUDA, bf16 only where every rank's GPU has it (a job of mixed GPUs): a rank in fp16 with
+  // the loss scaler beside one in bf16 would average scaled and unscaled gradients.
+  bool cuda_bf16 = cuda_has_bf16(ctx.device());
+  if (ctx.device().is_cuda() && req.use_amp && req.amp_dtype == AmpDtype::kAuto && ctx.communicates()) {
+    std::vector<at::Tensor> lacking{at::tensor({cuda_bf16 ? 0.0 : 1.0}, at::kDouble)};
+    ctx.all_reduce_sum(lacking, "whether every GPU has bf16 (amp_dtype=auto)");
+    const auto without = static_cast<int64_t>(lacking[0].item<double>());
+    if (cuda_bf16 && without > 0)
+      ctx.log().warn(str(without, " of the ", ctx.world_size(),
+                         " ranks' GPUs have no bf16: every rank trains as they do"));
+    cuda_bf16 = without == 0;
+  }
+  Precision p = choose_precision(req, ctx.device(), cuda_bf16, rates);
   if (measured && ctx.world_size() > 1) p.why += str(" (rates averaged over ", ctx.world_size(), " ranks)");
   return p;
 }

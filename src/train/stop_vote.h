@@ -5,7 +5,8 @@
 // an asynchronous sum of the local requests and the next step reads it; every rank then sees
 // the same sum and stops after the same step, and the exchange costs no waiting. A world of
 // one reads its own request. The pending vote is drained at each epoch's end, so that it never
-// stays outstanding across other collectives.
+// stays outstanding across other collectives; a request it found stops the run there, before
+// the epoch's evaluation (it was dropped, and the run stopped a step into the next epoch).
 // Reading the sum is no host sync on a GPU (Note [No host sync in a step], optim/grad_clip.h):
 // on CUDA the sum is copied into pinned host memory on the stream right after its all-reduce
 // and an event recorded; the next step waits for that event only (the previous step's work),
@@ -30,8 +31,9 @@ class StopVote {
   /// Called once per optimizer step on every rank: true when the vote started at the previous
   /// step found a request on any rank.
   bool agreed();
-  /// Waits for the pending vote, if any (at an epoch's end).
-  void drain();
+  /// Waits for the pending vote, if any (at an epoch's end): true when it found a request on
+  /// any rank (the vote started at the epoch's last step: its stop is the epoch's end).
+  bool drain();
   /// The local request's signal, or 0.
   int local_signal() const { return requested_ ? requested_() : 0; }
 

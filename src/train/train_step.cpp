@@ -95,8 +95,8 @@ Objective Objective::mean_squared_error() {
 
 ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model, const Objective& objective,
                            const Precision& precision, c10::Device device, const at::Tensor& inputs,
-                           const at::Tensor& targets) {
-  ddp.sync_buffers();
+                           const at::Tensor& targets, bool sync_buffers) {
+  if (sync_buffers) ddp.sync_buffers();
   compat::AutocastGuard autocast(device.type(), precision.dtype, precision.autocast);
   ForwardResult r;
   r.output = model.forward(inputs);
@@ -125,8 +125,13 @@ void prepare_gradients(TrainState& state, double clip_grad_norm) {
     return;
   }
   state.scaler.unscale(state.optimizer);
-  if (clip_grad_norm > 0)
-    state.last_grad_norm = ddptrain::clip_grad_norm(state.module.parameters(), clip_grad_norm);
+  if (clip_grad_norm <= 0) return;
+  // The norm of what the optimizer steps (and the scaler unscaled), as stage 2's shards give it:
+  // a trainable parameter the optimizer does not hold keeps its gradient scaled and growing.
+  std::vector<at::Tensor> stepped;
+  for (const auto& group : state.optimizer.param_groups())
+    stepped.insert(stepped.end(), group.params().begin(), group.params().end());
+  state.last_grad_norm = ddptrain::clip_grad_norm(stepped, clip_grad_norm);
 }
 
 }  // namespace

@@ -18,10 +18,13 @@ struct ForwardResult {
   at::Tensor loss;  // the objective's mean over the micro-batch (fp32 under autocast)
 };
 
-/// Rank 0's buffers to every rank (when broadcast_buffers), then forward and loss.
+/// Rank 0's buffers to every rank (when broadcast_buffers and sync_buffers), then forward and
+/// loss. sync_buffers: the micro-batch follows one whose gradients were reduced (a group's first,
+/// or every one without no_sync), as PyTorch's DDP syncs buffers only in a forward after a
+/// synced backward: once per accumulation group.
 ForwardResult forward_loss(DistributedDataParallel& ddp, const Trainable& model, const Objective& objective,
                            const Precision& precision, c10::Device device, const at::Tensor& inputs,
-                           const at::Tensor& targets);
+                           const at::Tensor& targets, bool sync_buffers = true);
 
 /// Backward of loss / group_size, scaled; `reduce`: DDP all-reduces the group's gradients
 /// (false: under no_sync).

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -158,6 +159,24 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
   return str("lr ", base_lr, ", constant");
 }
 
+// A trainable parameter no optimizer group holds: DDP reduces its gradient every step, and
+// nothing steps, clips or frees it (it accumulates, as under PyTorch's optimizer.zero_grad()).
+// Likely a mistake (a part meant to be frozen): said once.
+void warn_of_parameters_not_optimized(const torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                                      const DistContext& ctx) {
+  std::set<const void*> optimized;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params()) optimized.insert(p.unsafeGetTensorImpl());
+  int64_t tensors = 0, elements = 0;
+  for (const auto& p : module.parameters())
+    if (p.requires_grad() && optimized.count(p.unsafeGetTensorImpl()) == 0) ++tensors, elements += p.numel();
+  if (tensors > 0)
+    ctx.log().warn(str(tensors, " trainable parameter tensors (", with_commas(static_cast<double>(elements)),
+                       " elements) are in no optimizer group: their gradients are reduced every step and "
+                       "accumulate, never stepped or clipped; freeze them (requires_grad(false)) or give "
+                       "them to the optimizer"));
+}
+
 }  // namespace
 
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
@@ -190,6 +209,7 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                      ctx.device().str(), ", ", ddp_->num_buckets(), " gradient buckets, ",
                      at::get_num_threads(), " intra-op threads per rank",
                      opts_.channels_last ? ", channels-last layout" : ""));
+  warn_of_parameters_not_optimized(*model_.module, optimizer_, ctx_);
   if (opts_.zero.stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero.stage >= 1) shard_optimizer();
   // Building, loading and sharding the model, the kernel probe left out (Note [Units sharded as

@@ -105,8 +105,9 @@ bool Trainer::Impl::train_epoch(Run& run) {
     const at::Tensor targets = batch->targets.to(ctx_.device(), /*non_blocking=*/pinned);
     enter(run, StepTimer::kForward);
     if (micro == group_start) hooks_->before_step(ctx_, state_.global_step + 1);
-    ForwardResult f =
-        forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs, targets);
+    const bool after_reduction = micro == group_start || !opts_.ddp.accum_no_sync;
+    ForwardResult f = forward_loss(*ddp_, model_, objective_, start_.precision, ctx_.device(), inputs,
+                                   targets, after_reduction);
     hooks_->on_loss(ctx_, state_.global_step + 1, f.loss);
     // Before backward: a fused loss writes its gradient over the output (Note [Fused cross-entropy]).
     const at::Tensor loss_d = f.loss.detach().to(at::kDouble);
@@ -152,7 +153,14 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
 bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   for (auto& c : run.callbacks) c->on_epoch_trained(state_);
   run.loader.stop();
-  run.vote.drain();  // never leave the vote pending across other collectives' tensors
+  // Never leave the vote pending across other collectives' tensors; a request it found (the vote
+  // the epoch's last step started) stops the run here.
+  if (run.vote.drain() && state_.stopped_by_signal == 0) {
+    stopping = true;
+    state_.stopped_by_signal = run.vote.local_signal() != 0 ? run.vote.local_signal() : 15;
+    ctx_.log().warn(str("stopping at the end of epoch ", state_.epoch, " (step ", state_.global_step,
+                        ") on a signal", opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
+  }
   // The last forward updated each rank's BatchNorm statistics with its own data: take rank
   // 0's, so evaluation, the checkpoint and every replica agree bitwise.
   ddp_->sync_buffers();

@@ -44,7 +44,7 @@ struct OptimOptions {
   LrSchedule lr_schedule = LrSchedule::kAuto;
   int64_t warmup_steps = 0;   // kStepCosine: optimizer steps of linear warmup
   double min_lr_ratio = 0.1;  // kStepCosine: the last step's learning rate over the base
-  double clip_grad_norm = 0;  // max global gradient norm (unscaled); 0 = off
+  double clip_grad_norm = 0;  // max global norm (unscaled) of the optimizer's gradients; 0 = off
 };
 
 /// Checkpoints (checkpoint/checkpoint.h) and resuming from one.

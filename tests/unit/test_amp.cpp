@@ -16,6 +16,7 @@
 #include "models/recompute.h"
 #include "obs/memory.h"
 #include "train/grad_scaler.h"
+#include "util/torch_compat.h"
 
 using namespace ddptrain;
 
@@ -231,4 +232,28 @@ TEST(Recompute, HoldsLessActivationMemory) {
   ASSERT_GT(held_plain, 0);
   EXPECT_LT(held_rc * 2, held_plain) << "recompute should hold at least 2x fewer activations";
   EXPECT_LT(peak_rc, peak_plain);
+}
+
+// Under autocast, a recomputed block's forward keeps no cast of its weights: autocast caches
+// the bf16 copy of an fp32 parameter (a leaf, not a view) until the outermost autocast region
+// ends, grad mode or not, so every recomputed block's cast weights stayed for the whole
+// forward. A 1024 x 1024 weight through mm (on CUDA linear caches too; on CPU linear casts the
+// transposed view, which autocast does not cache): its bf16 copy is 2 MiB; what the forward
+// leaves is the 2 KiB input and output.
+TEST(Recompute, UnderAutocastTheForwardKeepsNoCastWeights) {
+  install_cpu_memory_accounting();
+  const c10::Device cpu(c10::kCPU);
+  const at::Tensor weight = torch::randn({1024, 1024}).requires_grad_();
+  const at::Tensor x = torch::randn({1, 1024});
+  auto held_after_forward = [&](bool recomputed) {
+    compat::AutocastGuard autocast(c10::kCPU, at::kBFloat16, true);
+    const int64_t start = memory_stats(cpu).current_bytes;
+    const auto fn = [&](const at::Tensor& in) { return at::mm(in, weight); };
+    const at::Tensor y = recomputed ? recompute(fn, x, {weight}, {}) : fn(x);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    return memory_stats(cpu).current_bytes - start;  // still in the autocast region
+  };
+  const int64_t plain = held_after_forward(false), recomputed = held_after_forward(true);
+  EXPECT_GE(plain, 2 << 20) << "the plain forward keeps the cast weights (for its backward)";
+  EXPECT_LT(recomputed, 1 << 20) << "the recomputed forward kept its cast weights";
 }

@@ -110,6 +110,18 @@ TEST(Precision, AResumedRunKeepsThePrecisionItStartedWith) {
   EXPECT_EQ(choose_precision(resumed, kCpu, false, rates(5, 5)).name(), "fp32");
   resumed.resumed = "fp16";
   EXPECT_TRUE(choose_precision(resumed, kCuda, true, {}).grad_scaler);
+  // Where the resumed precision has no kernels on this device, the device's rule: fp16 on the
+  // CPU trains in fp32, bf16 on a GPU without it in fp16 with the scaler; both said.
+  const Precision on_cpu = choose_precision(resumed, kCpu, false, rates(5, 5));
+  EXPECT_EQ(on_cpu.name(), "fp32");
+  EXPECT_FALSE(on_cpu.grad_scaler);
+  EXPECT_TRUE(contains(on_cpu.why, "resumed run trained in fp16")) << on_cpu.why;
+  resumed.resumed = "bf16";
+  const Precision on_volta = choose_precision(resumed, kCuda, false, {});
+  EXPECT_EQ(on_volta.name(), "fp16");
+  EXPECT_TRUE(on_volta.grad_scaler);
+  EXPECT_TRUE(contains(on_volta.why, "resumed run trained in bf16")) << on_volta.why;
+  EXPECT_EQ(choose_precision(resumed, kCuda, true, {}).name(), "bf16");
   // An explicit request still wins over what the checkpoint recorded.
   resumed.amp_dtype = AmpDtype::kBf16;
   resumed.resumed = "fp32";

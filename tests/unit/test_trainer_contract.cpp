@@ -5,10 +5,13 @@
 // makes the evaluation its checkpoint owes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -355,4 +358,93 @@ TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
   o.checkpoint.resume_from = "auto";
   EXPECT_EQ(train_user_net(1, o).result.global_step, 4) << "auto resumes the later checkpoint";
   std::filesystem::remove_all(dir);
+}
+
+// Note [Agreed stop]: a stop request that reaches one rank during an epoch's last step is in
+// the vote that step starts, which the epoch's end drains: the run stops there, saves, and makes
+// no evaluation. Before, the drained vote was dropped: epoch 1 was evaluated and the run stopped
+// two steps into epoch 2, mid-epoch.
+TEST(Trainer, AStopRequestAtAnEpochsLastStepStopsAtItsEnd) {
+  const std::string dir = testing_dist::temp_dir("trainer_stop_at_epoch_end");
+  struct RequestAtStep : Callback {
+    void on_step_end(const TrainState& s, const StepEvent&) override {
+      if (s.global_step == 5) *requested = 15;  // after step 5's vote began: step 6's carries it
+    }
+    std::shared_ptr<std::atomic<int>> requested = std::make_shared<std::atomic<int>>(0);
+  };
+  std::map<int, TrainResult> results;
+  std::mutex mu;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions o = quiet_fp32(8, 2);  // 96 samples, world 2: 6 steps an epoch
+    o.checkpoint.dir = dir;
+    o.loop.eval_every = 1;
+    auto request = std::make_shared<RequestAtStep>();
+    if (ctx.rank() == 1) o.stop_requested = [r = request->requested] { return r->load(); };
+    Trainer trainer(ctx, std::move(model), *optimizer, o, Objective::classification());
+    trainer.add_callback(request);
+    UserData train(96, false), test(40, false);
+    const TrainResult r = trainer.fit(train, &test);
+    std::lock_guard<std::mutex> lock(mu);
+    results[ctx.rank()] = r;
+  });
+  for (const auto& [rank, r] : results) {
+    EXPECT_EQ(r.global_step, 6) << "rank " << rank;
+    EXPECT_EQ(r.stopped_by_signal, 15) << "rank " << rank;
+    EXPECT_FALSE(r.evaluated) << "rank " << rank;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/epoch_0001/manifest.json"));
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// UserNet's shape with a BatchNorm between: buffers that DDP broadcasts from rank 0.
+struct BatchNormNet : torch::nn::Module {
+  BatchNormNet() {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    norm = register_module("norm", torch::nn::BatchNorm1d(16));
+    b = register_module("b", torch::nn::Linear(16, 4));
+  }
+  at::Tensor forward(const at::Tensor& x) { return b(torch::tanh(norm(a(x)))); }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+  torch::nn::BatchNorm1d norm{nullptr};
+};
+
+}  // namespace
+
+// Buffers are broadcast once per accumulation group, before its first forward, as PyTorch's DDP
+// skips the sync in a forward after a no_sync backward: one step of 3 micro-batches makes as
+// many buffer broadcasts as one of 1 (that forward's and the epoch end's). Before, one per
+// micro-batch: each a wait of every rank for the others.
+TEST(Trainer, BuffersAreBroadcastOncePerAccumulationGroup) {
+  auto buffer_broadcasts = [](int accumulation) {
+    int count = 0;
+    std::mutex mu;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      std::shared_ptr<BatchNormNet> net;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        torch::manual_seed(5);
+        net = std::make_shared<BatchNormNet>();
+      }
+      torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+      TrainerOptions o = quiet_fp32(4, 1);
+      o.loop.grad_accum_steps = accumulation;
+      o.loop.max_steps = 1;
+      UserData train(96, /*regression=*/false);
+      Trainer trainer(ctx, trainable(net), optimizer, o);
+      trainer.fit(train, nullptr);
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank() != 0) return;
+      const nlohmann::json record = ctx.recorder().to_json(0, 2, "test");
+      for (const auto& e : record.at("entries"))
+        count += e.at("what").get<std::string>().rfind("buffer broadcast", 0) == 0 ? 1 : 0;
+    });
+    return count;
+  };
+  const int one = buffer_broadcasts(1);
+  EXPECT_GE(one, 1);
+  EXPECT_EQ(buffer_broadcasts(3), one);
 }

@@ -400,3 +400,33 @@ TEST(Trainer, KeepGlobalBatchCannotLeadStageTwoToReduceEveryMicroBatch) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// Clipping takes the norm of the gradients the optimizer steps, at every stage: here an
+// optimizer of `b` alone, while `a` still requires gradients. Stage 0 took the norm over the
+// whole module (a's gradients, never reset, grew into it and shrank b's steps), stage 2 over
+// the optimizer's shards: the two trained differently on the same options.
+TEST(Trainer, ClippingTakesTheNormOfWhatTheOptimizerSteps) {
+  std::map<int, std::vector<at::Tensor>> params;
+  std::vector<at::Tensor> initial;
+  std::mutex mu;
+  for (int stage : {0, 2}) {
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.optim.clip_grad_norm = 0.05;
+    o.zero.stage = stage;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      const std::shared_ptr<UserNet> net = make_net();
+      torch::optim::SGD optimizer(net->b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+      UserData train(96, /*regression=*/false);
+      Trainer trainer(ctx, trainable(net), optimizer, o);
+      trainer.fit(train, nullptr);
+      std::lock_guard<std::mutex> lock(mu);
+      if (ctx.rank() == 0)
+        for (const auto& p : net->parameters()) params[stage].push_back(p.detach().clone());
+    });
+  }
+  ASSERT_EQ(params[0].size(), params[2].size());
+  EXPECT_LE(max_diff(params[0], params[2]), 1e-6);
+  const std::shared_ptr<UserNet> fresh = make_net();
+  EXPECT_EQ(fresh->a->weight.sub(params[0][0]).abs().max().item<double>(), 0.0) << "a is not optimized";
+  EXPECT_GT(fresh->b->weight.sub(params[0][2]).abs().max().item<double>(), 0.0) << "b was not trained";
+}
