@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "config/flag_table.h"
 #include "config/train_config.h"
 #include "config/train_from_config.h"
 #include "data/datasets.h"
@@ -24,6 +26,7 @@
 #include "train/deterministic.h"
 #include "train/evaluate.h"
 #include "train/objective_check.h"
+#include "train/resume.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -40,7 +43,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir,
                   "' is not a checkpoint (no manifest.json: not one, or ",
                   "its save was interrupted) and holds no valid checkpoint; ", fix);
-  log.info(str("--checkpoint ", dir, " holds checkpoints: using the newest, ", *newest));
+  log.info(str("--checkpoint ", dir, " holds checkpoints: using the newest that verifies, ", *newest));
   return *newest;
 }
 
@@ -99,6 +102,46 @@ std::vector<std::string> checkpoint_train_flags(const std::string& checkpoint) {
   return flags;
 }
 
+namespace {
+
+// A flag eval does not read is exit 2, not ignored: eval reads the model's and the data's flags,
+// --batch_size, --num_workers, --metrics_file, the program's (threads, algorithms, loss) and the
+// backend's; the optimizer's, the loop's, checkpoints', DDP's, precision's (evaluation runs in
+// fp32, as training's evaluations) and the other reports' are training's.
+void refuse_training_flags(const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  const std::vector<Flag> table = train_flags(c);
+  const auto within = [](const void* field, const auto& part) {
+    const auto* f = static_cast<const char*>(field);
+    const auto* begin = reinterpret_cast<const char*>(&part);
+    return f >= begin && f < begin + sizeof(part);
+  };
+  const std::set<const void*> read = {&c.trainer.data.batch_size, &c.trainer.data.num_workers,
+                                      &c.trainer.report.metrics_file};
+  const std::set<const void*> unread = {
+      &c.dist.flight_recorder, &c.dist.sync_bn,      &c.program.cpu_heap_keep_mb,
+      &c.program.fused_loss,   &c.data.augment,      &c.model.activation_checkpointing,
+      &c.model.memory_format,  &c.model.init_from_hf};
+  for (const std::string& a : overrides) {
+    if (a.rfind("--", 0) != 0) continue;  // a value
+    std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    auto flag = std::find_if(table.begin(), table.end(), [&](const Flag& f) { return f.name == name; });
+    if (flag == table.end() && name.rfind("no-", 0) == 0)
+      flag =
+          std::find_if(table.begin(), table.end(), [&](const Flag& f) { return f.name == name.substr(3); });
+    if (flag == table.end()) continue;  // resolve_train_config names an unknown flag
+    const void* f = flag->field;
+    const bool training =
+        unread.count(f) != 0 || ((within(f, c.optimizer) || within(f, c.trainer)) && read.count(f) == 0);
+    DDP_USAGE_CHECK(!training, "eval does not read --", flag->name,
+                    " (training's): drop it; eval takes the model's and the data's flags, --batch_size, "
+                    "--num_workers, --metrics_file, --threads, --deterministic, --tf32, --loss and the "
+                    "backend's");
+  }
+}
+
+}  // namespace
+
 int cmd_eval(const std::vector<std::string>& args) {
   const char* usage = "usage: ddptrain eval --checkpoint DIR [--data_dir D --batch_size B ...]";
   std::string checkpoint;
@@ -106,12 +149,13 @@ int cmd_eval(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       TrainConfig defaults;
-      const std::string text = str(
-          usage,
-          "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
-          "with the flags it was trained with; a --config file given here overrides them, and train flags "
-          "given here override both (e.g. --data_dir on another machine, --batch_size, --num_workers). "
-          "The train flags:");
+      const std::string text =
+          str(usage,
+              "\nEvaluates a checkpoint (or the newest in a --checkpoint_dir) on its dataset's test split, "
+              "with the flags it was trained with; a --config file given here overrides them, and flags "
+              "given here override both: the model's and the data's (e.g. --data_dir on another machine), "
+              "--batch_size, --num_workers, --metrics_file, --threads, --deterministic, --tf32, --loss and "
+              "the backend's. The others below are training's: exit 2 here. The train flags:");
       std::printf("%s", flags_help(train_flags(defaults), text).c_str());
       return 0;
     }
@@ -124,6 +168,8 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
+  refuse_training_flags(overrides);
+  const std::string given = checkpoint;
   checkpoint = resolve_checkpoint(checkpoint);
   const CheckpointMeta meta = verify_checkpoint(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then a --config file given here, then
@@ -140,6 +186,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  // Each rank chose "the newest" in a folder on its own: a save between two listings would have
+  // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
+  check_ranks_chose_the_same(ctx, checkpoint, given, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
   DataSplits data = datasets_from(cfg);
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");

@@ -193,6 +193,14 @@ int inspect_model(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   reject_flags_of_other_models(mo.model, table);
+  if (is_decoder_model(mo.model)) {  // as train checks them (a negative size is not the preset's)
+    DataOptions tokens;
+    tokens.dataset = DatasetKind::kTokens;
+    in_flag_words_of(table, d, [&] {
+      mo.validate(tokens);
+      return 0;
+    });
+  }
   if (mo.model == ModelKind::kGpt) return inspect_gpt(mo);
   if (mo.model == ModelKind::kLlama) return inspect_llama(mo);
   if (mo.model == ModelKind::kTorchscript) {

@@ -120,6 +120,9 @@ int cmd_plot(const std::vector<std::string>& args) {
     if (args[i] == "-o" || args[i] == "--out") {
       DDP_USAGE_CHECK(i + 1 < args.size(), args[i], " needs a file name; ", usage);
       out = args[++i];
+    } else if (args[i].rfind("--out=", 0) == 0 ||
+               args[i].rfind("-o=", 0) == 0) {  // as every command's --name=value
+      out = args[i].substr(args[i].find('=') + 1);
     } else {
       DDP_USAGE_CHECK(args[i].rfind("-", 0) != 0, "unknown option '", args[i], "'; ", usage);
       inputs.push_back(args[i]);

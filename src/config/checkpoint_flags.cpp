@@ -36,10 +36,11 @@ void forget_what_only_training_reads(TrainConfig& c) {
     m.tie_embeddings = md.tie_embeddings;
     m.attention_bias = md.attention_bias;
     m.pad_token_id = md.pad_token_id;
-    m.bos_token_id = md.bos_token_id;
-    m.eos_token_id = md.eos_token_id;
+    m.sliding_window = md.sliding_window;
   }
   if (!decoder) {
+    m.bos_token_id = md.bos_token_id;  // gpt's and llama's, for an export's config.json
+    m.eos_token_id = md.eos_token_id;
     m.gpt_preset = md.gpt_preset;
     m.n_layer = md.n_layer;
     m.n_head = md.n_head;

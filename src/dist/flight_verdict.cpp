@@ -139,6 +139,34 @@ void write_flight_file(const std::string& path, const std::string& text, std::er
   std::filesystem::rename(path + ".tmp", path, ec);
 }
 
+namespace {
+
+// A record as FlightRecorder::to_json writes it, in what the verdict reads: another file (hand
+// edited, another tool's) is skipped rather than failing the verdict or sizing it.
+bool well_formed_record(const nlohmann::json& j) {
+  constexpr int kMaxWorld = 1 << 20;
+  const auto integer = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number_integer();
+  };
+  const auto text = [](const nlohmann::json& o, const char* k) { return o.contains(k) && o[k].is_string(); };
+  const auto number = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_number();
+  };
+  if (!j.is_object() || !integer(j, "world") || !integer(j, "rank") || !j.contains("entries") ||
+      !j["entries"].is_array() || !number(j, "time") || !number(j, "phase_since") || !text(j, "phase") ||
+      !integer(j, "step"))
+    return false;
+  const int64_t world = j["world"].get<int64_t>(), rank = j["rank"].get<int64_t>();
+  if (world < 1 || world > kMaxWorld || rank < 0 || rank >= world) return false;
+  for (const auto& e : j["entries"])
+    if (!e.is_object() || !integer(e, "seq") || !integer(e, "step") || !text(e, "state") || !text(e, "op") ||
+        !text(e, "what"))
+      return false;
+  return true;
+}
+
+}  // namespace
+
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world) {
   std::map<int, nlohmann::json> out;
   world = 0;
@@ -147,13 +175,10 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
     const std::string name = f.path().filename().string();
     if (name.rfind("flight_rank", 0) != 0 || f.path().extension() != ".json") continue;
     auto j = read_flight_file(f.path().string());
-    if (!j || !j->contains("world") || !j->contains("rank")) continue;
-    try {
-      world = std::max(world, j->at("world").get<int>());
-      const int rank = j->at("rank").get<int>();  // first: json's operator= takes its argument by value
-      out[rank] = std::move(*j);
-    } catch (const std::exception&) {  // not ours: skip it
-    }
+    if (!j || !well_formed_record(*j)) continue;  // not ours: skipped
+    world = std::max(world, j->at("world").get<int>());
+    const int rank = j->at("rank").get<int>();  // first: json's operator= takes its argument by value
+    out[rank] = std::move(*j);
   }
   return out;
 }

@@ -434,14 +434,20 @@ std::string find_program(const std::string& name) {
 }
 
 // The launch's own folder (error files, progress, the flight request): made here, under $TMPDIR
-// or /tmp, and removed at the end; never a folder this launch did not make (it is removed whole).
+// (one a login shell set may be missing on a compute node: then /tmp), and removed at the end;
+// never a folder this launch did not make (it is removed whole).
 std::string make_launch_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddptrain-launch-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    throw Error(detail::concat("launch: cannot make its folder ", tmpl, ": ", std::strerror(errno),
-                               " (free space there, or set TMPDIR to a writable folder)"));
-  return tmpl;
+  std::vector<std::string> parents;
+  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp) parents.emplace_back(tmp);
+  parents.emplace_back("/tmp");
+  std::string tried;
+  for (const std::string& parent : parents) {
+    std::string tmpl = parent + "/ddptrain-launch-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) return tmpl;
+    tried += detail::concat(tried.empty() ? "" : "; ", tmpl, ": ", std::strerror(errno));
+  }
+  throw Error(detail::concat("launch: cannot make its folder (", tried,
+                             "): free space there, or set TMPDIR to a writable folder"));
 }
 
 }  // namespace

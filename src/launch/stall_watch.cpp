@@ -46,8 +46,9 @@ std::optional<std::string> StallWatch::find_stall() {
     }
     const nlohmann::json& w = (*p)["waiting"];
     const int64_t seq = w.value("seq", int64_t{-1});
-    SeenWait& seen = waits_[r];
-    if (seen.seq != seq) seen = {seq, now};
+    auto [it, first] = waits_.try_emplace(r, SeenWait{seq, now});
+    SeenWait& seen = it->second;
+    if (!first && seen.seq != seq) seen = {seq, now};
     const double waited = std::chrono::duration<double>(now - seen.first_seen).count();
     if (waited < stall_s_ || waited <= longest) continue;
     longest = waited;

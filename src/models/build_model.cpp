@@ -33,6 +33,13 @@ void check_llama_sizes(const ModelOptions& o) {
                           "; pass {1:", c.max_positions, "} or less"),
                       kModelOptions)
         .within(&o);
+  if (c.sliding_window > 0 && c.block_size > c.sliding_window)  // the block size resolved (0: the preset's)
+    throw OptionError(
+        {{&o.sliding_window, "sliding_window"}, {&o.block_size, "block_size"}},
+        str("{1}=", c.block_size, " exceeds {0}=", c.sliding_window,
+            ": attention beyond the window is not computed; pass {1:", c.sliding_window, "} or less"),
+        kModelOptions)
+        .within(&o);
 }
 
 }  // namespace
@@ -67,6 +74,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   c.tie_embeddings = o.tie_embeddings;
   c.attention_bias = o.attention_bias;
   c.pad_token_id = o.pad_token_id, c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
+  c.sliding_window = o.sliding_window;
   c.dropout = o.dropout;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   c.fused_norm = o.fused_norm;
@@ -114,15 +122,14 @@ std::shared_ptr<Model> build_model(const ModelOptions& o, const DatasetShape& da
                             "; pass e.g. {0:", c.n_head * 64, "}"),
                         kModelOptions)
           .within(&o);
-    for (const auto& [id, name] :  // pad is llama's alone (ModelOptions::validate)
-         {std::pair{&o.pad_token_id, "pad_token_id"}, std::pair{&o.bos_token_id, "bos_token_id"},
-          std::pair{&o.eos_token_id, "eos_token_id"}})
-      if (*id >= c.vocab_size)
-        throw OptionError({{id, name}, {&o.vocab_size, "vocab_size"}},
-                          str("{0}=", *id, " is not a token of the ", c.vocab_size,
-                              "-token vocabulary ({1}); pass -1 for none"),
-                          kModelOptions)
-            .within(&o);
+    // pad is llama's alone (ModelOptions::validate); bos and eos are only carried to an export,
+    // as given (transformers keeps an id outside the vocabulary, with a warning).
+    if (o.pad_token_id >= c.vocab_size)
+      throw OptionError({{&o.pad_token_id, "pad_token_id"}, {&o.vocab_size, "vocab_size"}},
+                        str("{0}=", o.pad_token_id, " is not a token of the ", c.vocab_size,
+                            "-token vocabulary ({1}); pass -1 for none"),
+                        kModelOptions)
+          .within(&o);
     if (data.num_classes > c.vocab_size)
       throw OptionError({{&o.vocab_size, "vocab_size"}},
                         str("the data has ", data.num_classes, " token values but the model's vocabulary is ",

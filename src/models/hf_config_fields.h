@@ -69,8 +69,8 @@ inline void hf_unsupported(bool ok, const std::string& origin, const std::string
 /// `fallback` where it is left out (the config class's default; -1 when that is no token of the
 /// vocabulary), -1 where it is null. -1 given for pad_token_id is the vocabulary's last token
 /// (transformers' nn.Embedding(padding_idx=-1)). A pad_token_id outside the vocabulary is a
-/// UsageError (the embedding needs the row); a bos or eos outside it is -1, none, as
-/// transformers only warns of it: GPT2Config(vocab_size=8000) saves GPT-2's 50256 for both.
+/// UsageError (the embedding needs the row); a bos or eos outside it is kept as given, for the
+/// export, as transformers only warns of it (GPT2Config(vocab_size=8000) saves GPT-2's 50256).
 inline int hf_token_id(const nlohmann::json& config, const char* key, const std::string& origin, int vocab,
                        int fallback, const char* model) {
   if (!config.contains(key)) return fallback >= 0 && fallback < vocab ? fallback : -1;
@@ -83,7 +83,7 @@ inline int hf_token_id(const nlohmann::json& config, const char* key, const std:
   int id = hf_field<int>(nlohmann::json{{key, v}}, key, origin, -1);
   const bool pad = std::string(key) == "pad_token_id";
   if (id == -1 && !v.is_null() && pad) id = vocab - 1;
-  if (!pad && (id < -1 || id >= vocab)) return -1;
+  if (!pad) return id < -1 ? -1 : id;
   hf_unsupported(id == -1 || (id >= 0 && id < vocab), origin,
                  str(key, " ", id, " (not a token of the ", vocab, "-token vocabulary)"), model);
   return id;

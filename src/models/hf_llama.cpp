@@ -104,6 +104,8 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
     llama_unsupported(s.value >= 1, origin, str(s.key, " ", s.value, " (below 1)"));
     hf_set(s.field, s.name, s.value, 0, s.key, o);
   }
+  if (type == "mistral" && window > 0)  // carried to an export: beyond it, transformers' Mistral windows
+    hf_set(&o.sliding_window, "sliding_window", window, 0, "sliding_window", o);
   if (o.block_size == 0) o.block_size = o.max_positions;  // a shorter window is the run's
   llama_unsupported(window <= 0 || window >= o.block_size, origin,
                     str("sliding_window ", window, " is shorter than the training window ", o.block_size,
@@ -242,8 +244,14 @@ NamedTensors llama_to_hf(const NamedTensors& ours) {
 
 std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype) {
   const bool qwen2 = c.attention_bias == AttentionBias::kQkv;
-  nlohmann::json j = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-                      {"model_type", qwen2 ? "qwen2" : "llama"},
+  const bool mistral = !qwen2 && c.sliding_window > 0;  // its window, which Llama's config cannot say
+  nlohmann::json j = {{"architectures",
+                       {qwen2     ? "Qwen2ForCausalLM"
+                        : mistral ? "MistralForCausalLM"
+                                  : "LlamaForCausalLM"}},
+                      {"model_type", qwen2     ? "qwen2"
+                                     : mistral ? "mistral"
+                                               : "llama"},
                       {"num_hidden_layers", c.n_layer},
                       {"num_attention_heads", c.n_head},
                       {"num_key_value_heads", c.n_kv_head},
@@ -265,6 +273,9 @@ std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype)
     j[key] = id >= 0 ? nlohmann::json(id) : nlohmann::json();
   if (qwen2) {
     j["use_sliding_window"] = false;
+  } else if (mistral) {
+    j["head_dim"] = c.head_dim();
+    j["sliding_window"] = c.sliding_window;
   } else {
     j["head_dim"] = c.head_dim();
     j["attention_bias"] = c.attention_bias == AttentionBias::kAll;

@@ -16,8 +16,10 @@
 //    (when tied, a file's lm_head.weight must equal the embedding); the rotary inv_freq
 //    buffers older files hold are dropped. Every tensor's shape is checked against the
 //    config's sizes, before any is converted.
-//  - out: LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases (Llama's config has no such
-//    choice); a Mistral folder therefore comes back as Llama, which computes the same.
+//  - out: LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases (Llama's config has no such
+//    choice), MistralForCausalLM for a Mistral's sliding window (ModelOptions::sliding_window:
+//    beyond it transformers' Mistral attends within the window, as the imported model did). A
+//    Qwen2 whose layers slide comes back without its window (the same within it).
 #pragma once
 
 #include <string>

@@ -57,8 +57,9 @@ struct LlamaConfig {
   int64_t pad_token_id = -1;  // the embedding's padding row: zero at init, no gradient (-1: none)
   int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: none)
   int64_t eos_token_id = -1;
-  double dropout = 0.0;                    // on the attention weights
-  bool recompute_blocks = false;           // recompute each layer in backward (models/recompute.h)
+  int64_t sliding_window = 0;     // not used by the model (block_size <= it): carried to an export (0: none)
+  double dropout = 0.0;           // on the attention weights
+  bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)
   FusedNorm fused_norm = FusedNorm::kOff;  // the RMSNorms (models/layer_norm.h)
 
   int64_t head_dim() const { return n_embd / n_head; }

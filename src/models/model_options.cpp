@@ -94,7 +94,7 @@ void validate_llama_fields(const ModelOptions& m) {
       eps{&m.rms_norm_eps, "rms_norm_eps"}, tie{&m.tie_embeddings, "tie_embeddings"},
       bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"},
       pad{&m.pad_token_id, "pad_token_id"}, bos{&m.bos_token_id, "bos_token_id"},
-      eos{&m.eos_token_id, "eos_token_id"};
+      eos{&m.eos_token_id, "eos_token_id"}, window{&m.sliding_window, "sliding_window"};
   // bos and eos, carried to an export's config.json, are gpt's too.
   if (m.model != ModelKind::kLlama && m.model != ModelKind::kGpt &&
       (m.bos_token_id != -1 || m.eos_token_id != -1))
@@ -111,7 +111,17 @@ void validate_llama_fields(const ModelOptions& m) {
                         str("{0}, {1}, {2}, {3}, {4}, {5}, {6} and {7} apply to {8:llama}; {8:",
                             word(m.model), "} has none: drop them"),
                         kModelOwner);
+    if (m.sliding_window != 0)
+      throw OptionError(
+          {window, model},
+          str("{0} applies to {1:llama} (a Mistral's); {1:", word(m.model), "} has none: drop it"),
+          kModelOwner);
   }
+  check_option_non_negative(m.sliding_window, "sliding_window", "pass 0 for none", kModelOwner);
+  if (m.sliding_window > 0 && m.attention_bias != AttentionBias::kNone)
+    throw OptionError({window, bias}, "{0} is a Mistral's, whose attention has no biases: drop {0} or {1}",
+                      kModelOwner);
+
   for (const OptionField& id : {pad, bos, eos})
     if (*static_cast<const int*>(id.address) < -1)
       throw OptionError(

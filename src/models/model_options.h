@@ -107,6 +107,9 @@ struct ModelOptions {
   int pad_token_id = -1;  // its embedding row gets no gradient, as transformers' padding_idx (-1: none)
   int bos_token_id = -1;  // carried to an export's config.json (-1: none)
   int eos_token_id = -1;
+  // A Mistral's attention window [sliding_window], carried to an export (0: none). The model
+  // attends within --block_size, which must not exceed it: there the window changes nothing.
+  int sliding_window = 0;
   std::string init_from_hf;  // gpt, llama: a Hugging Face folder: its sizes (and, in train, its weights)
   double dropout = 0.0;      // inside each residual block (0: the reference model)
   std::string model_path;    // torchscript: the scripted module's file

@@ -253,23 +253,23 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
 // hang, or a confusing error, minutes later). So the ranks compare their choices (one
 // all_gather of a hash of each) before anything is loaded, and every rank stops with the same
 // error naming the ranks that differ.
-void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root) {
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root,
+                                const std::string& flag) {
   if (ctx.world_size() == 1) return;
   const at::Tensor mine = at::tensor({static_cast<int64_t>(fnv1a(chosen))}, at::kLong);
   std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
   for (auto& t : all) t = at::zeros_like(mine);
-  ctx.all_gather(mine, all,
-                 "resume_from auto: the checkpoint each rank chose (Note [One checkpoint for every rank])");
+  ctx.all_gather(mine, all, "the checkpoint each rank chose (Note [One checkpoint for every rank])");
   std::string differ;
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r].item<int64_t>() != all[0].item<int64_t>()) differ += str(differ.empty() ? "" : ", ", r);
   if (differ.empty()) return;
-  throw UsageError(
-      str("resume_from auto: the ranks chose different checkpoints from '", root, "': rank(s) ", differ,
-          " chose another than rank 0; this rank (", ctx.rank(), ") chose ",
-          chosen.empty() ? std::string("none (a fresh start)") : "'" + chosen + "'",
-          ". Every rank reads --checkpoint_dir itself: make it one folder every node sees alike "
-          "(a shared filesystem), or pass --resume_from DIR naming a checkpoint every node has"));
+  throw UsageError(str("the ranks chose different checkpoints from '", root, "': rank(s) ", differ,
+                       " chose another than rank 0; this rank (", ctx.rank(), ") chose ",
+                       chosen.empty() ? std::string("none (a fresh start)") : "'" + chosen + "'",
+                       ". Every rank reads the folder itself: make it one folder every node sees alike "
+                       "(a shared filesystem), or pass ",
+                       flag, " naming one checkpoint every node has"));
 }
 
 std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {

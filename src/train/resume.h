@@ -60,8 +60,10 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
                                      const std::string& name_prefix = "");
 
 /// Note [One checkpoint for every rank]: a UsageError on every rank when the ranks' choices
-/// (`chosen`: this rank's, "" for a fresh start) differ. A collective.
-void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root);
+/// (`chosen`: this rank's, "" for a fresh start) differ. `flag`: the flag that names a checkpoint
+/// instead (--resume_from; eval's --checkpoint). A collective.
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root,
+                                const std::string& flag = "--resume_from");
 
 /// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
 /// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,

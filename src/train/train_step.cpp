@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include <torch/nn/functional/loss.h>
@@ -126,11 +127,16 @@ void prepare_gradients(TrainState& state, double clip_grad_norm) {
   }
   state.scaler.unscale(state.optimizer);
   if (clip_grad_norm <= 0) return;
-  // The norm of what the optimizer steps (and the scaler unscaled), as stage 2's shards give it:
-  // a trainable parameter the optimizer does not hold keeps its gradient scaled and growing.
-  std::vector<at::Tensor> stepped;
+  // The norm of the module's parameters the optimizer steps (and the scaler unscaled), as stage
+  // 2's shards give it: a trainable parameter the optimizer does not hold keeps its gradient
+  // scaled and growing; one outside the module has a gradient of its rank alone, and a norm
+  // counting it would differ between the ranks (Trainer warns of both).
+  std::unordered_set<const void*> optimized;
   for (const auto& group : state.optimizer.param_groups())
-    stepped.insert(stepped.end(), group.params().begin(), group.params().end());
+    for (const auto& p : group.params()) optimized.insert(p.unsafeGetTensorImpl());
+  std::vector<at::Tensor> stepped;
+  for (const auto& p : state.module.parameters())
+    if (optimized.count(p.unsafeGetTensorImpl()) != 0) stepped.push_back(p);
   state.last_grad_norm = ddptrain::clip_grad_norm(stepped, clip_grad_norm);
 }
 

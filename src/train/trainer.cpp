@@ -159,22 +159,32 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
   return str("lr ", base_lr, ", constant");
 }
 
-// A trainable parameter no optimizer group holds: DDP reduces its gradient every step, and
-// nothing steps, clips or frees it (it accumulates, as under PyTorch's optimizer.zero_grad()).
-// Likely a mistake (a part meant to be frozen): said once.
-void warn_of_parameters_not_optimized(const torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                                      const DistContext& ctx) {
-  std::set<const void*> optimized;
+// Parameters the optimizer and the module do not share, said once: a trainable parameter no
+// optimizer group holds (DDP reduces its gradient every step, and nothing steps, clips or frees
+// it: a part meant to be frozen?), and one the optimizer steps outside the module (DDP does not
+// average its gradient: every rank steps it with its own, and the replicas part).
+void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                                   const DistContext& ctx) {
+  std::set<const void*> optimized, in_module;
   for (const auto& group : optimizer.param_groups())
     for (const auto& p : group.params()) optimized.insert(p.unsafeGetTensorImpl());
   int64_t tensors = 0, elements = 0;
-  for (const auto& p : module.parameters())
+  for (const auto& p : module.parameters()) {
+    in_module.insert(p.unsafeGetTensorImpl());
     if (p.requires_grad() && optimized.count(p.unsafeGetTensorImpl()) == 0) ++tensors, elements += p.numel();
+  }
   if (tensors > 0)
     ctx.log().warn(str(tensors, " trainable parameter tensors (", with_commas(static_cast<double>(elements)),
                        " elements) are in no optimizer group: their gradients are reduced every step and "
                        "accumulate, never stepped or clipped; freeze them (requires_grad(false)) or give "
                        "them to the optimizer"));
+  int64_t outside = 0;
+  for (const void* p : optimized) outside += in_module.count(p) == 0 ? 1 : 0;
+  if (outside > 0)
+    ctx.log().warn(str(outside,
+                       " parameter tensors the optimizer steps are not the model's: DDP does not "
+                       "average their gradients, so each rank steps them with its own and the "
+                       "replicas differ (nor are they clipped); make them parameters of the module"));
 }
 
 }  // namespace
@@ -209,7 +219,7 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                      ctx.device().str(), ", ", ddp_->num_buckets(), " gradient buckets, ",
                      at::get_num_threads(), " intra-op threads per rank",
                      opts_.channels_last ? ", channels-last layout" : ""));
-  warn_of_parameters_not_optimized(*model_.module, optimizer_, ctx_);
+  warn_of_parameters_not_shared(*model_.module, optimizer_, ctx_);
   if (opts_.zero.stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero.stage >= 1) shard_optimizer();
   // Building, loading and sharding the model, the kernel probe left out (Note [Units sharded as

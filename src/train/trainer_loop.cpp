@@ -153,6 +153,10 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
 bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   for (auto& c : run.callbacks) c->on_epoch_trained(state_);
   run.loader.stop();
+  // An evaluation due here stays due on a stop the drained vote finds: its checkpoint owes it, and
+  // the evaluation, interrupted by the same request, ends as a stop during it does.
+  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
+                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   // Never leave the vote pending across other collectives' tensors; a request it found (the vote
   // the epoch's last step started) stops the run here.
   if (run.vote.drain() && state_.stopped_by_signal == 0) {
@@ -167,8 +171,6 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   EpochEvent e(run.pos);
   summarize_epoch(run, e, result);
   e.stopping = stopping;
-  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
-                        (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   // An evaluation that fails loses no training, nor its epoch's record (Note [Evaluation owed]).
   run.checkpoints->before_evaluation(state_, e, eval_now);
   if (eval_now) evaluate_epoch(run, e, result);

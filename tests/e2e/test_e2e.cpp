@@ -268,7 +268,7 @@ TEST(E2E, MetricsFileTensorBoardAndPlot) {
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 
   // The plot: a well-formed SVG with the four panels, one run and two overlaid.
-  ProcResult p1 = run({binary(), "plot", path, "-o", dir + "/run.svg"}, {}, 60);
+  ProcResult p1 = run({binary(), "plot", path, "--out=" + dir + "/run.svg"}, {}, 60);  // as -o FILE
   ASSERT_EQ(p1.exit_code, 0) << p1.output;
   const std::string svg = read_text(dir + "/run.svg");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);

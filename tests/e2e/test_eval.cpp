@@ -131,6 +131,19 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
   ProcResult given = run({binary(), "eval", "--checkpoint", ck, "--adam_beta1", "0.8"}, {}, 120);
   EXPECT_EQ(given.exit_code, 2) << given.output;
   EXPECT_NE(given.output.find("adam_beta1"), std::string::npos) << given.output;
+  // A flag eval does not read is refused, naming it (it was accepted and ignored).
+  for (const std::vector<std::string>& flag :
+       std::vector<std::vector<std::string>>{{"--lr", "0.5"},
+                                             {"--tensorboard_dir=" + dir + "/tb"},
+                                             {"--no-checkpoint_on_signal"},
+                                             {"--amp_dtype", "bf16"}}) {
+    std::vector<std::string> cmd = {binary(), "eval", "--checkpoint", ck};
+    cmd.insert(cmd.end(), flag.begin(), flag.end());
+    ProcResult r = run(cmd, {}, 120);
+    EXPECT_EQ(r.exit_code, 2) << flag[0] << ": " << r.output;
+    EXPECT_NE(r.output.find("eval does not read --"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/tb"));
 
   ProcResult e = run({binary(), "eval", "--checkpoint", ck, "--metrics_file", dir + "/eval.jsonl"}, {}, 300);
   ASSERT_EQ(e.exit_code, 0) << e.output;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "e2e_helpers.h"
 #include "proc.h"
 
@@ -85,6 +87,11 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
       {}, 120);
   EXPECT_EQ(load.exit_code, 0) << load.output;
   EXPECT_NE(read_text(dir + "/logits.loss"), "");
+  // The folder's token ids (tests/python/hf.py: 93 and 94) back in the export's config.json;
+  // export reset them for gpt (it wrote the vocabulary's last token, 95).
+  const nlohmann::json exported = nlohmann::json::parse(read_text(dir + "/out/config.json"));
+  EXPECT_EQ(exported.at("bos_token_id"), 93);
+  EXPECT_EQ(exported.at("eos_token_id"), 94);
   // A resume with the same command (it reads the folder's config again, not its weights).
   std::vector<std::string> more = train;
   more.insert(more.end(), {"--resume_from", "auto", "--epochs", "2"});

@@ -31,4 +31,10 @@ TEST(Inspect, ModelGivesMiniResNetsTableAndRefusesAnotherModelsFlags) {
     EXPECT_EQ(r.exit_code, 2) << other[4] << " " << r.output;
     EXPECT_NE(r.output.find("does not apply to --model"), std::string::npos) << r.output;
   }
+  // A size train refuses is refused here too (a negative one was the preset's).
+  for (const char* model : {"gpt", "llama"}) {
+    ProcResult r = run({binary(), "inspect", "model", "--model", model, "--n_layer", "-4"}, {}, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--n_layer"), std::string::npos) << r.output;
+  }
 }

@@ -142,13 +142,23 @@ TEST(LaunchProgram, AStallIsTimedByTheLauncherAndNotWatchedAfterItsWorkerExits) 
   EXPECT_EQ(stepped.exit_code, 0) << stepped.output;
 }
 
-// The launch's folder is made under $TMPDIR; where it cannot be, the launch stops with the
-// reason (exit 1) and starts no worker. Before, it fell back to /tmp itself, which it removed
-// whole at the end.
-TEST(LaunchProgram, AFolderItCannotMakeStopsTheLaunch) {
-  const std::string dir = fresh_dir("launch_no_tmp");
-  ProcResult r = run(launch_sh("touch " + dir + "/started_$RANK"), {{"TMPDIR", dir + "/missing"}}, 60);
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find(dir + "/missing/ddptrain-launch-"), std::string::npos) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/started_0"));
+// The launch's folder is made under $TMPDIR, else under /tmp; the workers learn it
+// (TORCHELASTIC_ERROR_FILE) and it is removed at the end. Where neither can hold it the launch
+// stops with the reason (not testable here: /tmp is writable); before, it fell back to /tmp
+// itself, which it removed whole at the end.
+TEST(LaunchProgram, ItsFolderIsUnderTmpdirOrTmpAndRemoved) {
+  const std::string dir = fresh_dir("launch_tmpdir");
+  const std::string report = "echo \"$TORCHELASTIC_ERROR_FILE\" > " + dir + "/error_file_$RANK";
+  ProcResult own = run(launch_sh(report), {{"TMPDIR", dir}}, 60);
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  const std::string in_tmpdir = read_text(dir + "/error_file_0");
+  EXPECT_EQ(in_tmpdir.rfind(dir + "/ddptrain-launch-", 0), 0u) << in_tmpdir;
+  EXPECT_FALSE(
+      std::filesystem::exists(std::filesystem::path(in_tmpdir.substr(0, in_tmpdir.size() - 1)).parent_path()))
+      << "the launch's folder was left behind";
+  ProcResult missing = run(launch_sh(report), {{"TMPDIR", dir + "/missing"}}, 60);
+  ASSERT_EQ(missing.exit_code, 0) << missing.output;
+  EXPECT_EQ(read_text(dir + "/error_file_0").rfind("/tmp/ddptrain-launch-", 0), 0u)
+      << read_text(dir + "/error_file_0");
+  EXPECT_TRUE(std::filesystem::is_directory("/tmp")) << "/tmp itself was removed";
 }

@@ -261,7 +261,8 @@ TEST(UserIntent, EvalNamesAMissingCheckpointAndTakesAFolderOfThem) {
   ASSERT_EQ(t.exit_code, 0) << t.output;
   ProcResult root = run({binary(), "eval", "--checkpoint", ck, "--batch_size", "1000"}, {}, 300);
   EXPECT_EQ(root.exit_code, 0) << root.output;
-  EXPECT_NE(root.output.find("using the newest, " + ck + "/step_00000002"), std::string::npos) << root.output;
+  EXPECT_NE(root.output.find("using the newest that verifies, " + ck + "/step_00000002"), std::string::npos)
+      << root.output;
 }
 
 // Item 7: eval --help listed no flags; the help omitted inspect model and loader; an unknown

@@ -234,3 +234,22 @@ TEST(FlightWatchdog, RemovesItsRanksOldRecord) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
 }
+
+// A file in the folder that is not a record as ranks write them (hand edited, another tool's)
+// is skipped: the verdict neither fails on it (a missing "entries" was an uncaught JSON error,
+// exit 1 without the file's name) nor is sized by it (a world of 2e9 made 2e9 lines).
+TEST(FlightVerdict, AFileThatIsNotARecordIsSkipped) {
+  const std::string dir = scratch_dir("flight_foreign");
+  write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
+  write_json(dir + "/flight_rank1.json", {{"world", 2}, {"rank", 1}});
+  write_json(dir + "/flight_rank2.json",
+             {{"world", 2000000000}, {"rank", 2}, {"entries", nlohmann::json::array()}});
+  nlohmann::json bad_entry = record(1, 2, 3);
+  bad_entry["entries"][0].erase("state");
+  write_json(dir + "/flight_rank3.json", bad_entry);
+  int world = 0;
+  const auto records = read_flight_records(dir, world);
+  EXPECT_EQ(records.size(), 1u);
+  EXPECT_EQ(world, 2);
+  EXPECT_NE(hang_verdict(records, world).find("rank 1 left no record"), std::string::npos);
+}

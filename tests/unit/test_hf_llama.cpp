@@ -103,11 +103,22 @@ TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinI
   const at::Tensor x = tokens(2, 8, 96);
   const at::Tensor theirs = transformers_logits(dir, 2, 8, 96).first;
   EXPECT_LT((m->forward(x).detach() - theirs).abs().max().item<double>(), 1e-5);
+  // Exported, it is a Mistral with its window again: on 16 tokens, twice the window, transformers
+  // computes the same logits from the export as from the original (exported as a Llama without
+  // a window, it attended to all 16).
+  const ModelOptions o = llama_options(dir);
+  EXPECT_EQ(o.sliding_window, 8);
+  const std::string out = hf_dir("hfl_mistral_window_export");
+  write_hf_folder(out, hf_config_json(o, "float32"), model_to_hf(state_dict(*m), o), at::kFloat, 1 << 30);
+  EXPECT_EQ(read_hf_config(out)["model_type"], "mistral");
+  EXPECT_EQ(read_hf_config(out)["sliding_window"], 8);
+  const at::Tensor original = transformers_logits(dir, 2, 16, 96).first;
+  EXPECT_LT((transformers_logits(out, 2, 16, 96).first - original).abs().max().item<double>(), 1e-5);
 }
 
 TEST(HfLlama, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   SKIP_WITHOUT_TRANSFORMERS();
-  for (const std::string arch : {"llama", "qwen2"}) {
+  for (const std::string arch : {"llama", "qwen2", "mistral"}) {
     const std::string src = hf_dir("hfl_src_" + arch), out = hf_dir("hfl_export_" + arch),
                       half = hf_dir("hfl_export_bf16_" + arch);
     ASSERT_EQ(hf_python("make-arch " + arch + " " + src), "");

@@ -327,17 +327,17 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   EXPECT_EQ(o.bos_token_id, -1);
   EXPECT_EQ(o.eos_token_id, 7);
   // What GPT2Config(vocab_size=96).save_pretrained() writes: GPT-2's 50256 for both, outside the
-  // vocabulary, which transformers only warns of: none (it was refused).
+  // vocabulary, which transformers only warns of: kept for the export (it was refused).
   o = read({{"model_type", "gpt2"},
             {"vocab_size", 96},
             {"n_embd", 32},
             {"n_head", 2},
             {"bos_token_id", 50256},
             {"eos_token_id", 50256}});
-  EXPECT_EQ(o.bos_token_id, -1);
-  EXPECT_EQ(o.eos_token_id, -1);
+  EXPECT_EQ(o.bos_token_id, 50256);
+  EXPECT_EQ(o.eos_token_id, 50256);
   EXPECT_EQ(read({{"model_type", "llama"}, {"vocab_size", 300}, {"eos_token_id", {300, 2}}}).eos_token_id,
-            -1);
+            300);
   // GPT2Config's attribute_map: the common names win over GPT-2's own, as transformers sets them
   // after (4 heads, not the 2 of n_head: no weight's shape would have told).
   o = read({{"model_type", "gpt2"},

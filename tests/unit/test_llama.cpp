@@ -199,6 +199,16 @@ TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
   EXPECT_EQ(built_error({"--n_kv_head", "1", "--tie_embeddings", "--attention_bias", "qkv"}), "");
   EXPECT_NE(built_error({"--pad_token_id", "256"}).find("pad_token_id=256 is not a token of the 256-token"),
             std::string::npos);
+  // A Mistral's window is checked against the block size the model resolves (here the tests'
+  // 64, no --block_size given): attention beyond it would not be the export's.
+  EXPECT_NE(built_error({"--sliding_window", "32"})
+                .find("block_size=64 exceeds ModelOptions::sliding_window=32: attention beyond the window"),
+            std::string::npos)
+      << built_error({"--sliding_window", "32"});
+  EXPECT_EQ(built_error({"--sliding_window", "64"}), "");
+  EXPECT_EQ(built_error({"--bos_token_id", "50256"}), "") << "kept for an export, as transformers keeps it";
+  EXPECT_NE(err({"--sliding_window", "8", "--attention_bias", "all"}).find("whose attention has no biases"),
+            std::string::npos);
   EXPECT_NE(err({"--rope_theta", "0"}).find("--rope_theta=0 must be in (0, 1e12)"), std::string::npos);
   EXPECT_NE(err({"--rms_norm_eps", "-1"}).find("--rms_norm_eps=-1 must be in (0, 1)"), std::string::npos);
   EXPECT_NE(err({"--gpt_activation", "gelu_tanh"}).find("--gpt_activation applies to --model gpt"),

@@ -361,41 +361,47 @@ TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
 }
 
 // Note [Agreed stop]: a stop request that reaches one rank during an epoch's last step is in
-// the vote that step starts, which the epoch's end drains: the run stops there, saves, and makes
-// no evaluation. Before, the drained vote was dropped: epoch 1 was evaluated and the run stopped
-// two steps into epoch 2, mid-epoch.
+// the vote that step starts, which the epoch's end drains: the run stops there and saves. Without
+// an evaluation due (eval_every 0), the drained vote was dropped before, and the run stopped two
+// steps into epoch 2, mid-epoch. With one due, the checkpoint owes it (Note [Evaluation owed]):
+// the evaluation, interrupted by the same request, is made by the resumed run.
 TEST(Trainer, AStopRequestAtAnEpochsLastStepStopsAtItsEnd) {
-  const std::string dir = testing_dist::temp_dir("trainer_stop_at_epoch_end");
   struct RequestAtStep : Callback {
     void on_step_end(const TrainState& s, const StepEvent&) override {
       if (s.global_step == 5) *requested = 15;  // after step 5's vote began: step 6's carries it
     }
     std::shared_ptr<std::atomic<int>> requested = std::make_shared<std::atomic<int>>(0);
   };
-  std::map<int, TrainResult> results;
-  std::mutex mu;
-  testing_dist::run_world(2, [&](const DistContext& ctx) {
-    Trainable model = native(make_net());
-    const auto optimizer = make_optimizer(*model.module, false);
-    TrainerOptions o = quiet_fp32(8, 2);  // 96 samples, world 2: 6 steps an epoch
-    o.checkpoint.dir = dir;
-    o.loop.eval_every = 1;
-    auto request = std::make_shared<RequestAtStep>();
-    if (ctx.rank() == 1) o.stop_requested = [r = request->requested] { return r->load(); };
-    Trainer trainer(ctx, std::move(model), *optimizer, o, Objective::classification());
-    trainer.add_callback(request);
-    UserData train(96, false), test(40, false);
-    const TrainResult r = trainer.fit(train, &test);
-    std::lock_guard<std::mutex> lock(mu);
-    results[ctx.rank()] = r;
-  });
-  for (const auto& [rank, r] : results) {
-    EXPECT_EQ(r.global_step, 6) << "rank " << rank;
-    EXPECT_EQ(r.stopped_by_signal, 15) << "rank " << rank;
-    EXPECT_FALSE(r.evaluated) << "rank " << rank;
+  for (int eval_every : {0, 1}) {
+    SCOPED_TRACE("eval_every " + std::to_string(eval_every));
+    const std::string dir = testing_dist::temp_dir("trainer_stop_at_epoch_end");
+    std::map<int, TrainResult> results;
+    std::mutex mu;
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      Trainable model = native(make_net());
+      const auto optimizer = make_optimizer(*model.module, false);
+      TrainerOptions o = quiet_fp32(8, 2);  // 96 samples, world 2: 6 steps an epoch
+      o.checkpoint.dir = dir;
+      o.loop.eval_every = eval_every;
+      auto request = std::make_shared<RequestAtStep>();
+      if (ctx.rank() == 1) o.stop_requested = [r = request->requested] { return r->load(); };
+      Trainer trainer(ctx, std::move(model), *optimizer, o, Objective::classification());
+      trainer.add_callback(request);
+      UserData train(96, false), test(40, false);
+      const TrainResult r = trainer.fit(train, &test);
+      std::lock_guard<std::mutex> lock(mu);
+      results[ctx.rank()] = r;
+    });
+    for (const auto& [rank, r] : results) {
+      EXPECT_EQ(r.global_step, 6) << "rank " << rank;
+      EXPECT_EQ(r.stopped_by_signal, 15) << "rank " << rank;
+      EXPECT_FALSE(r.evaluated) << "rank " << rank;
+    }
+    ASSERT_TRUE(std::filesystem::exists(dir + "/epoch_0001/manifest.json"));
+    std::ifstream meta(dir + "/epoch_0001/meta.json");
+    EXPECT_EQ(nlohmann::json::parse(meta).contains(kEvaluationOwedKey), eval_every == 1);
+    std::filesystem::remove_all(dir);
   }
-  EXPECT_TRUE(std::filesystem::exists(dir + "/epoch_0001/manifest.json"));
-  std::filesystem::remove_all(dir);
 }
 
 namespace {
