@@ -41,6 +41,7 @@ void forget_what_only_training_reads(TrainConfig& c) {
   if (!decoder) {
     m.bos_token_id = md.bos_token_id;  // gpt's and llama's, for an export's config.json
     m.eos_token_id = md.eos_token_id;
+    m.eos_token_ids = md.eos_token_ids;
     m.gpt_preset = md.gpt_preset;
     m.n_layer = md.n_layer;
     m.n_head = md.n_head;

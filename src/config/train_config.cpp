@@ -137,6 +137,10 @@ std::vector<Flag> model_flags(TrainConfig& c) {
       bind_flag("eos_token_id", &c.model.eos_token_id,
                 "gpt, llama: the end of a sequence, for an export's config.json (-1 = none; gpt: the "
                 "vocabulary's last, GPT-2's)"),
+      bind_flag("eos_token_ids", &c.model.eos_token_ids,
+                "gpt, llama: every end-of-sequence id where a Hugging Face config lists several (Llama 3's), "
+                "comma-separated, --eos_token_id first, for an export's config.json (empty = --eos_token_id "
+                "alone)"),
       bind_flag(
           "init_from_hf", &c.model.init_from_hf,
           "a Hugging Face folder (save_pretrained's config.json and model.safetensors) of GPT-2 (--model "

@@ -90,7 +90,10 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     else
       fused_ce_detail::forward_cpu(logits, targets, lse, losses, hits);
     ctx->save_for_backward({logits, targets, lse});
-    ctx->saved_data["in_place"] = gradient_may_overwrite(logits);
+    // Rows that overlap (an as_strided view's row stride below V) would have several rows'
+    // gradients written into the same memory: a copy then.
+    ctx->saved_data["in_place"] =
+        gradient_may_overwrite(logits) && (logits.size(0) < 2 || logits.stride(0) >= logits.size(1));
     at::Tensor count = hits.sum();
     ctx->mark_non_differentiable({count});
     return {losses.sum() / static_cast<double>(N), count};
@@ -125,6 +128,8 @@ std::pair<at::Tensor, at::Tensor> fused_cross_entropy_and_hits(const at::Tensor&
             logits.stride(1), ")");
   DDP_CHECK(targets.scalar_type() == at::kLong, "fused_cross_entropy: int64 targets, got ",
             targets.scalar_type());
+  DDP_CHECK(targets.device() == logits.device(), "fused_cross_entropy: targets on ", targets.device(),
+            ", logits on ", logits.device());
   DDP_CHECK(logits.size(0) > 0, "fused_cross_entropy: no rows");
   if (!logits.is_cuda()) {
     const auto [lo, hi] = at::aminmax(targets);

@@ -37,7 +37,9 @@ struct MaxSum {
 };
 
 __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
-  if (a.m == -INFINITY && b.m == -INFINITY) return {a.m, 0.f, min(a.i, b.i)};
+  // Both saw only -inf (or nothing): their sums, 0 unless a NaN came in, which must stay (as
+  // logsumexp's NaN) rather than vanish into a finite loss.
+  if (a.m == -INFINITY && b.m == -INFINITY) return {a.m, a.s + b.s, min(a.i, b.i)};
   if (a.m > b.m) return {a.m, a.s + b.s * __expf(b.m - a.m), a.i};
   if (b.m > a.m) return {b.m, b.s + a.s * __expf(a.m - b.m), b.i};
   return {a.m, a.s + b.s, min(a.i, b.i)};  // equal maxima: the first index, as argmax

@@ -8,6 +8,10 @@
 
 namespace ddptrain {
 namespace {
+
+std::vector<int64_t> token_id_list(const std::string& ids) {
+  return parse_token_ids(ids).value_or(std::vector<int64_t>{});  // validated: ModelOptions::validate
+}
 constexpr const char* kModelOptions = "ModelOptions";
 
 // The sizes that only fit together: grouped heads, an even head size for the rotation, and
@@ -58,6 +62,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   c.fused_linear = o.fused_linear;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
+  c.eos_token_ids = token_id_list(o.eos_token_ids);
   return c;
 }
 
@@ -74,6 +79,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   c.tie_embeddings = o.tie_embeddings;
   c.attention_bias = o.attention_bias;
   c.pad_token_id = o.pad_token_id, c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
+  c.eos_token_ids = token_id_list(o.eos_token_ids);
   c.sliding_window = o.sliding_window;
   c.dropout = o.dropout;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;

@@ -41,6 +41,7 @@ struct GptConfig {
   FusedLinear fused_linear = FusedLinear::kOff;  // the Linear layers (kernels/fused_linear.h)
   int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: the vocabulary's last)
   int64_t eos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;  // every one, where a config listed several (an export's list)
 };
 
 /// debug (2 layers x 64, block 64, vocab 256: for tests), small (6 x 384, 6 heads, block 256,

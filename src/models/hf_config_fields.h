@@ -89,6 +89,15 @@ inline int hf_token_id(const nlohmann::json& config, const char* key, const std:
   return id;
 }
 
+/// config[key]'s ids, comma-separated, where it lists more than one ("" otherwise): what
+/// ModelOptions::eos_token_ids carries to an export.
+inline std::string hf_token_id_list(const nlohmann::json& config, const char* key) {
+  if (!config.contains(key) || !config[key].is_array() || config[key].size() < 2) return "";
+  std::string out;
+  for (const auto& id : config[key]) out += (out.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  return out;
+}
+
 /// Sets *field (named `name`) to the config's value of `key`; OptionError naming the field and
 /// init_from_hf when the user set it (it differs from `unset`) to another value.
 template <typename T>

@@ -88,6 +88,8 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
   for (const auto& [field, key] :  // carried to an export (GPT2Config's default: 50256, its last token)
        {std::pair{&o.bos_token_id, "bos_token_id"}, std::pair{&o.eos_token_id, "eos_token_id"}})
     hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, 50256, "GPT"), -1, key, o);
+  hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id"), std::string(),
+         "eos_token_id", o);
   const int64_t inner = hf_field<int64_t>(c, "n_inner", origin, 4 * int64_t{n_embd});
   unsupported(inner == 4 * int64_t{n_embd}, origin, str("n_inner ", inner, " is not 4 x n_embd"));
   const auto act = hf_field<std::string>(c, "activation_function", origin, "gelu_new");
@@ -161,26 +163,27 @@ NamedTensors gpt_to_hf(const NamedTensors& ours) {
 }
 
 std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype) {
-  const nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
-                            {"model_type", "gpt2"},
-                            {"n_layer", c.n_layer},
-                            {"n_head", c.n_head},
-                            {"n_embd", c.n_embd},
-                            {"n_positions", c.block_size},
-                            {"n_ctx", c.block_size},
-                            {"vocab_size", c.vocab_size},
-                            {"n_inner", nullptr},
-                            {"activation_function", c.gelu_tanh ? "gelu_new" : "gelu"},
-                            {"layer_norm_epsilon", 1e-5},
-                            {"resid_pdrop", c.dropout},
-                            {"embd_pdrop", c.dropout},
-                            {"attn_pdrop", c.dropout},
-                            {"tie_word_embeddings", true},
-                            {"scale_attn_weights", true},
-                            {"initializer_range", 0.02},
-                            {"dtype", dtype},
-                            {"bos_token_id", c.bos_token_id >= 0 ? c.bos_token_id : c.vocab_size - 1},
-                            {"eos_token_id", c.eos_token_id >= 0 ? c.eos_token_id : c.vocab_size - 1}};
+  nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
+                      {"model_type", "gpt2"},
+                      {"n_layer", c.n_layer},
+                      {"n_head", c.n_head},
+                      {"n_embd", c.n_embd},
+                      {"n_positions", c.block_size},
+                      {"n_ctx", c.block_size},
+                      {"vocab_size", c.vocab_size},
+                      {"n_inner", nullptr},
+                      {"activation_function", c.gelu_tanh ? "gelu_new" : "gelu"},
+                      {"layer_norm_epsilon", 1e-5},
+                      {"resid_pdrop", c.dropout},
+                      {"embd_pdrop", c.dropout},
+                      {"attn_pdrop", c.dropout},
+                      {"tie_word_embeddings", true},
+                      {"scale_attn_weights", true},
+                      {"initializer_range", 0.02},
+                      {"dtype", dtype},
+                      {"bos_token_id", c.bos_token_id >= 0 ? c.bos_token_id : c.vocab_size - 1},
+                      {"eos_token_id", c.eos_token_id >= 0 ? c.eos_token_id : c.vocab_size - 1}};
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;  // generate() stops at each
   return j.dump(2) + "\n";
 }
 

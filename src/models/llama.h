@@ -57,6 +57,7 @@ struct LlamaConfig {
   int64_t pad_token_id = -1;  // the embedding's padding row: zero at init, no gradient (-1: none)
   int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: none)
   int64_t eos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;  // every one, where a config listed several (an export's list)
   int64_t sliding_window = 0;     // not used by the model (block_size <= it): carried to an export (0: none)
   double dropout = 0.0;           // on the attention weights
   bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)

@@ -97,7 +97,7 @@ void validate_llama_fields(const ModelOptions& m) {
       eos{&m.eos_token_id, "eos_token_id"}, window{&m.sliding_window, "sliding_window"};
   // bos and eos, carried to an export's config.json, are gpt's too.
   if (m.model != ModelKind::kLlama && m.model != ModelKind::kGpt &&
-      (m.bos_token_id != -1 || m.eos_token_id != -1))
+      (m.bos_token_id != -1 || m.eos_token_id != -1 || !m.eos_token_ids.empty()))
     throw OptionError(
         {bos, eos, model},
         str("{0} and {1} apply to {2:gpt} and {2:llama}; {2:", word(m.model), "} has none: drop them"),
@@ -118,6 +118,17 @@ void validate_llama_fields(const ModelOptions& m) {
           kModelOwner);
   }
   check_option_non_negative(m.sliding_window, "sliding_window", "pass 0 for none", kModelOwner);
+  const OptionField all_eos{&m.eos_token_ids, "eos_token_ids"};
+  const auto listed = parse_token_ids(m.eos_token_ids);
+  if (!listed)
+    throw OptionError({all_eos},
+                      str("{0}='", m.eos_token_ids, "' is not a comma-separated list of token ids"),
+                      kModelOwner);
+  if (!listed->empty() && (*listed)[0] != m.eos_token_id)
+    throw OptionError({all_eos, eos},
+                      str("{0}='", m.eos_token_ids, "' starts with another id than {1}=", m.eos_token_id,
+                          ": pass {1} ", (*listed)[0], " (the list's first)"),
+                      kModelOwner);
   if (m.sliding_window > 0 && m.attention_bias != AttentionBias::kNone)
     throw OptionError({window, bias}, "{0} is a Mistral's, whose attention has no biases: drop {0} or {1}",
                       kModelOwner);
@@ -139,6 +150,21 @@ void validate_llama_fields(const ModelOptions& m) {
 }
 
 }  // namespace
+
+std::optional<std::vector<int64_t>> parse_token_ids(const std::string& ids) {
+  std::vector<int64_t> out;
+  if (ids.empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = std::min(ids.find(',', start), ids.size());
+    const std::string id = ids.substr(start, end - start);
+    if (id.empty() || id.size() > 18 || id.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    out.push_back(std::stoll(id));
+    if (end == ids.size()) return out;
+    start = end + 1;
+  }
+}
 
 void ModelOptions::validate(const DataOptions& data) const {
   if (model == ModelKind::kTorchscript) {

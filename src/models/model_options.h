@@ -2,7 +2,10 @@
 // one (config/train_config.h).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "data/data_options.h"
 #include "util/choices.h"
@@ -107,6 +110,9 @@ struct ModelOptions {
   int pad_token_id = -1;  // its embedding row gets no gradient, as transformers' padding_idx (-1: none)
   int bos_token_id = -1;  // carried to an export's config.json (-1: none)
   int eos_token_id = -1;
+  // Every end-of-sequence id where a config listed several (Llama 3's "128001,128008,128009",
+  // comma-separated, eos_token_id first), carried to an export ("": eos_token_id alone).
+  std::string eos_token_ids;
   // A Mistral's attention window [sliding_window], carried to an export (0: none). The model
   // attends within --block_size, which must not exceed it: there the window changes nothing.
   int sliding_window = 0;
@@ -123,5 +129,9 @@ struct ModelOptions {
   /// sizes), and a field this model has no use for set anyway (it would be silently ignored).
   void validate(const DataOptions& data) const;
 };
+
+/// ModelOptions::eos_token_ids as numbers ("": none); nullopt when it is not a comma-separated
+/// list of token ids.
+std::optional<std::vector<int64_t>> parse_token_ids(const std::string& ids);
 
 }  // namespace ddptrain

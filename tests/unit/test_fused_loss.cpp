@@ -252,3 +252,27 @@ TEST(FusedLoss, CountsTheAccuracyHitsInItsForwardPass) {
   EXPECT_EQ(obj.correct(logits, targets).item<int64_t>(), argmax_count - 1) << "the loss's own count";
   EXPECT_EQ(obj.correct(logits, targets).item<int64_t>(), argmax_count) << "a count is taken once";
 }
+
+// Logits whose (B·T, V) rows are not contiguous (a scripted module's transposed product): the
+// objective copies them for the fused loss, which equals the eager one (it was an error), and
+// targets on another device than the logits are named. Rows that overlap (an as_strided view)
+// get their gradient in a copy, not written over each other.
+TEST(FusedLoss, StridedRowsAreCopiedAndOverlappingRowsAreNotWrittenInPlace) {
+  at::manual_seed(3);
+  const int64_t B = 2, T = 3, V = 5;
+  const at::Tensor product = torch::randn({V, B * T}, torch::requires_grad());
+  const at::Tensor logits = product.t().view({B, T, V});  // strides (T, 1, B·T)
+  const at::Tensor targets = at::randint(0, V, {B, T});
+  const Objective fused = Objective::classification(FusedLoss::kOn);
+  const at::Tensor loss = fused.loss(logits, targets);
+  const at::Tensor eager =
+      torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
+  EXPECT_LT((loss - eager).abs().item<double>(), 1e-6);
+  const at::Tensor row = torch::randn({V + 3}, torch::requires_grad());
+  const at::Tensor overlapping = (row * 1.0).as_strided({4, V}, {1, 1});  // row r: elements r..r+V-1
+  const at::Tensor t4 = at::randint(0, V, {4});
+  const at::Tensor g = torch::autograd::grad({fused_cross_entropy_and_hits(overlapping, t4).first}, {row})[0];
+  const at::Tensor g_eager =
+      torch::autograd::grad({torch::nn::functional::cross_entropy(overlapping, t4)}, {row})[0];
+  EXPECT_LT((g - g_eager).abs().max().item<double>(), 1e-6);
+}

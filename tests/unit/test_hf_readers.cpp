@@ -304,7 +304,8 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   EXPECT_NE(refusal({{"model_type", "llama"}, {"partial_rotary_factor", 0.5}})
                 .find("partial_rotary_factor 0.5 (a partial rotation)"),
             std::string::npos);
-  // Token ids: Llama 3.1's list of eos ids keeps its first; an id outside the vocabulary is named.
+  // Token ids: of Llama 3.1's list of eos ids, eos_token_id is the first and eos_token_ids all; a
+  // pad id outside the vocabulary is named.
   o = read({{"model_type", "llama"},
             {"vocab_size", 300},
             {"bos_token_id", 1},
@@ -312,7 +313,13 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
             {"pad_token_id", 0}});
   EXPECT_EQ(o.bos_token_id, 1);
   EXPECT_EQ(o.eos_token_id, 2);
+  EXPECT_EQ(o.eos_token_ids, "2,7") << "the whole list, for the export";
   EXPECT_EQ(o.pad_token_id, 0);
+  // ... and the export says them all (generate() stops at each: Llama 3 Instruct's <|eot_id|> is
+  // its list's last); a single id stays a number.
+  EXPECT_EQ(nlohmann::json::parse(hf_config_json(o, "float32")).at("eos_token_id"), nlohmann::json({2, 7}));
+  o.eos_token_ids.clear();
+  EXPECT_EQ(nlohmann::json::parse(hf_config_json(o, "float32")).at("eos_token_id"), 2);
   EXPECT_NE(refusal({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", 300}})
                 .find("pad_token_id 300 (not a token of the 300-token vocabulary)"),
             std::string::npos);

@@ -209,6 +209,11 @@ TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
   EXPECT_EQ(built_error({"--bos_token_id", "50256"}), "") << "kept for an export, as transformers keeps it";
   EXPECT_NE(err({"--sliding_window", "8", "--attention_bias", "all"}).find("whose attention has no biases"),
             std::string::npos);
+  EXPECT_NE(err({"--eos_token_ids", "5,x"}).find("is not a comma-separated list of token ids"),
+            std::string::npos);
+  EXPECT_NE(err({"--eos_token_ids", "5,6"}).find("starts with another id than --eos_token_id=-1"),
+            std::string::npos);
+  EXPECT_EQ(err({"--eos_token_id", "5", "--eos_token_ids", "5,6"}), "");
   EXPECT_NE(err({"--rope_theta", "0"}).find("--rope_theta=0 must be in (0, 1e12)"), std::string::npos);
   EXPECT_NE(err({"--rms_norm_eps", "-1"}).find("--rms_norm_eps=-1 must be in (0, 1)"), std::string::npos);
   EXPECT_NE(err({"--gpt_activation", "gelu_tanh"}).find("--gpt_activation applies to --model gpt"),
