@@ -247,6 +247,7 @@ struct Teardown {
   int forwarded = 0;               // a signal received and forwarded
   std::chrono::steady_clock::time_point term_sent{};
   bool killed = false;
+  bool grace_expired = false;  // killed because a worker outlasted the grace after a forwarded signal
   std::string stall, verdict;  // Note [Stall seen by the launcher]
 };
 
@@ -263,8 +264,11 @@ bool failed(int st, const Teardown& t) {
   if (t.forwarded != 0 && ((WIFEXITED(st) && WEXITSTATUS(st) == 128 + t.forwarded) ||
                            (WIFSIGNALED(st) && WTERMSIG(st) == t.forwarded)))
     return false;
+  // SIGKILL is the launcher's after a worker's failure or a second signal; after a forwarded
+  // signal's grace ran out it is a failure: the worker did not finish its save.
   const bool term_sent = t.term_sent != std::chrono::steady_clock::time_point{};
-  if (term_sent && WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || (t.killed && WTERMSIG(st) == SIGKILL)))
+  if (term_sent && WIFSIGNALED(st) &&
+      (WTERMSIG(st) == SIGTERM || (t.killed && WTERMSIG(st) == SIGKILL && !t.grace_expired)))
     return false;
   return true;
 }
@@ -322,6 +326,7 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const Launc
                      w.rank, w.pid, grace,
                      t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
     signal_all(workers, SIGKILL);
+    t.grace_expired = t.forwarded != 0;
     t.killed = true;
   }
 }
@@ -438,16 +443,19 @@ std::string find_program(const std::string& name) {
 // never a folder this launch did not make (it is removed whole).
 std::string make_launch_dir() {
   std::vector<std::string> parents;
-  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp) parents.emplace_back(tmp);
+  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp && std::string(tmp) != "/tmp")
+    parents.emplace_back(tmp);
   parents.emplace_back("/tmp");
   std::string tried;
   for (const std::string& parent : parents) {
     std::string tmpl = parent + "/ddptrain-launch-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) return tmpl;
-    tried += detail::concat(tried.empty() ? "" : "; ", tmpl, ": ", std::strerror(errno));
+    if (::mkdtemp(tmpl.data()) != nullptr) {
+      if (!tried.empty()) std::fprintf(stderr, "launch: %s; its folder is %s\n", tried.c_str(), tmpl.c_str());
+      return tmpl;
+    }
+    tried += detail::concat(tried.empty() ? "cannot make " : "; ", tmpl, ": ", std::strerror(errno));
   }
-  throw Error(detail::concat("launch: cannot make its folder (", tried,
-                             "): free space there, or set TMPDIR to a writable folder"));
+  throw Error(detail::concat("launch: ", tried, ": free space there, or set TMPDIR to a writable folder"));
 }
 
 }  // namespace

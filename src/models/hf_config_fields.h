@@ -91,10 +91,16 @@ inline int hf_token_id(const nlohmann::json& config, const char* key, const std:
 
 /// config[key]'s ids, comma-separated, where it lists more than one ("" otherwise): what
 /// ModelOptions::eos_token_ids carries to an export.
-inline std::string hf_token_id_list(const nlohmann::json& config, const char* key) {
+inline std::string hf_token_id_list(const nlohmann::json& config, const char* key, const std::string& origin,
+                                    const char* model) {
   if (!config.contains(key) || !config[key].is_array() || config[key].size() < 2) return "";
   std::string out;
-  for (const auto& id : config[key]) out += (out.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  for (const auto& id : config[key]) {
+    hf_unsupported(id.is_number_integer() && !id.is_number_float() && id.get<int64_t>() >= 0 &&
+                       id.get<int64_t>() <= std::numeric_limits<int>::max(),
+                   origin, str(key, " ", config[key].dump(), " (not token ids)"), model);
+    out += (out.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  }
   return out;
 }
 

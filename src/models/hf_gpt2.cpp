@@ -88,7 +88,7 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
   for (const auto& [field, key] :  // carried to an export (GPT2Config's default: 50256, its last token)
        {std::pair{&o.bos_token_id, "bos_token_id"}, std::pair{&o.eos_token_id, "eos_token_id"}})
     hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, 50256, "GPT"), -1, key, o);
-  hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id"), std::string(),
+  hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id", origin, "GPT"), std::string(),
          "eos_token_id", o);
   const int64_t inner = hf_field<int64_t>(c, "n_inner", origin, 4 * int64_t{n_embd});
   unsupported(inner == 4 * int64_t{n_embd}, origin, str("n_inner ", inner, " is not 4 x n_embd"));

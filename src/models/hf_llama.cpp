@@ -127,8 +127,8 @@ void apply_token_ids(const nlohmann::json& c, const std::string& type, const std
        {std::tuple{&o.pad_token_id, "pad_token_id", -1}, std::tuple{&o.bos_token_id, "bos_token_id", d.bos},
         std::tuple{&o.eos_token_id, "eos_token_id", d.eos}})
     hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, fallback, "Llama"), -1, key, o);
-  hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id"), std::string(),
-         "eos_token_id", o);
+  hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id", origin, "Llama"),
+         std::string(), "eos_token_id", o);
 }
 
 }  // namespace

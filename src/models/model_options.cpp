@@ -94,13 +94,14 @@ void validate_llama_fields(const ModelOptions& m) {
       eps{&m.rms_norm_eps, "rms_norm_eps"}, tie{&m.tie_embeddings, "tie_embeddings"},
       bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"},
       pad{&m.pad_token_id, "pad_token_id"}, bos{&m.bos_token_id, "bos_token_id"},
-      eos{&m.eos_token_id, "eos_token_id"}, window{&m.sliding_window, "sliding_window"};
+      eos{&m.eos_token_id, "eos_token_id"}, window{&m.sliding_window, "sliding_window"},
+      all_eos{&m.eos_token_ids, "eos_token_ids"};
   // bos and eos, carried to an export's config.json, are gpt's too.
   if (m.model != ModelKind::kLlama && m.model != ModelKind::kGpt &&
       (m.bos_token_id != -1 || m.eos_token_id != -1 || !m.eos_token_ids.empty()))
     throw OptionError(
-        {bos, eos, model},
-        str("{0} and {1} apply to {2:gpt} and {2:llama}; {2:", word(m.model), "} has none: drop them"),
+        {bos, eos, all_eos, model},
+        str("{0}, {1} and {2} apply to {3:gpt} and {3:llama}; {3:", word(m.model), "} has none: drop them"),
         kModelOwner);
   if (m.model != ModelKind::kLlama) {
     if (m.n_kv_head != 0 || m.intermediate_size != 0 || m.max_positions != 0 ||
@@ -118,7 +119,6 @@ void validate_llama_fields(const ModelOptions& m) {
           kModelOwner);
   }
   check_option_non_negative(m.sliding_window, "sliding_window", "pass 0 for none", kModelOwner);
-  const OptionField all_eos{&m.eos_token_ids, "eos_token_ids"};
   const auto listed = parse_token_ids(m.eos_token_ids);
   if (!listed)
     throw OptionError({all_eos},

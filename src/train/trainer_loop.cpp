@@ -153,9 +153,13 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
 bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
   for (auto& c : run.callbacks) c->on_epoch_trained(state_);
   run.loader.stop();
-  // An evaluation due here stays due on a stop the drained vote finds: its checkpoint owes it, and
-  // the evaluation, interrupted by the same request, ends as a stop during it does.
-  const bool eval_now = run.test && state_.stopped_by_signal == 0 && opts_.loop.eval_every > 0 &&
+  // An epoch trained to its end owes its due evaluation even when a stop came at its last step
+  // (found by that step's vote or by the drain below): the checkpoint owes it, and the evaluation,
+  // interrupted by the same request, ends as a stop during it does (Note [Evaluation owed]). A
+  // stop mid-epoch evaluates nothing.
+  const bool complete = state_.micro_done == run.pos.batches;
+  const bool eval_now = run.test && (state_.stopped_by_signal == 0 || complete) &&
+                        opts_.loop.eval_every > 0 &&
                         (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   // Never leave the vote pending across other collectives' tensors; a request it found (the vote
   // the epoch's last step started) stops the run here.

@@ -115,6 +115,19 @@ TEST(LaunchProgram, AFailureWhileStoppingOnASignalIsTheExitCode) {
   const int code = wait_for(launcher, 30);
   if (code == -1) ::kill(launcher, SIGKILL);
   EXPECT_EQ(code, 7) << read_text(dir + "/launch.log");
+  // A worker that outlasts the forwarded signal's grace (its save hung) is killed, and that is a
+  // failure too (exit 128+9; it was the clean stop's 143).
+  const std::string hangs = "trap 'if [ \"$RANK\" = 0 ]; then exit 143; fi' TERM; touch " + dir +
+                            "/hang_ready_$RANK; while :; do sleep 0.05; done";
+  const pid_t second = spawn(launch_sh(hangs, {"--signal_grace_s", "1"}), dir + "/launch2.log");
+  for (int i = 0; i < 400 && !(std::filesystem::exists(dir + "/hang_ready_0") &&
+                               std::filesystem::exists(dir + "/hang_ready_1"));
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(second, SIGTERM);
+  const int killed = wait_for(second, 30);
+  if (killed == -1) ::kill(second, SIGKILL);
+  EXPECT_EQ(killed, 128 + SIGKILL) << read_text(dir + "/launch2.log");
 }
 
 // Note [Stall seen by the launcher]: a wait is timed by the launcher's clock from when it saw
