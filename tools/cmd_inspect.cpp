@@ -164,8 +164,8 @@ void reject_flags_of_other_models(ModelKind model, const std::vector<Flag>& tabl
   if (is_decoder_model(model)) add(decoder);
   if (model == ModelKind::kLlama) add({"n_kv_head", "intermediate_size", "tie_embeddings", "attention_bias"});
   if (model == ModelKind::kTorchscript)
-    add({"model_path", "image_size", "in_channels", "num_classes", "dataset", "data_dir", "data_path",
-         "block_size", "vocab_size"});
+    add({"model_path", "image_size", "in_channels", "dataset", "data_dir", "data_path", "block_size",
+         "vocab_size"});  // num_classes: the module's output says it
   for (size_t i = 0; i < table.size(); ++i) {
     const std::string& name = table[i].name;
     if (table[i].get() == defaults[i].get() || std::count(applies.begin(), applies.end(), name) > 0) continue;
@@ -244,7 +244,7 @@ int inspect_loader(const std::vector<std::string>& args) {
   LoaderOptions lo;
   lo.worker_nice = 0;  // alone on the machine: no trainer to yield to
   long long batches = 100, world = 1;
-  TokenSpec tokens{1024, 50257};  // GPT-2's context and vocabulary
+  TokenSpec tokens{1024, 50257};  // GPT-2's context and vocabulary (the default below checks for it)
   std::vector<Flag> table = {
       bind_choice("dataset", &d.dataset, dataset_choices(), "the dataset, as for train"),
       bind_flag(
@@ -276,6 +276,11 @@ int inspect_loader(const std::vector<std::string>& args) {
   auto positional = parse_flags(table, args);
   DDP_USAGE_CHECK(positional.size() == 1, usage);
   const bool token_data = is_token_dataset(d.dataset);
+  const TokenSpec gpt2{1024, 50257};
+  DDP_USAGE_CHECK(
+      token_data || (tokens.block_size == gpt2.block_size && tokens.vocab_size == gpt2.vocab_size),
+      "--block_size and --vocab_size apply to token datasets; --dataset ", word(d.dataset),
+      " holds none: drop them");
   if (!token_data) tokens = {};
   DDP_USAGE_CHECK(!token_data || (tokens.block_size > 0 && tokens.vocab_size > 0),
                   "--block_size and --vocab_size must be > 0");

@@ -74,6 +74,11 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
       // crash of the thread pool).
       {{"inspect", "loader", "--dataset", "synthetic", "--prefetch_factor", "0", "--batches", "3"},
        "--prefetch_factor=0 must be > 0"},
+      // Flags that do not apply, refused (were: ignored without a word).
+      {{"inspect", "loader", "--dataset", "synthetic", "--block_size", "512"},
+       "--block_size and --vocab_size apply to token datasets; --dataset synthetic holds none"},
+      {{"inspect", "model", "--model", "torchscript", "--model_path", readme, "--num_classes", "7"},
+       "--num_classes does not apply to --model torchscript"},
       {{"train", "--bucket_cap_mb", "1e-30"}, "--bucket_cap_mb=1e-30 must be in ["},
       {{"train", "--first_bucket_mb", "1e300"}, "--first_bucket_mb=1e+300 must be in ["},
       {{"train", "--threads", "100000"}, "--threads=100000 must be at most 4096"},
