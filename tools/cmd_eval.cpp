@@ -124,12 +124,11 @@ void refuse_training_flags(const std::vector<std::string>& overrides) {
       &c.model.memory_format,  &c.model.init_from_hf};
   for (const std::string& a : overrides) {
     if (a.rfind("--", 0) != 0) continue;  // a value
-    std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
-    auto flag = std::find_if(table.begin(), table.end(), [&](const Flag& f) { return f.name == name; });
-    if (flag == table.end() && name.rfind("no-", 0) == 0)
-      flag =
-          std::find_if(table.begin(), table.end(), [&](const Flag& f) { return f.name == name.substr(3); });
-    if (flag == table.end()) continue;  // resolve_train_config names an unknown flag
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const Flag* flag = find_flag(table, name);
+    if (flag == nullptr && name.rfind("no-", 0) == 0) flag = find_flag(table, name.substr(3));
+    if (flag == nullptr) continue;  // resolve_train_config names an unknown flag
     const void* f = flag->field;
     const bool training =
         unread.count(f) != 0 || ((within(f, c.optimizer) || within(f, c.trainer)) && read.count(f) == 0);

@@ -26,12 +26,6 @@ bool parse_bool(const std::string& s, bool* out) {
   return false;
 }
 
-const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
-  for (const auto& f : table)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
 // `what` describes the unknown item for the message; `name` is compared with the table.
 [[noreturn]] void unknown_flag(const std::vector<Flag>& table, const std::string& name,
                                const std::string& what) {
@@ -55,6 +49,12 @@ std::string quoted(const Flag& f) {
 }
 
 }  // namespace
+
+const Flag* find_flag(const std::vector<Flag>& table, const std::string& name) {
+  for (const auto& f : table)
+    if (f.name == name) return &f;
+  return nullptr;
+}
 
 Flag bind_flag(const std::string& name, bool* field, const std::string& help) {
   return {name,

@@ -36,6 +36,9 @@ Flag integer_flag(const std::string& name, const std::string& help, long long mi
                   std::function<void(long long)> set, std::function<long long()> get, const void* field);
 }  // namespace detail
 
+/// The flag of table named `name` (without dashes), or null.
+const Flag* find_flag(const std::vector<Flag>& table, const std::string& name);
+
 /// Binds a flag to a field; the field's current value is the default shown in --help.
 Flag bind_flag(const std::string& name, bool* field, const std::string& help);
 Flag bind_flag(const std::string& name, double* field, const std::string& help);

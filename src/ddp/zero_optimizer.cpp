@@ -188,46 +188,43 @@ void ShardedOptimizer::visit_full_state(
   }
 }
 
-std::vector<int64_t> ShardedOptimizer::agreed_steps() const {
-  std::unordered_map<const void*, int64_t> key_of;
-  const auto keys = optimizer_param_keys(full_);
-  for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
-  // Row 0: the sum of the steps of the pieces this rank holds state for; row 1: their count.
-  // A parameter's pieces step together (its gradient is defined on every rank or on none).
-  at::Tensor sums = at::zeros({2, static_cast<int64_t>(keys.size())}, at::kDouble);
+std::vector<int64_t> ShardedOptimizer::agreed_steps(
+    const std::unordered_map<const void*, int64_t>& key_of) const {
+  // [0, K): the sum of the steps of the pieces this rank holds state for, per key; [K, 2K): their
+  // count. A parameter's pieces step together (its gradient is defined on every rank or on none).
+  const auto keys = static_cast<int64_t>(key_of.size());
+  std::vector<double> sums(static_cast<size_t>(2 * keys), 0.0);
   if (inner_)
     for (const Own& o : own_) {
       auto it = inner_->state().find(compat::optimizer_state_key(o.view));
       auto key = key_of.find(params_[o.piece.param].unsafeGetTensorImpl());
       if (it == inner_->state().end() || key == key_of.end()) continue;
-      sums[0][key->second] += static_cast<double>(state_step(*it->second));
-      sums[1][key->second] += 1;
+      sums[static_cast<size_t>(key->second)] += static_cast<double>(state_step(*it->second));
+      sums[static_cast<size_t>(keys + key->second)] += 1;
     }
-  std::vector<at::Tensor> counts{sums};
+  std::vector<at::Tensor> counts{at::tensor(sums, at::kDouble)};
   ctx_.all_reduce_sum(counts, "ZeRO optimizer step counts");
-  const at::Tensor total = counts[0].cpu();
+  const at::Tensor total = counts[0].cpu().contiguous();
+  const double* t = total.data_ptr<double>();
   std::vector<int64_t> steps;
-  for (int64_t k = 0; k < total.size(1); ++k) {
-    const double n = total[1][k].item<double>();
-    steps.push_back(n > 0 ? std::llround(total[0][k].item<double>() / n) : -1);
-  }
+  for (int64_t k = 0; k < keys; ++k) steps.push_back(t[keys + k] > 0 ? std::llround(t[k] / t[keys + k]) : -1);
   return steps;
 }
 
 std::optional<StateShards> ShardedOptimizer::state_shards() const {
   torch::NoGradGuard no_grad;
   if (!stepped_ || params_.empty()) return std::nullopt;  // no state yet (the same on every rank)
+  std::unordered_map<const void*, int64_t> key_of;        // a parameter's key: its index over the groups
+  const auto keys = optimizer_param_keys(full_);
+  for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
   StateShards out;
-  out.steps = agreed_steps();
+  out.steps = agreed_steps(key_of);
   std::vector<int64_t> base;  // each bucket's shard in the rows
   for (size_t b = 0; b < layout_.size(); ++b)
     base.push_back(b == 0 ? 0 : base.back() + layout_[b - 1].shard_numel);
   std::vector<at::Tensor> rows;  // per state field, every bucket's shard end to end
   for (int k = 0; k < state_fields(full_); ++k) rows.push_back(at::cat(my_state_shards(k)));
   out.mine = at::stack(rows);
-  std::unordered_map<const void*, int64_t> key_of;
-  const auto keys = optimizer_param_keys(full_);
-  for (size_t k = 0; k < keys.size(); ++k) key_of[keys[k]] = static_cast<int64_t>(k);
   out.by_rank.resize(static_cast<size_t>(ctx_.world_size()));
   for (size_t b = 0; b < layout_.size(); ++b)
     for (size_t r = 0; r < out.by_rank.size(); ++r)

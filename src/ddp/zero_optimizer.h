@@ -136,9 +136,10 @@ class ShardedOptimizer {
   std::vector<at::Tensor> my_state_shards(int k) const;
   // One zero tensor per bucket, a shard long, of the parameters' dtype and device.
   std::vector<at::Tensor> zero_shards() const;
-  // Each parameter's Adam step count by key (-1: no state), the same on every rank (a rank learns
-  // those of the parameters it owns no piece of). A collective.
-  std::vector<int64_t> agreed_steps() const;
+  // Each parameter's Adam step count by key (key_of: a parameter's TensorImpl -> its key; -1: no
+  // state), the same on every rank (a rank learns those of the parameters it owns no piece of).
+  // A collective.
+  std::vector<int64_t> agreed_steps(const std::unordered_map<const void*, int64_t>& key_of) const;
 
   torch::optim::Optimizer& full_;
   std::vector<at::Tensor> params_;

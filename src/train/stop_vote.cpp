@@ -53,15 +53,7 @@ bool StopVote::agreed() {
 
 bool StopVote::drain() {
   if (ctx_.world_size() == 1) return local_signal() != 0;
-  if (copied_ && copy_pending_) {
-    compat::synchronize_event(*copied_);
-    copy_pending_ = false;
-    return host_copy_.data_ptr<int>()[0] > 0;
-  }
-  if (!pending_) return false;
-  ctx_.wait(pending_, "stop-signal all_reduce");
-  pending_.reset();
-  return votes_[0].data_ptr<int>()[0] > 0;
+  return read_vote();  // the pending vote, if any; none is started after it
 }
 
 }  // namespace ddptrain

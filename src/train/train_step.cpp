@@ -68,15 +68,15 @@ Objective Objective::classification(FusedLoss fused) {
   // Classes (B, C) or next tokens (B, T, V): the mean over every prediction. A padded
   // vocabulary's (B, T, V) view flattens to (B·T, V) rows without a copy.
   o.loss = [fused, last](const at::Tensor& logits, const at::Tensor& targets) {
-    at::Tensor rows = logits.reshape({-1, logits.size(-1)});
-    // The fused loss reads rows of contiguous elements (a scripted module's transposed product
-    // may give others: a copy then, as the eager loss would read them).
-    if (use_fused_loss(fused, logits) && rows.stride(1) != 1) rows = rows.contiguous();
+    const at::Tensor rows = logits.reshape({-1, logits.size(-1)});
     if (!use_fused_loss(fused, logits)) {
       last->clear();
       return torch::nn::functional::cross_entropy(rows, targets.reshape({-1}));
     }
-    auto [loss, count] = fused_cross_entropy_and_hits(rows, targets.reshape({-1}));
+    // The fused loss reads rows of contiguous elements (a scripted module's transposed product
+    // may give others: a copy then, as the eager loss would read them).
+    auto [loss, count] =
+        fused_cross_entropy_and_hits(rows.stride(1) == 1 ? rows : rows.contiguous(), targets.reshape({-1}));
     last->set(logits, targets, count);
     return loss;
   };

@@ -432,27 +432,20 @@ struct BatchNormNet : torch::nn::Module {
 TEST(Trainer, BuffersAreBroadcastOncePerAccumulationGroup) {
   auto buffer_broadcasts = [](int accumulation) {
     int count = 0;
-    std::mutex mu;
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      std::shared_ptr<BatchNormNet> net;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        torch::manual_seed(5);
-        net = std::make_shared<BatchNormNet>();
-      }
-      torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
-      TrainerOptions o = quiet_fp32(4, 1);
-      o.loop.grad_accum_steps = accumulation;
-      o.loop.max_steps = 1;
-      UserData train(96, /*regression=*/false);
-      Trainer trainer(ctx, trainable(net), optimizer, o);
-      trainer.fit(train, nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (ctx.rank() != 0) return;
-      const nlohmann::json record = ctx.recorder().to_json(0, 2, "test");
-      for (const auto& e : record.at("entries"))
-        count += e.at("what").get<std::string>().rfind("buffer broadcast", 0) == 0 ? 1 : 0;
-    });
+    TrainerOptions o = quiet_fp32(4, 1);
+    o.loop.grad_accum_steps = accumulation;
+    o.loop.max_steps = 1;
+    fit_fresh_net<BatchNormNet>(
+        2, o,
+        [](BatchNormNet& net) {
+          return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1));
+        },
+        [&](const DistContext& ctx, BatchNormNet&, const TrainResult&) {
+          if (ctx.rank() != 0) return;
+          const nlohmann::json record = ctx.recorder().to_json(0, 2, "test");
+          for (const auto& e : record.at("entries"))
+            count += e.at("what").get<std::string>().rfind("buffer broadcast", 0) == 0 ? 1 : 0;
+        });
     return count;
   };
   const int one = buffer_broadcasts(1);

@@ -185,27 +185,14 @@ struct SometimesNet : UserNet {
 // while the next backward still read it (a crash).
 TEST(Trainer, ZeroStageThreeWithAParameterSomeMicroBatchesLeaveOut) {
   std::map<int, std::vector<at::Tensor>> params;
-  std::mutex mu;
   for (int stage : {0, 3}) {
     TrainerOptions o = quiet_fp32(4, 1);
     o.loop.grad_accum_steps = 3;
     o.ddp.find_unused_parameters = true;
     o.zero.stage = stage;
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      std::shared_ptr<SometimesNet> net;
-      {
-        std::lock_guard<std::mutex> lock(mu);  // one seeded draw at a time
-        torch::manual_seed(5);
-        net = std::make_shared<SometimesNet>();
-      }
-      const auto optimizer = make_optimizer(*net, false);
-      UserData train(96, /*regression=*/false);
-      Trainer trainer(ctx, trainable(net), *optimizer, o);
-      trainer.fit(train, nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (ctx.rank() != 0) return;
-      for (const auto& p : net->parameters()) params[stage].push_back(p.detach().clone());
-    });
+    params[stage] = rank_zero_fit<SometimesNet>(2, o, [](SometimesNet& net) {
+                      return make_optimizer(net, false);
+                    }).params;
   }
   ASSERT_EQ(params[3].size(), params[0].size());
   EXPECT_LE(max_diff(params[0], params[3]), 1e-6);
@@ -225,6 +212,10 @@ struct EveryOtherNet : UserNet {
   at::Tensor extra;
   int64_t calls = 0;
 };
+
+std::unique_ptr<torch::optim::Optimizer> adamw_for_every_other(EveryOtherNet& net) {
+  return make_optimizer(net, /*adamw=*/true);
+}
 
 // The first parameter fp32, the others fp64: buckets of two dtypes (fp64, not bf16: the Gloo
 // of LibTorch 1.13 reduces no bf16).
@@ -246,26 +237,11 @@ struct MixedDtypeNet : torch::nn::Module {
 // shard slice of zeros was stepped as a gradient.
 TEST(Trainer, ZeroStagesTwoAndThreeSkipAParameterNoRankUsed) {
   std::map<int, std::vector<at::Tensor>> params;
-  std::mutex mu;
   for (int stage : {0, 2, 3}) {
     TrainerOptions o = quiet_fp32(8, 1);
     o.ddp.find_unused_parameters = true;
     o.zero.stage = stage;
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      std::shared_ptr<EveryOtherNet> net;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        torch::manual_seed(5);
-        net = std::make_shared<EveryOtherNet>();
-      }
-      const auto optimizer = make_optimizer(*net, /*adamw=*/true);
-      UserData train(96, /*regression=*/false);
-      Trainer trainer(ctx, trainable(net), *optimizer, o);
-      trainer.fit(train, nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (ctx.rank() == 0)
-        for (const auto& p : net->parameters()) params[stage].push_back(p.detach().clone());
-    });
+    params[stage] = rank_zero_fit<EveryOtherNet>(2, o, adamw_for_every_other).params;
   }
   for (int stage : {2, 3}) {
     ASSERT_EQ(params[stage].size(), params[0].size());
@@ -279,27 +255,8 @@ TEST(Trainer, ZeroStagesTwoAndThreeSkipAParameterNoRankUsed) {
 // the files held one count for all, and `extra` resumed with another bias correction.
 TEST(Trainer, ZeroCheckpointsKeepEachParametersStepCount) {
   const std::string dir = testing_dist::temp_dir("trainer_zero_steps");
-  auto train = [](TrainerOptions o) {
-    std::vector<at::Tensor> params;
-    TrainResult result;
-    std::mutex mu;
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      std::shared_ptr<EveryOtherNet> net;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        torch::manual_seed(5);
-        net = std::make_shared<EveryOtherNet>();
-      }
-      const auto optimizer = make_optimizer(*net, /*adamw=*/true);
-      UserData train(96, /*regression=*/false);
-      Trainer trainer(ctx, trainable(net), *optimizer, o);
-      TrainResult r = trainer.fit(train, nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (ctx.rank() != 0) return;
-      result = r;
-      for (const auto& p : net->parameters()) params.push_back(p.detach().clone());
-    });
-    return std::make_pair(params, result);
+  auto train = [](const TrainerOptions& o) {
+    return rank_zero_fit<EveryOtherNet>(2, o, adamw_for_every_other);
   };
   for (int stage : {1, 2, 3}) {
     TrainerOptions o = quiet_fp32(8, 2);
@@ -310,8 +267,8 @@ TEST(Trainer, ZeroCheckpointsKeepEachParametersStepCount) {
     o.checkpoint.dir = dir;
     o.loop.max_steps = 4;  // an even step: the resumed net's forwards alternate as the whole run's
     const auto first = train(o);
-    ASSERT_FALSE(first.second.last_checkpoint.empty());
-    std::ifstream layout_file(first.second.last_checkpoint + "/optimizer.shards.json");
+    ASSERT_FALSE(first.result.last_checkpoint.empty());
+    std::ifstream layout_file(first.result.last_checkpoint + "/optimizer.shards.json");
     const auto layout = nlohmann::json::parse(layout_file);
     std::vector<int64_t> steps;
     for (const auto& p : layout.at("params")) steps.push_back(p.at("step").get<int64_t>());
@@ -319,10 +276,10 @@ TEST(Trainer, ZeroCheckpointsKeepEachParametersStepCount) {
     EXPECT_EQ(std::count(steps.begin(), steps.end(), 2), 1) << layout.at("params").dump();
     EXPECT_EQ(std::count(steps.begin(), steps.end(), 4), 4) << layout.at("params").dump();
     o.loop.max_steps = 0;
-    o.checkpoint.resume_from = first.second.last_checkpoint;
+    o.checkpoint.resume_from = first.result.last_checkpoint;
     const auto resumed = train(o);
-    EXPECT_EQ(resumed.second.global_step, 12);
-    EXPECT_EQ(max_diff(resumed.first, whole.first), 0.0) << "stage " << stage;
+    EXPECT_EQ(resumed.result.global_step, 12);
+    EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0) << "stage " << stage;
     std::filesystem::remove_all(dir);
   }
 }
@@ -332,24 +289,17 @@ TEST(Trainer, ZeroCheckpointsKeepEachParametersStepCount) {
 // held its own pieces exact and the others' rounded: replicas that differ).
 TEST(Trainer, ZeroStageOneGathersEachBucketInItsOwnDtype) {
   std::map<int, std::vector<at::Tensor>> by_rank;
-  std::mutex mu;
   TrainerOptions o = quiet_fp32(8, 1);
   o.zero.stage = 1;
   o.loop.max_steps = 3;
-  testing_dist::run_world(2, [&](const DistContext& ctx) {
-    std::shared_ptr<MixedDtypeNet> net;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      torch::manual_seed(5);
-      net = std::make_shared<MixedDtypeNet>();
-    }
-    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
-    UserData train(96, /*regression=*/false);
-    Trainer trainer(ctx, trainable(net), optimizer, o);
-    trainer.fit(train, nullptr);
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& p : net->parameters()) by_rank[ctx.rank()].push_back(p.detach().to(torch::kDouble));
-  });
+  fit_fresh_net<MixedDtypeNet>(
+      2, o,
+      [](MixedDtypeNet& net) {
+        return std::make_unique<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1));
+      },
+      [&](const DistContext& ctx, MixedDtypeNet& net, const TrainResult&) {
+        for (const auto& p : net.parameters()) by_rank[ctx.rank()].push_back(p.detach().to(torch::kDouble));
+      });
   ASSERT_EQ(by_rank.size(), 2u);
   EXPECT_EQ(max_diff(by_rank[0], by_rank[1]), 0.0) << "the replicas differ";
 }
@@ -407,22 +357,14 @@ TEST(Trainer, KeepGlobalBatchCannotLeadStageTwoToReduceEveryMicroBatch) {
 // the optimizer's shards: the two trained differently on the same options.
 TEST(Trainer, ClippingTakesTheNormOfWhatTheOptimizerSteps) {
   std::map<int, std::vector<at::Tensor>> params;
-  std::vector<at::Tensor> initial;
-  std::mutex mu;
   for (int stage : {0, 2}) {
     TrainerOptions o = quiet_fp32(8, 1);
     o.optim.clip_grad_norm = 0.05;
     o.zero.stage = stage;
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      const std::shared_ptr<UserNet> net = make_net();
-      torch::optim::SGD optimizer(net->b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-      UserData train(96, /*regression=*/false);
-      Trainer trainer(ctx, trainable(net), optimizer, o);
-      trainer.fit(train, nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (ctx.rank() == 0)
-        for (const auto& p : net->parameters()) params[stage].push_back(p.detach().clone());
-    });
+    params[stage] = rank_zero_fit<UserNet>(2, o, [](UserNet& net) {
+                      return std::make_unique<torch::optim::SGD>(net.b->parameters(),
+                                                                 torch::optim::SGDOptions(0.1).momentum(0.9));
+                    }).params;
   }
   ASSERT_EQ(params[0].size(), params[2].size());
   EXPECT_LE(max_diff(params[0], params[2]), 1e-6);

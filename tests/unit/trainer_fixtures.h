@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include <torch/nn/functional/loss.h>
@@ -173,6 +174,48 @@ inline double max_diff(const std::vector<at::Tensor>& a, const std::vector<at::T
   double d = 0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
   return d;
+}
+
+// A model of the test's own (Net) trained as a library user would: a fresh Net on every rank
+// (seed 5, drawn one rank at a time, so every rank holds the same weights), the optimizer
+// optimizer_for(net) makes, UserData(96) at `world`; after(ctx, net, result) runs on every rank
+// once it has fitted, one rank at a time.
+template <typename Net>
+void fit_fresh_net(int world, const TrainerOptions& o,
+                   const std::function<std::unique_ptr<torch::optim::Optimizer>(Net&)>& optimizer_for,
+                   const std::function<void(const DistContext&, Net&, const TrainResult&)>& after) {
+  std::mutex mu;
+  testing_dist::run_world(world, [&](const DistContext& ctx) {
+    std::shared_ptr<Net> net;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      torch::manual_seed(5);
+      net = std::make_shared<Net>();
+    }
+    const auto optimizer = optimizer_for(*net);
+    UserData train(96, /*regression=*/false);
+    Trainer trainer(ctx, trainable(net), *optimizer, o);
+    const TrainResult r = trainer.fit(train, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    after(ctx, *net, r);
+  });
+}
+
+// fit_fresh_net's rank 0: its parameters after the fit, and its result.
+struct NetFit {
+  std::vector<at::Tensor> params;
+  TrainResult result;
+};
+template <typename Net>
+NetFit rank_zero_fit(int world, const TrainerOptions& o,
+                     const std::function<std::unique_ptr<torch::optim::Optimizer>(Net&)>& optimizer_for) {
+  NetFit out;
+  fit_fresh_net<Net>(world, o, optimizer_for, [&](const DistContext& ctx, Net& net, const TrainResult& r) {
+    if (ctx.rank() != 0) return;
+    out.result = r;
+    for (const auto& p : net.parameters()) out.params.push_back(p.detach().clone());
+  });
+  return out;
 }
 
 }  // namespace ddptrain::trainer_test
