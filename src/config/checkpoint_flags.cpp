@@ -37,6 +37,7 @@ void forget_what_only_training_reads(TrainConfig& c) {
     m.attention_bias = md.attention_bias;
     m.pad_token_id = md.pad_token_id;
     m.sliding_window = md.sliding_window;
+    m.max_window_layers = md.max_window_layers;
   }
   if (!decoder) {
     m.bos_token_id = md.bos_token_id;  // gpt's and llama's, for an export's config.json

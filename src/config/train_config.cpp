@@ -130,10 +130,12 @@ std::vector<Flag> model_flags(TrainConfig& c) {
       bind_flag("bos_token_id", &c.model.bos_token_id,
                 "gpt, llama: the first token of a sequence, for an export's config.json (-1 = none; gpt: "
                 "the vocabulary's last, GPT-2's)"),
-      bind_flag(
-          "sliding_window", &c.model.sliding_window,
-          "llama: a Mistral's attention window, for an export's config.json (0 = none; --block_size must "
-          "not exceed it)"),
+      bind_flag("sliding_window", &c.model.sliding_window,
+                "llama: a Mistral's or Qwen2's attention window, for an export's config.json (0 = none; "
+                "--block_size must not exceed it)"),
+      bind_flag("max_window_layers", &c.model.max_window_layers,
+                "llama: a Qwen2's first layer with the sliding window, for an export's config.json (0 = "
+                "every layer's, a Mistral's)"),
       bind_flag("eos_token_id", &c.model.eos_token_id,
                 "gpt, llama: the end of a sequence, for an export's config.json (-1 = none; gpt: the "
                 "vocabulary's last, GPT-2's)"),

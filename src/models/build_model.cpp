@@ -44,6 +44,13 @@ void check_llama_sizes(const ModelOptions& o) {
             ": attention beyond the window is not computed; pass {1:", c.sliding_window, "} or less"),
         kModelOptions)
         .within(&o);
+  if (c.max_window_layers >= c.n_layer && c.max_window_layers > 0)
+    throw OptionError({{&o.max_window_layers, "max_window_layers"}, {&o.n_layer, "n_layer"}},
+                      str("{0}=", c.max_window_layers, " leaves none of the ", c.n_layer,
+                          " layers ({1}) with the sliding window; pass {0} below ", c.n_layer,
+                          ", or drop it and --sliding_window"),
+                      kModelOptions)
+        .within(&o);
 }
 
 }  // namespace
@@ -81,6 +88,7 @@ LlamaConfig llama_config(const ModelOptions& o) {
   c.pad_token_id = o.pad_token_id, c.bos_token_id = o.bos_token_id, c.eos_token_id = o.eos_token_id;
   c.eos_token_ids = token_id_list(o.eos_token_ids);
   c.sliding_window = o.sliding_window;
+  c.max_window_layers = o.max_window_layers;
   c.dropout = o.dropout;
   c.recompute_blocks = o.activation_checkpointing == Recompute::kBlocks;
   c.fused_norm = o.fused_norm;

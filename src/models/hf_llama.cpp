@@ -1,5 +1,6 @@
 #include "models/hf_llama.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -57,20 +58,36 @@ double rope_theta_of(const nlohmann::json& c, const std::string& origin) {
   return top;
 }
 
-// The sliding window a layer of this config computes (0: none): Mistral's; Qwen2's when used and
-// some layer slides (layer_types, or the layers from max_window_layers on).
-int sliding_window_of(const nlohmann::json& c, const std::string& type, const std::string& origin,
-                      int layers) {
+// The sliding window some layer of this config computes (window 0: none) and the first layer
+// with it: Mistral's (every layer); Qwen2's when used and some layer slides (layer_types, else
+// the layers from max_window_layers on). layer_types that a first sliding layer cannot say
+// (a full one after a sliding one) are refused: an export could not say them either.
+struct SlidingWindow {
+  int window = 0;
+  int first_layer = 0;
+};
+SlidingWindow sliding_window_of(const nlohmann::json& c, const std::string& type, const std::string& origin,
+                                int layers) {
+  SlidingWindow w;
   bool used = type == "mistral";
   if (type == "qwen2" && hf_field<bool>(c, "use_sliding_window", origin, false)) {
-    used = hf_field<int>(c, "max_window_layers", origin, 28) < layers;
+    w.first_layer = hf_field<int>(c, "max_window_layers", origin, 28);
     if (c.contains("layer_types") && c["layer_types"].is_array()) {
-      used = false;
-      for (const auto& t : c["layer_types"]) used = used || t == "sliding_attention";
+      const nlohmann::json& kinds = c["layer_types"];
+      w.first_layer = static_cast<int>(kinds.size());
+      for (size_t i = kinds.size(); i-- > 0 && kinds[i] == "sliding_attention";)
+        w.first_layer = static_cast<int>(i);
+      for (size_t i = 0; i < static_cast<size_t>(w.first_layer); ++i)
+        llama_unsupported(
+            kinds[i] != "sliding_attention", origin,
+            str("layer_types: layer ", i,
+                " slides before a layer with full attention (only the layers from one on can)"));
     }
+    used = w.first_layer < layers;
   }
-  if (!used || hf_null(c, "sliding_window")) return 0;  // null: no window (left out: the family's)
-  return hf_field<int>(c, "sliding_window", origin, family_defaults(type).window);
+  if (!used || hf_null(c, "sliding_window")) return {};  // null: no window (left out: the family's)
+  w.window = hf_field<int>(c, "sliding_window", origin, family_defaults(type).window);
+  return w;
 }
 
 // The sizes, each >= 1 and each equal to the flag the user set, if any. A sliding window shorter
@@ -80,9 +97,9 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
   const FamilyDefaults d = family_defaults(type);
   const int heads = hf_field<int>(c, "num_attention_heads", origin, d.heads);
   const int layers = hf_field<int>(c, "num_hidden_layers", origin, d.layers);
-  const int window = sliding_window_of(c, type, origin, layers);
-  int positions = hf_field<int>(c, "max_position_embeddings", origin, d.positions);
-  if (window > 0 && window < positions) positions = window;
+  const SlidingWindow sliding = sliding_window_of(c, type, origin, layers);
+  const int window = sliding.window;
+  const int positions = hf_field<int>(c, "max_position_embeddings", origin, d.positions);
   const struct {
     int* field;
     const char* name;
@@ -97,16 +114,18 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
                {&o.n_embd, "n_embd", "hidden_size", hf_field<int>(c, "hidden_size", origin, d.hidden)},
                {&o.intermediate_size, "intermediate_size", "intermediate_size",
                 hf_field<int>(c, "intermediate_size", origin, d.intermediate)},
-               {&o.max_positions, "max_positions",
-                window > 0 ? "the sliding window" : "max_position_embeddings", positions},
+               {&o.max_positions, "max_positions", "max_position_embeddings", positions},
                {&o.vocab_size, "vocab_size", "vocab_size", hf_field<int>(c, "vocab_size", origin, d.vocab)}};
   for (const auto& s : sizes) {
     llama_unsupported(s.value >= 1, origin, str(s.key, " ", s.value, " (below 1)"));
     hf_set(s.field, s.name, s.value, 0, s.key, o);
   }
-  if (type == "mistral" && window > 0)  // carried to an export: beyond it, transformers' Mistral windows
+  if (window > 0) {  // carried to an export: beyond it, transformers' model windows
     hf_set(&o.sliding_window, "sliding_window", window, 0, "sliding_window", o);
-  if (o.block_size == 0) o.block_size = o.max_positions;  // a shorter window is the run's
+    hf_set(&o.max_window_layers, "max_window_layers", sliding.first_layer, 0, "max_window_layers", o);
+  }
+  if (o.block_size == 0)  // a shorter window is the run's
+    o.block_size = window > 0 ? std::min(window, o.max_positions) : o.max_positions;
   llama_unsupported(window <= 0 || window >= o.block_size, origin,
                     str("sliding_window ", window, " is shorter than the training window ", o.block_size,
                         " (attention limited to a window; pass --block_size ", window, " or less)"));
@@ -275,7 +294,11 @@ std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype)
     j[key] = id >= 0 ? nlohmann::json(id) : nlohmann::json();
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;  // generate() stops at each
   if (qwen2) {
-    j["use_sliding_window"] = false;
+    j["use_sliding_window"] = c.sliding_window > 0;
+    if (c.sliding_window > 0) {
+      j["sliding_window"] = c.sliding_window;
+      j["max_window_layers"] = c.max_window_layers;
+    }
   } else if (mistral) {
     j["head_dim"] = c.head_dim();
     j["sliding_window"] = c.sliding_window;

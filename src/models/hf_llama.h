@@ -18,8 +18,9 @@
 //    config's sizes, before any is converted.
 //  - out: LlamaForCausalLM, Qwen2ForCausalLM for q/k/v biases (Llama's config has no such
 //    choice), MistralForCausalLM for a Mistral's sliding window (ModelOptions::sliding_window:
-//    beyond it transformers' Mistral attends within the window, as the imported model did). A
-//    Qwen2 whose layers slide comes back without its window (the same within it).
+//    beyond it transformers' Mistral attends within the window, as the imported model did); a
+//    Qwen2 whose layers slide keeps its window and its first sliding layer (max_window_layers).
+//    max_position_embeddings comes back as it came in (a window does not shorten it).
 #pragma once
 
 #include <string>

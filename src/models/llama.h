@@ -59,6 +59,7 @@ struct LlamaConfig {
   int64_t eos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // every one, where a config listed several (an export's list)
   int64_t sliding_window = 0;     // not used by the model (block_size <= it): carried to an export (0: none)
+  int64_t max_window_layers = 0;  // a Qwen2's first sliding layer: carried to an export
   double dropout = 0.0;           // on the attention weights
   bool recompute_blocks = false;  // recompute each layer in backward (models/recompute.h)
   FusedNorm fused_norm = FusedNorm::kOff;  // the RMSNorms (models/layer_norm.h)

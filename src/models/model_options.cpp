@@ -95,7 +95,7 @@ void validate_llama_fields(const ModelOptions& m) {
       bias{&m.attention_bias, "attention_bias"}, model{&m.model, "model"},
       pad{&m.pad_token_id, "pad_token_id"}, bos{&m.bos_token_id, "bos_token_id"},
       eos{&m.eos_token_id, "eos_token_id"}, window{&m.sliding_window, "sliding_window"},
-      all_eos{&m.eos_token_ids, "eos_token_ids"};
+      window_layers{&m.max_window_layers, "max_window_layers"}, all_eos{&m.eos_token_ids, "eos_token_ids"};
   // bos and eos, carried to an export's config.json, are gpt's too.
   if (m.model != ModelKind::kLlama && m.model != ModelKind::kGpt &&
       (m.bos_token_id != -1 || m.eos_token_id != -1 || !m.eos_token_ids.empty()))
@@ -112,13 +112,14 @@ void validate_llama_fields(const ModelOptions& m) {
                         str("{0}, {1}, {2}, {3}, {4}, {5}, {6} and {7} apply to {8:llama}; {8:",
                             word(m.model), "} has none: drop them"),
                         kModelOwner);
-    if (m.sliding_window != 0)
-      throw OptionError(
-          {window, model},
-          str("{0} applies to {1:llama} (a Mistral's); {1:", word(m.model), "} has none: drop it"),
-          kModelOwner);
+    if (m.sliding_window != 0 || m.max_window_layers != 0)
+      throw OptionError({window, window_layers, model},
+                        str("{0} and {1} apply to {2:llama} (a Mistral's, a Qwen2's); {2:", word(m.model),
+                            "} has none: drop them"),
+                        kModelOwner);
   }
   check_option_non_negative(m.sliding_window, "sliding_window", "pass 0 for none", kModelOwner);
+  check_option_non_negative(m.max_window_layers, "max_window_layers", "pass 0 for every layer", kModelOwner);
   const auto listed = parse_token_ids(m.eos_token_ids);
   if (!listed)
     throw OptionError({all_eos},
@@ -129,9 +130,14 @@ void validate_llama_fields(const ModelOptions& m) {
                       str("{0}='", m.eos_token_ids, "' starts with another id than {1}=", m.eos_token_id,
                           ": pass {1} ", (*listed)[0], " (the list's first)"),
                       kModelOwner);
-  if (m.sliding_window > 0 && m.attention_bias != AttentionBias::kNone)
-    throw OptionError({window, bias}, "{0} is a Mistral's, whose attention has no biases: drop {0} or {1}",
-                      kModelOwner);
+  if (m.sliding_window > 0 && m.attention_bias == AttentionBias::kAll)
+    throw OptionError(
+        {window, bias},
+        "{0} is a Mistral's (no biases) or a Qwen2's ({1:qkv}): drop {0} or pass {1:none} or {1:qkv}",
+        kModelOwner);
+  if (m.max_window_layers > 0 && (m.sliding_window == 0 || m.attention_bias != AttentionBias::kQkv))
+    throw OptionError({window_layers, window, bias},
+                      "{0} is a Qwen2's (a {1} and {2:qkv}): drop {0}, or pass {1} and {2:qkv}", kModelOwner);
 
   for (const OptionField& id : {pad, bos, eos})
     if (*static_cast<const int*>(id.address) < -1)

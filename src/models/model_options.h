@@ -113,9 +113,13 @@ struct ModelOptions {
   // Every end-of-sequence id where a config listed several (Llama 3's "128001,128008,128009",
   // comma-separated, eos_token_id first), carried to an export ("": eos_token_id alone).
   std::string eos_token_ids;
-  // A Mistral's attention window [sliding_window], carried to an export (0: none). The model
-  // attends within --block_size, which must not exceed it: there the window changes nothing.
+  // A Mistral's or Qwen2's attention window [sliding_window], carried to an export (0: none).
+  // The model attends within --block_size, which must not exceed it: there the window changes
+  // nothing.
   int sliding_window = 0;
+  // A Qwen2's first layer that slides [max_window_layers]: the layers before it attend to the
+  // whole sequence (0: every layer slides, as a Mistral's).
+  int max_window_layers = 0;
   std::string init_from_hf;  // gpt, llama: a Hugging Face folder: its sizes (and, in train, its weights)
   double dropout = 0.0;      // inside each residual block (0: the reference model)
   std::string model_path;    // torchscript: the scripted module's file

@@ -90,7 +90,7 @@ TEST(HfLlama, LogitsAndLossEqualTransformersInEachArchitecture) {
 }
 
 // A Mistral whose sliding window (8) is shorter than its positions (16): its weights load (the
-// model's positions are capped to the window) and within the window the logits are
+// window is the default block size) and within the window the logits are
 // transformers'.
 TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinIt) {
   SKIP_WITHOUT_TRANSFORMERS();
@@ -98,7 +98,7 @@ TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinI
   ASSERT_EQ(hf_python("make-arch mistral " + dir), "");
   ASSERT_EQ(hf_python("config " + dir + " sliding_window=8"), "");
   Llama m = load_llama(dir);
-  EXPECT_EQ(m->config().max_positions, 8);
+  EXPECT_EQ(m->config().max_positions, 16);  // the config's, for an export
   EXPECT_EQ(m->config().block_size, 8);
   const at::Tensor x = tokens(2, 8, 96);
   const at::Tensor theirs = transformers_logits(dir, 2, 8, 96).first;
@@ -112,8 +112,41 @@ TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinI
   write_hf_folder(out, hf_config_json(o, "float32"), model_to_hf(state_dict(*m), o), at::kFloat, 1 << 30);
   EXPECT_EQ(read_hf_config(out)["model_type"], "mistral");
   EXPECT_EQ(read_hf_config(out)["sliding_window"], 8);
+  EXPECT_EQ(read_hf_config(out)["max_position_embeddings"], 16);
   const at::Tensor original = transformers_logits(dir, 2, 16, 96).first;
   EXPECT_LT((transformers_logits(out, 2, 16, 96).first - original).abs().max().item<double>(), 1e-5);
+}
+
+// A Qwen2 whose second layer slides (window 8, 16 positions): within the window its logits are
+// transformers', and exported it is such a Qwen2 again: on 16 tokens transformers computes the
+// same logits from the export as from the original (exported without the window, the second
+// layer attended to all 16) and the positions come back as they came in.
+TEST(HfLlama, AQwen2WhoseLaterLayersSlideKeepsItsWindowInAnExport) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string dir = hf_dir("hfl_qwen2_window");
+  ASSERT_EQ(hf_python("make-arch qwen2 " + dir), "");
+  ASSERT_EQ(hf_python("config " + dir +
+                      " use_sliding_window=true sliding_window=8 max_window_layers=1 layer_types=null"),
+            "");
+  Llama m = load_llama(dir);
+  EXPECT_EQ(m->config().block_size, 8);
+  const at::Tensor x = tokens(2, 8, 96);
+  EXPECT_LT((m->forward(x).detach() - transformers_logits(dir, 2, 8, 96).first).abs().max().item<double>(),
+            1e-5);
+  const ModelOptions o = llama_options(dir);
+  EXPECT_EQ(o.sliding_window, 8);
+  EXPECT_EQ(o.max_window_layers, 1);
+  const std::string out = hf_dir("hfl_qwen2_window_export");
+  write_hf_folder(out, hf_config_json(o, "float32"), model_to_hf(state_dict(*m), o), at::kFloat, 1 << 30);
+  const nlohmann::json exported = read_hf_config(out);
+  EXPECT_EQ(exported["model_type"], "qwen2");
+  EXPECT_EQ(exported["use_sliding_window"], true);
+  EXPECT_EQ(exported["max_window_layers"], 1);
+  EXPECT_EQ(exported["max_position_embeddings"], 16);
+  const at::Tensor original = transformers_logits(dir, 2, 16, 96).first;
+  EXPECT_LT((transformers_logits(out, 2, 16, 96).first - original).abs().max().item<double>(), 1e-5);
+  ASSERT_EQ(hf_python("config " + out + " use_sliding_window=false"), "");  // the window matters here
+  EXPECT_GT((transformers_logits(out, 2, 16, 96).first - original).abs().max().item<double>(), 1e-4);
 }
 
 TEST(HfLlama, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {

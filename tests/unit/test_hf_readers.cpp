@@ -249,8 +249,9 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   ModelOptions o = read({{"model_type", "mistral"}});
   EXPECT_EQ(o.n_kv_head, 8);  // MistralConfig's default, not num_attention_heads
   EXPECT_EQ(o.intermediate_size, 14336);
-  EXPECT_EQ(o.max_positions, 4096);  // 131,072 capped by the default window of 4,096
+  EXPECT_EQ(o.max_positions, 131072);  // kept for an export; the default window of 4,096 is the block
   EXPECT_EQ(o.block_size, 4096);
+  EXPECT_EQ(o.sliding_window, 4096);
   o = read({{"model_type", "qwen2"}});
   EXPECT_EQ(o.vocab_size, 151936);
   EXPECT_EQ(o.n_kv_head, 32);
@@ -274,7 +275,8 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   const nlohmann::json mistral = {{"model_type", "mistral"},  {"max_position_embeddings", 16},
                                   {"sliding_window", 8},      {"hidden_size", 32},
                                   {"num_attention_heads", 4}, {"vocab_size", 96}};
-  EXPECT_EQ(read(mistral).max_positions, 8);
+  EXPECT_EQ(read(mistral).max_positions, 16);
+  EXPECT_EQ(read(mistral).block_size, 8);
   EXPECT_EQ(read(mistral, 4).block_size, 4);
   EXPECT_NE(refusal(mistral, 16).find("sliding_window 8 is shorter than the training window 16"),
             std::string::npos);
@@ -283,11 +285,23 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
       {"model_type", "qwen2"}, {"max_position_embeddings", 16}, {"use_sliding_window", true},
       {"sliding_window", 8},   {"num_hidden_layers", 2},        {"max_window_layers", 28},
       {"hidden_size", 32},     {"num_attention_heads", 4},      {"vocab_size", 96}};
-  EXPECT_EQ(read(qwen2).max_positions, 16);
+  EXPECT_EQ(read(qwen2).block_size, 16);
+  EXPECT_EQ(read(qwen2).sliding_window, 0);
   qwen2["max_window_layers"] = 1;
-  EXPECT_EQ(read(qwen2).max_positions, 8);
+  o = read(qwen2);
+  EXPECT_EQ(o.block_size, 8);
+  EXPECT_EQ(o.max_positions, 16);
+  EXPECT_EQ(o.sliding_window, 8);
+  EXPECT_EQ(o.max_window_layers, 1);
   qwen2["layer_types"] = {"full_attention", "full_attention"};
-  EXPECT_EQ(read(qwen2).max_positions, 16);
+  EXPECT_EQ(read(qwen2).block_size, 16);
+  EXPECT_EQ(read(qwen2).sliding_window, 0);
+  qwen2["layer_types"] = {"sliding_attention", "sliding_attention"};  // layer_types over max_window_layers
+  EXPECT_EQ(read(qwen2).max_window_layers, 0);
+  qwen2["layer_types"] = {"sliding_attention", "full_attention"};  // no first sliding layer says it
+  EXPECT_NE(refusal(qwen2).find("layer_types: layer 0 slides before a layer with full attention"),
+            std::string::npos)
+      << refusal(qwen2);
   // rope_theta: the rope_scaling object as a whole over rope_parameters, then the top level.
   nlohmann::json rope = {{"model_type", "llama"}, {"rope_theta", 1.0e4}};
   EXPECT_EQ(read(rope).rope_theta, 1.0e4);

@@ -207,8 +207,19 @@ TEST(Llama, SizesThatDoNotFitTogetherAreNamed) {
       << built_error({"--sliding_window", "32"});
   EXPECT_EQ(built_error({"--sliding_window", "64"}), "");
   EXPECT_EQ(built_error({"--bos_token_id", "50256"}), "") << "kept for an export, as transformers keeps it";
-  EXPECT_NE(err({"--sliding_window", "8", "--attention_bias", "all"}).find("whose attention has no biases"),
+  EXPECT_NE(err({"--sliding_window", "8", "--attention_bias", "all"})
+                .find("is a Mistral's (no biases) or a Qwen2's"),
             std::string::npos);
+  // A Qwen2's first sliding layer: with its window and q/k/v biases, and below n_layer.
+  EXPECT_EQ(built_error({"--sliding_window", "64", "--attention_bias", "qkv", "--max_window_layers", "1"}),
+            "");
+  EXPECT_NE(
+      err({"--sliding_window", "64", "--max_window_layers", "1"}).find("--max_window_layers is a Qwen2's"),
+      std::string::npos);
+  EXPECT_NE(built_error({"--sliding_window", "64", "--attention_bias", "qkv", "--max_window_layers", "2"})
+                .find("max_window_layers=2 leaves none of the 2 layers"),
+            std::string::npos)
+      << built_error({"--sliding_window", "64", "--attention_bias", "qkv", "--max_window_layers", "2"});
   EXPECT_NE(err({"--eos_token_ids", "5,x"}).find("is not a comma-separated list of token ids"),
             std::string::npos);
   EXPECT_NE(err({"--eos_token_ids", "5,6"}).find("starts with another id than --eos_token_id=-1"),
