@@ -46,6 +46,9 @@ int main() try {
   if (ctx->is_main()) std::printf("test mse %.5f (train %.5f)\n", r.test_loss, r.train_loss);
   ctx->shutdown();
   return 0;
+} catch (const ddptrain::UsageError& e) {  // a bad option or environment: 2, which launchers do not restart
+  std::fprintf(stderr, "regression: %s\n", e.what());
+  return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "regression: %s\n", e.what());
   return 1;

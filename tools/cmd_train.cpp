@@ -44,14 +44,8 @@ void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const
                                  bool saves) {
   const Logger& log = ctx.log();
   std::string& resume_from = cfg.trainer.checkpoint.resume_from;
-  if (env.restart_count > 0 && saves && resume_from != "auto") {
-    log.warn(str("torchrun restart ", env.restart_count, ": resuming this run's newest checkpoint in ",
-                 cfg.trainer.checkpoint.dir, " (resume_from auto",
-                 resume_from.empty() ? std::string(", else a fresh start") : ", else " + resume_from,
-                 ") instead of ", resume_from.empty() ? std::string("a fresh start") : resume_from));
-    if (!resume_from.empty()) cfg.trainer.checkpoint.resume_fallback = resume_from;
-    resume_from = "auto";
-  }
+  if (saves) continue_newest_on_restart(cfg.trainer.checkpoint, env.restart_count, log);
+  cfg.trainer.checkpoint.resume_on_restart = false;  // applied here, before anything was built
   const bool chose_auto = resume_from == "auto";
   resume_from = choose_resume_from(cfg, ctx.world_size(), log);
   if (chose_auto) check_ranks_chose_the_same(ctx, resume_from, cfg.trainer.checkpoint.dir);

@@ -34,6 +34,9 @@
 //    nn.SyncBatchNorm, for your module's BatchNorm layers; recompute (models/recompute.h):
 //    activation checkpointing of a block that DDP's hooks see once per parameter.
 //  - Precision (train/precision.h): what Trainer::precision() says the run trains in.
+//  - UsageError and OptionError (util/error.h): what a bad option, value or environment
+//    throws (the message names the field and the fix); exit 2 for it, as `ddptrain` does:
+//    `ddptrain launch` then does not restart the group for it (it would fail again).
 // The library sets no thread count, seed or signal handler: those are the program's
 // (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so is
 // use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise).
@@ -65,6 +68,7 @@
 #include "train/trainable.h"
 #include "train/trainer.h"
 #include "train/trainer_options.h"
+#include "util/error.h"
 
 namespace ddptrain {
 

@@ -47,6 +47,8 @@ class DistContext {
   int local_rank() const { return env_.local_rank; }
   int local_world_size() const { return env_.local_world_size; }
   bool is_main() const { return env_.rank == 0; }
+  /// TORCHELASTIC_RESTART_COUNT: how many times the launcher restarted this group (0: first attempt).
+  int restart_count() const { return env_.restart_count; }
   const at::Device& device() const { return device_; }
   const std::string& backend_name() const { return backend_name_; }
   std::chrono::milliseconds timeout() const { return timeout_; }

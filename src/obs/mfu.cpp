@@ -48,8 +48,8 @@ PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, cons
     if (t > 0)
       return {t * 1e12, str(name, ": ", t, " TFLOP/s dense ",
                             half   ? "16-bit"
-                            : tf32 ? "tf32 (fp32 matmuls in TF32: --tf32)"
-                                   : "fp32 (IEEE fp32 matmuls; --tf32 for TF32)",
+                            : tf32 ? "tf32 (fp32 matmuls in TF32: the program's setting, --tf32)"
+                                   : "fp32 (IEEE fp32 matmuls; TF32 is the program's setting, --tf32)",
                             " (table)")};
     return {0.0, str(name,
                      " is not in the peak table; set peak_tflops (TrainerOptions::report.peak_tflops; "

@@ -26,7 +26,7 @@ void use_deterministic_algorithms() {
     ::setenv(kCublasWorkspaceVar, kReproducibleWorkspace, 1);  // read at the first GEMM
   } else {
     DDP_USAGE_CHECK(*workspace == kReproducibleWorkspace || *workspace == kSmallReproducibleWorkspace,
-                    "--deterministic: ", kCublasWorkspaceVar, "='", *workspace,
+                    "deterministic algorithms: ", kCublasWorkspaceVar, "='", *workspace,
                     "' is not one of cuBLAS's reproducible workspace configurations; unset it (ddptrain then "
                     "sets ",
                     kReproducibleWorkspace, ") or set ", kReproducibleWorkspace, " or ",

@@ -272,14 +272,31 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
                        flag, " naming one checkpoint every node has"));
 }
 
-std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx) {
+bool continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log) {
+  if (restart_count <= 0 || co.dir.empty() || co.resume_from == "auto") return false;
+  log.warn(str("restart ", restart_count, ": resuming this run's newest checkpoint in ", co.dir,
+               " (resume_from auto, else ",
+               co.resume_from.empty() ? std::string("a fresh start") : co.resume_from, ") instead of ",
+               co.resume_from.empty() ? std::string("a fresh start") : co.resume_from));
+  co.resume_fallback = co.resume_from;
+  co.resume_from = "auto";
+  return true;
+}
+
+std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& given,
+                                                         const DistContext& ctx) {
+  TrainerOptions o = given;
+  if (o.checkpoint.resume_on_restart)
+    continue_newest_on_restart(o.checkpoint, ctx.restart_count(), ctx.log());
+  if (!o.checkpoint.dir.empty()) {  // what an interrupted save left is put back before any listing
+    if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
+    ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");
+  }
   std::string from = o.checkpoint.resume_from;
   const bool chosen_here = from == "auto";
   if (chosen_here) {
-    if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
-    ctx.barrier("resume_from auto (after cleaning checkpoint leftovers)");
     from = choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
-    check_ranks_chose_the_same(ctx, from, o.checkpoint.dir);
+    check_ranks_chose_the_same(ctx, from, o.checkpoint.dir, "checkpoint.resume_from");
   }
   if (from.empty()) {
     // resume_from "" from the user (or the CLI's auto that found nothing to continue): refused

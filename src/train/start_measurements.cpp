@@ -59,9 +59,9 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   if (!m.precision.grad_scaler && (o.precision.scaler_init_scale != defaults.scaler_init_scale ||
                                    o.precision.scaler_growth_interval != defaults.scaler_growth_interval))
     ctx.log().warn(
-        str("the loss scaler's settings (--scaler_init_scale, --scaler_growth_interval) are "
-            "ignored: this run has no loss scaler (",
-            m.precision.name(), "; --grad_scaler on forces one)"));
+        str("the loss scaler's settings (precision.scaler_init_scale, precision.scaler_growth_interval; "
+            "--scaler_init_scale, --scaler_growth_interval) are ignored: this run has no loss scaler (",
+            m.precision.name(), "; precision.grad_scaler on, --grad_scaler on, forces one)"));
   if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate
   m.peak = peak_flops(ctx.device(), m.precision.autocast, o.report.peak_tflops, rates);
   ctx.log().info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9,

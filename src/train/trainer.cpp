@@ -42,10 +42,12 @@ namespace {
 
 // Note [Run identity] for every program, the library's included: the optimizer's kind, its
 // groups' learning rates and the shapes of the parameters it steps (the model's), under
-// phrases a program's own entries do not use. A library program that names no identity of its
-// own so resumes (auto) only a run of the same model and optimizer; one that names entries of
-// its own keeps them (entries a checkpoint lacks are not compared).
-void add_optimizer_identity(RunIdentity& id, const torch::optim::Optimizer& optimizer) {
+// phrases a program's own entries do not use, and the sampler's seed ("seed", the CLI's flag:
+// a mid-epoch resume skips the micro-batches of the checkpoint's order, so another seed would
+// train some samples twice and others never). A library program that names no identity of its
+// own so resumes (auto) only a run of the same model, optimizer and order; one that names
+// entries of its own keeps them (entries a checkpoint lacks are not compared).
+void add_default_identity(RunIdentity& id, const torch::optim::Optimizer& optimizer, uint64_t seed) {
   const char* kind = dynamic_cast<const torch::optim::AdamW*>(&optimizer)  ? "AdamW"
                      : dynamic_cast<const torch::optim::Adam*>(&optimizer) ? "Adam"
                      : dynamic_cast<const torch::optim::SGD*>(&optimizer)  ? "SGD"
@@ -62,6 +64,7 @@ void add_optimizer_identity(RunIdentity& id, const torch::optim::Optimizer& opti
   id.emplace("optimizer kind", kind);
   id.emplace("learning rates", lrs);
   id.emplace("parameter shapes", hex_fingerprint(fnv1a(shapes)));
+  id.emplace("seed", std::to_string(seed));
 }
 
 // Why a resumed run has nothing left to train (max_steps reached, or every epoch done), or
@@ -88,7 +91,7 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
-  add_optimizer_identity(o.run_identity, optimizer);
+  add_default_identity(o.run_identity, optimizer, o.loop.seed);
   set_aside_later = !o.checkpoint.resume_from.empty() && o.checkpoint.resume_from != "auto";
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
@@ -453,9 +456,11 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   if (set_aside_after_load_) set_aside_after_resume(opts_, meta.global_step, ctx_);
   run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
   if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
-    ctx_.log().warn(str("epoch ", run.owed->epoch, "'s evaluation was not made by the run that trained it, ",
-                        "and this run ", run.test ? "evaluates never (eval_every 0)" : "has no test data",
-                        ": it is not made (ddptrain eval makes it from the checkpoint)"));
+    ctx_.log().warn(
+        str("epoch ", run.owed->epoch, "'s evaluation was not made by the run that trained it, ",
+            "and this run ", run.test ? "evaluates never (eval_every 0)" : "has no test data",
+            ": it is not made (evaluate(), train/evaluate.h, makes it from the checkpoint; so does "
+            "ddptrain eval for a checkpoint of ddptrain train)"));
     run.owed.reset();
   }
   result.nothing_to_train = nothing_left_to_train(opts_, meta.global_step, run.start_epoch);

@@ -263,8 +263,9 @@ void Trainer::Impl::evaluation_made_for(int epoch, const EvalResult& ev) {
   if (ours)
     record_evaluation_made(ctx_, from, epoch, ev);
   else
-    ctx_.log().info(str("'", from, "' is not in --checkpoint_dir: it still owes its own run epoch ", epoch,
-                        "'s evaluation (Note [Evaluation owed])"));
+    ctx_.log().info(str("'", from,
+                        "' is not in checkpoint.dir (--checkpoint_dir): it still owes its own run epoch ",
+                        epoch, "'s evaluation (Note [Evaluation owed])"));
 }
 
 }  // namespace ddptrain

@@ -60,6 +60,12 @@ struct CheckpointOptions {
   /// this run's ("" = a fresh start then). `ddptrain launch` passes the first attempt's
   /// resume_from here when it restarts a group that was resuming from elsewhere.
   std::string resume_fallback;
+  /// On a restart (TORCHELASTIC_RESTART_COUNT > 0: torchrun's agent or `ddptrain launch`
+  /// restarted the workers with the same options), continue this run's newest checkpoint in
+  /// `dir` (resume_from "auto", the given resume_from as its fallback): else a restart went back
+  /// to the first attempt's start and set that attempt's progress aside. `ddptrain train`
+  /// applies the same rule before it builds anything, and turns this off.
+  bool resume_on_restart = true;
   /// Weights to start from when not resuming: a state_dict of torch.save (a DDP model's
   /// "module." prefix removed), a model.pt, or a .safetensors file (checkpoint/weights_file.h).
   std::string init_from;

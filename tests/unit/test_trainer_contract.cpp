@@ -130,11 +130,12 @@ TEST(Trainer, AModuleOffTheRanksDeviceIsNamed) {
 }
 
 // A library program that names no run identity of its own: resume_from auto still continues
-// only a run of the same optimizer and model (Note [Run identity]); before, any checkpoint in
-// the folder was resumed, whatever its learning rate or model.
+// only a run of the same optimizer, model and sampler seed (Note [Run identity]); before, any
+// checkpoint in the folder was resumed, whatever its learning rate or model, and one of
+// another seed resumed mid-epoch in the new order (some samples twice, others never).
 TEST(Trainer, WithoutAnIdentityOfItsOwnAutoResumesOnlyTheSameOptimizerAndModel) {
   const std::string dir = testing_dist::temp_dir("trainer_default_identity");
-  auto fit = [&](double lr) {  // "" when it trained, else the UsageError
+  auto fit = [&](double lr, uint64_t seed = 42) {  // "" when it trained, else the UsageError
     std::string error;
     testing_dist::run_world(1, [&](const DistContext& ctx) {
       Trainable model = native(make_net());
@@ -142,7 +143,8 @@ TEST(Trainer, WithoutAnIdentityOfItsOwnAutoResumesOnlyTheSameOptimizerAndModel) 
       TrainerOptions o = quiet_fp32(8, 1);
       o.checkpoint.dir = dir;
       o.checkpoint.resume_from = "auto";
-      o.loop.max_steps = 3;
+      o.loop.max_steps = 3;  // mid-epoch (12 steps an epoch)
+      o.loop.seed = seed;
       try {
         Trainer trainer(ctx, std::move(model), sgd, o);
         UserData train(96, false);
@@ -157,6 +159,8 @@ TEST(Trainer, WithoutAnIdentityOfItsOwnAutoResumesOnlyTheSameOptimizerAndModel) 
   const std::string other = fit(0.05);
   EXPECT_NE(other.find("what differs: learning rates 0.05 (the checkpoint's: 0.1)"), std::string::npos)
       << other;
+  const std::string reseeded = fit(0.1, 7);
+  EXPECT_NE(reseeded.find("what differs: seed 7 (the checkpoint's: 42)"), std::string::npos) << reseeded;
   EXPECT_EQ(fit(0.1), "") << "the same run resumes (nothing left to train)";
   std::filesystem::remove_all(dir);
 }
