@@ -86,6 +86,12 @@ stage() {
   tail -15 "$LOGS/$name.log" | sed "s/^/gpu-check: $name: /"
   return 1
 }
+# skip_run NAME WHY: a run this check does not make, on purpose; the report's skipped_runs says why
+# (not a failed stage, not missing).
+skip_run() {
+  say "skipped $1: $2"
+  echo "$1	$2" >> "$LOGS/skipped_runs.tsv"
+}
 finish() {
   say "report"
   save_logs
@@ -294,19 +300,31 @@ pytorch py_eager_2
 TRAIN_LIMIT_S=120 train gpt_padded_2 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
 # #31's goal: Llama at GPT-2 124M's sizes (untied, its default), MFU within 5 points of GPT's.
 TRAIN_LIMIT_S=120 train llama_124m --model llama "${gpt[@]:2}" --fused_norm "$FUSED_NORM" --vocab_multiple 64
+# What no run has measured yet comes first, what earlier runs measured (docs/gpu-runs/) last, so a
+# budget that runs short cuts the known numbers. A lever that runs off has no "before" of its own
+# (that run would be gpt_padded's again, its ratio ~1.0 as if measured): skipped, and said.
+if [ "$FUSED_NORM" != off ]; then
+  TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" "${gpt_own[@]}" --vocab_multiple 64 --fused_norm off
+else skip_run gpt_aten_norm "--fused_norm runs off here (levers_used says why)"; fi
+if [ "$FUSED_LINEAR" != off ]; then
+  TRAIN_LIMIT_S=120 train gpt_aten_linear "${gpt[@]}" --gpt_activation gelu_tanh --fused_norm "$FUSED_NORM" \
+    --vocab_multiple 64 --fused_linear off
+else skip_run gpt_aten_linear "--fused_linear runs off here (levers_used says why)"; fi
+# Note [Deterministic GPU runs]: what --deterministic costs, and whether a run repeats bitwise
+# with it (gpt_deterministic_1 and _2) and without (gpt_padded_1 and _2): the report's
+# deterministic_cost and repeats_bitwise. Only where its CUDA tests (CudaDeterministic.*) passed
+# here, read as a lever's group is (scripts/cuda_levers.py).
+DETERMINISTIC=$(PYTHONPATH="$(dirname "$0")" "$PY" -c \
+  'import sys, cuda_levers; print(cuda_levers.verdict(sys.argv[1], "deterministic")[0])' "$LOGS" || echo off)
+for i in 1 2; do
+  if [ "$DETERMINISTIC" = auto ]; then
+    TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" \
+      --vocab_multiple 64 --deterministic
+  else skip_run gpt_deterministic_$i "CudaDeterministic.* did not pass here (cuda_tests_deterministic)"; fi
+done
 TRAIN_LIMIT_S=120 train gpt_vocab1 "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 1
 TRAIN_LIMIT_S=120 train gpt_loop_optimizer "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --fused_optimizer off
 TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 --fused_loss off
-TRAIN_LIMIT_S=120 train gpt_aten_norm "${gpt[@]}" "${gpt_own[@]}" --vocab_multiple 64 --fused_norm off
-TRAIN_LIMIT_S=120 train gpt_aten_linear "${gpt[@]}" --gpt_activation gelu_tanh --fused_norm "$FUSED_NORM" --vocab_multiple 64 \
-  --fused_linear off
-# Note [Deterministic GPU runs]: what --deterministic costs, and whether a run repeats bitwise
-# with it (gpt_deterministic_1 and _2) and without (gpt_padded_1 and _2): the report's
-# deterministic_cost and repeats_bitwise.
-for i in 1 2; do
-  TRAIN_LIMIT_S=120 train gpt_deterministic_$i "${gpt[@]}" "${gpt_own[@]}" --fused_norm "$FUSED_NORM" --vocab_multiple 64 \
-    --deterministic
-done
 # MiniResNet's profile (#27 item 4: why bf16 is only 1.16-1.20x Python DDP, and no faster than
 # fp32): the same table, with the GPU's idle share and the kernels per step (a step of small
 # kernels that leaves the GPU idle waits on the host, the case for a CUDA graph).

@@ -17,6 +17,9 @@ from cuda_levers import gtest_results  # the same reading of gtest's JSON as the
 
 logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
+skipped_tsv = os.path.join(logs, "skipped_runs.tsv")  # runs gpu-check.sh left out on purpose, and why
+rep["skipped_runs"] = dict(line.rstrip("\n").split("\t", 1) for line in open(skipped_tsv)
+                           if "\t" in line) if os.path.exists(skipped_tsv) else {}
 binary_txt = os.path.join(logs, "binary.txt")  # which ddptrain ran: the carried one or one built there
 if os.path.exists(binary_txt):
     rep["binary"] = open(binary_txt).read().strip()
@@ -63,7 +66,8 @@ def summary(name, measured):
     recs = records(name)
     steps = [r for r in recs if r.get("kind") == "step"][1:]  # the first interval includes start-up
     if not steps:
-        rep["missing"].append(name)
+        if name not in rep["skipped_runs"]:
+            rep["missing"].append(name)
         return None
     run = next((r for r in recs if r.get("kind") == "run"), {})
     mean = lambda k: sum(s.get(k, 0.0) for s in steps) / len(steps)  # noqa: E731

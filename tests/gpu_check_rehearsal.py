@@ -120,6 +120,18 @@ for groups, want in [({"norm": {"A": ok}, "linear": {"B": ok, "C": ok}}, "auto a
     if got != want or any(not v.get("why") for v in why.values()):
         failures.append(f"cuda_levers.py on {groups!r}: {got!r} (want {want!r}), {why!r}")
 
+# A run gpu-check.sh skips on purpose (a lever off: its "before" would be gpt_padded's again) is
+# under skipped_runs with its reason, not missing, and its ratio is None, not ~1.0.
+logs = tempfile.mkdtemp(prefix="skipped_runs_")
+open(os.path.join(logs, "skipped_runs.tsv"), "w").write("gpt_aten_norm\t--fused_norm runs off here\n")
+skip_report = os.path.join(logs, "report.json")
+subprocess.run([python, os.path.join(src, "scripts/gpu_report.py"), logs, skip_report, "1"], capture_output=True)
+skip_rep = json.load(open(skip_report)) if os.path.exists(skip_report) else {}
+if skip_rep.get("skipped_runs") != {"gpt_aten_norm": "--fused_norm runs off here"} \
+        or "gpt_aten_norm" in skip_rep.get("missing", ["gpt_aten_norm"]) \
+        or (skip_rep.get("gpt2_124m_bf16_b64_block1024") or {}).get("lever_fused_norm_over_aten", 0) is not None:
+    failures.append(f"gpu_report.py with a skipped run: {skip_rep!r}")
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)

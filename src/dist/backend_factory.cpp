@@ -32,6 +32,8 @@ bool backend_reduces(const std::string& backend, at::ScalarType dtype) {
   return true;
 }
 
+bool host_waits(const std::string& backend) { return backend != "nccl"; }
+
 bool backend_reduce_scatters(const std::string& backend) {
 #if TORCH_VERSION_MAJOR < 2
   if (backend == "gloo") return false;

@@ -39,6 +39,24 @@ bool backend_reduces(const std::string& backend, at::ScalarType dtype);
 /// Whether the backend has reduce_scatter (Gloo in LibTorch 1.13 has none).
 bool backend_reduce_scatters(const std::string& backend);
 
+/// Note [Waiting on NCCL]
+/// c10d's Work::wait(timeout) holds the host until the collective completes whenever a timeout
+/// is given (WorkNCCL::wait: "blockingWait_ || timeout != kNoTimeout"); without one, NCCL's
+/// wait only makes the current CUDA stream wait for the communication stream, and returns.
+/// ddptrain's step is built on the latter (Note [Communication wait on a GPU], Note [No host
+/// sync in a step]): given the timeout, the reducer's last bucket held the host until the GPU
+/// had run the whole backward, each step (the host then queued the optimizer and the next
+/// forward while the GPU idled), and at world > 1 the stop vote held it until the step's end.
+/// So on NCCL DistContext waits without one. What bounds a collective that never completes
+/// there is the process group's own timeout (--dist_timeout_s, given to it in make_backend):
+/// NCCL's watchdog thread aborts the communicator and ends the process
+/// (TORCH_NCCL_ASYNC_ERROR_HANDLING), and the launcher reports that rank. What it gives up: on
+/// NCCL the flight recorder marks a collective completed when the stream waits for it, so a
+/// hang is named by NCCL's watchdog and its own flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE),
+/// not by ddptrain's verdict. Gloo's wait blocks the host anyway, with the context's timeout.
+/// True when DistContext::wait holds the host (with its timeout) for this backend.
+bool host_waits(const std::string& backend);
+
 /// Note [Collectives on the backend's device]
 /// NCCL takes only CUDA tensors on the rank's own device ("Tensors must be CUDA and dense");
 /// Gloo takes CPU tensors (and CUDA ones, which it stages itself). So a collective's tensor

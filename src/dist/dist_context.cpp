@@ -158,7 +158,10 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   };
   try {
     recorder_->wait_begins(work.get());
-    work->wait(timeout_);
+    if (host_waits(backend_name_))
+      work->wait(timeout_);
+    else
+      work->wait();  // the stream's wait only: no timeout given (Note [Waiting on NCCL])
     recorder_->complete_work(work.get(), true);
   } catch (const c10::Error& e) {
     fail(e.what_without_backtrace());

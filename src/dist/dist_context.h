@@ -89,7 +89,8 @@ class DistContext {
                                       const std::string& what = "all_gather") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
-  /// Waits on a Work with the context's timeout; Error naming this rank on failure.
+  /// Waits on a Work: Gloo, the host until it completes, with the context's timeout; NCCL, the
+  /// current CUDA stream only (Note [Waiting on NCCL]). Error naming this rank on failure.
   void wait(const compat::WorkHandle& work, const char* what) const;
 
   /// This rank's last collectives (Note [Flight recorder]); the step loop sets its phase there.

@@ -4,9 +4,10 @@
 // same on every rank for the same collective, DESIGN.md invariant 1), the operation, what it is
 // for ("gradient bucket 3", "buffer broadcast", ...), elements and dtype, its state (issued,
 // completed, failed) and times, and what the step loop was doing when it was issued (phase and
-// step). When a collective fails or times out, the rank writes flight_rank<r>.json into the
-// dump folder (--checkpoint_dir for `ddptrain train`) and raises a flag in the job's store;
-// every live rank's watchdog thread polls that flag and writes its own, so a rank whose main
+// step). When a collective fails or times out (Gloo: the host waits for each; on NCCL the
+// process group's watchdog ends a hung rank instead: Note [Waiting on NCCL]), the rank writes
+// flight_rank<r>.json into the dump folder (--checkpoint_dir for `ddptrain train`) and raises a flag in the
+// job's store; every live rank's watchdog thread polls that flag and writes its own, so a rank whose main
 // thread is stuck in user code still answers. The failing rank then reads the files it finds
 // and logs a verdict (dist/flight_verdict.h), as `ddptrain inspect hang DIR` does.
 #pragma once

@@ -3,6 +3,7 @@
 #include <set>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
 
 namespace ddptrain {
 
@@ -25,6 +26,10 @@ bool KernelTrace::start(bool cuda, std::string* why) {
   // Whether LibTorch has Kineto is not visible to its users' compiler (USE_KINETO is not exported):
   // a LibTorch without it refuses to start here.
   try {
+    // The steps' kernels and no others: what was queued before is done before recording starts,
+    // and (stop_and_save) what the recorded steps queued is done before it stops (the host runs
+    // ahead of the GPU: without it the last step's tail was missing from the trace).
+    if (cuda) torch::cuda::synchronize();
     const ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/true);
     profiler::prepareProfiler(config, activities(cuda));
     profiler::enableProfiler(config, activities(cuda));
@@ -33,6 +38,7 @@ bool KernelTrace::start(bool cuda, std::string* why) {
     return false;
   }
   active_ = true;
+  cuda_ = cuda;
   return true;
 }
 
@@ -48,6 +54,7 @@ bool KernelTrace::stop_and_save(const std::string& path, std::string* why) {
   if (!active_) return false;
   active_ = false;
   try {
+    if (cuda_) torch::cuda::synchronize();
     const auto result = profiler::disableProfiler();
     if (!result) return false;
     result->save(path);

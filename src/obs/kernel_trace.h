@@ -27,6 +27,7 @@ class KernelTrace {
 
  private:
   bool active_ = false;
+  bool cuda_ = false;
 };
 
 }  // namespace ddptrain

@@ -6,6 +6,7 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -268,6 +269,29 @@ TEST_F(Cuda, NcclProcessGroupAndDdp) {
   auto y = torch::randint(0, 10, {8}, torch::TensorOptions(kGpu).dtype(at::kLong));
   torch::nn::functional::cross_entropy(m->forward(x), y).backward();
   EXPECT_GT(ddp.take_stats().allreduces, 0);
+  ctx.shutdown();
+}
+
+// Note [Waiting on NCCL]: a wait makes the stream wait, not the host. With a quarter second of GPU
+// work queued ahead of an all-reduce, DistContext::wait returns before the all-reduce has
+// completed (given a timeout, c10d's wait held the host until it had: every step's backward
+// then synced the host); the value read afterwards on the stream is the reduced one.
+TEST_F(Cuda, ANcclWaitLeavesTheHostFree) {
+  EnvContract env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = testing_common::free_port();
+  DistContext ctx(env, {"nccl", std::chrono::seconds(60)});
+  at::Tensor a = torch::randn({4096, 4096}, kGpu);
+  const at::Tensor b = torch::randn({4096, 4096}, kGpu).div_(64.0);  // products stay O(1)
+  for (int i = 0; i < 100; ++i) a = at::matmul(a, b);                // fp32: 100 x 0.14 TFLOP queued
+  std::vector<at::Tensor> t{a.abs().sum().reshape({1})};
+  auto work = ctx.all_reduce_sum_async(t, "test all_reduce behind queued work");
+  ctx.wait(work, "test all_reduce behind queued work");
+  EXPECT_FALSE(work->isCompleted()) << "the host waited for the all-reduce";
+  const double reduced = t[0].item<double>();  // on the stream: after the all-reduce
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_TRUE(std::isfinite(reduced));
+  EXPECT_EQ(reduced, a.abs().sum().item<double>()) << "a world of one sums to its own value";
   ctx.shutdown();
 }
 
