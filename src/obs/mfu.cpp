@@ -18,16 +18,25 @@ double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind) {
     const char* key;
     double half_tflops, tf32_tflops, fp32_tflops;
   };
-  // The first row whose key the device's name contains: the PCIe and NVL parts before the SXM
-  // ones, whose names carry no form factor ("NVIDIA H100 80GB HBM3", "NVIDIA H200").
+  // The first row whose key the device's name contains as whole words (before it a space or the
+  // start, after it a space, '-' or the end: "RTX A1000" is no A100, "A10G" no A10): the PCIe and
+  // NVL parts before the SXM ones, whose names carry no form factor ("NVIDIA H100 80GB HBM3").
   static const Row rows[] = {
       {"H100 PCIe", 756.0, 378.0, 51.2}, {"H100 NVL", 835.5, 417.5, 60.0}, {"H200 NVL", 835.5, 417.5, 60.0},
       {"H200", 989.0, 494.5, 67.0},      {"H100", 989.0, 494.5, 67.0},  // SXM
       {"A100", 312.0, 156.0, 19.5},      {"L40S", 362.0, 183.0, 91.6},     {"A10", 125.0, 62.5, 31.2},
       {"V100", 125.0, 15.7, 15.7},  // no TF32: fp32
   };
+  const auto names = [&](const std::string& key) {
+    for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {
+      const size_t end = at + key.size();
+      if ((at == 0 || name[at - 1] == ' ') && (end == name.size() || name[end] == ' ' || name[end] == '-'))
+        return true;
+    }
+    return false;
+  };
   for (const auto& r : rows)
-    if (name.find(r.key) != std::string::npos)
+    if (names(r.key))
       return kind == GpuPeakKind::kHalf   ? r.half_tflops
              : kind == GpuPeakKind::kTf32 ? r.tf32_tflops
                                           : r.fp32_tflops;

@@ -147,9 +147,11 @@ void prepare_gradients(TrainState& state, double clip_grad_norm) {
 
 bool optimizer_step(TrainState& state, double clip_grad_norm) {
   prepare_gradients(state, clip_grad_norm);
-  state.grad_bytes = 0;
+  state.grad_bytes =
+      0;  // the gradients' own memory: a view (a bucket's, gradient_as_bucket_view) is the bucket's
   for (const auto& p : state.module.parameters())
-    if (p.grad().defined()) state.grad_bytes += static_cast<int64_t>(p.grad().nbytes());
+    if (p.grad().defined() && !p.grad().is_view())
+      state.grad_bytes += static_cast<int64_t>(p.grad().nbytes());
   const bool stepped = state.sharded ? state.scaler.step(state.optimizer, [&] { state.sharded->step(); })
                                      : state.scaler.step(state.optimizer);
   state.scaler.update();

@@ -91,6 +91,11 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", fp32), 67.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", fp32), 19.5);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", k16), 0.0);
+  // Whole words only: an A1000 is no A100, an A10G no A10 (both unknown: peak_tflops says theirs).
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA RTX A1000 6GB Laptop GPU", k16), 0.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A10G", k16), 0.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A10", k16), 125.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Tesla V100-SXM2-16GB", k16), 125.0);
 }
 
 // A metrics file whose last line a killed run cut short: the next run's first record starts a

@@ -4,8 +4,11 @@
 // options; init_from, keep_global_batch and the run identity). ZeRO: test_trainer_zero.cpp.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "train/evaluate.h"
 #include "trainer_fixtures.h"
@@ -384,4 +387,32 @@ TEST(Trainer, ResumeAutoFollowsTheRunIdentity) {
   EXPECT_EQ(aside, 3u) << "steps 5, then 3 and 4, kept aside";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(theirs);
+}
+
+// A step record's grad_mib counts each byte of gradient memory once: under
+// gradient_as_bucket_view the gradients are views into the buckets, so it is the buckets alone
+// (it counted them twice: the flag's saving did not show), half of what the gradients and their
+// buckets hold without the flag.
+TEST(Trainer, GradientMemoryCountsBucketViewsOnce) {
+  const std::string dir = testing_dist::temp_dir("trainer_grad_mib");
+  std::filesystem::create_directories(dir);
+  const auto grad_mib = [&](bool as_view) {
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.loop.max_steps = 4;
+    o.report.log_interval = 2;
+    o.report.metrics_file = dir + (as_view ? "/view.jsonl" : "/copy.jsonl");
+    o.ddp.gradient_as_bucket_view = as_view;
+    train_user_net(2, o);
+    double last = -1;
+    std::ifstream in(o.report.metrics_file);
+    for (std::string line; std::getline(in, line);) {
+      const auto r = nlohmann::json::parse(line);
+      if (r.value("kind", "") == "step") last = r.at("grad_mib").get<double>();
+    }
+    return last;
+  };
+  const double copied = grad_mib(false), viewed = grad_mib(true);
+  EXPECT_GT(viewed, 0.0);
+  EXPECT_NEAR(viewed, 0.5 * copied, 1e-9) << "with the flag " << viewed << " MiB, without " << copied;
+  std::filesystem::remove_all(dir);
 }
