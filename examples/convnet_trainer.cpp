@@ -23,8 +23,9 @@ struct ConvNet : torch::nn::Module {
 
 int main(int argc, char** argv) try {
   const std::string data = argc > 1 ? argv[1] : ddptrain::kFashionMnistDir;
-  ddptrain::install_stop_handlers();  // SIGINT/SIGTERM: every rank stops after the same step
-  torch::manual_seed(0);              // the same initial weights on every rank
+  ddptrain::install_stop_handlers();          // SIGINT/SIGTERM: every rank stops after the same step
+  ddptrain::install_cpu_memory_accounting();  // before any tensor: the peak memory per epoch on CPU
+  torch::manual_seed(0);                      // the same initial weights on every rank
   auto ctx = ddptrain::join();
   auto net = std::make_shared<ConvNet>();
   net->to(ctx->device());  // the rank's device: its GPU where there is one

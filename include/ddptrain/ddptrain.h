@@ -26,7 +26,10 @@
 //    of `ddptrain train` for your module, dataset and loss.
 //  - Units (ddp/units.h): the blocks of your module that TrainerOptions::zero.stage 3
 //    (FSDP) gathers one at a time; run each block as units_.run(i, [&] { return
-//    block->forward(x); }) and expose `Units& units()` (Note [Units]).
+//    block->forward(x); }) and expose `Units& units()` (Note [Units]). A module too large to
+//    build whole on a rank: construct its Units with a ShardAsBuilt (ddp/shard_as_built.h;
+//    its Fill gives each unit its initial weights), and each unit is sharded as it is built
+//    (Note [Units sharded as built]).
 //  - ScriptModel (models/script_model.h): a TorchScript module (scripted in Python, loaded
 //    with torch::jit::load) as a module the Trainer and DDP train: trainable(make_shared<
 //    ScriptModel>(torch::jit::load("net.pt"), "net.pt")).
@@ -37,13 +40,16 @@
 //  - UsageError and OptionError (util/error.h): what a bad option, value or environment
 //    throws (the message names the field and the fix); exit 2 for it, as `ddptrain` does:
 //    `ddptrain launch` then does not restart the group for it (it would fail again).
-// The library sets no thread count, seed or signal handler: those are the program's
-// (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so is
-// use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise).
+// The library sets no thread count, seed, signal handler or allocator: those are the
+// program's (install_stop_handlers and stop_signal, train/stop_signal.h, are there to use; so
+// are use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise,
+// and, obs/memory.h, install_cpu_memory_accounting, which counts CPU tensors' bytes for the
+// peak memory on CPU (before any tensor), and keep_cpu_heap / lean_cpu_heap, malloc's policy
+// that `ddptrain train` sets: Note [CPU heap kept across steps]).
 // What it does touch of the process: DistContext makes its GPU the current CUDA device, a
 // resume restores the generators' states the checkpoint saved (CPU and CUDA: a resumed run
 // draws what the uninterrupted one would), and the Trainer resets the device's peak-memory
-// counter each epoch (its peak memory per epoch).
+// counter each epoch (its peak memory per epoch; on CPU where the program counts it).
 #pragma once
 
 #include <memory>
@@ -56,10 +62,12 @@
 #include "data/token_datasets.h"
 #include "data/webdataset.h"
 #include "ddp/ddp.h"
+#include "ddp/shard_as_built.h"
 #include "ddp/sync_batchnorm.h"
 #include "dist/dist_context.h"
 #include "models/recompute.h"
 #include "models/script_model.h"
+#include "obs/memory.h"
 #include "optim/fused_optimizers.h"
 #include "train/callbacks.h"
 #include "train/deterministic.h"

@@ -7,10 +7,17 @@
 
 namespace ddptrain {
 
+const char* const kPrecisionAutoKey = "precision_auto";
+
 CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts,
-                                   std::string precision_name, const std::vector<CheckpointPart>& parts,
+                                   const Precision& precision, const std::vector<CheckpointPart>& parts,
                                    LoopHooks& hooks)
-    : ctx_(ctx), opts_(opts), precision_(std::move(precision_name)), parts_(parts), hooks_(hooks) {}
+    : ctx_(ctx),
+      opts_(opts),
+      precision_(precision.name()),
+      precision_auto_(precision.auto_choice),
+      parts_(parts),
+      hooks_(hooks) {}
 
 bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
   return opts_.checkpoint.save_every_steps > 0 && s.global_step % opts_.checkpoint.save_every_steps == 0;
@@ -62,6 +69,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
                       opts_.run_identity,
                       opts_.data.batch_size};
   if (s.scaler.enabled()) meta.extra["grad_scaler"] = to_json(s.scaler.state());
+  if (!precision_auto_.empty()) meta.extra[kPrecisionAutoKey] = precision_auto_;
   // Note [Resume at another world size]: the epoch's order and the prefix of it trained.
   meta.extra["epoch_plan"] = {
       {"world", s.plan.world},

@@ -16,15 +16,21 @@
 #include "dist/dist_context.h"
 #include "train/callbacks.h"
 #include "train/loop_hooks.h"
+#include "train/precision.h"
 #include "train/trainer_options.h"
 
 namespace ddptrain {
+
+/// meta.json's key for amp_dtype=auto's choice where the run trained in another precision.
+extern const char* const kPrecisionAutoKey;
 
 class CheckpointPolicy : public Callback {
  public:
   /// Saves `parts` (the Trainer's), the position and the loss scale.
   /// `hooks`: the test hooks of each save's stages (train/loop_hooks.h).
-  CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, std::string precision_name,
+  /// `precision`: what the run trains in (meta.json "precision") and, where a device lacked
+  /// amp_dtype=auto's choice, that choice ("precision_auto": what a resume takes up again).
+  CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, const Precision& precision,
                    const std::vector<CheckpointPart>& parts, LoopHooks& hooks);
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
@@ -45,7 +51,7 @@ class CheckpointPolicy : public Callback {
 
   const DistContext& ctx_;
   const TrainerOptions& opts_;
-  std::string precision_;
+  std::string precision_, precision_auto_;
   const std::vector<CheckpointPart>& parts_;
   LoopHooks& hooks_;
   std::string last_;

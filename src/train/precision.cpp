@@ -70,16 +70,21 @@ Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool
   } else if (req.amp_dtype == AmpDtype::kAuto && !req.resumed.empty()) {
     // The resumed run's choice, where this device computes it: the run may have moved between
     // a GPU and the CPU, or to a GPU without bf16 (each said in the log's precision line).
-    if (req.resumed == "fp16" && !device.is_cuda())
-      p = fp32("fp32: the resumed run trained in fp16 (amp_dtype=auto), which has no CPU kernels");
-    else if (req.resumed == "bf16" && device.is_cuda() && !cuda_bf16)
-      p = autocast(at::kHalf, str("fp16", kMixed,
-                                  " on CUDA: the resumed run trained in bf16 (amp_dtype=auto), "
-                                  "which this GPU lacks"));
-    else
+    if (req.resumed == "fp16" && !device.is_cuda()) {
+      p = fp32(
+          "fp32: the resumed run chose fp16 (amp_dtype=auto), which has no CPU kernels; its checkpoints "
+          "keep fp16 for a resume on a GPU");
+    } else if (req.resumed == "bf16" && device.is_cuda() && !cuda_bf16) {
+      p = autocast(at::kHalf,
+                   str("fp16", kMixed,
+                       " on CUDA: the resumed run chose bf16 (amp_dtype=auto), which this GPU lacks; "
+                       "its checkpoints keep bf16 for a resume where it runs"));
+    } else {
       return precision_named(
           req.resumed, req.grad_scaler,
           ", as chosen when the resumed run started (amp_dtype=auto measures only at a fresh start)");
+    }
+    p.auto_choice = req.resumed;
   } else if (device.is_cuda()) {
     const bool bf16 = req.amp_dtype == AmpDtype::kBf16 || (req.amp_dtype == AmpDtype::kAuto && cuda_bf16);
     p = autocast(bf16 ? at::kBFloat16 : at::kHalf,

@@ -19,7 +19,10 @@
 // (choose_precision), which every rank applies to the rates averaged over all ranks (so all
 // train in the same precision), and recorded in every checkpoint, so that a resumed run keeps the precision
 // it started with instead of measuring again (bitwise resume). On CUDA `auto` is bf16 where the GPU has it
-// (compute capability >= 8.0), fp16 with the loss scaler otherwise.
+// (compute capability >= 8.0), fp16 with the loss scaler otherwise. A resume on a device that lacks
+// the recorded choice trains in what it has (fp16 on a CPU: fp32; bf16 on an older GPU: fp16)
+// and its checkpoints keep the choice beside it (meta.json "precision_auto"), so that a run
+// back on a device that has it trains in it again.
 #pragma once
 
 #include <cstdint>
@@ -46,9 +49,15 @@ struct Precision {
   at::ScalarType dtype = at::kFloat;  // the autocast type when autocast
   bool grad_scaler = false;
   std::string why;  // one line for the log
+  /// amp_dtype=auto's choice where this device could not train in it (a resumed fp16 run on a
+  /// CPU trains fp32): a checkpoint keeps it, so a later resume on a device that can goes back
+  /// to it (Note [Precision chosen by measurement]). "": name().
+  std::string auto_choice;
 
   /// "fp32", "bf16" or "fp16": what forward runs in (metrics, checkpoints).
   std::string name() const;
+  /// What amp_dtype=auto resumes next: auto_choice, else name().
+  std::string kept_choice() const { return auto_choice.empty() ? name() : auto_choice; }
 };
 
 /// Pure: the precision for this request on this device. cuda_bf16: the GPU has bf16;

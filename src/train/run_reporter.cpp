@@ -85,6 +85,7 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
 void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
   interval_loss_.zero_();
   interval_micro_ = 0;
+  interval_samples_ = 0;
   interval_steps_ = 0;
   interval_t0_ = Clock::now();
 }
@@ -92,6 +93,7 @@ void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
 void RunReporter::on_micro_batch(const TrainState&, const MicroBatchEvent& e) {
   interval_loss_.add_(e.loss);
   ++interval_micro_;
+  interval_samples_ += static_cast<int64_t>(e.indices.size());
 }
 
 void RunReporter::on_step_end(const TrainState& s, const StepEvent& e) {
@@ -120,7 +122,8 @@ void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
 void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   const auto opts = at::TensorOptions().dtype(at::kDouble).device(ctx_.device());
   std::vector<at::Tensor> l{
-      at::cat({interval_loss_, at::full({1}, static_cast<double>(interval_micro_), opts)})};
+      at::cat({interval_loss_, at::full({1}, static_cast<double>(interval_micro_), opts),
+               at::full({1}, static_cast<double>(interval_samples_), opts)})};
   ctx_.all_reduce_sum(l, "step-line loss all_reduce");
   l[0] = l[0].cpu();
   StepReport r;
@@ -133,8 +136,9 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.seconds = seconds_since(interval_t0_);
   r.loss = l[0][0].item<double>() / l[0][1].item<double>();
   r.lr = s.optimizer.param_groups()[0].options().get_lr();
-  r.samples_per_s =
-      static_cast<double>(interval_micro_) * opts_.data.batch_size * ctx_.world_size() / r.seconds;
+  const auto samples = static_cast<int64_t>(l[0][2].item<double>());  // every rank's, as trained
+  samples_trained_ += samples;
+  r.samples_per_s = static_cast<double>(samples) / r.seconds;
   r.tokens_per_sample = facts_.tokens_per_sample;
   r.mfu = mfu(static_cast<double>(facts_.flops_per_sample), r.samples_per_s, facts_.peak.flops_per_s,
               ctx_.world_size());
@@ -152,6 +156,7 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   metrics_.write("step", s.global_step, s.epoch, std::move(rec));
   interval_loss_.zero_();
   interval_micro_ = 0;
+  interval_samples_ = 0;
   interval_steps_ = 0;
   interval_t0_ = Clock::now();
 }

@@ -41,6 +41,10 @@ class RunReporter : public Callback {
   void on_step_end(const TrainState& s, const StepEvent& e) override;
   void on_epoch_trained(const TrainState&) override { progress_.finish(); }
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
+  /// The samples every rank trained in this run, summed over the ranks (each step line's
+  /// all-reduce carries them: the last micro-batch of an epoch may be short, and the rest of an
+  /// epoch resumed at another world size uneven), up to the last step line.
+  int64_t samples_trained() const { return samples_trained_; }
 
  private:
   void update_progress(const TrainState& s, const StepEvent& e);
@@ -58,6 +62,8 @@ class RunReporter : public Callback {
   TensorBoardWriter tensorboard_;
   at::Tensor interval_loss_;  // sum of the micro-batch losses since the last step line (device)
   int64_t interval_micro_ = 0, interval_steps_ = 0;
+  int64_t interval_samples_ = 0;  // this rank's since the last step line
+  int64_t samples_trained_ = 0;
   Clock::time_point interval_t0_;
 };
 

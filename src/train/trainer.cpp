@@ -95,7 +95,11 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
   set_aside_later = !o.checkpoint.resume_from.empty() && o.checkpoint.resume_from != "auto";
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
-  resumed_precision = resumed ? resumed->meta.precision : "";
+  // amp_dtype=auto resumes the choice, where a device without it trained in another precision.
+  resumed_precision = !resumed ? ""
+                      : resumed->meta.extra.contains(kPrecisionAutoKey)
+                          ? resumed->meta.extra[kPrecisionAutoKey].get<std::string>()
+                          : resumed->meta.precision;
   if (o.loop.keep_global_batch && resumed) {
     int& accum = o.loop.grad_accum_steps;
     accum = kept_accumulation(resumed->meta, ctx.world_size(), o);
@@ -116,7 +120,7 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const D
   if (model.units && model.units->any_built_shard()) {
     DDP_USAGE_CHECK(
         o.zero.stage >= 3 && ctx.communicates(), "the module's units were sharded as built ",
-        "(ShardAsBuilt), which only zero_stage 3 over more than one rank trains (here zero_stage ",
+        "(ShardAsBuilt), which only zero.stage 3 over more than one rank trains (here zero.stage ",
         o.zero.stage, ", world ", ctx.world_size(), "): build it without a UnitSink");
     DDP_USAGE_CHECK(from.empty() || !o.checkpoint.resume_from.empty(), "checkpoint.init_from='", from,
                     "' cannot be loaded into a module whose units were sharded as built: give the weights ",
@@ -365,9 +369,9 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
   log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
-  const auto global_batch = static_cast<double>(opts_.global_batch(ctx_.world_size()));
+  // The samples as trained (an epoch's short last step counts what it trained, not a whole batch).
   result.samples_per_s =
-      run.train_time > 0 ? static_cast<double>(state_.run_steps) * global_batch / run.train_time : 0.0;
+      run.train_time > 0 ? static_cast<double>(run.reporter->samples_trained()) / run.train_time : 0.0;
   return result;
 }
 
@@ -400,8 +404,8 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   RunFacts facts{
       start_.precision,      start_.peak,        model_.flops_per_sample, run.train.shape().block_size,
       at::get_num_threads(), loaded_peak_bytes_, loaded_peak_rss_bytes_};
-  std::vector<std::shared_ptr<Callback>> c{
-      std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_)};
+  run.reporter = std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_);
+  std::vector<std::shared_ptr<Callback>> c{run.reporter};
   if (!opts_.report.trace_samples_dir.empty())
     c.push_back(
         std::make_shared<SampleTrace>(opts_.report.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
@@ -410,7 +414,7 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   // on_step_end and on_epoch_end made of it (an EMA, a counter). An epoch's own save comes
   // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
-  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision.name(), parts_, *hooks_);
+  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision, parts_, *hooks_);
   c.push_back(run.checkpoints);
   return c;
 }

@@ -14,6 +14,7 @@
 #include "train/epoch_summary.h"
 #include "train/lr_horizon.h"
 #include "train/owed_evaluation.h"
+#include "train/run_reporter.h"
 #include "train/stop_vote.h"
 #include "train/trainer_impl.h"
 #include "train/unreadable_samples.h"
@@ -49,6 +50,7 @@ struct Trainer::Impl::Run {
   UnreadableSamples unreadable;  // Note [Unreadable samples counted once]
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::shared_ptr<CheckpointPolicy> checkpoints;
+  std::shared_ptr<RunReporter> reporter;  // the first of callbacks
   int start_epoch = 1;
   int64_t start_micro = 0;
   std::optional<EpochPlan> rest;             // the resumed epoch, planned at another world size

@@ -271,6 +271,13 @@ void linear_epilogues_match_their_reference(int64_t N, at::ScalarType dtype, dou
 
 TEST_F(Cuda, LinearEpiloguesMatchTheirReferenceAtGpt2Sizes) {
   linear_epilogues_match_their_reference(64 * 1024, at::kBFloat16, 1.0 / 128);
+}
+
+// fp32 on its own, outside the lever's group (scripts/gpu-check.sh LINEAR_TESTS): --fused_linear
+// auto takes the epilogues in bf16/fp16 only, so an fp32 epilogue cuBLASLt has no algorithm for
+// must not turn the bf16 lever off (Note [Levers the CUDA tests vouch for]); here the GELU's form
+// is told apart too.
+TEST_F(Cuda, Fp32EpiloguesComputeTheTanhGelu) {
   linear_epilogues_match_their_reference(8192, at::kFloat, 1e-4);
 }
 

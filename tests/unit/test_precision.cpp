@@ -115,12 +115,19 @@ TEST(Precision, AResumedRunKeepsThePrecisionItStartedWith) {
   const Precision on_cpu = choose_precision(resumed, kCpu, false, rates(5, 5));
   EXPECT_EQ(on_cpu.name(), "fp32");
   EXPECT_FALSE(on_cpu.grad_scaler);
-  EXPECT_TRUE(contains(on_cpu.why, "resumed run trained in fp16")) << on_cpu.why;
+  EXPECT_TRUE(contains(on_cpu.why, "resumed run chose fp16")) << on_cpu.why;
+  // Its checkpoints keep fp16 beside the fp32 it trained in: back on a GPU, it is fp16 again
+  // (it stayed fp32 there: the checkpoint had recorded only the fallback).
+  EXPECT_EQ(on_cpu.kept_choice(), "fp16");
+  resumed.resumed = on_cpu.kept_choice();
+  EXPECT_EQ(choose_precision(resumed, kCuda, true, {}).name(), "fp16");
+  EXPECT_EQ(choose_precision(resumed, kCuda, true, {}).auto_choice, "") << "trains in its choice";
   resumed.resumed = "bf16";
   const Precision on_volta = choose_precision(resumed, kCuda, false, {});
   EXPECT_EQ(on_volta.name(), "fp16");
   EXPECT_TRUE(on_volta.grad_scaler);
-  EXPECT_TRUE(contains(on_volta.why, "resumed run trained in bf16")) << on_volta.why;
+  EXPECT_TRUE(contains(on_volta.why, "resumed run chose bf16")) << on_volta.why;
+  EXPECT_EQ(on_volta.kept_choice(), "bf16");
   EXPECT_EQ(choose_precision(resumed, kCuda, true, {}).name(), "bf16");
   // An explicit request still wins over what the checkpoint recorded.
   resumed.amp_dtype = AmpDtype::kBf16;

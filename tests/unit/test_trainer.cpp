@@ -416,3 +416,27 @@ TEST(Trainer, GradientMemoryCountsBucketViewsOnce) {
   EXPECT_NEAR(viewed, 0.5 * copied, 1e-9) << "with the flag " << viewed << " MiB, without " << copied;
   std::filesystem::remove_all(dir);
 }
+
+// The run's samples/s counts the samples it trained: an epoch's last step that accumulates
+// fewer micro-batches (6 per rank, 4 a step), or a last micro-batch that is short (drop_last
+// off: 48 per rank in batches of 10), is not counted as a whole one (it was 2 x 64 = 128 where
+// 96 were trained). Here: samples/s times the epochs' training seconds is the 96 trained.
+TEST(Trainer, SamplesPerSecondCountsTheSamplesTrained) {
+  const std::string dir = testing_dist::temp_dir("trainer_samples_per_s");
+  std::filesystem::create_directories(dir);
+  for (const bool short_batch : {false, true}) {
+    TrainerOptions o = quiet_fp32(short_batch ? 10 : 8, 1);
+    o.loop.grad_accum_steps = short_batch ? 1 : 4;
+    o.data.drop_last = !short_batch;
+    o.report.metrics_file = dir + (short_batch ? "/short.jsonl" : "/accum.jsonl");
+    const Trained t = train_user_net(2, o);
+    double epoch_s = 0;
+    std::ifstream in(o.report.metrics_file);
+    for (std::string line; std::getline(in, line);) {
+      const auto r = nlohmann::json::parse(line);
+      if (r.value("kind", "") == "epoch") epoch_s += r.at("epoch_s").get<double>();
+    }
+    EXPECT_NEAR(t.result.samples_per_s * epoch_s, 96.0, 1e-6) << "short batch: " << short_batch;
+  }
+  std::filesystem::remove_all(dir);
+}

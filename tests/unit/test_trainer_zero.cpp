@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddp/shard_as_built.h"
 #include "trainer_fixtures.h"
 
 using namespace ddptrain;
@@ -371,4 +372,64 @@ TEST(Trainer, ClippingTakesTheNormOfWhatTheOptimizerSteps) {
   const std::shared_ptr<UserNet> fresh = make_net();
   EXPECT_EQ(fresh->a->weight.sub(params[0][0]).abs().max().item<double>(), 0.0) << "a is not optimized";
   EXPECT_GT(fresh->b->weight.sub(params[0][2]).abs().max().item<double>(), 0.0) << "b was not trained";
+}
+
+namespace {
+
+// UserNet built for ZeRO-3 without ever holding all of it (Note [Units sharded as built]): its
+// unit `a` goes to the sink as soon as it is built, before `b` is drawn.
+struct UserNetBuiltSharded : torch::nn::Module {
+  explicit UserNetBuiltSharded(UnitSink* sink) : units_(sink) {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    units_.add(a.ptr(), "a");
+    b = register_module("b", torch::nn::Linear(16, 4));
+    units_.clear_sink();
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return b(torch::tanh(units_.run(0, [&] { return a(x); })));
+  }
+  Units& units() { return units_; }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+  Units units_;
+};
+
+}  // namespace
+
+// A library user's module sharded as it is built (ShardAsBuilt, public: ddp/shard_as_built.h;
+// its Fill gives each unit its initial weights) trains at stage 3 as the same module built
+// whole and sharded by the Trainer: a rank never holds every unit at once.
+TEST(Trainer, AModuleShardedAsBuiltTrainsAsOneBuiltWhole) {
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.zero.stage = 3;
+  const Trained whole = train_user_net(2, o);
+  std::vector<at::Tensor> params;
+  size_t sharded = 0;
+  std::mutex mu;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    const std::shared_ptr<UserNet> initial = make_net();  // the weights the whole build starts from
+    ShardAsBuilt sink(ctx, [&](const std::string& name, torch::nn::Module& unit) {
+      torch::NoGradGuard no_grad;
+      const auto from = initial->named_children()[name]->parameters();
+      const auto to = unit.parameters();
+      for (size_t i = 0; i < to.size(); ++i) to[i].copy_(from[i]);
+    });
+    const auto net = std::make_shared<UserNetBuiltSharded>(&sink);  // draws in both threads at once: filled
+    {
+      torch::NoGradGuard no_grad;
+      net->b->weight.copy_(initial->b->weight);
+      net->b->bias.copy_(initial->b->bias);
+    }
+    EXPECT_EQ(net->a->weight.storage().data_ptr().get(), nullptr) << "unit a still holds its whole weight";
+    const auto optimizer = make_optimizer(*net, /*adamw=*/false);
+    Trainer trainer(ctx, trainable(net), *optimizer, o);
+    UserData train(96, false), test(40, false);
+    trainer.fit(train, &test);
+    std::lock_guard<std::mutex> lock(mu);
+    sharded += sink.units_sharded();
+    if (ctx.rank() == 0)
+      for (const auto& p : net->parameters()) params.push_back(p.detach().clone());
+  });
+  EXPECT_EQ(sharded, 2u) << "each rank sharded unit a as it was built";
+  ASSERT_EQ(params.size(), whole.params.size());
+  EXPECT_LE(max_diff(params, whole.params), 1e-6);
 }
