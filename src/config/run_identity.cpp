@@ -43,7 +43,10 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         // an image that does not decode: a run stopped by one resumes skipping it
         "bad_images",
         // the resume position is in samples (train/resume.h)
-        "batch_size"};
+        "batch_size",
+        // llama: an export's config.json only (--block_size is what the model attends over); a
+        // Hugging Face import before 2026-12-05 capped max_positions at a window
+        "max_positions", "sliding_window", "max_window_layers"};
     std::sort(f.begin(), f.end());
     return f;
   }();

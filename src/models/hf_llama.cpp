@@ -120,10 +120,10 @@ void apply_llama_sizes(const nlohmann::json& c, const std::string& type, const s
     llama_unsupported(s.value >= 1, origin, str(s.key, " ", s.value, " (below 1)"));
     hf_set(s.field, s.name, s.value, 0, s.key, o);
   }
-  if (window > 0) {  // carried to an export: beyond it, transformers' model windows
-    hf_set(&o.sliding_window, "sliding_window", window, 0, "sliding_window", o);
-    hf_set(&o.max_window_layers, "max_window_layers", sliding.first_layer, 0, "max_window_layers", o);
-  }
+  // Carried to an export (beyond the window, transformers' model windows); a flag that says
+  // another window than the config's, or one where it has none, contradicts it.
+  hf_set(&o.sliding_window, "sliding_window", window, 0, "sliding_window", o);
+  hf_set(&o.max_window_layers, "max_window_layers", sliding.first_layer, 0, "max_window_layers", o);
   if (o.block_size == 0)  // a shorter window is the run's
     o.block_size = window > 0 ? std::min(window, o.max_positions) : o.max_positions;
   llama_unsupported(window <= 0 || window >= o.block_size, origin,

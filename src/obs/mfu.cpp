@@ -22,9 +22,11 @@ double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind) {
   // start, after it a space, '-' or the end: "RTX A1000" is no A100, "A10G" no A10): the PCIe and
   // NVL parts before the SXM ones, whose names carry no form factor ("NVIDIA H100 80GB HBM3").
   static const Row rows[] = {
-      {"H100 PCIe", 756.0, 378.0, 51.2}, {"H100 NVL", 835.5, 417.5, 60.0}, {"H200 NVL", 835.5, 417.5, 60.0},
+      {"H100 PCIe", 756.0, 378.0, 51.2}, {"H100 NVL", 835.5, 417.5, 60.0},
+      {"H200 NVL", 835.5, 417.5, 60.0},  {"GH200", 989.0, 494.5, 67.0},
       {"H200", 989.0, 494.5, 67.0},      {"H100", 989.0, 494.5, 67.0},  // SXM
-      {"A100", 312.0, 156.0, 19.5},      {"L40S", 362.0, 183.0, 91.6},     {"A10", 125.0, 62.5, 31.2},
+      {"A100", 312.0, 156.0, 19.5},      {"L40S", 362.0, 183.0, 91.6},
+      {"A10", 125.0, 62.5, 31.2},        {"V100S", 130.0, 16.4, 16.4},
       {"V100", 125.0, 15.7, 15.7},  // no TF32: fp32
   };
   const auto names = [&](const std::string& key) {

@@ -156,9 +156,14 @@ inline void expect_epoch_two_trained_once(const std::string& whole, const std::s
                                           const std::string& three, int64_t cut_micro, const char* what) {
   std::vector<int64_t> covered = traced_samples(cut, 2, 2, cut_micro);
   const std::vector<int64_t> rest = traced_samples(three, 3, 2);
+  // Both parts traced, and the plan too: empty traces would leave nothing missing.
+  EXPECT_FALSE(covered.empty()) << what << ": the cut run traced nothing of epoch 2";
+  EXPECT_FALSE(rest.empty()) << what << ": the resumed run traced nothing of epoch 2";
   covered.insert(covered.end(), rest.begin(), rest.end());
   std::sort(covered.begin(), covered.end());
   const std::vector<int64_t> planned = traced_samples(whole, 2, 2);
+  EXPECT_GE(planned.size(), covered.size() > 2 ? covered.size() - 2 : 1)
+      << what << ": the plan is not traced whole";
   std::vector<int64_t> missing;
   std::set_difference(planned.begin(), planned.end(), covered.begin(), covered.end(),
                       std::back_inserter(missing));

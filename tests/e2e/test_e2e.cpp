@@ -189,7 +189,7 @@ TEST(E2E, SameSeedSameBitsAndResumeEqualsUninterrupted) {
   ASSERT_EQ(full.exit_code, 0) << full.output;
   ProcResult again = run(launch(2, port, tiny_train(c)), {}, 300);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(again.output)[0]) << "same seed, different bits";
+  EXPECT_EQ(fingerprints(full.output).at(0), fingerprints(again.output).at(0)) << "same seed, different bits";
 
   ProcResult first = run(launch(2, port, tiny_train(b, {"--epochs", "1"})), {}, 300);
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -197,7 +197,7 @@ TEST(E2E, SameSeedSameBitsAndResumeEqualsUninterrupted) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_FALSE(lines_with(resumed.output, "resumed from").empty()) << resumed.output;
   EXPECT_TRUE(lines_with(resumed.output, "epoch 1 done").empty()) << "epoch 1 was trained again";
-  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0])
+  EXPECT_EQ(fingerprints(full.output).at(0), fingerprints(resumed.output).at(0))
       << "resumed run differs from the uninterrupted one";
 }
 
@@ -466,7 +466,8 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
   ProcResult resumed = run(
       launch(2, port, gpt(b, {"--save_every_steps", "20", "--resume_from", b + "/step_00000020"})), {}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_EQ(fingerprints(full.output)[0], fingerprints(resumed.output)[0]) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + b + "/step_00000020").empty()) << resumed.output;
+  EXPECT_EQ(fingerprints(full.output).at(0), fingerprints(resumed.output).at(0)) << resumed.output;
   // ddptrain eval on the saved GPT: the validation split, once.
   // Reported as training reports it (#28 item 8): val loss and perplexity, also in --metrics_file.
   ProcResult ev = run({binary(), "eval", "--checkpoint", a + "/epoch_0001", "--threads", "1",

@@ -138,9 +138,9 @@ TEST(ImageFolder, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachImageOn
   ProcResult r = run(launch(2, free_port(), ra), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "resuming from " + cut + "/ck/step_00000009").empty()) << r.output;
-  ASSERT_FALSE(fingerprints(w.output)[0].empty() || read_text(whole + "/ck/epoch_0002/model.pt").empty())
+  ASSERT_FALSE(fingerprints(w.output).at(0).empty() || read_text(whole + "/ck/epoch_0002/model.pt").empty())
       << "no fingerprint or no model.pt: the comparisons below would mean nothing";
-  EXPECT_EQ(fingerprints(w.output)[0], fingerprints(r.output)[0]) << "the resumed run differs";
+  EXPECT_EQ(fingerprints(w.output).at(0), fingerprints(r.output).at(0)) << "the resumed run differs";
   EXPECT_TRUE(read_text(whole + "/ck/epoch_0002/model.pt") == read_text(cut + "/ck/epoch_0002/model.pt"))
       << "model.pt differs after the resume";
 
@@ -180,9 +180,9 @@ TEST(Webdataset, ShardsTrainOnTheFoldersBatchesAndAKilledRunResumesBitwiseAndAtA
   ProcResult r = run(launch(2, free_port(), ra), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "resuming from " + cut + "/ck/step_00000009").empty()) << r.output;
-  ASSERT_FALSE(fingerprints(w.output)[0].empty() || read_text(whole + "/ck/epoch_0002/model.pt").empty())
+  ASSERT_FALSE(fingerprints(w.output).at(0).empty() || read_text(whole + "/ck/epoch_0002/model.pt").empty())
       << "no fingerprint or no model.pt: the comparisons below would mean nothing";
-  EXPECT_EQ(fingerprints(w.output)[0], fingerprints(r.output)[0])
+  EXPECT_EQ(fingerprints(w.output).at(0), fingerprints(r.output).at(0))
       << "the shards' resumed run differs from the folder's";
   EXPECT_TRUE(read_text(whole + "/ck/epoch_0002/model.pt") == read_text(cut + "/ck/epoch_0002/model.pt"))
       << "model.pt differs";

@@ -45,8 +45,9 @@ TEST(E2E, MixedPrecisionScalingAndRecompute) {
   ProcResult rc = run(launch(2, port, tiny_train(fresh_dir("rc_on"), drop)), {}, 300);
   ASSERT_EQ(rc.exit_code, 0) << rc.output;
   EXPECT_FALSE(lines_with(rc.output, "activation checkpointing: each block is recomputed").empty());
-  EXPECT_EQ(fingerprints(plain.output)[0], fingerprints(rc.output)[0]) << "recompute changed the result";
-  EXPECT_EQ(fingerprints(rc.output)[0], fingerprints(rc.output)[1]);
+  EXPECT_EQ(fingerprints(plain.output).at(0), fingerprints(rc.output).at(0))
+      << "recompute changed the result";
+  EXPECT_EQ(fingerprints(rc.output).at(0), fingerprints(rc.output).at(1));
 
   // A partial accumulation group ends each epoch: 256 samples / 2 ranks / batch 16 = 8
   // micro-batches, K = 3 -> steps of 3, 3 and 2.

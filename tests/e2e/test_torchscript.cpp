@@ -283,7 +283,7 @@ TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   ProcResult resumed = run(job("cut", {"--resume_from", "auto"}), {}, 180);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_FALSE(lines_with(resumed.output, "cut/ck/step_00000006").empty())
+  EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/cut/ck/step_00000006").empty())
       << "not resumed mid-epoch 2: " << resumed.output;
   const auto a = fingerprints(full.output), b = fingerprints(resumed.output);
   ASSERT_EQ(a.size(), 2u) << full.output;

@@ -90,7 +90,13 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
     args.insert(args.end(), {"--resume_from", "auto"});
     ProcResult resumed = run(launch(2, free_port(), args), {}, 300);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    EXPECT_FALSE(lines_with(resumed.output, "step_00000010").empty()) << resumed.output;
+    // The resume's own line (a save line names step_00000010 too), and its run record's step.
+    EXPECT_FALSE(lines_with(resumed.output, "resumed from " + dir + "/ck/step_00000010").empty())
+        << resumed.output;
+    const auto records = read_jsonl(dir + "/m.jsonl");
+    ASSERT_FALSE(records.empty()) << resumed.output;
+    EXPECT_EQ(records.front().value("kind", ""), "run");
+    EXPECT_EQ(records.front().value("step", -1), 10) << "stage " << stage;
     EXPECT_EQ(fingerprints(resumed.output).at(0), fingerprints(full.output).at(0))
         << "resumed at stage " << stage;
     EXPECT_EQ(optimizer_fingerprint(resumed.output), optimizer_fingerprint(full.output)) << "stage " << stage;
@@ -163,6 +169,7 @@ void stage_three_trains_as_stage_zero(const std::string& model_name) {
       const std::string what = str_of(model_name, " world ", world, " ", optimizer);
       std::map<int, std::string> model;
       std::map<int, ProcResult> runs;
+      std::map<int, std::vector<double>> params_mib;
       for (int stage : {0, 3}) {
         const std::string dir = fresh_dir(str_of("zero3_", model_name, world, optimizer, stage));
         runs[stage] =
@@ -172,7 +179,12 @@ void stage_three_trains_as_stage_zero(const std::string& model_name) {
         for (int r = 1; r < world; ++r)
           EXPECT_EQ(fp.at(r), fp.at(0)) << what << ": rank " << r << ", stage " << stage;
         model[stage] = dir + "/ck/step_00000010/model.pt";
+        params_mib[stage] = step_values(dir + "/m.jsonl", "param_mib");
       }
+      // Stage 3 was on: a rank held its shards and the root unit, not the whole model (a stage 3
+      // that trained as stage 0 would pass every comparison below).
+      ASSERT_FALSE(params_mib[0].empty() || params_mib[3].empty()) << what;
+      EXPECT_LT(params_mib[3].back(), 0.8 * params_mib[0].back()) << what;
       const double diff = max_abs_diff(model[0], model[3]);
       std::printf("%s: stage 3 vs stage 0 after 10 steps: max |diff| %g\n", what.c_str(), diff);
       if (world == 2) {

@@ -287,6 +287,11 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
       {"hidden_size", 32},     {"num_attention_heads", 4},      {"vocab_size", 96}};
   EXPECT_EQ(read(qwen2).block_size, 16);
   EXPECT_EQ(read(qwen2).sliding_window, 0);
+  {  // a window the config does not have contradicts it (an export would slide every layer)
+    ModelOptions windowed;
+    windowed.sliding_window = 8;
+    EXPECT_THROW(apply_hf_config(qwen2, "config.json", windowed), OptionError);
+  }
   qwen2["max_window_layers"] = 1;
   o = read(qwen2);
   EXPECT_EQ(o.block_size, 8);

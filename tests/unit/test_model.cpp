@@ -96,6 +96,8 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A10G", k16), 0.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A10", k16), 125.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Tesla V100-SXM2-16GB", k16), 125.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Tesla V100S-PCIE-32GB", k16), 130.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA GH200 480GB", k16), 989.0);
 }
 
 // A metrics file whose last line a killed run cut short: the next run's first record starts a
