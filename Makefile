@@ -50,7 +50,7 @@ run: build-main
 # The suite also runs the default build under Debian's torchrun 1.13 (the other torch).
 test: build
 	@./scripts/install_deps.sh test
-	cd $(BUILD) && ctest --output-on-failure -j 2 $(CTEST_ARGS)
+	cd $(BUILD) && DDPTRAIN_REQUIRE_TRANSFORMERS=1 ctest --output-on-failure -j 2 $(CTEST_ARGS)
 
 # Note [The other torches' suite]: the whole suite runs on the default build (`make test`);
 # the other torches (2.11, 1.13) build everything and run the suite less the long scenarios
@@ -67,7 +67,8 @@ build-2.11:
 
 test-2.11: build-2.11
 	@TORCH2_VERSION=2.11.0 ./scripts/install_deps.sh test
-	$(SCENARIO_REGEX) && cd $(BUILD_2_11) && ctest --output-on-failure --no-tests=error -j 2 $(OTHER_TORCH_SUITE) $(CTEST_ARGS)
+	$(SCENARIO_REGEX) && cd $(BUILD_2_11) && DDPTRAIN_REQUIRE_TRANSFORMERS=1 ctest --output-on-failure --no-tests=error \
+	  -j 2 $(OTHER_TORCH_SUITE) $(CTEST_ARGS)
 
 # The Debian build: Debian's LibTorch 1.13 and, across the interop tests, Debian's python3
 # with its torch 1.13.

@@ -28,9 +28,11 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
                      {}, 300);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_TRUE(lines_with(t.output, "test acc").empty()) << "--eval_every 0 evaluated: " << t.output;
-  std::vector<std::string> accs;
+  std::vector<double> accs, losses;
   for (int world : {1, 2, 3}) {
-    std::vector<std::string> eval = {"eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256"};
+    const std::string metrics = ckpt + "/eval_world" + std::to_string(world) + ".jsonl";
+    std::vector<std::string> eval = {
+        "eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256", "--metrics_file", metrics};
     ProcResult r = world == 1 ? run(
                                     [&] {
                                       auto a = eval;
@@ -40,12 +42,19 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
                                     {}, 300)
                               : run(launch(world, free_port(), eval), {}, 300);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    auto l = lines_with(r.output, "test split: 10000 samples");
-    ASSERT_EQ(l.size(), 1u) << "world " << world << ": " << r.output;
-    accs.push_back(l[0].substr(l[0].find("test acc")));
+    const auto records = read_jsonl(metrics);  // one "eval" record, rank 0's
+    ASSERT_EQ(records.size(), 1u) << "world " << world << ": " << r.output;
+    EXPECT_EQ(records[0].value("kind", ""), "eval");
+    EXPECT_EQ(records[0].at("samples").get<int64_t>(), 10000) << "world " << world;
+    accs.push_back(records[0].at("test_acc").get<double>());
+    losses.push_back(records[0].at("test_loss").get<double>());
   }
+  EXPECT_GT(accs[0], 0.1) << "not the trained model's accuracy";
+  // The same sums over every world size (each sample counted once, in another order of ranks).
   EXPECT_EQ(accs[0], accs[1]);
   EXPECT_EQ(accs[0], accs[2]);
+  EXPECT_NEAR(losses[0], losses[1], 1e-6);
+  EXPECT_NEAR(losses[0], losses[2], 1e-6);
   ProcResult missing = run({binary(), "eval"}, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }

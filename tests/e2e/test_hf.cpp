@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/required.h"
 #include "e2e_helpers.h"
 #include "proc.h"
 
@@ -24,6 +25,16 @@ namespace fs = std::filesystem;
 namespace {
 
 bool has_transformers() { return run({python(), "-c", "import transformers"}, {}, 60).exit_code == 0; }
+
+// A suite that requires transformers (tests/common/required.h) fails instead of skipping.
+#define SKIP_OR_FAIL_WITHOUT_TRANSFORMERS()                                                              \
+  if (!has_transformers()) {                                                                             \
+    if (::ddptrain::testing_common::transformers_required())                                             \
+      FAIL() << python()                                                                                 \
+             << " has no transformers, which this suite requires (DDPTRAIN_REQUIRE_TRANSFORMERS=1)";     \
+    GTEST_SKIP() << python()                                                                             \
+                 << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)"; \
+  }
 
 // nanoGPT's token file (uint16) of n tokens (i * 37 + offset) % 96, for the test models' 96-token
 // vocabulary.
@@ -39,9 +50,7 @@ void write_tokens(const std::string& path, int n, int offset) {
 }  // namespace
 
 TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads) {
-  if (!has_transformers())
-    GTEST_SKIP() << python()
-                 << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
+  SKIP_OR_FAIL_WITHOUT_TRANSFORMERS();
   const std::string dir = fresh_dir("hf_e2e");
   ProcResult make = run({python(), source_dir() + "/tests/python/hf.py", "make", dir + "/gpt2"}, {}, 120);
   ASSERT_EQ(make.exit_code, 0) << make.output;
@@ -124,9 +133,7 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
 // window shorter than the model's positions; the export is Qwen2 again, with the model's
 // max_position_embeddings, and transformers loads it.
 TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoads) {
-  if (!has_transformers())
-    GTEST_SKIP() << python()
-                 << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
+  SKIP_OR_FAIL_WITHOUT_TRANSFORMERS();
   const std::string dir = fresh_dir("hf_llama_e2e");
   ProcResult make =
       run({python(), source_dir() + "/tests/python/hf.py", "make-arch", "qwen2", dir + "/qwen2"}, {}, 120);
@@ -202,9 +209,7 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
 // weights within 1e-5, for GPT-2, Llama (grouped-query attention, untied) and Qwen2 (q/k/v
 // biases, tied); both moved away from the folder's weights.
 TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
-  if (!has_transformers())
-    GTEST_SKIP() << python()
-                 << " has no transformers (scripts/install_deps.sh test installs it for pip's torches)";
+  SKIP_OR_FAIL_WITHOUT_TRANSFORMERS();
   const std::string dir = fresh_dir("hf_parity");
   write_tokens(dir + "/train.bin", 64 * 16 + 1, 1025);
   const std::string hf_py = source_dir() + "/tests/python/hf.py",

@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 
+#include "../common/required.h"
 #include "util/error.h"
 
 namespace hf_fixtures {
@@ -42,10 +43,15 @@ inline bool has_transformers() {
   return std::system(cmd.c_str()) == 0;
 }
 
-#define SKIP_WITHOUT_TRANSFORMERS()                                                          \
-  if (!hf_fixtures::has_transformers())                                                      \
-  GTEST_SKIP() << DDPTRAIN_PYTHON << " has no transformers (pip's torch builds install it: " \
-               << "scripts/install_deps.sh test); the Hugging Face tests need transformers itself"
+// A suite that requires transformers (tests/common/required.h) fails here instead.
+#define SKIP_WITHOUT_TRANSFORMERS()                                                                   \
+  if (!hf_fixtures::has_transformers()) {                                                             \
+    if (::ddptrain::testing_common::transformers_required())                                          \
+      FAIL() << DDPTRAIN_PYTHON << " has no transformers, which this suite requires "                 \
+             << "(DDPTRAIN_REQUIRE_TRANSFORMERS=1; scripts/install_deps.sh test installs it)";        \
+    GTEST_SKIP() << DDPTRAIN_PYTHON << " has no transformers (pip's torch builds install it: "        \
+                 << "scripts/install_deps.sh test); the Hugging Face tests need transformers itself"; \
+  }
 
 inline at::Tensor tokens(int64_t b, int64_t t, int64_t vocab) {
   return ((at::arange(b * t, at::kLong) * 7 + 3) % vocab).reshape({b, t});

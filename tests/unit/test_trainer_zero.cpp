@@ -116,6 +116,8 @@ TEST(Trainer, ZeroCheckpointsResumeAtAnyStage) {
       for (int stage : {3, 2, 1, 0}) {
         o.zero.stage = stage;
         const Trained resumed = train_user_net(2, o, mse(), true, native, adamw);
+        ASSERT_FALSE(resumed.steps.empty());
+        EXPECT_EQ(resumed.steps.front(), 5) << "not a resume of step 4";
         EXPECT_EQ(resumed.result.global_step, 12);
         EXPECT_EQ(max_diff(resumed.params, whole.params), 0.0)
             << "written at stage " << written << ", resumed at stage " << stage
