@@ -63,6 +63,23 @@ std::vector<Run> read_runs(const std::string& path) {
   return runs;
 }
 
+// The runs that trained (a step or an epoch record); `ddptrain eval`'s runs (an "eval" record
+// alone) have nothing to draw here, and are said on stderr.
+std::vector<Run> trained_runs(std::vector<Run> runs, const std::string& path) {
+  const auto trained = [](const Run& r) {
+    return std::any_of(r.records.begin(), r.records.end(), [](const nlohmann::json& j) {
+      const std::string kind = j.value("kind", "");
+      return kind == "step" || kind == "epoch";
+    });
+  };
+  const auto evals = std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return !trained(r); });
+  if (evals > 0)
+    std::fprintf(stderr, "plot: %s: left out %ld run%s with no step or epoch record (ddptrain eval's)\n",
+                 path.c_str(), static_cast<long>(evals), evals == 1 ? "" : "s");
+  runs.erase(std::remove_if(runs.begin(), runs.end(), [&](const Run& r) { return !trained(r); }), runs.end());
+  return runs;
+}
+
 // One run's lines in the four panels, labelled `name` and drawn in palette colour c.
 void add_run(std::vector<Panel>& panels, const std::string& name, int c, const Run& run) {
   Line loss{name + "train", {}, c, false}, eval_loss{name + "test", {}, c, true};
@@ -137,14 +154,17 @@ int cmd_plot(const std::vector<std::string>& args) {
   int color = 0, drawn = 0;
   const std::vector<std::string> labels = input_labels(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::vector<Run> runs = read_runs(inputs[i]);
+    std::vector<Run> runs = read_runs(inputs[i]);
     DDP_USAGE_CHECK(!runs.empty(), "metrics file '", inputs[i],
                     "' holds no records: nothing to plot (is it the ",
                     "file train --metrics_file wrote, and did that run reach its first step?)");
+    runs = trained_runs(std::move(runs), inputs[i]);
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
       add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++,
               runs[k]);
   }
+  DDP_USAGE_CHECK(drawn > 0, "no run in ", inputs.size() == 1 ? inputs[0] : std::string("the inputs"),
+                  " has a step or an epoch record: nothing to plot (ddptrain eval's records alone)");
   create_parent_folder(out);
   write_file_atomic(out, render_svg(panels));
   std::printf("wrote %s (%d run%s)\n", out.c_str(), drawn, drawn == 1 ? "" : "s");

@@ -1,7 +1,8 @@
 // Metrics file (--metrics_file PATH): JSON lines, one record at the start of a run, one per
 // step line and one per epoch, written by rank 0 only, flushed per record so a crashed run
 // keeps what it logged. Every record has "kind" ("run", "step" or "epoch"), "step"
-// (optimizer steps so far), "epoch", "time_s" (seconds since the run started) and
+// (optimizer steps so far), "epoch", "time_s" (seconds since the writer opened: in `train`,
+// from the "run" record, after the model, the data and a resumed checkpoint were loaded) and
 // "unix_time" (wall clock, seconds); the rest are the numbers of the log line ("run": the
 // precision chosen and why, world size, backend, threads, buckets).
 #pragma once

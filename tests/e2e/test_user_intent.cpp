@@ -285,11 +285,20 @@ TEST(UserIntent, PlotDrawsEachRunOfAFileAsItsOwnLine) {
   for (const auto& j : read_jsonl(metrics)) runs.insert(j.value("run", ""));
   EXPECT_EQ(runs.size(), 2u) << "every record names its run, and the two runs differ";
   EXPECT_EQ(runs.count(""), 0u);
+  // `ddptrain eval --metrics_file` writes a run of one "eval" record (here before the two):
+  // nothing to draw, so not a run of the plot (it took the first colour and "run 1", and the
+  // two trained runs were drawn as runs 2 and 3).
+  const std::string trained = read_text(metrics);
+  std::ofstream(metrics) << R"({"kind": "eval", "run": "an-eval", "step": 4, "epoch": 1, "test_loss": 0.5})"
+                         << "\n"
+                         << trained;
   ProcResult p = run({binary(), "plot", metrics, "-o", dir + "/p.svg"}, {}, 60);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   const std::string svg = read_text(dir + "/p.svg");
   EXPECT_EQ(count_of(svg, "<polyline"), 2u * 4u) << "2 runs x (train loss, train accuracy, samples/s, MFU)";
+  EXPECT_NE(svg.find(">run 1 train<"), std::string::npos) << "the eval record counted as run 1";
   EXPECT_NE(svg.find(">run 2 train<"), std::string::npos) << "no legend per run";
+  EXPECT_EQ(svg.find(">run 3 "), std::string::npos) << "the eval record counted as a run";
   EXPECT_NE(svg.find(">MFU (%)<"), std::string::npos);
 }
 
