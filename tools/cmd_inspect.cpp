@@ -35,7 +35,7 @@ int inspect_gpt(const ModelOptions& mo) {
   std::printf("%-22s %14lld\n", "wte (tied output)", static_cast<long long>(model->wte->weight.numel()));
   std::printf("%-22s %14lld\n", "wpe", static_cast<long long>(model->wpe->weight.numel()));
   std::printf("%-22s %14lld\n", "h.* (each block)", static_cast<long long>(count_parameters(*model->h[0])));
-  std::printf("parameters: %lld (without the position embedding: %lld)\n",
+  std::printf("parameters: %lld (N of the FLOPs, without the position embedding and the padded rows: %lld)\n",
               static_cast<long long>(count_parameters(*model)),
               static_cast<long long>(model->non_embedding_params()));
   std::printf("training FLOPs per token (6N + 12*L*H*d_head*T, T = %lld): %lld (%.4f GFLOP)\n",

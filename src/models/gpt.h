@@ -95,7 +95,8 @@ class GptImpl : public Model {
   std::string describe() const override;
   /// 6·N + 12·L·H·d_head·T at T = block_size.
   int64_t train_flops_per_token() const;
-  /// Parameters without the position embedding (the N of the FLOPs formula).
+  /// Parameters without the position embedding and the padded vocabulary rows (the N of the
+  /// FLOPs formula).
   int64_t non_embedding_params() const;
   const GptConfig& config() const { return cfg_; }
 
