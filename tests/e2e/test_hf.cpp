@@ -286,5 +286,7 @@ TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
     ProcResult moved =
         run({python(), close_py, "close", dir + "/initial_" + arch + ".pt", trained, "1e-5"}, {}, 120);
     EXPECT_EQ(moved.exit_code, 1) << arch << ": training left the weights where they were: " << moved.output;
+    EXPECT_NE(moved.output.find("DIFFERENT "), std::string::npos)
+        << "not a comparison that differed: " << moved.output;
   }
 }

@@ -52,6 +52,8 @@ TEST(E2E, InitFromAPythonStateDictAndExportForOtherTools) {
       run({python(), py, "same_params", dir + "/init.pt", dir + "/ck_fresh/step_00000001/model.pt", "1e-12"},
           {}, 120);
   EXPECT_EQ(differ.exit_code, 1) << differ.output;
+  EXPECT_NE(differ.output.find("DIFFERENT "), std::string::npos)
+      << "not a comparison that differed: " << differ.output;
 
   // Export: pt for torch.load, safetensors read back by the safetensors package (PyPI).
   for (const std::string fmt : {"pt", "safetensors"}) {

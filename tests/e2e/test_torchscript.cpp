@@ -261,6 +261,8 @@ TEST(TorchScript, TrainsTheSameFileAsPythonDdpDoes) {
   // Not trivially equal: both moved away from the file's weights.
   ProcResult moved = run({python(), script_py(), "same", net, trained}, {}, 120);
   EXPECT_EQ(moved.exit_code, 1) << "training left the weights unchanged: " << moved.output;
+  EXPECT_NE(moved.output.find("max diff "), std::string::npos) << "not a comparison: " << moved.output;
+  EXPECT_EQ(moved.output.find("max diff 0.0\n"), std::string::npos) << moved.output;
 }
 
 // BatchNorm (running statistics broadcast from rank 0) and dropout (each rank's generator, in
