@@ -40,11 +40,10 @@ namespace {
 // workers with the same flags) continues this run's newest checkpoint, as `ddptrain launch`
 // makes its restarts do: else it went back to the first attempt's start and set the attempt's
 // progress aside.
-void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const DistContext& ctx,
-                                 bool saves) {
+void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const DistContext& ctx) {
   const Logger& log = ctx.log();
   std::string& resume_from = cfg.trainer.checkpoint.resume_from;
-  if (saves) continue_newest_on_restart(cfg.trainer.checkpoint, env.restart_count, log);
+  continue_newest_on_restart(cfg.trainer.checkpoint, env.restart_count, log);  // none without a dir
   cfg.trainer.checkpoint.resume_on_restart = false;  // applied here, before anything was built
   const bool chose_auto = resume_from == "auto";
   resume_from = choose_resume_from(cfg, ctx.world_size(), log);
@@ -90,7 +89,7 @@ int cmd_train(const std::vector<std::string>& args) {
     log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
   if (ctx.is_main() && saves) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
-  choose_checkpoint_to_resume(cfg, env, ctx, saves);
+  choose_checkpoint_to_resume(cfg, env, ctx);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

@@ -9,6 +9,11 @@ namespace ddptrain {
 
 const char* const kPrecisionAutoKey = "precision_auto";
 
+std::string precision_to_resume(const CheckpointMeta& meta) {
+  return meta.extra.contains(kPrecisionAutoKey) ? meta.extra[kPrecisionAutoKey].get<std::string>()
+                                                : meta.precision;
+}
+
 CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts,
                                    const Precision& precision, const std::vector<CheckpointPart>& parts,
                                    LoopHooks& hooks)

@@ -23,6 +23,9 @@ namespace ddptrain {
 
 /// meta.json's key for amp_dtype=auto's choice where the run trained in another precision.
 extern const char* const kPrecisionAutoKey;
+/// What amp_dtype=auto resumes from a checkpoint: that choice where it kept one, else the
+/// precision it trained in.
+std::string precision_to_resume(const CheckpointMeta& meta);
 
 class CheckpointPolicy : public Callback {
  public:

@@ -272,15 +272,13 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
                        flag, " naming one checkpoint every node has"));
 }
 
-bool continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log) {
-  if (restart_count <= 0 || co.dir.empty() || co.resume_from == "auto") return false;
+void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log) {
+  if (restart_count <= 0 || co.dir.empty() || co.resume_from == "auto") return;
+  const std::string given = co.resume_from.empty() ? std::string("a fresh start") : co.resume_from;
   log.warn(str("restart ", restart_count, ": resuming this run's newest checkpoint in ", co.dir,
-               " (resume_from auto, else ",
-               co.resume_from.empty() ? std::string("a fresh start") : co.resume_from, ") instead of ",
-               co.resume_from.empty() ? std::string("a fresh start") : co.resume_from));
+               " (resume_from auto, else ", given, ") instead of ", given));
   co.resume_fallback = co.resume_from;
   co.resume_from = "auto";
-  return true;
 }
 
 std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& given,

@@ -67,8 +67,8 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
 
 /// A restart's rule (CheckpointOptions::resume_on_restart): with restart_count > 0, a `dir` and
 /// resume_from other than "auto", resume_from becomes "auto" with the old one as its fallback,
-/// said in the log. True when it changed them.
-bool continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log);
+/// said in the log.
+void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log);
 
 /// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
 /// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,

@@ -95,11 +95,7 @@ TrainerOptions checked(TrainerOptions o, const torch::optim::Optimizer& optimize
   set_aside_later = !o.checkpoint.resume_from.empty() && o.checkpoint.resume_from != "auto";
   const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
   o.checkpoint.resume_from = resumed ? resumed->dir : "";
-  // amp_dtype=auto resumes the choice, where a device without it trained in another precision.
-  resumed_precision = !resumed ? ""
-                      : resumed->meta.extra.contains(kPrecisionAutoKey)
-                          ? resumed->meta.extra[kPrecisionAutoKey].get<std::string>()
-                          : resumed->meta.precision;
+  resumed_precision = resumed ? precision_to_resume(resumed->meta) : "";
   if (o.loop.keep_global_batch && resumed) {
     int& accum = o.loop.grad_accum_steps;
     accum = kept_accumulation(resumed->meta, ctx.world_size(), o);
