@@ -360,7 +360,19 @@ std::optional<std::string> read_checked(const std::string& dir, const std::strin
   return bytes;
 }
 
-CheckpointMeta meta_from_json(const std::string& text) {
+// Checkpoints older than meta.json's batch_size (before 2026-11-30) keep the batch size of their
+// position in config.json (the CLI's --batch_size, per rank); without one there (a program's
+// own config.json) it stays 0: this run's.
+int batch_size_in_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return 0;
+  const auto c = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
+  if (!c.is_object() || !c.contains("batch_size") || !c["batch_size"].is_number_integer()) return 0;
+  return std::max(0, c["batch_size"].get<int>());
+}
+
+CheckpointMeta meta_from_json(const std::string& text, const std::string& dir) {
   auto m = nlohmann::json::parse(text);
   CheckpointMeta meta;
   meta.epoch = m.at("epoch").get<int>();
@@ -376,7 +388,7 @@ CheckpointMeta meta_from_json(const std::string& text) {
     if (!kOwn.count(key)) meta.extra[key] = value;
   meta.precision = m.value("precision", "");
   if (m.contains("run")) meta.run = m["run"].get<std::map<std::string, std::string>>();
-  meta.batch_size = m.value("batch_size", 0);
+  meta.batch_size = m.contains("batch_size") ? m["batch_size"].get<int>() : batch_size_in_config(dir);
   return meta;
 }
 
@@ -390,7 +402,7 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
     std::optional<std::string> bytes = read_checked(dir, fname, manifest);
     if (fname == "meta.json") meta = std::move(bytes);
   }
-  return meta ? meta_from_json(*meta) : read_checkpoint_meta(dir);
+  return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
 }
 
 CheckpointMeta check_checkpoint_complete(const std::string& dir) {
@@ -401,7 +413,7 @@ CheckpointMeta check_checkpoint_complete(const std::string& dir) {
 bool is_checkpoint_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kManifest); }
 
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {
-  return meta_from_json(read_file(dir + "/meta.json"));
+  return meta_from_json(read_file(dir + "/meta.json"), dir);
 }
 
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log) {
@@ -467,7 +479,7 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
   const auto read = [&dir, &manifest](const std::string& file) { return read_checked(dir, file, manifest); };
   const std::optional<std::string> meta_text = read("meta.json");
   DDP_CHECK(meta_text.has_value(), "checkpoint '", dir, "': its manifest lists no meta.json");
-  const CheckpointMeta meta = meta_from_json(*meta_text);
+  const CheckpointMeta meta = meta_from_json(*meta_text, dir);
   if (meta.world_size != ctx.world_size() && ctx.is_main())
     ctx.log().info(str("checkpoint '", dir, "' was written at world size ", meta.world_size,
                        "; this job has ", ctx.world_size(), " (Note [Resume at another world size])"));

@@ -51,7 +51,7 @@ struct CheckpointMeta {
   std::string precision;  // fp32 | bf16 | fp16: what the run trains in (train/precision.h)
   std::map<std::string, std::string>
       run;             // the flags that define the run (Note [Run identity]); empty if older
-  int batch_size = 0;  // per rank, of batches_done (0 in older checkpoints: this run's)
+  int batch_size = 0;  // per rank, of batches_done (older checkpoints: config.json's, else 0: this run's)
 };
 
 /// A checkpoint directory and its meta.json.

@@ -84,6 +84,25 @@ TEST(Checkpoint, RoundTripBitwiseAndAtomicLayout) {
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(sa[i].second.equal(sb[i].second)) << sa[i].first;
 }
 
+// A checkpoint from before meta.json held its batch size (2026-11-30) resumes its position at
+// the --batch_size its config.json records, not at this run's (which repeats or skips samples).
+TEST(Checkpoint, AnOlderMetaTakesItsBatchSizeFromConfigJson) {
+  const std::string root = fresh_dir("ckpt_older_batch");
+  MiniResNet a(MiniResNetOptions{3, 10, 0.125});
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.1));
+  DistContext solo(EnvContract{}, {"auto", std::chrono::seconds(10)});
+  const auto saved = [&](const char* name, int meta_batch, const std::string& config) {
+    return save_checkpoint(solo, root, name, *a, opt, {1, 5, false, 5, 1, 0, {}, "", {}, meta_batch}, config,
+                           {0, {}});
+  };
+  const std::string older = saved("older", 0, "{\"batch_size\": 16, \"epochs\": 2}\n");
+  EXPECT_EQ(read_checkpoint_meta(older).batch_size, 16);
+  EXPECT_EQ(verify_checkpoint(older).batch_size, 16);
+  EXPECT_EQ(load_checkpoint(older, solo, *a, opt).batch_size, 16);
+  EXPECT_EQ(read_checkpoint_meta(saved("own", 0, "{}\n")).batch_size, 0);  // a program's: this run's
+  EXPECT_EQ(read_checkpoint_meta(saved("newer", 8, "{\"batch_size\": 16}\n")).batch_size, 8);
+}
+
 TEST(Checkpoint, WrongModelIsClearError) {
   std::string root = fresh_dir("ckpt_wrong");
   MiniResNet a(MiniResNetOptions{3, 10, 0.125});
