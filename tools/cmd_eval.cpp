@@ -27,6 +27,7 @@
 #include "train/evaluate.h"
 #include "train/objective_check.h"
 #include "train/resume.h"
+#include "train/same_data.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -190,6 +191,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   check_ranks_chose_the_same(ctx, checkpoint, given, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
   DataSplits data = datasets_from(cfg);
+  check_ranks_hold_the_same_data(ctx, {{"test", data.test.get()}});  // Note [Every rank holds the same data]
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
   const DatasetShape shape = data.test->shape();
   std::shared_ptr<Model> model;

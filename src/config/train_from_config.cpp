@@ -12,6 +12,7 @@
 #include "train/objective_check.h"
 #include "train/optimizer.h"
 #include "train/resume.h"
+#include "train/same_data.h"
 #include "train/stop_signal.h"
 
 namespace ddptrain {
@@ -123,6 +124,10 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
                data.test ? str(", ", data.test->size(), " test samples") : std::string()));
   if (cfg.data.augment)
     log.info("augmentation: " + augment_summary(cfg.data.dataset));  // Note [Augmentation is a pure function]
+  // Before the model is built from the data's shape (a class count of its own on one rank would
+  // build another model; under ZeRO-3, shard it with collectives of other sizes); the Trainer
+  // checks again for a library program.
+  check_ranks_hold_the_same_data(ctx, {{"training", data.train.get()}, {"test", data.test.get()}});
 
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.

@@ -15,6 +15,7 @@
 #include "data/webdataset.h"
 #include "serialize/state_dict_reader.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 
@@ -107,6 +108,23 @@ auto read_from(const std::string* field, const char* name, const DataOptions& o,
   }
 }
 
+// A validation split that shares a file with the training split scores the model on samples
+// it trains on, and its loss reads better than the model is: refused (a pattern such as
+// 'data/*.bin' takes nanoGPT's val.bin too). Called once both splits have opened their files.
+void refuse_files_in_both_splits(const DataOptions& o, const char* kind) {
+  if (o.val_path.empty()) return;
+  const std::string both =
+      first_file_in_both(files_matching(o.data_path, kind, ""), files_matching(o.val_path, kind, ""));
+  if (both.empty()) return;
+  throw OptionError({{&o.val_path, "val_path"}, {&o.data_path, "data_path"}},
+                    str("{0}='", OptionError::literal(o.val_path), "' and {1}='",
+                        OptionError::literal(o.data_path), "' both name '", OptionError::literal(both),
+                        "': the validation split would score the model on samples it trains on; give {0} "
+                        "files that {1} does not match"),
+                    kDatasetsOwner)
+      .within(&o);
+}
+
 // The image datasets' options: the training split's (the validation split's takes no random crop).
 ImageOptions image_options(const DataOptions& o, uint64_t seed) {
   ImageOptions io;
@@ -143,9 +161,12 @@ IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double
   std::string ib = read_maybe_gzipped(ipath);
   DDP_USAGE_CHECK(ib.size() >= 16 && be32(ib, 0) == 2051, "'", ipath,
                   "' is not an IDX image file (magic 2051 expected)");
-  int64_t n = be32(ib, 4), h = be32(ib, 8), w = be32(ib, 12);
-  DDP_USAGE_CHECK(static_cast<int64_t>(ib.size()) == 16 + n * h * w, "'", ipath,
-                  "' is truncated: ", ib.size(), " bytes for ", n, " images of ", h, "x", w);
+  const int64_t n = be32(ib, 4), h = be32(ib, 8), w = be32(ib, 12);
+  // Each factor below 2^32, the product checked by division (n * h * w may not fit 64 bits).
+  const auto pixels = static_cast<int64_t>(ib.size()) - 16;
+  DDP_USAGE_CHECK(
+      h > 0 && w > 0 && h <= 65536 && w <= 65536 && pixels % (h * w) == 0 && pixels / (h * w) == n, "'",
+      ipath, "' is truncated or malformed: ", ib.size(), " bytes for ", n, " images of ", h, "x", w);
   std::string lpath = find_idx_file(dir, prefix + "-labels-idx1-ubyte", name);
   std::string lb = read_maybe_gzipped(lpath);
   DDP_USAGE_CHECK(lb.size() >= 8 && be32(lb, 0) == 2049, "'", lpath,
@@ -157,6 +178,30 @@ IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double
   auto lab8 = at::empty({n}, at::kByte);
   std::memcpy(lab8.data_ptr(), lb.data() + 8, static_cast<size_t>(n));
   labels_ = lab8.to(at::kLong);
+  labels_path_ = lpath;
+  // Labels past 9 make more classes than MNIST's ten; a label byte corrupted to 255 would
+  // silently build a 256-class head. So every class past 9 up to the largest label must have
+  // samples (a dataset of that many classes has each).
+  if (n == 0) return;
+  const at::Tensor counts = at::bincount(labels_);
+  const int64_t classes = counts.numel();
+  for (int64_t c = 10; c < classes; ++c) {
+    if (counts.data_ptr<int64_t>()[c] > 0) continue;
+    const int64_t at = (labels_ == classes - 1).nonzero()[0][0].item<int64_t>();
+    throw UsageError(str("'", lpath, "': label ", classes - 1, " at index ", at, " makes ", classes,
+                         " classes, but class ", c, " has no sample: ", name,
+                         "'s labels are the classes 0..9 (a damaged label file?)"));
+  }
+}
+
+void IdxDataset::check_scores(const IdxDataset& train) const {
+  const int64_t classes = train.shape().num_classes;
+  const at::Tensor outside = (labels_ >= classes).nonzero();
+  if (outside.numel() == 0) return;
+  const int64_t i = outside[0][0].item<int64_t>();
+  throw UsageError(str("'", labels_path_, "': label ", labels_.data_ptr<int64_t>()[i], " at index ", i,
+                       " is not a class of the training split ('", train.labels_path_, "' has classes 0..",
+                       classes - 1, "; ", outside.size(0), " of ", size(), " test labels are outside)"));
 }
 
 DatasetShape IdxDataset::shape() const {
@@ -317,6 +362,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       io.random_crop = false;
       if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path", train->shape().num_classes);
       s.train = std::move(train);
+      refuse_files_in_both_splits(opts, "tar shard");
       break;
     }
     case DatasetKind::kFashionMnist:
@@ -324,8 +370,13 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       const bool fashion = opts.dataset == DatasetKind::kFashionMnist;
       const double mean = fashion ? 0.2860 : 0.1307, std = fashion ? 0.3530 : 0.3081;
       const char* name = fashion ? "Fashion-MNIST" : "MNIST";
-      s.train = from_dir([&] { return std::make_unique<IdxDataset>(dir, "train", mean, std, name); });
-      s.test = from_dir([&] { return std::make_unique<IdxDataset>(dir, "t10k", mean, std, name); });
+      auto train = from_dir([&] { return std::make_unique<IdxDataset>(dir, "train", mean, std, name); });
+      s.test = from_dir([&] {
+        auto test = std::make_unique<IdxDataset>(dir, "t10k", mean, std, name);
+        test->check_scores(*train);
+        return test;
+      });
+      s.train = std::move(train);
       break;
     }
     case DatasetKind::kCifar10:
@@ -365,6 +416,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
         };
         s.train = shards(&opts.data_path, "data_path");
         if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path");
+        refuse_files_in_both_splits(opts, "token file");
       } else {
         const auto from_file = [&](auto make) { return read_from(&opts.data_path, "data_path", opts, make); };
         s.train =

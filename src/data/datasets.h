@@ -70,8 +70,12 @@ class IdxDataset : public Dataset {
   int64_t size() const override { return labels_.size(0); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override;
+  /// UsageError unless every label of this split is a class of `train` (the first label
+  /// outside is named with its index): checked at load, not at the first evaluation.
+  void check_scores(const IdxDataset& train) const;
 
  private:
+  std::string labels_path_;
   at::Tensor images_;  // (N, H, W) uint8
   at::Tensor labels_;  // (N) int64
   double mean_, std_;

@@ -11,6 +11,7 @@
 
 #include "data/image_decode.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 namespace fs = std::filesystem;
@@ -43,22 +44,27 @@ std::vector<std::string> class_folders(const std::string& root) {
   return names;
 }
 
+// Note [A read that fails is not a bad image]: bad_images=skip skips an image that does not
+// decode, the same on every rank and after a resume since the file is. A file that cannot be
+// opened or read (EIO, a network filesystem's stall, too many open files) says nothing of the
+// image, and skipping it would replace it for the rest of the run on this rank only: an Error
+// (the run stops, as torchvision's loader does), never an ImageError.
 std::vector<uint8_t> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ImageError(str("cannot open: ", std::strerror(errno)));
+  if (fd < 0)
+    throw Error(str("cannot open image file '", path, "': ", std::strerror(errno),
+                    " (Note [A read that fails is not a bad image]: bad_images=skip does not skip it)"));
   struct stat st {};
   std::vector<uint8_t> bytes;
-  if (::fstat(fd, &st) == 0) bytes.resize(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  errno = 0;
+  const bool ok = ::fstat(fd, &st) == 0 && (bytes.resize(static_cast<size_t>(st.st_size)),
+                                            read_fully_at(fd, bytes.data(), bytes.size(), 0));
   const int err = errno;
   ::close(fd);
-  if (got != bytes.size())
-    throw ImageError(str("read ", got, " of ", bytes.size(), " bytes: ", std::strerror(err)));
+  if (!ok)
+    throw Error(str("cannot read image file '", path, "' (", bytes.size(),
+                    " bytes): ", err != 0 ? std::strerror(err) : "it became shorter while read",
+                    " (Note [A read that fails is not a bad image]: bad_images=skip does not skip it)"));
   return bytes;
 }
 

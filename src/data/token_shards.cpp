@@ -78,6 +78,12 @@ TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size,
   try {
     for (const std::string& file : token_shard_files(pattern)) {
       add_shard(file);
+      // numpy's uint16 wraps larger ids silently: the vocabulary check below cannot see them.
+      DDP_USAGE_CHECK(shards_.back().width == 4 || vocab_size <= 65536, "'", file,
+                      "' holds 2-byte tokens (ids below 65,536) but the model's vocab_size is ", vocab_size,
+                      ": a larger tokenizer's ids do not fit 2 bytes (numpy's uint16 wraps them); write "
+                      "uint32 tokens under llm.c's header (magic 20240801, version 7), or train a model of "
+                      "the file's tokenizer");
       const int64_t t = shards_.back().tokens;
       // A file of another tokenizer fails here, not hours into the epoch: its first tokens.
       std::vector<int64_t> head(static_cast<size_t>(std::min<int64_t>(t, kTokensCheckedAtOpen)));

@@ -50,15 +50,18 @@ std::string WebDatasetDataset::name(int64_t index) const {
 std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
   const Image& im = images_[static_cast<size_t>(index)];
   const int fd = ::open(shards_[static_cast<size_t>(im.shard)].c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ImageError(str("cannot open its shard: ", std::strerror(errno)));
+  if (fd < 0)  // Note [A read that fails is not a bad image]
+    throw Error(str("cannot open tar shard '", shards_[static_cast<size_t>(im.shard)],
+                    "': ", std::strerror(errno), " (bad_images=skip does not skip a read that fails)"));
   std::vector<uint8_t> out(static_cast<size_t>(im.size));
   errno = 0;
   const bool ok = read_fully_at(fd, out.data(), out.size(), im.offset);
   const int err = errno;
   ::close(fd);
   if (!ok)
-    throw ImageError(str("cannot read its ", im.size, " bytes at offset ", im.offset, " of its shard: ",
-                         err != 0 ? std::strerror(err) : "the shard is shorter than its index says"));
+    throw Error(str("cannot read ", name(index), " (", im.size, " bytes at offset ", im.offset,
+                    "): ", err != 0 ? std::strerror(err) : "the shard is shorter than its index says",
+                    " (bad_images=skip does not skip a read that fails)"));
   return out;
 }
 

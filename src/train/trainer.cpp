@@ -18,6 +18,7 @@
 #include "train/optimizer.h"
 #include "train/resume.h"
 #include "train/run_reporter.h"
+#include "train/same_data.h"
 #include "train/step_report.h"
 #include "train/stop_vote.h"
 #include "train/trace_callbacks.h"
@@ -201,6 +202,7 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
       "resume the first's checkpoint again and count its steps twice); build a new Trainer for "
       "another run, with TrainerOptions::init_from or checkpoint.resume_from saying where it starts");
   fitted_ = true;
+  check_ranks_hold_the_same_data(ctx_, {{"training", &train}, {"test", test}});
   // The module's output fits the loss: a clear error on every rank, not LibTorch's from inside
   // the first step (the CLI checks its own words first: config/train_from_config.cpp).
   check_objective_fits(model_, train, objective_,

@@ -37,6 +37,17 @@ inline std::vector<std::string> files_matching(const std::string& pattern, const
   return files;
 }
 
+/// The first of `a`'s files that is also one of `b`'s (the same file by device and inode, however
+/// it is named), or "" when they share none.
+inline std::string first_file_in_both(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  for (const std::string& x : a)
+    for (const std::string& y : b) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(x, y, ec)) return x;
+    }
+  return "";
+}
+
 /// Reads `size` bytes at `offset` of the open file `fd`, however the kernel splits the read;
 /// false when the file ends first or the read fails (errno says why).
 inline bool read_fully_at(int fd, void* out, size_t size, int64_t offset) {

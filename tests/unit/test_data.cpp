@@ -221,9 +221,38 @@ TEST(Data, MnistUsesItsOwnNormalisation) {
   Example e = s.train->get(0);
   EXPECT_EQ(e.target.item<int64_t>(), 7);
   EXPECT_NEAR(e.input[0][0][1].item<float>(), (1.0f - 0.1307f) / 0.3081f, 1e-6);
+  // A damaged label byte (255) would make 256 classes with 246 of them empty; a test label
+  // past the training split's classes would fail at the first evaluation, an epoch later.
+  const auto labels = [&](const char* prefix, char second) {
+    std::string l = lab;
+    l[9] = second;
+    std::ofstream(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary) << l;
+  };
+  labels("train", '\xff');
+  std::string err = usage_error_of(o);
+  EXPECT_NE(err.find("train-labels-idx1-ubyte': label 255 at index 1 makes 256 classes, but class 10 has no "
+                     "sample"),
+            std::string::npos)
+      << err;
+  labels("train", 11);  // 12 classes, 10 without a sample
+  EXPECT_NE(usage_error_of(o).find("class 10 has no sample"), std::string::npos);
+  labels("train", 9);
+  labels("t10k", 10);  // the training split has 0..9
+  err = usage_error_of(o);
+  EXPECT_NE(err.find("t10k-labels-idx1-ubyte': label 10 at index 1 is not a class of the training split"),
+            std::string::npos)
+      << err;
+  labels("t10k", 9);
+  EXPECT_EQ(make_datasets(o).test->size(), 2);
+  // A header whose sizes multiply past 64 bits is malformed, not read.
+  std::string huge = img;
+  for (const int at : {4, 8, 12}) huge.replace(static_cast<size_t>(at), 4, "\xff\xff\xff\xff");
+  std::ofstream(dir + "/train-images-idx3-ubyte", std::ios::binary) << huge;
+  err = usage_error_of(o);
+  EXPECT_NE(err.find("train-images-idx3-ubyte' is truncated or malformed"), std::string::npos) << err;
   img[3] = 4;  // wrong magic
   std::ofstream(dir + "/train-images-idx3-ubyte", std::ios::binary) << img;
-  const std::string err = usage_error_of(o);
+  err = usage_error_of(o);
   EXPECT_NE(err.find("train-images-idx3-ubyte' is not an IDX image file"), std::string::npos) << err;
 }
 

@@ -162,6 +162,30 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
   EXPECT_TRUE(lenient.take_skipped().empty());
 }
 
+// Note [A read that fails is not a bad image]: a file listed but gone when read (a network
+// filesystem's stall reads the same: an error of the read, not of the image) stops the run
+// under bad_images=skip too, naming the file; skipped, it would be replaced on this rank only
+// for the rest of the run. Nothing is reported as skipped.
+TEST(ImageFolder, AFileThatCannotBeReadIsAnErrorEvenWhenSkipping) {
+  const std::string root = folder_tree("folder_gone", {{"a/0.png", "wide.png"}, {"b/1.png", "tall.png"}});
+  ImageFolderOptions o = small();
+  o.bad_images = BadImagePolicy::kSkip;
+  ImageFolderDataset lenient(root, o);
+  fs::remove(root + "/a/0.png");
+  try {
+    lenient.get(0);
+    ADD_FAILURE() << "a file that cannot be opened was skipped";
+  } catch (const UsageError& e) {
+    ADD_FAILURE() << "a read error is not a usage error: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open image file '" + root + "/a/0.png': No such file"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(lenient.take_skipped().empty());
+  EXPECT_EQ(lenient.get(1).target.item<int64_t>(), 1);
+}
+
 TEST(ImageFolder, CropsAreAPureFunctionOfSeedEpochAndIndex) {
   const std::string root = folder_tree("folder_crops", {{"a/0.jpg", "photo.jpg"}, {"a/1.png", "photo.png"}});
   ImageFolderDataset a(root, small(true)), b(root, small(true)), eval(root, small(false));

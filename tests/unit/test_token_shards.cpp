@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/data_options.h"
+#include "data/datasets.h"
 #include "data/token_datasets.h"
 #include "util/error.h"
 
@@ -135,6 +136,20 @@ TEST(TokenShards, EveryFileThatDoesNotFitIsNamedWithTheReason) {
   // The early one fails at open, before any window is asked for.
   EXPECT_THROW(TokenShardDataset(dir + "/early.bin", 64, 50257), UsageError);
   EXPECT_NO_THROW(TokenShardDataset(dir + "/late.bin", 64, 50257));
+  // 2-byte tokens for a vocabulary past 65,536 (Llama 3's 128,256) wrapped when written: refused,
+  // whether raw or under llm.c's uint16 header; uint32 tokens of that vocabulary open.
+  std::vector<uint32_t> wide(200, 70000);
+  shards_write(dir + "/wide.bin",
+               shards_llmc_header(20240801, 7, 200) +
+                   std::string(reinterpret_cast<const char*>(wide.data()), wide.size() * 4));
+  EXPECT_NO_THROW(TokenShardDataset(dir + "/wide.bin", 64, 128256));
+  shards_write(dir + "/narrow.bin", shards_llmc_header(20240520, 1, 200) + shards_u16(ok));
+  for (const char* narrow : {"/narrow.bin", "/late.bin"})
+    EXPECT_NE(shards_error_of(dir + narrow, 64, 128256)
+                  .find("' holds 2-byte tokens (ids below 65,536) but the model's vocab_size is 128256"),
+              std::string::npos)
+        << narrow;
+  EXPECT_NO_THROW(TokenShardDataset(dir + "/narrow.bin", 64, 65536));
   // A file with an odd name but a valid llm.c header is read.
   shards_write(dir + "/named.tokens", shards_llmc_header(20240520, 1, 200) + shards_u16(ok));
   EXPECT_EQ(TokenShardDataset(dir + "/named.tokens", 64, 50257).size(), 199 / 64);
@@ -160,6 +175,39 @@ TEST(TokenShards, DataOptionsNameTheShardFields) {
     EXPECT_EQ(std::string(e.what()).rfind("DataOptions::val_path='val.bin' is the validation shards of", 0),
               0u)
         << e.what();
+  }
+}
+
+// A training pattern that takes the validation file too ('data/*.bin' in nanoGPT's folder, which
+// holds val.bin), or names it by another path, would score the model on samples it trains on:
+// refused, naming both fields and the file. Disjoint splits open.
+TEST(TokenShards, AValidationFileInTheTrainingPatternIsRefused) {
+  const std::string dir = shards_dir("shards_overlap");
+  std::vector<uint16_t> t(300);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint16_t>(i % 50);
+  shards_write(dir + "/train.bin", shards_u16(t));
+  shards_write(dir + "/val.bin", shards_u16(t));
+  fs::create_symlink(dir + "/val.bin", dir + "/val_alias.bin");
+  DataOptions d;
+  d.dataset = DatasetKind::kTokenShards;
+  const auto error_of = [&](const std::string& train, const std::string& val) -> std::string {
+    d.data_path = train;
+    d.val_path = val;
+    try {
+      make_datasets(d, {16, 64});
+      return "";
+    } catch (const OptionError& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(error_of(dir + "/train.bin", dir + "/val.bin"), "");
+  for (const std::string& val : {dir + "/val.bin", dir + "/val_alias.bin"}) {
+    const std::string e = error_of(dir + "/*.bin", val);
+    EXPECT_NE(e.find("DataOptions::val_path='" + val + "' and DataOptions::data_path='" + dir +
+                     "/*.bin' both name '"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("score the model on samples it trains on"), std::string::npos) << e;
   }
 }
 

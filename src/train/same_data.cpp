@@ -1,0 +1,48 @@
+#include "train/same_data.h"
+
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+constexpr int kSplitFields = 6;  // size, channels, height, width, classes, block size (size -1: none)
+
+std::vector<int64_t> split_fields(const Dataset* d) {
+  if (d == nullptr) return {-1, 0, 0, 0, 0, 0};
+  const DatasetShape s = d->shape();
+  return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size};
+}
+
+std::string described(const int64_t* f) {
+  if (f[0] < 0) return "no such split";
+  if (f[5] > 0) return str(f[0], " samples of ", f[5], " tokens (vocabulary ", f[4], ")");
+  return str(f[0], " samples of shape (", f[1], ", ", f[2], ", ", f[3], "), ", f[4], " classes");
+}
+
+}  // namespace
+
+void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<NamedSplit>& splits) {
+  if (ctx.world_size() == 1 || splits.empty()) return;
+  std::vector<int64_t> mine;
+  for (const auto& [name, data] : splits)
+    for (const int64_t v : split_fields(data)) mine.push_back(v);
+  const at::Tensor t = at::tensor(mine, at::kLong);
+  std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
+  for (auto& a : all) a = at::zeros_like(t);
+  ctx.all_gather(t, all, "each rank's data sizes (Note [Every rank holds the same data])");
+  for (size_t s = 0; s < splits.size(); ++s) {
+    const int64_t* first = all[0].data_ptr<int64_t>() + s * kSplitFields;
+    std::string differ;
+    for (size_t r = 1; r < all.size(); ++r) {
+      const int64_t* other = all[r].data_ptr<int64_t>() + s * kSplitFields;
+      if (!std::equal(first, first + kSplitFields, other))
+        differ += str(differ.empty() ? "" : "; ", "rank ", r, ": ", described(other));
+    }
+    DDP_USAGE_CHECK(differ.empty(), "the ranks hold different ", splits[s].first,
+                    " data: rank 0: ", described(first), "; ", differ,
+                    ". Each rank reads its own copy: give every node the same files (is a copy still ",
+                    "being synced? the same data flags on every node?) and start again");
+  }
+}
+
+}  // namespace ddptrain
