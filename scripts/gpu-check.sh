@@ -351,7 +351,7 @@ train resnet_fp32 "${resnet[@]}" --no-use_amp --memory_format contiguous
 python_ddp python_fp32 --amp none
 train resnet_fp16 "${resnet[@]}" --amp_dtype fp16 --memory_format contiguous
 python_ddp python_fp16 --amp fp16
-train resnet_profile "${resnet[@]}" --amp_dtype bf16 --max_steps 20 --enable_profiling
+train resnet_profile "${resnet[@]}" --amp_dtype bf16 --max_steps 20 --enable_profiling --profile_first_step 12
 profile resnet_profile resnet_profile_table
 train resnet_bf16_recompute "${resnet[@]}" --amp_dtype bf16 --activation_checkpointing blocks
 

@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "config/flag_table.h"
+#include "config/run_identity.h"
 #include "config/train_config.h"
 #include "config/train_from_config.h"
 #include "data/datasets.h"
@@ -193,6 +194,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   DataSplits data = datasets_from(cfg);
   check_ranks_hold_the_same_data(ctx, {{"test", data.test.get()}});  // Note [Every rank holds the same data]
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
+  RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
+  add_data_identity(classes, *data.train);
+  const std::vector<std::string> differ = identity_differences(classes, meta.run, "");
+  DDP_USAGE_CHECK(differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
+                  ": the class folders here are named otherwise than those it was trained on, so its ",
+                  "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
   const DatasetShape shape = data.test->shape();
   std::shared_ptr<Model> model;
   try {

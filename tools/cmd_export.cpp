@@ -35,9 +35,10 @@ int export_hf(const std::string& checkpoint, const std::string& out, const std::
   DDP_USAGE_CHECK(!std::filesystem::exists(out) || std::filesystem::is_directory(out), "--out='", out,
                   "' is a file; --format hf writes a folder (config.json, model.safetensors)");
   const TrainConfig cfg = resolve_train_config({}, checkpoint_train_flags(checkpoint));
-  DDP_USAGE_CHECK(is_decoder_model(cfg.model.model),
-                  "--format hf exports a gpt model (as GPT-2) or a llama (as Llama or Qwen2); checkpoint '",
-                  checkpoint, "' holds --model ", word(cfg.model.model), ": use --format pt or safetensors");
+  DDP_USAGE_CHECK(
+      is_decoder_model(cfg.model.model),
+      "--format hf exports a gpt model (as GPT-2) or a llama (as Llama, Qwen2 or Mistral); checkpoint '",
+      checkpoint, "' holds --model ", word(cfg.model.model), ": use --format pt or safetensors");
   const std::string model_pt = checkpoint + "/model.pt";
   const NamedTensors weights = unpickle_tensors(read_file(model_pt), model_pt);
   write_hf_folder(out, hf_config_json(cfg.model, dtype == "bf16" ? "bfloat16" : "float32"),

@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "config/train_config.h"
+#include "data/image_folder.h"
+#include "util/error.h"
 #include "util/fnv.h"
 
 namespace ddptrain {
@@ -34,7 +36,7 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         // saving, evaluation and logging
         "save_every", "save_every_steps", "keep_checkpoints", "checkpoint_on_signal", "eval_every",
         "metrics_file", "tensorboard_dir", "trace_samples_dir", "keep_global_batch", "log_interval",
-        "enable_profiling", "peak_tflops",
+        "enable_profiling", "profile_first_step", "profile_steps", "peak_tflops",
         // the machine and speed, not what is trained
         "num_workers", "prefetch_factor", "threads", "deterministic", "tf32", "cpu_heap_keep_mb", "backend",
         "dist_timeout_s", "flight_recorder", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
@@ -61,6 +63,14 @@ RunIdentity run_identity(const TrainConfig& cfg) {
     if (!std::binary_search(free.begin(), free.end(), f.name)) id[f.name] = f.get();
   if (!cfg.model.model_path.empty()) id[kModuleContent] = content_hash(cfg.model.model_path);
   return id;
+}
+
+void add_data_identity(RunIdentity& id, const Dataset& train) {
+  const auto* folder = dynamic_cast<const ImageFolderDataset*>(&train);
+  if (folder == nullptr) return;
+  uint64_t h = kFnvOffset;
+  for (const std::string& c : folder->classes()) h = fnv1a(c + '\n', h);
+  id[kImageClasses] = str(folder->classes().size(), " classes, ", hex16(h));
 }
 
 }  // namespace ddptrain

@@ -229,7 +229,7 @@ std::vector<Flag> distributed_flags(TrainConfig& c) {
       bind_flag("find_unused_parameters", &c.trainer.ddp.find_unused_parameters,
                 "allow parameters without a gradient in a step"),
       bind_flag("broadcast_buffers", &c.trainer.ddp.broadcast_buffers,
-                "broadcast rank 0's buffers before each forward"),
+                "broadcast rank 0's buffers before the first forward of each accumulation group"),
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),
       bind_choice("ddp_comm_hook", &c.trainer.ddp.comm_hook, comm_hook_choices(),
                   "compress gradients for the all-reduce"),
@@ -279,7 +279,12 @@ std::vector<Flag> output_flags(TrainConfig& c) {
                 "on SIGTERM/SIGINT finish the step and save a checkpoint"),
       bind_flag("log_interval", &c.trainer.report.log_interval, "optimizer steps between step lines"),
       bind_flag("enable_profiling", &c.trainer.report.enable_profiling,
-                "write a Chrome trace of steps 3-5 per rank to the checkpoint directory"),
+                "write a Chrome trace of --profile_steps steps from --profile_first_step per rank to the "
+                "checkpoint directory"),
+      bind_flag("profile_first_step", &c.trainer.report.profile_first_step,
+                "the first step --enable_profiling traces, counted from 1 in this run (>= 2; after the "
+                "loader's and the allocator's warm-up)"),
+      bind_flag("profile_steps", &c.trainer.report.profile_steps, "how many steps --enable_profiling traces"),
       bind_flag("seed", &c.trainer.loop.seed, "seed of model init, data order and all randomness"),
       bind_flag("deterministic", &c.program.deterministic,
                 "deterministic algorithms only, so a run repeats bitwise on a GPU (and on every CPU): "

@@ -154,6 +154,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
   TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
+  add_data_identity(opts.run_identity, *data.train);        // and an image folder's classes
   if (units.weights) opts.checkpoint.init_from.clear();     // read already, into the units
   Trainer trainer(ctx, std::move(net), *optimizer, opts,
                   objective_for(cfg.program.loss, cfg.program.fused_loss));

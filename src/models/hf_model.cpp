@@ -75,7 +75,8 @@ std::string hf_config_json(const ModelOptions& o, const std::string& dtype) {
 
 std::string hf_architecture(const ModelOptions& o) {
   if (o.model != ModelKind::kLlama) return "GPT-2";
-  return o.attention_bias == AttentionBias::kQkv ? "Qwen2" : "Llama";
+  if (o.attention_bias == AttentionBias::kQkv) return "Qwen2";
+  return o.sliding_window > 0 ? "Mistral" : "Llama";  // as hf_llama_config_json names them
 }
 
 }  // namespace ddptrain

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 
@@ -20,11 +21,15 @@ void SampleTrace::on_micro_batch(const TrainState& s, const MicroBatchEvent& e) 
   out_ << '\n' << std::flush;
 }
 
-Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx)
+Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule)
     : ctx_(ctx),
       path_(checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"),
       kernels_path_(checkpoint_dir + "/kernels_rank" + std::to_string(ctx.rank()) + ".json"),
-      trace_(path_, ctx.rank()) {}
+      trace_(path_, ctx.rank(), schedule) {
+  // Before the first checkpoint (a library program's folder may not exist yet): the traces are
+  // written a few steps in.
+  create_parent_folder(path_);
+}
 
 void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
   trace_.add(e.name, e.start, e.end, e.run_step);

@@ -29,7 +29,9 @@ class SampleTrace : public Callback {
 
 class Profiler : public Callback {
  public:
-  Profiler(const std::string& checkpoint_dir, const DistContext& ctx);
+  /// The steps of `schedule` (counted from 0 in this run): the step lines' phases, and LibTorch's
+  /// profiler from the end of the step before the first.
+  Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule = {});
   void on_phase(const TrainState& s, const PhaseEvent& e) override;
   void on_step_end(const TrainState& s, const StepEvent& e) override;
 

@@ -275,7 +275,10 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   if (!opts_.report.trace_samples_dir.empty())
     c.push_back(
         std::make_shared<SampleTrace>(opts_.report.trace_samples_dir, ctx_.rank(), ctx_.world_size()));
-  if (opts_.report.enable_profiling) c.push_back(std::make_shared<Profiler>(opts_.checkpoint.dir, ctx_));
+  if (opts_.report.enable_profiling)
+    c.push_back(std::make_shared<Profiler>(
+        opts_.checkpoint.dir, ctx_,
+        TraceSchedule{opts_.report.profile_first_step - 2, 1, opts_.report.profile_steps}));
   // The user's before the checkpoint policy: a step's or a stop's checkpoint holds what their
   // on_step_end and on_epoch_end made of it (an EMA, a counter). An epoch's own save comes
   // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.

@@ -79,6 +79,8 @@ struct ReportOptions {
   std::string tensorboard_dir;    // TensorBoard scalars (rank 0)
   std::string trace_samples_dir;  // "epoch E micro M: i i ..." per micro-batch, per rank
   bool enable_profiling = false;  // a Chrome trace of some steps, in checkpoint.dir
+  int profile_first_step = 3;     // the first profiled step of the run, counted from 1 (>= 2)
+  int profile_steps = 3;          // how many steps are profiled
   double peak_tflops = 0;         // per rank, for MFU; 0 = the device table or the CPU probe
 };
 

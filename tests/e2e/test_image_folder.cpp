@@ -228,3 +228,31 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeStopsTheRunNamingItOrIsSkippedAndCount
     if (rec.value("kind", "") == "epoch") skipped2.push_back(rec.at("skipped_samples").get<int64_t>());
   EXPECT_EQ(skipped2, (std::vector<int64_t>{1, 0, 0, 0})) << w.output;
 }
+
+// Note [Run identity]: --data_dir may change on resume, but a copy of the folder whose class
+// folders are named otherwise labels the same images with other classes (here the first class
+// renamed to sort last: every label shifts by one, the class count unchanged). The resume and
+// eval both stop with exit 2 naming the classes; on the folder it was trained on, eval reads.
+TEST(ImageFolder, ACheckpointResumesAndEvaluatesOnlyOnItsOwnClasses) {
+  const std::string data = pillow_folder("folder_classes_data", 64, 32);
+  const std::string dir = fresh_dir("folder_classes");
+  ProcResult first = run(alone(folder_train(dir, as_folder(data), {"--epochs", "1"})), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ProcResult same =
+      run({binary(), "eval", "--checkpoint", dir + "/ck", "--metrics_file", dir + "/eval.jsonl"}, {}, 120);
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_FALSE(read_jsonl(dir + "/eval.jsonl").empty());
+  std::vector<std::string> classes;
+  for (const auto& e : fs::directory_iterator(data + "/folder/train")) classes.push_back(e.path().filename());
+  std::sort(classes.begin(), classes.end());
+  ASSERT_GE(classes.size(), 2u);
+  for (const char* split : {"train", "val"})
+    fs::rename(data + "/folder/" + split + "/" + classes[0], data + "/folder/" + split + "/zz_" + classes[0]);
+  ProcResult resumed =
+      run(alone(folder_train(dir, as_folder(data), {"--epochs", "2", "--resume_from", "auto"})), {}, 300);
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_FALSE(lines_with(resumed.output, "the image folder's classes").empty()) << resumed.output;
+  ProcResult eval = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
+  EXPECT_EQ(eval.exit_code, 2) << eval.output;
+  EXPECT_FALSE(lines_with(eval.output, "the class folders here are named otherwise").empty()) << eval.output;
+}

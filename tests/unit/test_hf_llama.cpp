@@ -111,6 +111,7 @@ TEST(HfLlama, AMistralWithAShorterSlidingWindowLoadsAndEqualsTransformersWithinI
   const std::string out = hf_dir("hfl_mistral_window_export");
   write_hf_folder(out, hf_config_json(o, "float32"), model_to_hf(state_dict(*m), o), at::kFloat, 1 << 30);
   EXPECT_EQ(read_hf_config(out)["model_type"], "mistral");
+  EXPECT_EQ(hf_architecture(o), "Mistral");  // what export and --init_from_hf say it is
   EXPECT_EQ(read_hf_config(out)["sliding_window"], 8);
   EXPECT_EQ(read_hf_config(out)["max_position_embeddings"], 16);
   const at::Tensor original = transformers_logits(dir, 2, 16, 96).first;

@@ -335,38 +335,6 @@ TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
   std::filesystem::remove_all(dir);
 }
 
-// Note [Every rank holds the same data]: rank 1's copy of the training data is 8 samples
-// short (a sync still running) and, in a second fit, its test split is missing. Every rank
-// stops before it trains, with the same usage error naming rank 1 and both sizes. Before,
-// each rank drew its own order over its own size (samples trained twice or never) and, where
-// the step counts differed, hung at the next collective.
-TEST(Trainer, RanksHoldingDifferentDataStopTogether) {
-  for (const bool test_missing : {false, true}) {
-    std::vector<std::string> errors(2);
-    std::vector<int> usage(2, 0);
-    testing_dist::run_world(2, [&](const DistContext& ctx) {
-      Trainable model = native(make_net());
-      const auto optimizer = make_optimizer(*model.module, false);
-      try {
-        Trainer trainer(ctx, std::move(model), *optimizer, quiet_fp32(8, 1));
-        UserData train(ctx.rank() == 1 && !test_missing ? 88 : 96, false), test(32, false);
-        trainer.fit(train, ctx.rank() == 1 && test_missing ? nullptr : &test);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(ctx.rank())] = e.what();
-        usage[static_cast<size_t>(ctx.rank())] = dynamic_cast<const UsageError*>(&e) != nullptr;
-      }
-    });
-    const std::string want = test_missing ? "the ranks hold different test data: rank 0: 32 samples"
-                                          : "the ranks hold different training data: rank 0: 96 samples";
-    const std::string rank1 = test_missing ? "rank 1: no such split" : "rank 1: 88 samples";
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_TRUE(usage[r]) << "rank " << r << ": " << errors[r];
-      EXPECT_NE(errors[r].find(want), std::string::npos) << errors[r];
-      EXPECT_NE(errors[r].find(rank1), std::string::npos) << errors[r];
-    }
-  }
-}
-
 // A resume of an explicit checkpoint that fails as it loads (a damaged file) changes nothing
 // on disk: this run's later checkpoints are set aside only once the resume has loaded. Before,
 // they were moved into .superseded first, and a following auto resume skipped the damaged one
