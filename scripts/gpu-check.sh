@@ -330,7 +330,7 @@ TRAIN_LIMIT_S=120 train gpt_eager_loss "${gpt[@]}" "${gpt_own[@]}" --fused_norm 
 # kernels that leaves the GPU idle waits on the host, the case for a CUDA graph).
 if [ -n "${GPU_CHECK_DRY:-}" ]; then
   TRAIN_LIMIT_S=120 train resnet_profile --dataset synthetic --width 0.25 --image_size 16 --batch_size 8 \
-    --num_workers 1 --max_steps 12 --log_interval 3 --amp_dtype bf16 --enable_profiling
+    --num_workers 1 --max_steps 12 --log_interval 3 --amp_dtype bf16 --enable_profiling --profile_first_step 6
   profile resnet_profile resnet_profile_table
   finish
 fi

@@ -191,8 +191,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
   check_ranks_chose_the_same(ctx, checkpoint, given, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
-  DataSplits data = datasets_from(cfg);
-  check_ranks_hold_the_same_data(ctx, {{"test", data.test.get()}});  // Note [Every rank holds the same data]
+  DataSplits data = open_data_on_every_rank(ctx, [&] { return datasets_from(cfg); });
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
   RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
   add_data_identity(classes, *data.train);

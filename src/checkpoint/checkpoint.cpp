@@ -361,14 +361,17 @@ std::optional<std::string> read_checked(const std::string& dir, const std::strin
 }
 
 // Checkpoints older than meta.json's batch_size (before 2026-11-30) keep the batch size of their
-// position in config.json (the CLI's --batch_size, per rank); without one there (a program's
-// own config.json) it stays 0: this run's.
+// position in config.json (the CLI's --batch_size, per rank: a config.json of the CLI's flags,
+// which also has "dataset" and "model"); otherwise (a program's own config.json) it stays 0:
+// this run's.
 int batch_size_in_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return 0;
   const auto c = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
-  if (!c.is_object() || !c.contains("batch_size") || !c["batch_size"].is_number_integer()) return 0;
+  if (!c.is_object() || !c.contains("dataset") || !c.contains("model") || !c.contains("batch_size") ||
+      !c["batch_size"].is_number_integer())
+    return 0;
   return std::max(0, c["batch_size"].get<int>());
 }
 

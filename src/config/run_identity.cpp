@@ -68,9 +68,7 @@ RunIdentity run_identity(const TrainConfig& cfg) {
 void add_data_identity(RunIdentity& id, const Dataset& train) {
   const auto* folder = dynamic_cast<const ImageFolderDataset*>(&train);
   if (folder == nullptr) return;
-  uint64_t h = kFnvOffset;
-  for (const std::string& c : folder->classes()) h = fnv1a(c + '\n', h);
-  id[kImageClasses] = str(folder->classes().size(), " classes, ", hex16(h));
+  id[kImageClasses] = str(folder->classes().size(), " classes, names ", hex16(folder->class_names_hash()));
 }
 
 }  // namespace ddptrain

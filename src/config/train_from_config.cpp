@@ -119,15 +119,14 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
-  DataSplits data = datasets_from(cfg);
+  // Every rank opens the data and they compare what they hold before the model is built from
+  // its shape (a class count of its own on one rank would build another model; under ZeRO-3,
+  // shard it with collectives of other sizes). The Trainer compares again for a library program.
+  DataSplits data = open_data_on_every_rank(ctx, [&] { return datasets_from(cfg); });
   log.info(str("dataset ", word(cfg.data.dataset), ": ", data.train->size(), " training samples",
                data.test ? str(", ", data.test->size(), " test samples") : std::string()));
   if (cfg.data.augment)
     log.info("augmentation: " + augment_summary(cfg.data.dataset));  // Note [Augmentation is a pure function]
-  // Before the model is built from the data's shape (a class count of its own on one rank would
-  // build another model; under ZeRO-3, shard it with collectives of other sizes); the Trainer
-  // checks again for a library program.
-  check_ranks_hold_the_same_data(ctx, {{"training", data.train.get()}, {"test", data.test.get()}});
 
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.

@@ -56,7 +56,8 @@ class ImageDataset : public Dataset {
   /// kind: what a sample is called in messages ("image file"); source: where they all are.
   ImageDataset(ImageOptions opts, std::string kind, std::string source)
       : opts_(opts), kind_(std::move(kind)), source_(std::move(source)) {}
-  /// Sample `index`'s encoded bytes; ImageError when they cannot be read.
+  /// Sample `index`'s encoded bytes; Error when they cannot be read (never skipped: Note [A read
+  /// that fails is not a bad image]).
   virtual std::vector<uint8_t> bytes(int64_t index) const = 0;
   virtual int num_classes() const = 0;
 

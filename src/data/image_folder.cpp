@@ -12,6 +12,7 @@
 #include "data/image_decode.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 namespace fs = std::filesystem;
@@ -62,8 +63,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   const int err = errno;
   ::close(fd);
   if (!ok)
-    throw Error(str("cannot read image file '", path, "' (", bytes.size(),
-                    " bytes): ", err != 0 ? std::strerror(err) : "it became shorter while read",
+    throw Error(str("cannot read image file '", path,
+                    "': ", err != 0 ? std::strerror(err) : "it became shorter while read",
                     " (Note [A read that fails is not a bad image]: bad_images=skip does not skip it)"));
   return bytes;
 }
@@ -124,6 +125,12 @@ std::string ImageFolderDataset::file(int64_t index) const {
   const auto i = static_cast<size_t>(index);
   const size_t begin = i == 0 ? 0 : ends_[i - 1];
   return root_ + "/" + names_.substr(begin, ends_[i] - begin);
+}
+
+uint64_t ImageFolderDataset::class_names_hash() const {
+  uint64_t h = kFnvOffset;
+  for (const std::string& c : classes_) h = fnv1a(c + '\n', h);
+  return h;
 }
 
 std::vector<uint8_t> ImageFolderDataset::bytes(int64_t index) const { return read_file(file(index)); }

@@ -12,7 +12,7 @@ ChromeTrace::ChromeTrace(std::string path, int rank, TraceSchedule schedule)
     : path_(std::move(path)), rank_(rank), schedule_(schedule) {}
 
 bool ChromeTrace::recording(int64_t run_step) const {
-  const int64_t first = schedule_.wait + schedule_.warmup;
+  const int64_t first = int64_t{schedule_.wait} + schedule_.warmup;
   return !path_.empty() && !written_ && run_step >= first && run_step < first + schedule_.active;
 }
 
@@ -24,8 +24,12 @@ void ChromeTrace::add(const char* name, Clock::time_point start, Clock::time_poi
 }
 
 bool ChromeTrace::maybe_write(int64_t run_step) {
-  if (path_.empty() || written_ || run_step + 1 < schedule_.wait + schedule_.warmup + schedule_.active)
-    return false;
+  const int64_t end = int64_t{schedule_.wait} + schedule_.warmup + schedule_.active;
+  return run_step + 1 >= end && write();
+}
+
+bool ChromeTrace::write() {
+  if (path_.empty() || written_) return false;
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"},
                     {"ph", "M"},

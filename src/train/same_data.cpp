@@ -1,22 +1,30 @@
 #include "train/same_data.h"
 
+#include <exception>
+
+#include "data/image_folder.h"
 #include "util/error.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 namespace {
 
-constexpr int kSplitFields = 6;  // size, channels, height, width, classes, block size (size -1: none)
+// size, channels, height, width, classes, block size, class names' hash (size -1: no split)
+constexpr int kSplitFields = 7;
 
 std::vector<int64_t> split_fields(const Dataset* d) {
-  if (d == nullptr) return {-1, 0, 0, 0, 0, 0};
+  if (d == nullptr) return {-1, 0, 0, 0, 0, 0, 0};
   const DatasetShape s = d->shape();
-  return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size};
+  const auto* folder = dynamic_cast<const ImageFolderDataset*>(d);
+  const auto names = static_cast<int64_t>(folder != nullptr ? folder->class_names_hash() : 0);
+  return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size, names};
 }
 
 std::string described(const int64_t* f) {
   if (f[0] < 0) return "no such split";
+  const std::string names = f[6] != 0 ? str(", class names ", hex16(static_cast<uint64_t>(f[6]))) : "";
   if (f[5] > 0) return str(f[0], " samples of ", f[5], " tokens (vocabulary ", f[4], ")");
-  return str(f[0], " samples of shape (", f[1], ", ", f[2], ", ", f[3], "), ", f[4], " classes");
+  return str(f[0], " samples of shape (", f[1], ", ", f[2], ", ", f[3], "), ", f[4], " classes", names);
 }
 
 }  // namespace
@@ -43,6 +51,28 @@ void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<Na
                     ". Each rank reads its own copy: give every node the same files (is a copy still ",
                     "being synced? the same data flags on every node?) and start again");
   }
+}
+
+DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<DataSplits()>& open) {
+  DataSplits data;
+  std::exception_ptr failed;
+  try {
+    data = open();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  if (ctx.world_size() > 1) {
+    std::vector<at::Tensor> count{at::full({1}, failed ? 1 : 0, at::kLong)};
+    ctx.all_reduce_sum(count, "the ranks' opening of the data (Note [Every rank holds the same data])");
+    if (failed) std::rethrow_exception(failed);
+    const int64_t n = count[0].item<int64_t>();
+    DDP_USAGE_CHECK(n == 0, n, n == 1 ? " rank" : " ranks",
+                    " could not open the data (its log says why): every rank reads its own copy, so each ",
+                    "node needs the same files");
+  }
+  if (failed) std::rethrow_exception(failed);
+  check_ranks_hold_the_same_data(ctx, {{"training", data.train.get()}, {"test", data.test.get()}});
+  return data;
 }
 
 }  // namespace ddptrain

@@ -1,14 +1,18 @@
 // Note [Every rank holds the same data]
 // Each rank opens its own copy of the data (its node's folder, its own listing), and the
 // sampler draws one order over the size each rank has. Ranks whose copies differ (a sync still
-// running on one node, another --data_dir there) would draw different orders, training some
-// samples twice and others never, or take different numbers of steps and hang at the next
-// collective; an evaluation split of another size hangs the evaluation. No collective would
-// notice until then. So before it trains (and `ddptrain eval` before it evaluates) every rank
-// gathers each split's size and sample shape, and a difference is a usage error on every rank
-// naming the ranks and what differs. One all_gather; nothing at world 1.
+// running on one node, another --data_dir there, a class folder named otherwise) would draw
+// different orders or label the same images otherwise, training some samples twice and
+// others never, or take different numbers of steps and hang at the next collective; an
+// evaluation split of another size hangs the evaluation. No collective would notice until
+// then. So before it trains (and `ddptrain eval` before it evaluates) every rank gathers each
+// split's size, sample shape and an image folder's class names, and a difference is a usage
+// error on every rank naming the ranks and what differs. A rank that cannot open its data at
+// all (a file missing on its node) says so to the others first (open_data_on_every_rank), so
+// that they stop with it instead of waiting in the gather. At world 1 nothing is gathered.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -21,7 +25,13 @@ namespace ddptrain {
 using NamedSplit = std::pair<const char*, const Dataset*>;
 
 /// UsageError on every rank unless every rank holds each split with the same number of samples
-/// of the same shape (Note [Every rank holds the same data]). A collective.
+/// of the same shape (and an image folder's classes of the same names) (Note [Every rank holds
+/// the same data]). A collective.
 void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<NamedSplit>& splits);
+
+/// `open()` on every rank, then check_ranks_hold_the_same_data over its training and test
+/// splits. A rank whose open() throws rethrows its error once every rank knows; the others
+/// stop with a UsageError naming how many could not open it. Collectives.
+DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<DataSplits()>& open);
 
 }  // namespace ddptrain

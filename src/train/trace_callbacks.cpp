@@ -23,6 +23,7 @@ void SampleTrace::on_micro_batch(const TrainState& s, const MicroBatchEvent& e) 
 
 Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule)
     : ctx_(ctx),
+      schedule_(schedule),
       path_(checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"),
       kernels_path_(checkpoint_dir + "/kernels_rank" + std::to_string(ctx.rank()) + ".json"),
       trace_(path_, ctx.rank(), schedule) {
@@ -35,7 +36,7 @@ void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
   trace_.add(e.name, e.start, e.end, e.run_step);
 }
 
-void Profiler::on_step_end(const TrainState& s, const StepEvent&) {
+void Profiler::on_step_end(const TrainState& s, const StepEvent& e) {
   const int64_t step = s.run_steps - 1;  // the step that ended; LibTorch's profiler spans the recorded ones
   if (!kernels_.active() && !trace_.recording(step) && trace_.recording(step + 1)) {
     std::string why;
@@ -44,14 +45,35 @@ void Profiler::on_step_end(const TrainState& s, const StepEvent&) {
   }
   if (trace_.maybe_write(step))
     ctx_.log().info("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): " + path_);
-  if (kernels_.active() && !trace_.recording(step + 1)) {
-    std::string why;
-    if (kernels_.stop_and_save(kernels_path_, &why))
-      ctx_.log().info("kernel trace (LibTorch's profiler; scripts/profile_table.py summarises it): " +
-                      kernels_path_);
-    else
-      ctx_.log().warn("no kernel trace: LibTorch's profiler could not write it (" + why + ")");
-  }
+  if (kernels_.active() && !trace_.recording(step + 1)) write_kernels();
+  if (e.stopping) cut_short(s, "the run ends");
+}
+
+// The profiler would otherwise run on through the epoch's checkpoint and evaluation.
+void Profiler::on_epoch_trained(const TrainState& s) { cut_short(s, "its epoch ends"); }
+
+void Profiler::write_trace() {
+  if (trace_.write())
+    ctx_.log().info("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): " + path_);
+}
+
+void Profiler::write_kernels() {
+  std::string why;
+  if (kernels_.stop_and_save(kernels_path_, &why))
+    ctx_.log().info("kernel trace (LibTorch's profiler; scripts/profile_table.py summarises it): " +
+                    kernels_path_);
+  else
+    ctx_.log().warn("no kernel trace: LibTorch's profiler could not write it (" + why + ")");
+}
+
+void Profiler::cut_short(const TrainState& s, const char* where) {
+  if (!trace_.pending() && !kernels_.active()) return;
+  const int64_t first = int64_t{schedule_.wait} + schedule_.warmup + 1;
+  ctx_.log().warn(str("the profile window (steps ", first, " to ", first + schedule_.active - 1,
+                      " of this run) is cut short: ", where, " after step ", s.run_steps,
+                      "; the traces hold the steps recorded so far"));
+  write_trace();
+  if (kernels_.active()) write_kernels();
 }
 
 }  // namespace ddptrain

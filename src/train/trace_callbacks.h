@@ -34,9 +34,15 @@ class Profiler : public Callback {
   Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule = {});
   void on_phase(const TrainState& s, const PhaseEvent& e) override;
   void on_step_end(const TrainState& s, const StepEvent& e) override;
+  void on_epoch_trained(const TrainState& s) override;
 
  private:
+  void write_trace();
+  void write_kernels();
+  /// A window the run's or the epoch's end cuts short: what was recorded is written, and said.
+  void cut_short(const TrainState& s, const char* where);
   const DistContext& ctx_;
+  TraceSchedule schedule_;
   std::string path_, kernels_path_;
   ChromeTrace trace_;
   KernelTrace kernels_;

@@ -94,13 +94,13 @@ void validate_report_options(const ReportOptions& o, const CheckpointOptions& ch
   check_output_folder(o.tensorboard_dir, "report.tensorboard_dir");
   check_output_folder(o.trace_samples_dir, "report.trace_samples_dir");
   check_option_non_negative(o.peak_tflops, "report.peak_tflops", "pass {0:0} to measure it");
-  if (o.profile_first_step < 2)  // the kernel trace starts as the step before it ends
+  if (o.enable_profiling && o.profile_first_step < 2)  // the kernel trace starts as the step before it ends
     throw OptionError(
         {{&o.profile_first_step, "report.profile_first_step"}},
         str("{0}=", o.profile_first_step,
             ": the first profiled step must be 2 or later (the profiler starts as the step before "
             "it ends); pass e.g. {0:3}"));
-  check_option_positive(o.profile_steps, "report.profile_steps", "pass e.g. {0:3}");
+  if (o.enable_profiling) check_option_positive(o.profile_steps, "report.profile_steps", "pass e.g. {0:3}");
   if (o.enable_profiling && checkpoint.dir.empty())
     throw OptionError({{&o.enable_profiling, "report.enable_profiling"}, {&checkpoint.dir, "checkpoint.dir"}},
                       "{0} writes its trace to {1}: set {1}");

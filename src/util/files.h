@@ -2,13 +2,16 @@
 #pragma once
 
 #include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/error.h"
@@ -40,11 +43,12 @@ inline std::vector<std::string> files_matching(const std::string& pattern, const
 /// The first of `a`'s files that is also one of `b`'s (the same file by device and inode, however
 /// it is named), or "" when they share none.
 inline std::string first_file_in_both(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::set<std::pair<dev_t, ino_t>> in_b;  // each file stat()ed once (shard sets are long)
+  struct stat st {};
+  for (const std::string& y : b)
+    if (::stat(y.c_str(), &st) == 0) in_b.insert({st.st_dev, st.st_ino});
   for (const std::string& x : a)
-    for (const std::string& y : b) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(x, y, ec)) return x;
-    }
+    if (::stat(x.c_str(), &st) == 0 && in_b.count({st.st_dev, st.st_ino}) != 0) return x;
   return "";
 }
 

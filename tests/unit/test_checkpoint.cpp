@@ -95,12 +95,18 @@ TEST(Checkpoint, AnOlderMetaTakesItsBatchSizeFromConfigJson) {
     return save_checkpoint(solo, root, name, *a, opt, {1, 5, false, 5, 1, 0, {}, "", {}, meta_batch}, config,
                            {0, {}});
   };
-  const std::string older = saved("older", 0, "{\"batch_size\": 16, \"epochs\": 2}\n");
+  const std::string older =
+      saved("older", 0, "{\"batch_size\": 16, \"dataset\": \"synthetic\", \"model\": \"mini_resnet\"}\n");
   EXPECT_EQ(read_checkpoint_meta(older).batch_size, 16);
   EXPECT_EQ(verify_checkpoint(older).batch_size, 16);
   EXPECT_EQ(load_checkpoint(older, solo, *a, opt).batch_size, 16);
   EXPECT_EQ(read_checkpoint_meta(saved("own", 0, "{}\n")).batch_size, 0);  // a program's: this run's
-  EXPECT_EQ(read_checkpoint_meta(saved("newer", 8, "{\"batch_size\": 16}\n")).batch_size, 8);
+  EXPECT_EQ(read_checkpoint_meta(saved("theirs", 0, "{\"batch_size\": 64}\n")).batch_size, 0);
+  EXPECT_EQ(read_checkpoint_meta(saved("newer", 8,
+                                       "{\"batch_size\": 16, \"dataset\": \"synthetic\", "
+                                       "\"model\": \"mini_resnet\"}\n"))
+                .batch_size,
+            8);
 }
 
 TEST(Checkpoint, WrongModelIsClearError) {

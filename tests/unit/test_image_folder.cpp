@@ -14,7 +14,9 @@
 #include "data/data_options.h"
 #include "data/datasets.h"
 #include "data/image_folder.h"
+#include "dist_harness.h"
 #include "image_fixtures.h"
+#include "train/same_data.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -205,4 +207,31 @@ TEST(ImageFolder, CropsAreAPureFunctionOfSeedEpochAndIndex) {
               full_vs_png);
   EXPECT_LT(scaled_vs_png, 0.1);
   EXPECT_LT(full_vs_png, 0.1);
+}
+
+// Note [Every rank holds the same data]: two ranks whose folders hold the same images under
+// class folders named otherwise (the same count and shape) would label them otherwise; both
+// stop naming the class names. Folders named alike pass.
+TEST(ImageFolder, RanksWhoseClassFoldersAreNamedOtherwiseStopTogether) {
+  const std::string a = folder_tree("folder_names_a", {{"cat/0.png", "wide.png"}, {"dog/1.png", "tall.png"}});
+  const std::string b = folder_tree("folder_names_b", {{"cat/0.png", "wide.png"}, {"fox/1.png", "tall.png"}});
+  for (const bool differ : {true, false}) {
+    std::vector<std::string> errors(2);
+    testing_dist::run_world(2, [&](const DistContext& ctx) {
+      const ImageFolderDataset train(ctx.rank() == 1 && differ ? b : a, small());
+      try {
+        check_ranks_hold_the_same_data(ctx, {{"training", &train}});
+      } catch (const UsageError& e) {
+        errors[static_cast<size_t>(ctx.rank())] = e.what();
+      }
+    });
+    for (int r = 0; r < 2; ++r) {
+      if (!differ) {
+        EXPECT_EQ(errors[r], "");
+        continue;
+      }
+      EXPECT_NE(errors[r].find("the ranks hold different training data"), std::string::npos) << errors[r];
+      EXPECT_NE(errors[r].find("2 classes, class names"), std::string::npos) << errors[r];
+    }
+  }
 }

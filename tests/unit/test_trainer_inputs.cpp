@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/same_data.h"
 #include "trainer_fixtures.h"
 
 using namespace ddptrain;
@@ -49,19 +50,47 @@ TEST(Trainer, RanksHoldingDifferentDataStopTogether) {
   }
 }
 
-// --profile_first_step 4 --profile_steps 2 (counted from 1): the Chrome trace holds the run's
-// steps 3 and 4 counted from 0, each with its phases; the default window is steps 2 to 4.
+// Note [Every rank holds the same data]: a rank that cannot open its data (a file missing on its
+// node) stops with its own error, and the others stop with it, naming how many could not,
+// instead of waiting in the gather of the sizes until the timeout.
+TEST(Trainer, ARankThatCannotOpenItsDataStopsTheOthersToo) {
+  std::vector<std::string> errors(3);
+  testing_dist::run_world(3, [&](const DistContext& ctx) {
+    try {
+      open_data_on_every_rank(ctx, [&] {
+        if (ctx.rank() == 2) throw UsageError("'/data/train.bin' does not exist here");
+        DataSplits d;
+        d.train = std::make_unique<UserData>(96, false);
+        return d;
+      });
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[2], "'/data/train.bin' does not exist here");
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[r].find("1 rank could not open the data"), std::string::npos) << errors[r];
+}
+
+// --profile_first_step N --profile_steps K (counted from 1): the Chrome trace holds the run's
+// steps N-1 .. N+K-2 counted from 0, each with its phases. A window the run's end (max_steps)
+// or an epoch's end (12 steps an epoch here) cuts short is written as far as it got.
 TEST(Trainer, AProfileTracesTheStepsItIsGiven) {
-  for (const auto& [first, count] : {std::pair<int, int>{4, 2}, std::pair<int, int>{3, 3}}) {
+  struct Case {
+    int first, count, max_steps;
+    std::set<int64_t> steps;
+  } cases[] = {{4, 2, 7, {3, 4}}, {3, 3, 7, {2, 3, 4}}, {6, 3, 6, {5}}, {11, 4, 20, {10, 11}}};
+  for (const Case& c : cases) {
     const std::string dir = testing_dist::temp_dir("trainer_profile_window");
-    TrainerOptions o = quiet_fp32(8, 1);
+    TrainerOptions o = quiet_fp32(8, 2);
     o.checkpoint.dir = dir;
-    o.loop.max_steps = 7;
+    o.loop.max_steps = c.max_steps;
     o.report.enable_profiling = true;
-    o.report.profile_first_step = first;
-    o.report.profile_steps = count;
-    ASSERT_EQ(train_user_net(1, o).result.global_step, 7);
+    o.report.profile_first_step = c.first;
+    o.report.profile_steps = c.count;
+    ASSERT_EQ(train_user_net(1, o).result.global_step, c.max_steps);
     std::ifstream in(dir + "/trace_rank0.json");
+    ASSERT_TRUE(in.good()) << "no trace for --profile_first_step " << c.first;
     const auto trace = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
     std::set<int64_t> steps;
     int forwards = 0;
@@ -70,13 +99,13 @@ TEST(Trainer, AProfileTracesTheStepsItIsGiven) {
       steps.insert(e.at("args").at("step").get<int64_t>());
       forwards += e.at("name") == "fwd";
     }
-    std::set<int64_t> want;
-    for (int s = first - 1; s < first - 1 + count; ++s) want.insert(s);
-    EXPECT_EQ(steps, want) << "--profile_first_step " << first << " --profile_steps " << count;
-    EXPECT_EQ(forwards, count);
+    EXPECT_EQ(steps, c.steps) << "--profile_first_step " << c.first << " --profile_steps " << c.count;
+    EXPECT_EQ(forwards, static_cast<int>(c.steps.size()));
     std::filesystem::remove_all(dir);
   }
   TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = "unused";
+  o.report.enable_profiling = true;
   o.report.profile_first_step = 1;
   try {
     o.validate();
