@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/folder_lock.h"
 #include "config/train_config.h"
 #include "config/train_from_config.h"
 #include "dist/dist_context.h"
@@ -17,6 +19,7 @@
 #include "train/resume.h"
 #include "train/stop_signal.h"
 #include "util/env.h"
+#include "util/error.h"
 #include "util/thread_policy.h"
 
 namespace ddptrain {
@@ -49,6 +52,35 @@ void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const
   resume_from = choose_resume_from(cfg, ctx.world_size(), log);
   if (chose_auto) check_ranks_chose_the_same(ctx, resume_from, cfg.trainer.checkpoint.dir);
   cfg.trainer.checkpoint.resume_fallback.clear();  // taken into that choice
+  // Note [A branch a run abandons], here and not after the load: the checkpoint was verified
+  // whole, and a restart of the job (launch --max_restarts, torchrun) resumes auto, which would
+  // continue the abandoned branch if the first attempt died before its load (data, model build).
+  if (!chose_auto && !cfg.trainer.checkpoint.dir.empty())
+    set_aside_after_resume(cfg.trainer,
+                           resume_from.empty() ? -1 : read_checkpoint_meta(resume_from).global_step, ctx);
+}
+
+// Note [One run per checkpoint folder]: rank 0 locks the folder before anything is cleaned; every
+// rank learns whether it could, so that they stop together (no rank waits in the barrier).
+std::unique_ptr<CheckpointFolderLock> lock_checkpoint_folder(const TrainConfig& cfg, const DistContext& ctx) {
+  const std::string& dir = cfg.trainer.checkpoint.dir;
+  std::unique_ptr<CheckpointFolderLock> lock;
+  std::string error;
+  if (ctx.is_main() && !dir.empty()) {
+    try {
+      lock = std::make_unique<CheckpointFolderLock>(dir, ctx.log());
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+  }
+  std::vector<at::Tensor> refused{at::full({1}, error.empty() ? 0 : 1, at::kLong)};
+  ctx.all_reduce_sum(refused,
+                     "rank 0's lock of the checkpoint folder (Note [One run per checkpoint folder])");
+  if (!error.empty()) throw UsageError(error);
+  DDP_USAGE_CHECK(
+      refused[0].item<int64_t>() == 0, "checkpoint folder '", dir,
+      "' is in use by another run (rank 0's log names it): give this run another --checkpoint_dir");
+  return lock;
 }
 
 }  // namespace
@@ -87,6 +119,7 @@ int cmd_train(const std::vector<std::string>& args) {
   const bool saves = !cfg.trainer.checkpoint.dir.empty();  // --checkpoint_dir '': nothing saved (benchmarks)
   if (!saves)
     log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
+  const std::unique_ptr<CheckpointFolderLock> lock = lock_checkpoint_folder(cfg, ctx);
   if (ctx.is_main() && saves) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
   choose_checkpoint_to_resume(cfg, env, ctx);

@@ -262,11 +262,14 @@ bool same_run(const std::map<std::string, std::string>& mine,
 // only those go: a checkpoint that is incomplete (a file missing or cut: what resume's listing
 // skips) or of another run (another identity, Note [Run identity]) is never deleted here, as a
 // checkpoint we cannot vouch for is never deleted (another run's whose optimizer.pt a user
-// removed to save space went with this run's rotation).
+// removed to save space went with this run's rotation). The new checkpoint is complete and
+// published before this: an old one that cannot be listed or deleted (permissions, a file a
+// reader holds open on a network filesystem) is a warning, not the end of the run.
 void keep_newest(const std::string& root, const std::string& final_dir, int keep,
-                 const std::map<std::string, std::string>& run) {
+                 const std::map<std::string, std::string>& run, const Logger& log) {
   std::vector<std::pair<int64_t, fs::path>> complete;
-  for (const auto& e : fs::directory_iterator(root)) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
     if (!fs::exists(e.path() / kManifest)) continue;
     try {
@@ -276,9 +279,15 @@ void keep_newest(const std::string& root, const std::string& final_dir, int keep
       // incomplete or damaged: never delete what we cannot identify
     }
   }
+  if (ec) log.warn(str("keep_checkpoints: cannot list ", root, " (", ec.message(), "); nothing rotated"));
   std::sort(complete.begin(), complete.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i)
-    if (complete[i].second != fs::path(final_dir)) fs::remove_all(complete[i].second);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
+    if (complete[i].second == fs::path(final_dir)) continue;
+    fs::remove_all(complete[i].second, ec);
+    if (ec)
+      log.warn(str("keep_checkpoints: cannot delete ", complete[i].second.string(), " (", ec.message(),
+                   "); it stays, and the next save tries again"));
+  }
 }
 
 }  // namespace
@@ -307,7 +316,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     publish(root, name, save, [&](const char* s) {
       if (opts.on_stage) opts.on_stage(s);
     });
-    if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run);
+    if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run, ctx.log());
   }
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;

@@ -194,6 +194,19 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
   return (steps + before) * old_batch / new_batch - steps;
 }
 
+namespace {
+
+// The step of the checkpoint at `dir` as its meta.json says, or -1 where it cannot be read.
+int64_t step_of(const std::string& dir) {
+  try {
+    return read_checkpoint_meta(dir).global_step;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
 std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
                                      const std::string& name_prefix) {
   const CheckpointOptions& co = o.checkpoint;
@@ -204,8 +217,17 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   const std::string& root = co.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
   const auto explicit_checkpoint = [&](const std::string& dir) {
-    // Verified before anything is written (the load checks each file again as it reads it).
-    CheckpointEntry c{dir, verify_checkpoint(dir)};
+    // Verified before anything is written (the load checks each file again as it reads it). A
+    // damaged one is the user's to replace (exit 2): a restart of the job (launch --max_restarts)
+    // would otherwise resume the folder's newest checkpoint instead of the one named.
+    CheckpointEntry c{dir, {}};
+    try {
+      c.meta = verify_checkpoint(dir);
+    } catch (const Error& e) {
+      throw UsageError(str(e.what(),
+                           ": it cannot be resumed; name another checkpoint, or resume_from auto for ",
+                           "the newest of this run's that verifies"));
+    }
     refuse_another_runs_checkpoint(o, c, name_prefix);
     refuse_another_runs_folder(o, all, name_prefix, "a resume of {0}");
     resume_point(c.meta, world, o);  // refuses before anything runs
@@ -229,6 +251,14 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     another_run(o, "{0:auto}: {1} holds another run's checkpoints beside this run's; the newest", *theirs,
                 differences(*theirs), kAnotherRunsFolderFix);
   if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
+    // A restart whose first attempt resumed a later checkpoint from elsewhere (resume_fallback)
+    // and saved none here yet continues that one, not an older one of this run's here.
+    if (!co.resume_fallback.empty() && step_of(co.resume_fallback) > c->meta.global_step) {
+      log.info(str("resume_from auto: ", co.resume_fallback, " (resume_fallback, step ",
+                   step_of(co.resume_fallback), ") is later than this run's newest in ", root, " (",
+                   c->meta.global_step, "): resuming from it"));
+      return explicit_checkpoint(co.resume_fallback);
+    }
     log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
     resume_point(c->meta, world, o);  // refuses before anything runs
     return c->dir;

@@ -81,8 +81,10 @@ std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o
 
 /// A resume of an explicit checkpoint (the user's choice, or the CLI's), once it has loaded and
 /// every check passed: this run's checkpoints of later steps in o.checkpoint.dir are set aside
-/// (Note [A branch a run abandons]). Not before: a resume that fails (a damaged file, a
-/// refusal) changes nothing on disk. A collective.
+/// (Note [A branch a run abandons]). Not before in a library program: a resume that fails (a
+/// damaged file, a refusal) changes nothing on disk. The CLI calls it right after verifying the
+/// checkpoint whole (step -1: a fresh start's), before the slow start-up a restart could cut
+/// short. A collective.
 void set_aside_after_resume(const TrainerOptions& o, int64_t step, const DistContext& ctx);
 
 }  // namespace ddptrain

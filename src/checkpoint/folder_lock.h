@@ -1,0 +1,32 @@
+// Note [One run per checkpoint folder]
+// A second run started on a folder a run is saving into would clean the first's save in
+// progress as an interrupted one's leftovers (its .tmp-<name> folder, an .old-<name> being
+// replaced), and the first run then fails at its next write and loses what it trained since
+// its last checkpoint. So the CLI's rank 0 holds a POSIX lock on <dir>/.lock (an empty file:
+// a checkpoint folder's listing and rotation skip names that start with a dot) from before it
+// cleans anything until the process ends, and a run that finds it held stops with exit 2
+// naming the process that holds it. The kernel drops the lock when that process ends, however
+// it ends (a kill, a crash), so a restart never waits on a dead run. A filesystem without
+// locks (some network mounts) gets a warning and no lock.
+#pragma once
+
+#include <string>
+
+#include "obs/logger.h"
+
+namespace ddptrain {
+
+class CheckpointFolderLock {
+ public:
+  /// Takes the lock on `dir`/.lock (creating the folder and the file); UsageError naming the
+  /// holder's process when another process holds it.
+  CheckpointFolderLock(const std::string& dir, const Logger& log);
+  ~CheckpointFolderLock();
+  CheckpointFolderLock(const CheckpointFolderLock&) = delete;
+  CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace ddptrain

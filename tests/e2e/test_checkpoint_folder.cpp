@@ -1,0 +1,83 @@
+// What a run does to its checkpoint folder before it trains: one run at a time (Note [One run
+// per checkpoint folder]), and the branch a resume of an older checkpoint abandons set aside
+// before the slow start-up (Note [A branch a run abandons]).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A copy of the GPL text the GPT runs train on, which a test can take away.
+std::string corpus_copy(const std::string& dir) {
+  const std::string path = dir + "/corpus.txt";
+  fs::copy_file(kGplText, path, fs::copy_options::overwrite_existing);
+  return path;
+}
+
+// ddptrain train with `args`, its --data_path replaced by `corpus`: one process, not launched.
+std::vector<std::string> on(const std::string& corpus, std::vector<std::string> args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--data_path") args[i + 1] = corpus;
+  args.insert(args.begin(), binary());
+  return args;
+}
+
+}  // namespace
+
+// Resuming epoch 1 of a run whose folder holds its epoch 2 abandons epoch 2: it is set aside
+// as soon as the checkpoint is chosen and verified, before the data opens. Here the data is
+// gone, so the run stops there (exit 2); before, it stopped with epoch 2 in place, and a restart
+// of the job (which resumes auto) would have continued the abandoned branch.
+TEST(CheckpointFolder, AResumeOfAnOlderCheckpointSetsTheBranchAsideBeforeTheDataOpens) {
+  const std::string data = fresh_dir("branch_data"), ck = fresh_dir("branch_ck");
+  const std::string corpus = corpus_copy(data);
+  ProcResult first = run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--max_steps", "0"}))), {}, 300);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0002")) << first.output;
+  fs::remove(corpus);
+  ProcResult resumed =
+      run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--resume_from", ck + "/epoch_0001"}))), {}, 120);
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_FALSE(fs::exists(ck + "/epoch_0002")) << resumed.output;
+  int aside = 0;
+  if (fs::exists(ck + "/.superseded"))
+    for (const auto& e : fs::directory_iterator(ck + "/.superseded"))
+      aside += e.path().filename().string().rfind("epoch_0002", 0) == 0;
+  EXPECT_EQ(aside, 1) << resumed.output;
+}
+
+// Note [One run per checkpoint folder]: while a run trains, a second run on its folder stops
+// with exit 2 naming the first's process, and touches nothing; once the first is killed, the
+// kernel has dropped its lock and a run on the folder starts.
+TEST(CheckpointFolder, ASecondRunOnAFolderInUseStopsNamingTheFirst) {
+  const std::string data = fresh_dir("lock_data"), ck = fresh_dir("lock_ck");
+  const std::string corpus = corpus_copy(data);
+  const pid_t first = spawn((on(corpus, gpt_text_train(ck, {"--epochs", "100"}))), data + "/first.log");
+  for (int i = 0; i < 600 && !fs::exists(ck + "/config.json"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(ck + "/config.json")) << "the first run did not start";
+  ProcResult second = run((on(corpus, gpt_text_train(ck, {"--epochs", "1"}))), {}, 120);
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_FALSE(
+      lines_with(second.output, "is in use by another run (process " + std::to_string(first) + " holds")
+          .empty())
+      << second.output;
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(wait_for(first, 30), 128 + SIGKILL);
+  ProcResult third =
+      run((on(corpus, gpt_text_train(ck, {"--epochs", "1", "--max_steps", "1", "--resume_from", "auto"}))),
+          {}, 120);
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+}
