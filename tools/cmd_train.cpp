@@ -1,4 +1,5 @@
 // `ddptrain train`: config -> distributed context -> train -> report.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -37,16 +38,49 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
 
 namespace {
 
+// What every rank must agree on before anything is cleaned or chosen, in one all-reduce: whether
+// rank 0 holds the checkpoint folder's lock (Note [One run per checkpoint folder]: every rank
+// stops together when it does not, none waiting in a barrier), and whether this start is a
+// restart (each torchrun agent counts its own restarts, and a node that joins late counts 0:
+// ranks that disagreed took different paths through the choice below, and their collectives
+// parted).
+struct AgreedStart {
+  std::unique_ptr<CheckpointFolderLock> lock;
+  int restart_count = 0;  // this rank's count, at least 1 where any rank's is
+};
+
+AgreedStart agree_on_start(const TrainConfig& cfg, const EnvContract& env, const DistContext& ctx) {
+  const std::string& dir = cfg.trainer.checkpoint.dir;
+  AgreedStart a;
+  std::string error;
+  if (ctx.is_main() && !dir.empty()) {
+    try {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
+      a.lock = std::make_unique<CheckpointFolderLock>(dir, ctx.log(), env.restart_count > 0);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  std::vector<at::Tensor> t{at::tensor({error.empty() ? 0 : 1, env.restart_count > 0 ? 1 : 0}, at::kLong)};
+  ctx.all_reduce_sum(t, "the start: rank 0's lock of the checkpoint folder and restart counts");
+  if (!error.empty()) throw UsageError(error);
+  DDP_USAGE_CHECK(
+      t[0][0].item<int64_t>() == 0, "checkpoint folder '", dir,
+      "' is in use by another run, or cannot be locked (rank 0's log says which): give this run another "
+      "--checkpoint_dir");
+  a.restart_count = t[0][1].item<int64_t>() > 0 ? std::max(env.restart_count, 1) : 0;
+  return a;
+}
+
 // Resolves --resume_from before anything is written: a damaged checkpoint stops the run with
 // the file and the reason, and changes nothing on disk (Note [Checkpoints read once]). Only
 // this run's checkpoints: see Note [Run identity]. A torchrun restart (its agent restarts the
 // workers with the same flags) continues this run's newest checkpoint, as `ddptrain launch`
 // makes its restarts do: else it went back to the first attempt's start and set the attempt's
 // progress aside.
-void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const DistContext& ctx) {
+void choose_checkpoint_to_resume(TrainConfig& cfg, int restart_count, const DistContext& ctx) {
   const Logger& log = ctx.log();
   std::string& resume_from = cfg.trainer.checkpoint.resume_from;
-  continue_newest_on_restart(cfg.trainer.checkpoint, env.restart_count, log);  // none without a dir
+  continue_newest_on_restart(cfg.trainer.checkpoint, restart_count, log);  // none without a dir
   cfg.trainer.checkpoint.resume_on_restart = false;  // applied here, before anything was built
   const bool chose_auto = resume_from == "auto";
   resume_from = choose_resume_from(cfg, ctx.world_size(), log);
@@ -58,29 +92,6 @@ void choose_checkpoint_to_resume(TrainConfig& cfg, const EnvContract& env, const
   if (!chose_auto && !cfg.trainer.checkpoint.dir.empty())
     set_aside_after_resume(cfg.trainer,
                            resume_from.empty() ? -1 : read_checkpoint_meta(resume_from).global_step, ctx);
-}
-
-// Note [One run per checkpoint folder]: rank 0 locks the folder before anything is cleaned; every
-// rank learns whether it could, so that they stop together (no rank waits in the barrier).
-std::unique_ptr<CheckpointFolderLock> lock_checkpoint_folder(const TrainConfig& cfg, const DistContext& ctx) {
-  const std::string& dir = cfg.trainer.checkpoint.dir;
-  std::unique_ptr<CheckpointFolderLock> lock;
-  std::string error;
-  if (ctx.is_main() && !dir.empty()) {
-    try {
-      lock = std::make_unique<CheckpointFolderLock>(dir, ctx.log());
-    } catch (const UsageError& e) {
-      error = e.what();
-    }
-  }
-  std::vector<at::Tensor> refused{at::full({1}, error.empty() ? 0 : 1, at::kLong)};
-  ctx.all_reduce_sum(refused,
-                     "rank 0's lock of the checkpoint folder (Note [One run per checkpoint folder])");
-  if (!error.empty()) throw UsageError(error);
-  DDP_USAGE_CHECK(
-      refused[0].item<int64_t>() == 0, "checkpoint folder '", dir,
-      "' is in use by another run (rank 0's log names it): give this run another --checkpoint_dir");
-  return lock;
 }
 
 }  // namespace
@@ -119,10 +130,10 @@ int cmd_train(const std::vector<std::string>& args) {
   const bool saves = !cfg.trainer.checkpoint.dir.empty();  // --checkpoint_dir '': nothing saved (benchmarks)
   if (!saves)
     log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
-  const std::unique_ptr<CheckpointFolderLock> lock = lock_checkpoint_folder(cfg, ctx);
+  const AgreedStart start = agree_on_start(cfg, env, ctx);  // holds the folder's lock to the end
   if (ctx.is_main() && saves) clean_checkpoint_leftovers(cfg.trainer.checkpoint.dir, log);
   ctx.barrier("start-up barrier (after cleaning checkpoint leftovers)");
-  choose_checkpoint_to_resume(cfg, env, ctx);
+  choose_checkpoint_to_resume(cfg, start.restart_count, ctx);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

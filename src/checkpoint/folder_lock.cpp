@@ -11,7 +11,7 @@
 
 namespace ddptrain {
 
-CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger& log) {
+CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger& log, bool restart) {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -34,8 +34,13 @@ CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger&
   const bool known = ::fcntl(fd_, F_GETLK, &held) == 0 && held.l_type != F_UNLCK;
   ::close(fd_);
   fd_ = -1;
-  throw UsageError(str("checkpoint folder '", dir, "' is in use by another run (",
-                       known ? str("process ", held.l_pid, " holds ") : std::string("a process holds "), path,
+  const std::string holder = known ? str("process ", held.l_pid) : std::string("a process");
+  if (restart) {
+    log.warn(str(holder, " holds ", path, " at this restart (a previous attempt's, on a node that died?): ",
+                 "this attempt goes on without the lock (Note [One run per checkpoint folder])"));
+    return;
+  }
+  throw UsageError(str("checkpoint folder '", dir, "' is in use by another run (", holder, " holds ", path,
                        "): its saves in progress would be cleaned as leftovers. Wait for it to end, or give ",
                        "this run another checkpoint folder (Note [One run per checkpoint folder])"));
 }

@@ -6,8 +6,10 @@
 // a checkpoint folder's listing and rotation skip names that start with a dot) from before it
 // cleans anything until the process ends, and a run that finds it held stops with exit 2
 // naming the process that holds it. The kernel drops the lock when that process ends, however
-// it ends (a kill, a crash), so a restart never waits on a dead run. A filesystem without
-// locks (some network mounts) gets a warning and no lock.
+// it ends (a kill, a crash); on a network filesystem a node that died holds it until its lease
+// ends (NFSv4: about 90 s), so a restart of the job (whose previous attempt's workers the
+// launcher or torchrun's agent has ended) goes on without the lock, saying so. A filesystem
+// without locks (some network mounts) gets a warning and no lock.
 #pragma once
 
 #include <string>
@@ -19,8 +21,8 @@ namespace ddptrain {
 class CheckpointFolderLock {
  public:
   /// Takes the lock on `dir`/.lock (creating the folder and the file); UsageError naming the
-  /// holder's process when another process holds it.
-  CheckpointFolderLock(const std::string& dir, const Logger& log);
+  /// holder's process when another process holds it, or with `restart` a warning and no lock.
+  CheckpointFolderLock(const std::string& dir, const Logger& log, bool restart = false);
   ~CheckpointFolderLock();
   CheckpointFolderLock(const CheckpointFolderLock&) = delete;
   CheckpointFolderLock& operator=(const CheckpointFolderLock&) = delete;

@@ -255,7 +255,8 @@ std::vector<Flag> output_flags(TrainConfig& c) {
       bind_flag(
           "resume_fallback", &c.trainer.checkpoint.resume_fallback,
           "with --resume_from auto: the checkpoint directory to resume when --checkpoint_dir holds none "
-          "of this run's (ddptrain launch passes the first attempt's --resume_from on a restart)"),
+          "of this run's or only earlier ones; checked first, as --resume_from is (ddptrain launch "
+          "passes the first attempt's --resume_from on a restart)"),
       bind_flag("init_from", &c.trainer.checkpoint.init_from,
                 "start from these weights: a state_dict saved by Python torch.save (a DDP model's "
                 "\"module.\" prefix is removed), a model.pt, a .safetensors file (ddptrain export), or a "

@@ -238,6 +238,11 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     check_fresh_start(o, all, name_prefix);
     return "";
   }
+  // A restart of a run that named a checkpoint (resume_fallback) checks it as the first attempt
+  // did, and stops as it did where it fails (damaged, refused): the first attempt then set
+  // nothing aside, so the folder's newest may be the branch it was to abandon (under torchrun,
+  // which restarts whatever the exit code, the restart resumed that branch).
+  if (!co.resume_fallback.empty()) explicit_checkpoint(co.resume_fallback);
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {

@@ -38,19 +38,29 @@ void Profiler::on_phase(const TrainState&, const PhaseEvent& e) {
 
 void Profiler::on_step_end(const TrainState& s, const StepEvent& e) {
   const int64_t step = s.run_steps - 1;  // the step that ended; LibTorch's profiler spans the recorded ones
-  if (!kernels_.active() && !trace_.recording(step) && trace_.recording(step + 1)) {
-    std::string why;
-    if (!kernels_.start(ctx_.device().is_cuda(), &why))
-      ctx_.log().warn("no kernel trace: LibTorch's profiler did not start (" + why + ")");
-  }
+  // LibTorch's profiler starts as the step before the window ends; where that step ends an
+  // epoch, as the next epoch begins (it would record the epoch's save and evaluation).
+  const bool epoch_ends = e.step_in_epoch == e.epoch.steps_per_epoch;
+  if (!epoch_ends && !trace_.recording(step) && trace_.recording(step + 1)) start_kernels();
   if (trace_.maybe_write(step))
     ctx_.log().info("profiler trace (Chrome trace format; open in Perfetto or chrome://tracing): " + path_);
   if (kernels_.active() && !trace_.recording(step + 1)) write_kernels();
   if (e.stopping) cut_short(s, "the run ends");
 }
 
+void Profiler::on_epoch_begin(const TrainState& s, const EpochPosition&) {
+  if (trace_.recording(s.run_steps) && !trace_.pending()) start_kernels();  // the window's first step
+}
+
 // The profiler would otherwise run on through the epoch's checkpoint and evaluation.
 void Profiler::on_epoch_trained(const TrainState& s) { cut_short(s, "its epoch ends"); }
+
+void Profiler::start_kernels() {
+  if (kernels_.active()) return;
+  std::string why;
+  if (!kernels_.start(ctx_.device().is_cuda(), &why))
+    ctx_.log().warn("no kernel trace: LibTorch's profiler did not start (" + why + ")");
+}
 
 void Profiler::write_trace() {
   if (trace_.write())
@@ -67,7 +77,9 @@ void Profiler::write_kernels() {
 }
 
 void Profiler::cut_short(const TrainState& s, const char* where) {
-  if (!trace_.pending() && !kernels_.active()) return;
+  // Nothing recorded yet: the window has not begun (LibTorch's profiler, if it started at the
+  // step before, is dropped with the Profiler: a run that ends here writes no trace).
+  if (!trace_.pending()) return;
   const int64_t first = int64_t{schedule_.wait} + schedule_.warmup + 1;
   ctx_.log().warn(str("the profile window (steps ", first, " to ", first + schedule_.active - 1,
                       " of this run) is cut short: ", where, " after step ", s.run_steps,

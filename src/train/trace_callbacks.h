@@ -34,9 +34,11 @@ class Profiler : public Callback {
   Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule = {});
   void on_phase(const TrainState& s, const PhaseEvent& e) override;
   void on_step_end(const TrainState& s, const StepEvent& e) override;
+  void on_epoch_begin(const TrainState& s, const EpochPosition& p) override;
   void on_epoch_trained(const TrainState& s) override;
 
  private:
+  void start_kernels();
   void write_trace();
   void write_kernels();
   /// A window the run's or the epoch's end cuts short: what was recorded is written, and said.

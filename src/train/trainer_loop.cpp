@@ -258,7 +258,7 @@ void Trainer::Impl::evaluation_made_for(int epoch, const EvalResult& ev) {
   namespace fs = std::filesystem;
   const std::string& from = opts_.checkpoint.resume_from;
   std::error_code ec;
-  fs::path checkpoint = fs::absolute(from);
+  fs::path checkpoint = fs::absolute(from).lexically_normal();
   if (!checkpoint.has_filename()) checkpoint = checkpoint.parent_path();  // given as "ck/epoch_0003/"
   const bool ours =
       !opts_.checkpoint.dir.empty() && fs::equivalent(checkpoint.parent_path(), opts_.checkpoint.dir, ec);

@@ -57,8 +57,9 @@ struct CheckpointOptions {
   /// valid checkpoint in `dir`, if any (Note [Run identity]).
   std::string resume_from;
   /// With resume_from "auto": the checkpoint directory to continue from when `dir` holds none of
-  /// this run's ("" = a fresh start then). `ddptrain launch` passes the first attempt's
-  /// resume_from here when it restarts a group that was resuming from elsewhere.
+  /// this run's, or only earlier ones ("" = a fresh start then); checked (verified, and refused
+  /// as an explicit resume_from is) before auto chooses. `ddptrain launch` passes the first
+  /// attempt's resume_from here when it restarts a group that was resuming from elsewhere.
   std::string resume_fallback;
   /// On a restart (TORCHELASTIC_RESTART_COUNT > 0: torchrun's agent or `ddptrain launch`
   /// restarted the workers with the same options), continue this run's newest checkpoint in

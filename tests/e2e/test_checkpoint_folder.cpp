@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,12 +28,17 @@ std::string corpus_copy(const std::string& dir) {
   return path;
 }
 
+// The worker's command line as one process runs it, not launched.
+std::vector<std::string> folder_test_argv(std::vector<std::string> args) {
+  args.insert(args.begin(), binary());
+  return args;
+}
+
 // ddptrain train with `args`, its --data_path replaced by `corpus`: one process, not launched.
 std::vector<std::string> on(const std::string& corpus, std::vector<std::string> args) {
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--data_path") args[i + 1] = corpus;
-  args.insert(args.begin(), binary());
-  return args;
+  return folder_test_argv(args);
 }
 
 }  // namespace
@@ -80,4 +87,34 @@ TEST(CheckpointFolder, ASecondRunOnAFolderInUseStopsNamingTheFirst) {
       run((on(corpus, gpt_text_train(ck, {"--epochs", "1", "--max_steps", "1", "--resume_from", "auto"}))),
           {}, 120);
   EXPECT_EQ(third.exit_code, 0) << third.output;
+}
+
+// Each torchrun agent counts its own restarts, and a node that joins late counts 0. Two ranks
+// started by hand, rank 0 at its first restart (TORCHELASTIC_RESTART_COUNT=1) and rank 1 at 0,
+// in a folder holding the run's epoch 1: both treat the start as the restart it is and resume
+// epoch 1 (before, rank 1 started fresh, and their collectives parted: a hang until the timeout).
+TEST(CheckpointFolder, RanksThatCountRestartsDifferentlyAgreeItIsARestart) {
+  const std::string ck = fresh_dir("restart_counts");
+  ProcResult first = run(folder_test_argv(tiny_train(ck, {"--epochs", "1"})), {}, 120);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(spawn(folder_test_argv(tiny_train(ck, {"--epochs", "2", "--dist_timeout_s", "20"})),
+                         ck + "/rank" + std::to_string(r) + ".log",
+                         {{"RANK", std::to_string(r)},
+                          {"WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", port},
+                          {"TORCHELASTIC_RESTART_COUNT", r == 0 ? "1" : "0"}}));
+  for (int r = 0; r < 2; ++r) {
+    const int code = wait_for(pids[static_cast<size_t>(r)], 60);
+    if (code == -1) ::kill(pids[static_cast<size_t>(r)], SIGKILL);
+    std::ifstream in(ck + "/rank" + std::to_string(r) + ".log");
+    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(code, 0) << "rank " << r << ":\n" << log;
+    if (r == 0) EXPECT_FALSE(lines_with(log, "resuming from " + ck + "/epoch_0001").empty()) << log;
+  }
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0002"));
+  EXPECT_FALSE(fs::exists(ck + "/.superseded")) << "epoch 1 was set aside as a fresh start's";
 }

@@ -79,7 +79,8 @@ TEST(Trainer, AProfileTracesTheStepsItIsGiven) {
   struct Case {
     int first, count, max_steps;
     std::set<int64_t> steps;
-  } cases[] = {{4, 2, 7, {3, 4}}, {3, 3, 7, {2, 3, 4}}, {6, 3, 6, {5}}, {11, 4, 20, {10, 11}}};
+  } cases[] = {
+      {4, 2, 7, {3, 4}}, {3, 3, 7, {2, 3, 4}}, {6, 3, 6, {5}}, {11, 4, 20, {10, 11}}, {13, 2, 20, {12, 13}}};
   for (const Case& c : cases) {
     const std::string dir = testing_dist::temp_dir("trainer_profile_window");
     TrainerOptions o = quiet_fp32(8, 2);
