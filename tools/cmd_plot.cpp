@@ -72,11 +72,12 @@ std::vector<Run> trained_runs(std::vector<Run> runs, const std::string& path) {
       return kind == "step" || kind == "epoch";
     });
   };
-  const auto evals = std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return !trained(r); });
+  const auto kept = std::remove_if(runs.begin(), runs.end(), [&](const Run& r) { return !trained(r); });
+  const auto evals = runs.end() - kept;
   if (evals > 0)
     std::fprintf(stderr, "plot: %s: left out %ld run%s with no step or epoch record (ddptrain eval's)\n",
                  path.c_str(), static_cast<long>(evals), evals == 1 ? "" : "s");
-  runs.erase(std::remove_if(runs.begin(), runs.end(), [&](const Run& r) { return !trained(r); }), runs.end());
+  runs.erase(kept, runs.end());
   return runs;
 }
 

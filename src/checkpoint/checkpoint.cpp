@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_meta.h"
 #include "checkpoint/crc32.h"
 #include "util/error.h"
 
@@ -26,7 +27,6 @@ namespace ddptrain {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr int kFormat = 2;
 const char* const kManifest = "manifest.json";
 
 void fsync_path(const std::string& path, int flags) {
@@ -204,30 +204,12 @@ void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& part
   }
 }
 
-std::string meta_json(const CheckpointMeta& meta, int64_t rng_state_bytes) {
-  nlohmann::json m = {{"format", kFormat},
-                      {"epoch", meta.epoch},
-                      {"batches_done", meta.batches_done},
-                      {"epoch_complete", meta.epoch_complete},
-                      {"global_step", meta.global_step},
-                      {"world_size", meta.world_size},
-                      {"seed", meta.seed},
-                      {"rng_state_bytes", rng_state_bytes}};
-  if (!meta.precision.empty()) m["precision"] = meta.precision;
-  if (!meta.run.empty()) m["run"] = meta.run;
-  if (meta.batch_size > 0) m["batch_size"] = meta.batch_size;
-  if (meta.extra.is_object())
-    for (const auto& [key, value] : meta.extra.items())
-      if (!m.contains(key)) m[key] = value;
-  return m.dump(2) + "\n";
-}
-
 // Rank 0: the manifest last, then the rename into place (Note [Atomic checkpoints]).
 void publish(const std::string& root, const std::string& name, SaveInProgress& save,
              const std::function<void(const char*)>& stage) {
   const std::string final_dir = (fs::path(root) / name).string();
   stage("files_written");
-  const nlohmann::json manifest = {{"format", kFormat}, {"files", save.files}};
+  const nlohmann::json manifest = {{"format", kCheckpointFormat}, {"files", save.files}};
   write_file_synced(save.tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
   fsync_path(save.tmp_dir, O_RDONLY | O_DIRECTORY);
   stage("manifest_written");
@@ -336,8 +318,8 @@ nlohmann::json read_manifest(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(str("checkpoint '", dir, "': ", kManifest, " is corrupted (", e.what(), ")"));
   }
-  DDP_CHECK(manifest.value("format", 0) == kFormat, "checkpoint '", dir, "' has format ",
-            manifest.value("format", 0), "; this ddptrain reads format ", kFormat);
+  DDP_CHECK(manifest.value("format", 0) == kCheckpointFormat, "checkpoint '", dir, "' has format ",
+            manifest.value("format", 0), "; this ddptrain reads format ", kCheckpointFormat);
   DDP_CHECK(manifest.contains("files") && manifest["files"].is_object(), "checkpoint '", dir,
             "': ", kManifest, " lists no files");
   return manifest;
@@ -367,41 +349,6 @@ std::optional<std::string> read_checked(const std::string& dir, const std::strin
   DDP_CHECK(crc32_matches(bytes, files[file].at("crc32").get<uint32_t>()), "checkpoint '", dir, "': ", file,
             " fails its CRC-32 check (corrupted)");
   return bytes;
-}
-
-// Checkpoints older than meta.json's batch_size (before 2026-11-30) keep the batch size of their
-// position in config.json (the CLI's --batch_size, per rank: a config.json of the CLI's flags,
-// which also has "dataset" and "model"); otherwise (a program's own config.json) it stays 0:
-// this run's.
-int batch_size_in_config(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return 0;
-  const auto c = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
-  if (!c.is_object() || !c.contains("dataset") || !c.contains("model") || !c.contains("batch_size") ||
-      !c["batch_size"].is_number_integer())
-    return 0;
-  return std::max(0, c["batch_size"].get<int>());
-}
-
-CheckpointMeta meta_from_json(const std::string& text, const std::string& dir) {
-  auto m = nlohmann::json::parse(text);
-  CheckpointMeta meta;
-  meta.epoch = m.at("epoch").get<int>();
-  meta.batches_done = m.at("batches_done").get<int64_t>();
-  meta.epoch_complete = m.at("epoch_complete").get<bool>();
-  meta.global_step = m.at("global_step").get<int64_t>();
-  meta.world_size = m.at("world_size").get<int>();
-  meta.seed = m.at("seed").get<int64_t>();
-  static const std::set<std::string> kOwn = {"format",      "epoch",      "batches_done", "epoch_complete",
-                                             "global_step", "world_size", "seed",         "rng_state_bytes",
-                                             "precision",   "run",        "batch_size"};
-  for (const auto& [key, value] : m.items())
-    if (!kOwn.count(key)) meta.extra[key] = value;
-  meta.precision = m.value("precision", "");
-  if (m.contains("run")) meta.run = m["run"].get<std::map<std::string, std::string>>();
-  meta.batch_size = m.contains("batch_size") ? m["batch_size"].get<int>() : batch_size_in_config(dir);
-  return meta;
 }
 
 }  // namespace

@@ -152,6 +152,21 @@ void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t 
   s.train = std::move(train);
 }
 
+// UsageError naming the first of a test split's labels (int64 class indices) that is not a class
+// of the training split (0..classes-1): checked at load, not at the first evaluation, an epoch
+// later.
+void check_labels_are_classes(const at::Tensor& labels, int64_t classes, const std::string& path,
+                              const std::string& train_path) {
+  const at::Tensor outside = (labels >= classes).nonzero();
+  if (outside.numel() == 0) return;
+  const int64_t i = outside[0][0].item<int64_t>();
+  throw UsageError(str("'", path, "': label ", labels.data_ptr<int64_t>()[i], " at index ", i,
+                       " is not a class of the training split ('", train_path, "' has classes 0..",
+                       classes - 1, "; ", outside.size(0), " of ", labels.size(0),
+                       " test labels are outside): relabel the test split or add the class to the training "
+                       "split"));
+}
+
 }  // namespace
 
 IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double mean, double std,
@@ -195,13 +210,7 @@ IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double
 }
 
 void IdxDataset::check_scores(const IdxDataset& train) const {
-  const int64_t classes = train.shape().num_classes;
-  const at::Tensor outside = (labels_ >= classes).nonzero();
-  if (outside.numel() == 0) return;
-  const int64_t i = outside[0][0].item<int64_t>();
-  throw UsageError(str("'", labels_path_, "': label ", labels_.data_ptr<int64_t>()[i], " at index ", i,
-                       " is not a class of the training split ('", train.labels_path_, "' has classes 0..",
-                       classes - 1, "; ", outside.size(0), " of ", size(), " test labels are outside)"));
+  check_labels_are_classes(labels_, train.shape().num_classes, labels_path_, train.labels_path_);
 }
 
 DatasetShape IdxDataset::shape() const {
@@ -315,13 +324,7 @@ void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
                     ": both splits need targets of the same size");
     return;
   }
-  const at::Tensor outside = (labels_ >= t.num_classes).nonzero();
-  const int64_t i = outside.numel() == 0 ? -1 : outside[0][0].item<int64_t>();
-  DDP_USAGE_CHECK(i < 0, "'", path_, "': label ", labels_.data_ptr<int64_t>()[i], " at index ", i,
-                  " is not a class of the training split ('", train.path_, "' has classes 0..",
-                  t.num_classes - 1, "; ", outside.size(0), " of ", size(),
-                  " test labels are outside): relabel the test split or ",
-                  "add the class to the training split");
+  check_labels_are_classes(labels_, t.num_classes, path_, train.path_);
 }
 
 Example TensorFileDataset::get(int64_t index) const {

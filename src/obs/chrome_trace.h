@@ -27,6 +27,7 @@ class ChromeTrace {
   void add(const char* name, Clock::time_point start, Clock::time_point end, int64_t run_step);
   /// Writes the file once the active steps are over (call after each step); true when written.
   bool maybe_write(int64_t run_step);
+  const TraceSchedule& schedule() const { return schedule_; }
   /// Whether steps were recorded and the file is not written yet (the window is open).
   bool pending() const { return !written_ && !events_.empty(); }
   /// Writes what was recorded now (a window cut short); true when written.

@@ -194,19 +194,6 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
   return (steps + before) * old_batch / new_batch - steps;
 }
 
-namespace {
-
-// The step of the checkpoint at `dir` as its meta.json says, or -1 where it cannot be read.
-int64_t step_of(const std::string& dir) {
-  try {
-    return read_checkpoint_meta(dir).global_step;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
-}  // namespace
-
 std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
                                      const std::string& name_prefix) {
   const CheckpointOptions& co = o.checkpoint;
@@ -216,7 +203,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   };
   const std::string& root = co.dir;
   const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
-  const auto explicit_checkpoint = [&](const std::string& dir) {
+  const auto checked_checkpoint = [&](const std::string& dir) {
     // Verified before anything is written (the load checks each file again as it reads it). A
     // damaged one is the user's to replace (exit 2): a restart of the job (launch --max_restarts)
     // would otherwise resume the folder's newest checkpoint instead of the one named.
@@ -231,9 +218,9 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
     refuse_another_runs_checkpoint(o, c, name_prefix);
     refuse_another_runs_folder(o, all, name_prefix, "a resume of {0}");
     resume_point(c.meta, world, o);  // refuses before anything runs
-    return dir;
+    return c;
   };
-  if (!from.empty() && from != "auto") return explicit_checkpoint(from);
+  if (!from.empty() && from != "auto") return checked_checkpoint(from).dir;
   if (from.empty()) {  // this run's own there: the Trainer says its saves replace them
     check_fresh_start(o, all, name_prefix);
     return "";
@@ -242,7 +229,8 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   // did, and stops as it did where it fails (damaged, refused): the first attempt then set
   // nothing aside, so the folder's newest may be the branch it was to abandon (under torchrun,
   // which restarts whatever the exit code, the restart resumed that branch).
-  if (!co.resume_fallback.empty()) explicit_checkpoint(co.resume_fallback);
+  std::optional<CheckpointEntry> fallback;
+  if (!co.resume_fallback.empty()) fallback = checked_checkpoint(co.resume_fallback);
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
@@ -258,11 +246,11 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   if (const CheckpointEntry* c = newest_that_verifies(ours_newest_first, log)) {
     // A restart whose first attempt resumed a later checkpoint from elsewhere (resume_fallback)
     // and saved none here yet continues that one, not an older one of this run's here.
-    if (!co.resume_fallback.empty() && step_of(co.resume_fallback) > c->meta.global_step) {
-      log.info(str("resume_from auto: ", co.resume_fallback, " (resume_fallback, step ",
-                   step_of(co.resume_fallback), ") is later than this run's newest in ", root, " (",
+    if (fallback && fallback->meta.global_step > c->meta.global_step) {
+      log.info(str("resume_from auto: ", fallback->dir, " (resume_fallback, step ",
+                   fallback->meta.global_step, ") is later than this run's newest in ", root, " (",
                    c->meta.global_step, "): resuming from it"));
-      return explicit_checkpoint(co.resume_fallback);
+      return fallback->dir;
     }
     log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
     resume_point(c->meta, world, o);  // refuses before anything runs
@@ -271,10 +259,10 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   if (theirs)
     another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
                 differences(*theirs), kAnotherRunsFolderFix);
-  if (!co.resume_fallback.empty()) {
-    log.info(str("resume_from auto: no valid checkpoint in ", root, "; resuming from ", co.resume_fallback,
+  if (fallback) {
+    log.info(str("resume_from auto: no valid checkpoint in ", root, "; resuming from ", fallback->dir,
                  " (resume_fallback)"));
-    return explicit_checkpoint(co.resume_fallback);
+    return fallback->dir;
   }
   log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
   return "";

@@ -31,7 +31,8 @@ void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<Na
 
 /// `open()` on every rank, then check_ranks_hold_the_same_data over its training and test
 /// splits. A rank whose open() throws rethrows its error once every rank knows; the others
-/// stop with a UsageError naming how many could not open it. Collectives.
+/// stop naming how many could not open it, with a UsageError where some rank's failure was one
+/// (exit 2, which a launcher does not restart), else an Error. Collectives.
 DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<DataSplits()>& open);
 
 }  // namespace ddptrain

@@ -23,7 +23,6 @@ void SampleTrace::on_micro_batch(const TrainState& s, const MicroBatchEvent& e) 
 
 Profiler::Profiler(const std::string& checkpoint_dir, const DistContext& ctx, TraceSchedule schedule)
     : ctx_(ctx),
-      schedule_(schedule),
       path_(checkpoint_dir + "/trace_rank" + std::to_string(ctx.rank()) + ".json"),
       kernels_path_(checkpoint_dir + "/kernels_rank" + std::to_string(ctx.rank()) + ".json"),
       trace_(path_, ctx.rank(), schedule) {
@@ -80,8 +79,9 @@ void Profiler::cut_short(const TrainState& s, const char* where) {
   // Nothing recorded yet: the window has not begun (LibTorch's profiler, if it started at the
   // step before, is dropped with the Profiler: a run that ends here writes no trace).
   if (!trace_.pending()) return;
-  const int64_t first = int64_t{schedule_.wait} + schedule_.warmup + 1;
-  ctx_.log().warn(str("the profile window (steps ", first, " to ", first + schedule_.active - 1,
+  const TraceSchedule& w = trace_.schedule();
+  const int64_t first = int64_t{w.wait} + w.warmup + 1;
+  ctx_.log().warn(str("the profile window (steps ", first, " to ", first + w.active - 1,
                       " of this run) is cut short: ", where, " after step ", s.run_steps,
                       "; the traces hold the steps recorded so far"));
   write_trace();

@@ -44,7 +44,6 @@ class Profiler : public Callback {
   /// A window the run's or the epoch's end cuts short: what was recorded is written, and said.
   void cut_short(const TrainState& s, const char* where);
   const DistContext& ctx_;
-  TraceSchedule schedule_;
   std::string path_, kernels_path_;
   ChromeTrace trace_;
   KernelTrace kernels_;
