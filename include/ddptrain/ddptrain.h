@@ -23,7 +23,10 @@
 //    atomic, verified checkpoints of a module, an optimizer and the training position.
 //  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
 //    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
-//    of `ddptrain train` for your module, dataset and loss.
+//    of `ddptrain train` for your module, dataset and loss. claim_checkpoint_folder
+//    (train/folder_claim.h): what a Trainer does first with its checkpoint folder (lock,
+//    leftovers, the checkpoint chosen, an abandoned branch set aside), for a program whose
+//    start-up is slow to do before it (then give the claim to the Trainer).
 //  - Units (ddp/units.h): the blocks of your module that TrainerOptions::zero.stage 3
 //    (FSDP) gathers one at a time; run each block as units_.run(i, [&] { return
 //    block->forward(x); }) and expose `Units& units()` (Note [Units]). A module too large to
@@ -71,6 +74,7 @@
 #include "optim/fused_optimizers.h"
 #include "train/callbacks.h"
 #include "train/deterministic.h"
+#include "train/folder_claim.h"
 #include "train/precision.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"

@@ -393,6 +393,24 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Log
   return complete;
 }
 
+std::vector<CheckpointEntry> list_incomplete_checkpoints(const std::string& root) {
+  std::vector<CheckpointEntry> incomplete;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string dir = e.path().string();
+    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
+    try {
+      check_checkpoint_complete(dir);
+    } catch (const std::exception&) {
+      try {
+        incomplete.push_back({dir, read_checkpoint_meta(dir)});
+      } catch (const std::exception&) {  // not a checkpoint we can name the run of
+      }
+    }
+  }
+  return incomplete;
+}
+
 const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
                                             const Logger& log) {
   for (const CheckpointEntry* c : newest_first) {

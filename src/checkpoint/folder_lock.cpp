@@ -10,6 +10,31 @@
 #include "util/error.h"
 
 namespace ddptrain {
+namespace {
+
+// "pid host": who holds the lock, written by the holder once it has it.
+std::string this_process() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return str(::getpid(), " ", host);
+}
+
+// The holder as the lock file names it: "process 123" (on this host), "process 123 on node7", or
+// "another run" where the file is empty (its holder has not written it yet, or is an older
+// ddptrain's, which wrote nothing).
+std::string holder_named_in(int fd) {
+  char buf[300] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  const std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  const auto space = text.find(' ');
+  if (text.empty() || space == std::string::npos) return "another run";
+  const std::string pid = text.substr(0, space), host = text.substr(space + 1);
+  const std::string mine = this_process();
+  if (text == mine) return str("this process (", pid, "), another of its runs,");
+  return str("process ", pid, host == mine.substr(mine.find(' ') + 1) ? std::string() : " on " + host);
+}
+
+}  // namespace
 
 CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger& log, bool restart) {
   std::filesystem::create_directories(dir);
@@ -23,18 +48,24 @@ CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger&
   struct flock want {};
   want.l_type = F_WRLCK;
   want.l_whence = SEEK_SET;
-  if (::fcntl(fd_, F_SETLK, &want) == 0) return;
+  if (::fcntl(fd_, F_OFD_SETLK, &want) == 0) {
+    const std::string me = this_process();
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+      log.warn(
+          str("cannot write ", path, " (", std::strerror(errno), "): a run refused here names no holder"));
+    return;
+  }
   const int err = errno;
   if (err != EACCES && err != EAGAIN) {
     log.warn(str("cannot lock ", path, " (", std::strerror(err),
                  "): this run does not lock its checkpoint folder (Note [One run per checkpoint folder])"));
+    ::close(fd_);
+    fd_ = -1;
     return;
   }
-  struct flock held = want;
-  const bool known = ::fcntl(fd_, F_GETLK, &held) == 0 && held.l_type != F_UNLCK;
+  const std::string holder = holder_named_in(fd_);
   ::close(fd_);
   fd_ = -1;
-  const std::string holder = known ? str("process ", held.l_pid) : std::string("a process");
   if (restart) {
     log.warn(str(holder, " holds ", path, " at this restart (a previous attempt's, on a node that died?): ",
                  "this attempt goes on without the lock (Note [One run per checkpoint folder])"));

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "config/train_config.h"
-#include "data/image_folder.h"
+#include "data/datasets.h"
 #include "util/error.h"
 #include "util/fnv.h"
 
@@ -66,9 +66,9 @@ RunIdentity run_identity(const TrainConfig& cfg) {
 }
 
 void add_data_identity(RunIdentity& id, const Dataset& train) {
-  const auto* folder = dynamic_cast<const ImageFolderDataset*>(&train);
-  if (folder == nullptr) return;
-  id[kImageClasses] = str(folder->classes().size(), " classes, names ", hex16(folder->class_names_hash()));
+  const uint64_t names = train.label_names_hash();
+  if (names == 0) return;
+  id[kImageClasses] = str(train.shape().num_classes, " classes, names ", hex16(names));
 }
 
 }  // namespace ddptrain

@@ -21,11 +21,13 @@ inline constexpr const char* kModuleContent = "the content of --model_path's fil
 RunIdentity run_identity(const TrainConfig& cfg);
 
 class Dataset;
-/// The identity's entry for an image folder's class names, in label order ("N classes, <hash>"):
-/// --data_dir may change on resume, and a copy whose class folders are named otherwise (one
-/// renamed, one added and another removed) would label the same images with other classes.
+/// The identity's entry for what the labels name (Dataset::label_names_hash: an image folder's
+/// class names, in label order; "N classes, names <hash>"): --data_dir may change on resume,
+/// and a copy whose class folders are named otherwise (one renamed, one added and another
+/// removed) would label the same images with other classes. The key's words name the first
+/// dataset that had names; checkpoints hold it as it is.
 inline constexpr const char* kImageClasses = "the image folder's classes";
-/// Adds kImageClasses for an image folder's training split (nothing for other datasets).
+/// Adds kImageClasses where the training split's labels have names (nothing for other datasets).
 void add_data_identity(RunIdentity& id, const Dataset& train);
 
 /// The train flags a resume may change, sorted (docs/checkpoints.md).

@@ -7,6 +7,7 @@
 #include "data/datasets.h"
 #include "ddp/shard_as_built.h"
 #include "ddp/sync_batchnorm.h"
+#include "dist/every_rank.h"
 #include "models/build_model.h"
 #include "train/fault_hooks.h"
 #include "train/objective_check.h"
@@ -85,18 +86,13 @@ struct UnitByUnit {
 // without the folder) makes them all stop at once instead of the others waiting in it.
 std::unique_ptr<HfInitialWeights> open_on_every_rank(const std::string& dir, const DistContext& ctx) {
   std::unique_ptr<HfInitialWeights> weights;
-  std::string error;
-  try {
-    weights = std::make_unique<HfInitialWeights>(dir, ctx.log());
-  } catch (const UsageError& e) {
-    error = e.what();
-  }
-  std::vector<at::Tensor> failed{at::full({1}, error.empty() ? 0 : 1, at::kLong)};
-  ctx.all_reduce_sum(failed, "the ranks' opening of --init_from_hf");
-  if (!error.empty()) throw UsageError(error);
-  const int64_t n = failed[0].item<int64_t>();
-  DDP_USAGE_CHECK(n == 0, n, n == 1 ? " rank" : " ranks", " could not read --init_from_hf='", dir,
-                  "' (its log says why): every rank reads the folder, so each node needs it");
+  on_every_rank(  // Note [A failure on some ranks stops every rank]
+      ctx, "the ranks' opening of --init_from_hf",
+      [&] { weights = std::make_unique<HfInitialWeights>(dir, ctx.log()); },
+      [&](int64_t n) {
+        return str(n, n == 1 ? " rank" : " ranks", " could not read --init_from_hf='", dir,
+                   "' (its log says why): every rank reads the folder, so each node needs it");
+      });
   return weights;
 }
 
@@ -115,7 +111,8 @@ UnitByUnit unit_by_unit(const TrainConfig& cfg, const DistContext& ctx) {
 }
 
 TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ctx,
-                                   const std::string& config_json) {
+                                   const std::string& config_json,
+                                   std::shared_ptr<const CheckpointFolderClaim> claim) {
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
@@ -156,26 +153,29 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   add_data_identity(opts.run_identity, *data.train);        // and an image folder's classes
   if (units.weights) opts.checkpoint.init_from.clear();     // read already, into the units
   Trainer trainer(ctx, std::move(net), *optimizer, opts,
-                  objective_for(cfg.program.loss, cfg.program.fused_loss));
+                  objective_for(cfg.program.loss, cfg.program.fused_loss), std::move(claim));
   trainer.set_loop_hooks(std::make_shared<FaultHooks>(FaultPlan::from_env()));  // the failure tests'
   return trainer.fit(*data.train, data.test.get());
 }
 
 }  // namespace
 
-std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& log) {
+std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainConfig& cfg, const DistContext& ctx) {
   TrainerOptions o = cfg.trainer;
   o.run_identity = run_identity(cfg);
   try {
-    return choose_resume_checkpoint(o, world, log, "--");
+    auto claim = claim_checkpoint_folder(o, ctx, "--");
+    take_claims_choice(cfg.trainer.checkpoint, *claim);
+    return claim;
   } catch (const OptionError& e) {  // a field of the copy o: name its flag
     throw UsageError(in_train_flag_words(e, cfg));
   }
 }
 
-TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json) {
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json,
+                  std::shared_ptr<const CheckpointFolderClaim> claim) {
   try {
-    return train_in_library_words(cfg, ctx, config_json);
+    return train_in_library_words(cfg, ctx, config_json, std::move(claim));
   } catch (const OptionError& e) {  // a field of the Trainer's copy of cfg.trainer, or of cfg
     throw UsageError(in_train_flag_words(e, cfg));
   }

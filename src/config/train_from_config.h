@@ -10,6 +10,7 @@
 #include "config/train_config.h"
 #include "data/datasets.h"
 #include "dist/dist_context.h"
+#include "train/folder_claim.h"
 #include "train/trainer.h"
 #include "train/trainer_options.h"
 
@@ -18,10 +19,11 @@ namespace ddptrain {
 /// The Trainer's options from the flags; `config_json` is saved with every checkpoint.
 TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config_json);
 
-/// The checkpoint --resume_from names (a directory, auto, or none: "") by the run identity
-/// of the flags (Note [Run identity]), chosen before anything is written; a usage error in
-/// flag words when it belongs to another run (train/resume.h).
-std::string choose_resume_from(const TrainConfig& cfg, int world, const Logger& log);
+/// Claims --checkpoint_dir for the run of the flags (Note [A run claims its checkpoint folder],
+/// train/folder_claim.h: the checkpoint chosen by the flags' run identity, Note [Run identity])
+/// before anything is written, and makes cfg's checkpoint options say its choice; a usage
+/// error in flag words when the choice belongs to another run. Collectives.
+std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainConfig& cfg, const DistContext& ctx);
 
 /// `e` in flag words, its fields members of cfg or of a copy of the part of cfg its owner names
 /// (OptionError::within): "DataOptions::data_dir" is --data_dir.
@@ -31,7 +33,9 @@ std::string in_train_flag_words(const OptionError& e, const TrainConfig& cfg);
 /// read: "--data_dir: folder '/x' has no train-images-idx3-ubyte(.gz): ...".
 DataSplits datasets_from(const TrainConfig& cfg);
 
-/// Runs the configured training on this rank.
-TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json);
+/// Runs the configured training on this rank; the Trainer gets `claim` (made from cfg) or claims
+/// the folder itself.
+TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json,
+                  std::shared_ptr<const CheckpointFolderClaim> claim = nullptr);
 
 }  // namespace ddptrain

@@ -46,6 +46,12 @@ class Dataset {
   /// reason": the Trainer counts a file once by what comes before the first ": "; image_folder
   /// with bad_images=skip), each once. Called between epochs.
   virtual std::vector<std::string> take_skipped() const { return {}; }
+  /// A hash of what the labels name (0: nothing beyond their numbers), such as an image
+  /// folder's class names in label order: the ranks compare it (Note [Every rank holds the same
+  /// data]) and a run's identity holds it, so a copy that names its classes otherwise (the same
+  /// images, other labels) is refused. A user's dataset whose labels come from a mapping that
+  /// can change may return a hash of that mapping.
+  virtual uint64_t label_names_hash() const { return 0; }
 };
 
 class SyntheticDataset : public Dataset {

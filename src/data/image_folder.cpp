@@ -127,7 +127,7 @@ std::string ImageFolderDataset::file(int64_t index) const {
   return root_ + "/" + names_.substr(begin, ends_[i] - begin);
 }
 
-uint64_t ImageFolderDataset::class_names_hash() const {
+uint64_t ImageFolderDataset::label_names_hash() const {
   uint64_t h = kFnvOffset;
   for (const std::string& c : classes_) h = fnv1a(c + '\n', h);
   return h;

@@ -32,7 +32,7 @@ class ImageFolderDataset : public ImageDataset {
   const std::vector<std::string>& classes() const { return classes_; }
   /// FNV-1a 64 of the class names in label order: another copy's folders named otherwise
   /// label the same images with other classes (the run identity and the ranks compare it).
-  uint64_t class_names_hash() const;
+  uint64_t label_names_hash() const override;
   std::string file(int64_t index) const;  // its path
   std::string name(int64_t index) const override { return file(index); }
 

@@ -74,6 +74,15 @@ Batch Loader::build(int64_t b) const {
   return out;
 }
 
+// Note [A batch that fails comes in its turn]
+// Workers build up to num_workers x prefetch_factor batches ahead of the trainer. A batch whose
+// build throws (a file that cannot be read, an image that does not decode under --bad_images
+// error) is the trainer's error when it asks for that batch, after every batch before it: were
+// it rethrown at once, the run would end up to that many batches early, without the steps
+// and the checkpoint (save_every_steps) that the batches before it make, and, where two
+// batches of the window fail, naming whichever failed first in time, with its exit class. So
+// a worker keeps the lowest failed batch and its exception, the workers go on building the
+// batches before it and stop past it, and next() rethrows at that batch as num_workers 0 does.
 void Loader::worker_loop(int64_t first, int worker) {
   // Loader threads yield the CPU to the training threads: on a machine with no spare core
   // they then run mostly while the trainer waits for communication, instead of preempting
@@ -88,8 +97,8 @@ void Loader::worker_loop(int64_t first, int worker) {
   for (int64_t b = first + worker; b < total_; b += stride) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || b < next_ + window; });
-      if (stopping_) return;
+      cv_.wait(lock, [&] { return stopping_ || b > error_batch_ || b < next_ + window; });
+      if (stopping_ || b > error_batch_) return;  // Note [A batch that fails comes in its turn]
     }
     try {
       Batch batch = build(b);
@@ -97,8 +106,10 @@ void Loader::worker_loop(int64_t first, int worker) {
       ready_.emplace(b, std::move(batch));
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-      stopping_ = true;
+      if (b < error_batch_) {
+        error_batch_ = b;
+        error_ = std::current_exception();
+      }
     }
     cv_.notify_all();
   }
@@ -111,6 +122,7 @@ void Loader::start(std::vector<int64_t> indices, int64_t skip_batches, bool keep
   total_ = keep_last_partial ? (n + opts_.batch_size - 1) / opts_.batch_size : num_batches(n);
   next_ = std::min(skip_batches, total_);
   ready_.clear();
+  error_batch_ = kNoError;
   error_ = nullptr;
   stopping_ = false;
   // The first batch is fixed here, not read by the thread: a late-starting worker must not
@@ -125,10 +137,14 @@ std::optional<Batch> Loader::next() {
     stop();
     return std::nullopt;
   }
-  if (opts_.num_workers == 0) return build(next_++);
+  if (opts_.num_workers == 0) {  // a batch that throws is built (and throws) again at the next call
+    Batch b = build(next_);
+    ++next_;
+    return b;
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return error_ || ready_.count(next_) > 0; });
-  if (error_) {
+  cv_.wait(lock, [&] { return ready_.count(next_) > 0 || next_ == error_batch_; });
+  if (next_ == error_batch_) {  // every batch before it was delivered
     auto err = error_;
     lock.unlock();
     stop();

@@ -42,7 +42,9 @@ class Loader {
   /// Starts an epoch over these indices, skipping the first skip_batches batches;
   /// keep_last_partial: a last batch smaller than batch_size is kept whatever drop_last says.
   void start(std::vector<int64_t> indices, int64_t skip_batches = 0, bool keep_last_partial = false);
-  /// The next batch in order, or nullopt at the end of the epoch. Rethrows a worker's error.
+  /// The next batch in order, or nullopt at the end of the epoch. Rethrows the exception of a
+  /// batch that failed to build when that batch is next (Note [A batch that fails comes in its
+  /// turn]), and again on each later call until start().
   std::optional<Batch> next();
   /// Batches in an epoch of n indices.
   int64_t num_batches(int64_t n) const;
@@ -63,6 +65,10 @@ class Loader {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<int64_t, Batch> ready_;
+  // The lowest batch whose build threw, and its exception (Note [A batch that fails comes in
+  // its turn]); kNoError: none.
+  static constexpr int64_t kNoError = INT64_MAX;
+  int64_t error_batch_ = kNoError;
   std::exception_ptr error_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;

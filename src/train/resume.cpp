@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint.h"
+#include "dist/every_rank.h"
 #include "util/error.h"
 #include "util/fnv.h"
 #include "util/strings.h"
@@ -47,9 +48,22 @@ constexpr const char* kAnotherRunsFolderFix =
 
 // OptionError when the checkpoints `all` of checkpoint.dir include another run's: this run's
 // saves would overwrite theirs of the same name and rotate the others away, whether it starts
-// fresh or resumes (`what`: which). Else the newest step of this run's own there (-1: none).
+// fresh or resumes (`what`: which). Its incomplete ones too (a save of the same name replaced
+// one whose optimizer.pt a user deleted to keep the weights). Else the newest step of this
+// run's own there (-1: none).
+void refuse_another_runs_incomplete(const TrainerOptions& o, const std::string& name_prefix,
+                                    const char* what) {
+  for (const CheckpointEntry& c : list_incomplete_checkpoints(o.checkpoint.dir)) {
+    const auto diff = identity_differences(o.run_identity, c.meta.run, name_prefix);
+    if (!diff.empty())
+      another_run(o, str(what, ": {1} holds another run's checkpoints; an incomplete one"), c, diff,
+                  kAnotherRunsFolderFix);
+  }
+}
+
 int64_t refuse_another_runs_folder(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
                                    const std::string& name_prefix, const char* what) {
+  refuse_another_runs_incomplete(o, name_prefix, what);
   int64_t ours = -1;
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
     const auto diff = identity_differences(o.run_identity, c->meta.run, name_prefix);
@@ -69,37 +83,6 @@ int64_t checkpoint_batch(const CheckpointMeta& meta, int64_t batch_size) {
 int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
                           const std::string& name_prefix) {
   return refuse_another_runs_folder(o, all, name_prefix, "a new run");
-}
-
-// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
-// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
-// leaves those behind: kept where they are, the rotation (which keeps the highest steps) would
-// delete this run's own saves instead of them, and auto would resume them after a restart. Rank
-// 0 moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot is never a
-// checkpoint to list, resume or rotate) and says so.
-void set_aside_later_checkpoints(const std::string& dir, const std::vector<CheckpointEntry>& all,
-                                 int64_t after_step, const DistContext& ctx) {
-  if (ctx.is_main()) {
-    const auto stamp = std::to_string(std::time(nullptr));
-    for (const CheckpointEntry& c : all) {
-      if (c.meta.global_step <= after_step) continue;
-      const fs::path from(c.dir), aside = fs::path(dir) / ".superseded";
-      fs::path to = aside / (from.filename().string() + "." + stamp);
-      std::error_code ec;
-      for (int n = 1; fs::exists(to, ec); ++n)
-        to = aside / (from.filename().string() + "." + stamp + "." + std::to_string(n));
-      fs::create_directories(to.parent_path(), ec);
-      fs::rename(from, to, ec);
-      if (ec)
-        throw Error(str("cannot move ", c.dir, " (step ", c.meta.global_step,
-                        ", later than this run starts at) ", "out of the way to ", to.string(), ": ",
-                        ec.message(), "; move or delete it, then start again"));
-      ctx.log().warn(str("this run starts at step ", std::max<int64_t>(after_step, 0), "; ", c.dir, " (step ",
-                         c.meta.global_step, ", a later step of this run's before) moved to ", to.string(),
-                         ": neither resumed nor rotated (Note [A branch a run abandons])"));
-    }
-  }
-  ctx.barrier("checkpoints of later steps set aside");
 }
 
 }  // namespace
@@ -231,6 +214,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   // which restarts whatever the exit code, the restart resumed that branch).
   std::optional<CheckpointEntry> fallback;
   if (!co.resume_fallback.empty()) fallback = checked_checkpoint(co.resume_fallback);
+  refuse_another_runs_incomplete(o, name_prefix, "{0:auto}");
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
@@ -304,45 +288,51 @@ void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const 
   co.resume_from = "auto";
 }
 
-std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& given,
-                                                         const DistContext& ctx) {
-  TrainerOptions o = given;
-  if (o.checkpoint.resume_on_restart)
-    continue_newest_on_restart(o.checkpoint, ctx.restart_count(), ctx.log());
-  if (!o.checkpoint.dir.empty()) {  // what an interrupted save left is put back before any listing
-    if (ctx.is_main()) clean_checkpoint_leftovers(o.checkpoint.dir, ctx.log());
-    ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");
-  }
-  std::string from = o.checkpoint.resume_from;
-  const bool chosen_here = from == "auto";
-  if (chosen_here) {
-    from = choose_resume_checkpoint(o, ctx.world_size(), ctx.log());
-    check_ranks_chose_the_same(ctx, from, o.checkpoint.dir, "checkpoint.resume_from");
-  }
-  if (from.empty()) {
-    // resume_from "" from the user (or the CLI's auto that found nothing to continue): refused
-    // among another run's checkpoints, as the CLI's own choice is; auto chosen here said its choice.
-    if (chosen_here) return std::nullopt;
-    const auto all = list_checkpoints(o.checkpoint.dir, ctx.log());
-    check_fresh_start(o, all, "");  // refused among another run's checkpoints
-    // Every rank meets the setting aside's barrier, whatever its own listing shows: rank 0 may
-    // have moved them already, or another node's folder holds none (it was called only where
-    // a rank saw this run's checkpoints: a rank that listed after rank 0's move skipped the
-    // barrier, and the ranks' collectives parted; under torchrun 1.13 it hung). Rank 0's
-    // listing decides what moves.
-    set_aside_later_checkpoints(o.checkpoint.dir, all, -1, ctx);
-    return std::nullopt;
-  }
-  CheckpointEntry c{from, read_checkpoint_meta(from)};
-  if (!chosen_here) {  // the user's choice (or the CLI's): checked here as auto checks its own
-    refuse_another_runs_checkpoint(o, c, "");
-    refuse_another_runs_folder(o, list_checkpoints(o.checkpoint.dir, ctx.log()), "", "a resume of {0}");
-  }
-  return c;
+// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
+// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
+// leaves those behind: kept where they are, the rotation (which keeps the highest steps) would
+// delete this run's own saves instead of them, and auto would resume them after a restart. Rank
+// 0 moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot is never a
+// checkpoint to list, resume or rotate) and says so.
+void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx) {
+  // Rank 0's listing decides what moves; every rank meets the all-reduce, whatever its own
+  // listing shows (rank 0 may have moved them already, or another node's folder holds none).
+  const auto move_later = [&] {
+    if (!ctx.is_main()) return;
+    const auto all = list_checkpoints(dir, ctx.log());
+    const auto stamp = std::to_string(std::time(nullptr));
+    for (const CheckpointEntry& c : all) {
+      if (c.meta.global_step <= after_step) continue;
+      const fs::path from(c.dir), aside = fs::path(dir) / ".superseded";
+      fs::path to = aside / (from.filename().string() + "." + stamp);
+      std::error_code ec;
+      for (int n = 1; fs::exists(to, ec); ++n)
+        to = aside / (from.filename().string() + "." + stamp + "." + std::to_string(n));
+      fs::create_directories(to.parent_path(), ec);
+      fs::rename(from, to, ec);
+      if (ec)
+        throw Error(str("cannot move ", c.dir, " (step ", c.meta.global_step,
+                        ", later than this run starts at) ", "out of the way to ", to.string(), ": ",
+                        ec.message(), "; move or delete it, then start again"));
+      ctx.log().warn(str("this run starts at step ", std::max<int64_t>(after_step, 0), "; ", c.dir, " (step ",
+                         c.meta.global_step, ", a later step of this run's before) moved to ", to.string(),
+                         ": neither resumed nor rotated (Note [A branch a run abandons])"));
+    }
+  };
+  on_every_rank(ctx, "checkpoints of later steps set aside", move_later, [&](int64_t) {
+    return str("rank 0 could not set aside the checkpoints of later steps in ", dir, " (its log says why)");
+  });
 }
 
-void set_aside_after_resume(const TrainerOptions& o, int64_t step, const DistContext& ctx) {
-  set_aside_later_checkpoints(o.checkpoint.dir, list_checkpoints(o.checkpoint.dir, ctx.log()), step, ctx);
+void refuse_another_runs(const TrainerOptions& o, const std::optional<CheckpointEntry>& resume,
+                         const Logger& log) {
+  const auto all = list_checkpoints(o.checkpoint.dir, log);
+  if (!resume) {
+    check_fresh_start(o, all, "");
+    return;
+  }
+  refuse_another_runs_checkpoint(o, *resume, "");
+  refuse_another_runs_folder(o, all, "", "a resume of {0}");
 }
 
 }  // namespace ddptrain

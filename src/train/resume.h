@@ -70,21 +70,19 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
 /// said in the log.
 void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log);
 
-/// The Trainer's part (`ddptrain train` chose with choose_resume_checkpoint before it wrote
-/// anything, so the Trainer sees a directory or ""): the checkpoint to resume and its meta.json,
-/// or nothing for a fresh start. "auto" is chosen as there, after rank 0 put back what an
-/// interrupted save left (so every rank sees the same checkpoints); an explicit checkpoint of
-/// another run (its meta.json's identity), and a fresh start ("") into a checkpoint.dir holding
-/// another run's checkpoints, are the same OptionError; a fresh start among this run's own
-/// checkpoints is said (its saves replace them).
-std::optional<CheckpointEntry> trainer_resume_checkpoint(const TrainerOptions& o, const DistContext& ctx);
+/// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
+/// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
+/// leaves those behind; rank 0 moves the complete checkpoints in `dir` of steps after
+/// `after_step` (-1: a fresh start's) into <dir>/.superseded/ and says so (the claim calls it
+/// once the checkpoint folder holds no other run's: train/folder_claim.h). A collective; an
+/// Error on every rank where rank 0 cannot move one.
+void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx);
 
-/// A resume of an explicit checkpoint (the user's choice, or the CLI's), once it has loaded and
-/// every check passed: this run's checkpoints of later steps in o.checkpoint.dir are set aside
-/// (Note [A branch a run abandons]). Not before in a library program: a resume that fails (a
-/// damaged file, a refusal) changes nothing on disk. The CLI calls it right after verifying the
-/// checkpoint whole (step -1: a fresh start's), before the slow start-up a restart could cut
-/// short. A collective.
-void set_aside_after_resume(const TrainerOptions& o, int64_t step, const DistContext& ctx);
+/// A Trainer given a claim (train/folder_claim.h) checks its choice by its own identity, which
+/// holds more than the CLI's flags (the optimizer, the parameters' shapes, what the labels
+/// name): the OptionError of choose_resume_checkpoint where `resume` (nothing: a fresh start)
+/// or a checkpoint in o.checkpoint.dir belongs to another run. Reads files only.
+void refuse_another_runs(const TrainerOptions& o, const std::optional<CheckpointEntry>& resume,
+                         const Logger& log);
 
 }  // namespace ddptrain

@@ -1,8 +1,6 @@
 #include "train/same_data.h"
 
-#include <exception>
-
-#include "data/image_folder.h"
+#include "dist/every_rank.h"
 #include "util/error.h"
 #include "util/fnv.h"
 
@@ -15,8 +13,7 @@ constexpr int kSplitFields = 7;
 std::vector<int64_t> split_fields(const Dataset* d) {
   if (d == nullptr) return {-1, 0, 0, 0, 0, 0, 0};
   const DatasetShape s = d->shape();
-  const auto* folder = dynamic_cast<const ImageFolderDataset*>(d);
-  const auto names = static_cast<int64_t>(folder != nullptr ? folder->class_names_hash() : 0);
+  const auto names = static_cast<int64_t>(d->label_names_hash());
   return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size, names};
 }
 
@@ -55,31 +52,13 @@ void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<Na
 
 DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<DataSplits()>& open) {
   DataSplits data;
-  std::exception_ptr failed;
-  bool usage = false;  // the failure is the user's to fix (exit 2), else the machine's (exit 1)
-  try {
-    data = open();
-  } catch (const UsageError&) {
-    failed = std::current_exception();
-    usage = true;
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  if (ctx.world_size() > 1) {
-    // The others stop as the failing rank does: with exit 2 (a launcher does not restart) only
-    // where some rank's failure is a usage error, else exit 1.
-    std::vector<at::Tensor> count{at::tensor({failed ? 1 : 0, usage ? 1 : 0}, at::kLong)};
-    ctx.all_reduce_sum(count, "the ranks' opening of the data (Note [Every rank holds the same data])");
-    if (failed) std::rethrow_exception(failed);
-    const int64_t n = count[0][0].item<int64_t>();
-    const std::string why =
-        str(n, n == 1 ? " rank" : " ranks",
-            " could not open the data (its log says why): every rank reads its own copy, so ",
-            "each node needs the same files");
-    if (n > 0 && count[0][1].item<int64_t>() > 0) throw UsageError(why);
-    if (n > 0) throw Error(why);
-  }
-  if (failed) std::rethrow_exception(failed);
+  on_every_rank(
+      ctx, "the ranks' opening of the data (Note [Every rank holds the same data])", [&] { data = open(); },
+      [](int64_t n) {
+        return str(n, n == 1 ? " rank" : " ranks",
+                   " could not open the data (its log says why): every rank reads its own copy, so ",
+                   "each node needs the same files");
+      });
   check_ranks_hold_the_same_data(ctx, {{"training", data.train.get()}, {"test", data.test.get()}});
   return data;
 }

@@ -8,8 +8,9 @@
 // then. So before it trains (and `ddptrain eval` before it evaluates) every rank gathers each
 // split's size, sample shape and an image folder's class names, and a difference is a usage
 // error on every rank naming the ranks and what differs. A rank that cannot open its data at
-// all (a file missing on its node) says so to the others first (open_data_on_every_rank), so
-// that they stop with it instead of waiting in the gather. At world 1 nothing is gathered.
+// all (a file missing on its node) says so to the others first (open_data_on_every_rank, Note
+// [A failure on some ranks stops every rank]), so that they stop with it instead of waiting in
+// the gather. At world 1 nothing is gathered.
 #pragma once
 
 #include <functional>
@@ -31,8 +32,8 @@ void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<Na
 
 /// `open()` on every rank, then check_ranks_hold_the_same_data over its training and test
 /// splits. A rank whose open() throws rethrows its error once every rank knows; the others
-/// stop naming how many could not open it, with a UsageError where some rank's failure was one
-/// (exit 2, which a launcher does not restart), else an Error. Collectives.
+/// stop naming how many could not open it (Note [A failure on some ranks stops every rank]).
+/// Collectives.
 DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<DataSplits()>& open);
 
 }  // namespace ddptrain

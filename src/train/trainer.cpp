@@ -61,10 +61,11 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
 }  // namespace
 
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-                    TrainerOptions opts, Objective objective)
+                    TrainerOptions opts, Objective objective,
+                    std::shared_ptr<const CheckpointFolderClaim> claim)
     : ctx_(ctx),
-      opts_(trainer_options_checked(std::move(opts), optimizer, ctx, resumed_precision_,
-                                    set_aside_after_load_)),
+      claim_(std::move(claim)),
+      opts_(trainer_options_checked(std::move(opts), optimizer, ctx, resumed_precision_, claim_)),
       model_(with_initial_weights(std::move(model), opts_, ctx)),
       optimizer_(optimizer),
       objective_(std::move(objective)),
@@ -172,9 +173,9 @@ std::string Trainer::Impl::optimizer_fingerprint_hex() {
 }
 
 Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-                 TrainerOptions opts, Objective objective)
-    : impl_(std::make_unique<Impl>(ctx, std::move(model), optimizer, std::move(opts), std::move(objective))) {
-}
+                 TrainerOptions opts, Objective objective, std::shared_ptr<const CheckpointFolderClaim> claim)
+    : impl_(std::make_unique<Impl>(ctx, std::move(model), optimizer, std::move(opts), std::move(objective),
+                                   std::move(claim))) {}
 
 Trainer::~Trainer() = default;
 
@@ -326,7 +327,6 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
                         " samples left in epoch ", run.start_epoch));
   }
   // Loaded and checked: now this run's later checkpoints may be set aside (Note [A branch a run abandons]).
-  if (set_aside_after_load_) set_aside_after_resume(opts_, meta.global_step, ctx_);
   run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
   if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
     ctx_.log().warn(

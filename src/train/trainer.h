@@ -38,6 +38,7 @@ class Optimizer;
 namespace ddptrain {
 
 class DistributedDataParallel;
+struct CheckpointFolderClaim;
 class LoopHooks;
 struct Precision;
 
@@ -65,8 +66,13 @@ class Trainer {
   /// parameters; each group's learning rate now is its base of the schedule (and part of the
   /// run's identity): give another Trainer a fresh optimizer, or one with its rates set back,
   /// not one a fit() has scheduled.
+  /// The Trainer claims opts.checkpoint.dir (Note [A run claims its checkpoint folder],
+  /// train/folder_claim.h: rank 0's lock, leftovers put back, the checkpoint to resume chosen
+  /// and verified, an abandoned branch set aside) and holds the claim while it lives; a
+  /// program whose start-up is slow claims first and gives it `claim` (made with these options).
   Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-          TrainerOptions opts = {}, Objective objective = Objective::classification());
+          TrainerOptions opts = {}, Objective objective = Objective::classification(),
+          std::shared_ptr<const CheckpointFolderClaim> claim = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -15,6 +15,7 @@
 #include "ddp/ddp.h"
 #include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
+#include "train/folder_claim.h"
 #include "train/grad_scaler.h"
 #include "train/loop_hooks.h"
 #include "train/start_measurements.h"
@@ -26,7 +27,7 @@ namespace ddptrain {
 
 struct Trainer::Impl {
   Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts,
-       Objective objective);
+       Objective objective, std::shared_ptr<const CheckpointFolderClaim> claim);
   TrainResult fit(Dataset& train, const Dataset* test);
 
   struct Run;
@@ -55,8 +56,9 @@ struct Trainer::Impl {
 
   const DistContext& ctx_;
   std::string resumed_precision_;  // what the resumed checkpoint recorded ("" fresh): set by opts_'s check
-  bool set_aside_after_load_ = false;  // an explicit resume: set by opts_'s check
-  TrainerOptions opts_;                // before model_: checked, then the initial weights it names are loaded
+  // Before opts_ (which makes it where the program gave none), so released after every save.
+  std::shared_ptr<const CheckpointFolderClaim> claim_;  // Note [A run claims its checkpoint folder]
+  TrainerOptions opts_;  // before model_: checked, then the initial weights it names are loaded
   Trainable model_;
   torch::optim::Optimizer& optimizer_;
   Objective objective_;

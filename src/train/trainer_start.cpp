@@ -51,14 +51,24 @@ void add_default_identity(RunIdentity& id, const torch::optim::Optimizer& optimi
 
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       bool& set_aside_later) {
+                                       std::shared_ptr<const CheckpointFolderClaim>& claim) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
   add_default_identity(o.run_identity, optimizer, o.loop.seed);
-  set_aside_later = !o.checkpoint.resume_from.empty() && o.checkpoint.resume_from != "auto";
-  const std::optional<CheckpointEntry> resumed = trainer_resume_checkpoint(o, ctx);  // Note [Run identity]
-  o.checkpoint.resume_from = resumed ? resumed->dir : "";
+  if (claim) {  // the program's (the CLI's, by its flags): checked by this identity too
+    if (claim->dir != o.checkpoint.dir)
+      throw OptionError({{&o.checkpoint.dir, "checkpoint.dir"}},
+                        str("{0}='", OptionError::literal(o.checkpoint.dir), "' is not the folder the given ",
+                            "claim holds ('", OptionError::literal(claim->dir),
+                            "'): give the Trainer the options the claim was made with"))
+          .within(&o);
+    take_claims_choice(o.checkpoint, *claim);
+    refuse_another_runs(o, claim->resume, ctx.log());  // Note [Run identity]
+  } else {
+    claim = claim_checkpoint_folder(o, ctx);  // Note [A run claims its checkpoint folder]
+  }
+  const std::optional<CheckpointEntry>& resumed = claim->resume;
   resumed_precision = resumed ? precision_to_resume(resumed->meta) : "";
   if (o.loop.keep_global_batch && resumed) {
     int& accum = o.loop.grad_accum_steps;

@@ -9,6 +9,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "dist/dist_context.h"
+#include "train/folder_claim.h"
 #include "train/trainable.h"
 #include "train/trainer_options.h"
 
@@ -16,13 +17,13 @@ namespace ddptrain {
 
 /// The options as the Trainer runs them: lr_schedule auto resolved from the optimizer, then
 /// validated (a library user's options get the checks the CLI's flags get, naming the field),
-/// resume_from chosen by the run identity (auto: this run's newest checkpoint), and under
-/// keep_global_batch the accumulation that keeps a resumed checkpoint's global batch. The
-/// resumed checkpoint's recorded precision goes to `resumed_precision` (its meta.json is read
-/// once); `set_aside_later`: the resume, once loaded, sets this run's later checkpoints aside.
+/// the checkpoint folder claimed (Note [A run claims its checkpoint folder]: `claim`, made here
+/// where null; a given one's choice is checked by the Trainer's identity) and resume_from its
+/// choice, and under keep_global_batch the accumulation that keeps a resumed checkpoint's
+/// global batch. The resumed checkpoint's recorded precision goes to `resumed_precision`.
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       bool& set_aside_later);
+                                       std::shared_ptr<const CheckpointFolderClaim>& claim);
 
 /// checkpoint.init_from: the module starts from these weights, unless a checkpoint is resumed.
 /// A module whose units were sharded as built (Note [Units sharded as built]) holds no memory

@@ -8,6 +8,7 @@
 //   DDPTRAIN_FAULT_MISMATCH_AT_STEP=N ... issues a broadcast the others do not before step N's
 //                                   first forward (ranks disagree on a collective);
 //   DDPTRAIN_FAULT_THROW_IN_EVAL=E  ... throws an error at the start of epoch E's evaluation;
+//   DDPTRAIN_FAULT_TERM_IN_EVAL=E   ... sends itself SIGTERM there (a stop request during it);
 //   DDPTRAIN_FAULT_KILL_IN_SAVE=STAGE@N  rank 0 SIGKILLs itself at STAGE of the checkpoint
 //                                   save after step N (stages: checkpoint.h SaveOptions);
 //   DDPTRAIN_FAULT_ATTEMPT=A        only in launch attempt A (TORCHELASTIC_RESTART_COUNT,
@@ -32,6 +33,7 @@ struct FaultPlan {
   int64_t nan_at_step = -1;
   int64_t mismatch_at_step = -1;
   int64_t throw_in_eval_epoch = -1;
+  int64_t term_in_eval_epoch = -1;
   std::string kill_in_save_stage;
   int64_t kill_in_save_step = -1;
   int rank = 0;
@@ -46,6 +48,7 @@ struct FaultPlan {
     f.nan_at_step = env::get_int("DDPTRAIN_FAULT_NAN_AT_STEP", 0, INT64_MAX).value_or(-1);
     f.mismatch_at_step = env::get_int("DDPTRAIN_FAULT_MISMATCH_AT_STEP", 0, INT64_MAX).value_or(-1);
     f.throw_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_THROW_IN_EVAL", 1, INT64_MAX).value_or(-1);
+    f.term_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_TERM_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.hang_at_step = env::get_int("DDPTRAIN_FAULT_HANG_AT_STEP", 0, INT64_MAX).value_or(-1);
     const std::string save = env::get("DDPTRAIN_FAULT_KILL_IN_SAVE").value_or("");
     if (const auto at = save.find('@'); at != std::string::npos) {
@@ -75,6 +78,7 @@ struct FaultPlan {
   }
   /// Called before each evaluation.
   void in_evaluation(int rank, int64_t epoch) const {
+    if (rank == this->rank && epoch == term_in_eval_epoch) ::kill(::getpid(), SIGTERM);
     if (rank == this->rank && epoch == throw_in_eval_epoch)
       throw Error(
           detail::concat("injected fault (DDPTRAIN_FAULT_THROW_IN_EVAL) in epoch ", epoch, "'s evaluation"));

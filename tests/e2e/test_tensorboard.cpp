@@ -39,3 +39,34 @@ TEST(TensorBoard, AResumeReplacesTheStepsItTrainsAgain) {
   EXPECT_EQ(tb.exit_code, 0) << "a step twice in TensorBoard (no SessionLog START?): " << tb.output;
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 }
+
+// Note [Evaluation owed]: a stop during an epoch's evaluation writes the epoch's record
+// (eval_interrupted), and the run that resumes makes the evaluation and writes the epoch's
+// record again, at the same step (evaluation_resumed). TensorBoard shows the epoch once, with
+// its evaluation: the stopped run writes no points for it (both were shown: the resumed run's
+// SessionLog START is at its first step, one later).
+TEST(TensorBoard, AnEpochWhoseEvaluationAStopEndedIsShownOnce) {
+  const std::string dir = fresh_dir("tb_eval_stop");
+  const std::vector<std::string> flags = {"--epochs",          "2",        "--metrics_file", dir + "/m.jsonl",
+                                          "--tensorboard_dir", dir + "/tb"};
+  const auto epoch_one = [&](const char* mark) {
+    int n = 0;
+    for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+      n += rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == 1 && rec.value(mark, false) ? 1 : 0;
+    return n;
+  };
+  ProcResult stopped =
+      run(launch(2, free_port(), gpt_text_train(dir, flags)), {{"DDPTRAIN_FAULT_TERM_IN_EVAL", "1"}}, 300);
+  ASSERT_EQ(epoch_one("eval_interrupted"), 1)
+      << "the test needs a stop during the evaluation: " << stopped.output;
+  std::vector<std::string> again = flags;
+  again.insert(again.end(), {"--resume_from", "auto"});
+  ProcResult resumed = run(launch(2, free_port(), gpt_text_train(dir, again)), {}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  ASSERT_EQ(epoch_one("evaluation_resumed"), 1) << resumed.output;
+  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py",
+                       dir + "/tb", dir + "/m.jsonl"},
+                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  EXPECT_EQ(tb.exit_code, 0) << "an epoch shown twice in TensorBoard: " << tb.output;
+  EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
+}

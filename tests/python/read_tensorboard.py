@@ -28,7 +28,7 @@ for rec in records:
 checked = 0
 for rec in last.values():
     group = "train" if rec["kind"] == "step" else "epoch"
-    for key in ("loss", "lr", "samples_per_s", "mfu", "train_loss", "train_acc"):
+    for key in ("loss", "lr", "samples_per_s", "mfu", "train_loss", "train_acc", "val_loss"):
         if key not in rec:
             continue
         tag = f"{group}/{key}"

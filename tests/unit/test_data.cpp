@@ -5,7 +5,9 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <cmath>
 #include <filesystem>
@@ -139,6 +141,48 @@ TEST(Data, LoaderSkipAndEarlyStop) {
   int n = 0;
   while (loader.next()) ++n;
   EXPECT_EQ(n, 8);
+}
+
+// Note [A batch that fails comes in its turn]: batch 5 (a usage error at sample 21) and batch 7
+// (an Error at sample 29) fail; the early samples are slow, so the workers reach both while the
+// trainer still waits for the first batches. The trainer gets batches 0-4 in order, then batch
+// 5's own error (its class and its sample), again on a further call; the loader then restarts.
+// Before, the first failure in time was rethrown at once: up to num_workers x prefetch batches
+// early, possibly batch 7's.
+TEST(Data, ABatchThatFailsComesInItsTurnAfterTheBatchesBeforeIt) {
+  struct FailingAt : Dataset {
+    int64_t size() const override { return 64; }
+    Example get(int64_t i) const override {
+      if (i == 21) throw UsageError("sample 21 does not decode");
+      if (i == 29) throw Error("sample 29 cannot be read");
+      if (i < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return {at::zeros({3}), at::scalar_tensor(i, at::kLong)};
+    }
+  } ds;
+  std::vector<int64_t> idx(64);
+  for (int64_t i = 0; i < 64; ++i) idx[static_cast<size_t>(i)] = i;
+  for (const int workers : {0, 2, 3, 4}) {
+    Loader loader(ds, {4, workers, 4, true});
+    loader.start(idx);
+    std::vector<int64_t> got;
+    std::string error = "(none)";
+    try {
+      while (auto b = loader.next()) got.insert(got.end(), b->indices.begin(), b->indices.end());
+    } catch (const UsageError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = std::string("not a usage error: ") + e.what();
+    }
+    std::vector<int64_t> want(20);
+    for (int64_t i = 0; i < 20; ++i) want[static_cast<size_t>(i)] = i;
+    EXPECT_EQ(got, want) << workers << " workers";
+    EXPECT_NE(error.find("sample 21 does not decode"), std::string::npos) << workers << " workers: " << error;
+    EXPECT_THROW(loader.next(), UsageError) << workers << " workers";
+    loader.start(std::vector<int64_t>(want.begin(), want.end()));
+    int n = 0;
+    while (loader.next()) ++n;
+    EXPECT_EQ(n, 5) << workers << " workers";
+  }
 }
 
 namespace {

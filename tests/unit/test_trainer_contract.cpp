@@ -335,10 +335,11 @@ TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
   std::filesystem::remove_all(dir);
 }
 
-// A resume of an explicit checkpoint that fails as it loads (a damaged file) changes nothing
-// on disk: this run's later checkpoints are set aside only once the resume has loaded. Before,
-// they were moved into .superseded first, and a following auto resume skipped the damaged one
-// and started fresh.
+// A resume of an explicit checkpoint that is damaged changes nothing on disk: the claim verifies
+// it whole before it sets this run's later checkpoints aside (Note [A run claims its checkpoint
+// folder]), and refuses it as the user's to replace (a usage error, which a launcher does not
+// restart). Before, they were moved into .superseded first, and a following auto resume
+// skipped the damaged one and started fresh.
 TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
   const std::string dir = testing_dist::temp_dir("trainer_failed_resume");
   TrainerOptions o = quiet_fp32(8, 1);
@@ -356,7 +357,12 @@ TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
     f.put(static_cast<char>(c ^ 0x5a));
   }
   o.checkpoint.resume_from = early;
-  EXPECT_ANY_THROW(train_user_net(1, o));
+  try {
+    train_user_net(1, o);
+    ADD_FAILURE() << "a damaged checkpoint was resumed";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("it cannot be resumed"), std::string::npos) << e.what();
+  }
   EXPECT_TRUE(std::filesystem::exists(late + "/manifest.json")) << "the later checkpoint was set aside";
   EXPECT_FALSE(std::filesystem::exists(dir + "/.superseded"));
   o.checkpoint.resume_from = "auto";

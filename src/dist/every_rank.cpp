@@ -1,0 +1,38 @@
+#include "dist/every_rank.h"
+
+#include <exception>
+
+#include "util/error.h"
+
+namespace ddptrain {
+
+std::vector<int64_t> on_every_rank(const DistContext& ctx, const char* what,
+                                   const std::function<void()>& work, const FailedElsewhere& failed_elsewhere,
+                                   std::vector<int64_t> sums) {
+  std::exception_ptr failed;
+  bool usage = false;  // the failure is the user's to fix (exit 2), else the machine's (exit 1)
+  try {
+    work();
+  } catch (const UsageError&) {
+    failed = std::current_exception();
+    usage = true;
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  if (ctx.world_size() > 1) {
+    std::vector<int64_t> mine{failed ? 1 : 0, usage ? 1 : 0};
+    mine.insert(mine.end(), sums.begin(), sums.end());
+    std::vector<at::Tensor> t{at::tensor(mine, at::kLong)};
+    ctx.all_reduce_sum(t, what);
+    const int64_t* all = t[0].data_ptr<int64_t>();
+    std::copy(all + 2, all + 2 + sums.size(), sums.begin());
+    if (!failed && all[0] > 0) {
+      if (all[1] > 0) throw UsageError(failed_elsewhere(all[0]));
+      throw Error(failed_elsewhere(all[0]));
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  return sums;
+}
+
+}  // namespace ddptrain

@@ -1,0 +1,65 @@
+#include "train/folder_claim.h"
+
+#include <algorithm>
+
+#include "dist/every_rank.h"
+#include "train/resume.h"
+#include "util/error.h"
+
+namespace ddptrain {
+namespace {
+
+// Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
+// this rank's restart count, at least 1 where any rank's is.
+int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
+  const int own = ctx.restart_count();
+  const std::vector<int64_t> restarted = on_every_rank(
+      ctx, "the start: rank 0's lock of the checkpoint folder and the ranks' restart counts",
+      [&] {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
+        if (ctx.is_main() && !claim.dir.empty())
+          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
+      },
+      [&](int64_t) {
+        return str("checkpoint folder '", claim.dir,
+                   "' is in use by another run, or cannot be locked (rank 0's log says which): give this run "
+                   "another checkpoint folder");
+      },
+      {own > 0 ? 1 : 0});
+  return restarted[0] > 0 ? std::max(own, 1) : 0;
+}
+
+}  // namespace
+
+std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
+                                                               const std::string& name_prefix) {
+  const Logger& log = ctx.log();
+  CheckpointOptions& co = o.checkpoint;
+  auto claim = std::make_shared<CheckpointFolderClaim>();
+  claim->dir = co.dir;
+  const int restart_count = lock_and_agree_on_restart(*claim, ctx);
+  if (co.resume_on_restart) continue_newest_on_restart(co, restart_count, log);  // none without a dir
+  if (!co.dir.empty()) {  // what an interrupted save left is put back before any listing
+    if (ctx.is_main()) clean_checkpoint_leftovers(co.dir, log);
+    ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");
+  }
+  const bool chose_auto = co.resume_from == "auto";
+  const std::string from = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix);
+  if (chose_auto)
+    check_ranks_chose_the_same(ctx, from, co.dir,
+                               name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
+  if (!from.empty()) claim->resume = CheckpointEntry{from, read_checkpoint_meta(from)};
+  // Later ones are left by a named checkpoint or a fresh start; under auto, the later ones that
+  // did not verify (damaged: kept, but out of the rotation's and a restart's way).
+  if (!co.dir.empty())
+    set_aside_later_checkpoints(co.dir, claim->resume ? claim->resume->meta.global_step : -1, ctx);
+  take_claims_choice(co, *claim);
+  return claim;
+}
+
+void take_claims_choice(CheckpointOptions& co, const CheckpointFolderClaim& claim) {
+  co.resume_from = claim.resume ? claim.resume->dir : "";
+  co.resume_fallback.clear();
+  co.resume_on_restart = false;
+}
+
+}  // namespace ddptrain

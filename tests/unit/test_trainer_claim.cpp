@@ -1,0 +1,129 @@
+// Note [A run claims its checkpoint folder] for a library program: its Trainer claims the
+// folder as `ddptrain train` does. Before, a Trainer took no lock (a second run on the folder
+// cleaned the first's save in progress as leftovers), and set an abandoned branch aside only
+// once its resume had loaded (a restart of an attempt that died before then continued the
+// branch).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "train/folder_claim.h"
+#include "trainer_fixtures.h"
+
+namespace ddptrain {
+namespace {
+
+using trainer_test::make_net;
+using trainer_test::make_optimizer;
+using trainer_test::quiet_fp32;
+using trainer_test::UserData;
+
+struct Program {
+  Trainable model = native(make_net());
+  std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(*model.module, /*adamw=*/false, false);
+};
+
+std::string claim_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a usage error: ") + e.what();
+  }
+  return "(no error)";
+}
+
+// Note [One run per checkpoint folder]: the lock is the open file's, so a second Trainer on the
+// folder in the same process is refused as another process's would be, and its refused attempt
+// does not drop the first's lock (closing a descriptor drops a POSIX lock of the whole process).
+TEST(Trainer, ASecondRunOnTheFolderIsRefusedEvenInTheSameProcess) {
+  const std::string dir = testing_dist::temp_dir("trainer_claim_lock");
+  DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  auto first = std::make_unique<Program>();
+  auto holder = std::make_unique<Trainer>(ctx, first->model, *first->optimizer, o);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Program second;
+    const std::string error = claim_error_of([&] { Trainer t(ctx, second.model, *second.optimizer, o); });
+    EXPECT_NE(error.find("is in use by another run (this process"), std::string::npos)
+        << "attempt " << attempt << ": " << error;
+  }
+  holder.reset();  // the claim ends with its Trainer
+  Program third;
+  EXPECT_EQ(claim_error_of([&] { Trainer t(ctx, third.model, *third.optimizer, o); }), "(no error)");
+  std::filesystem::remove_all(dir);
+}
+
+// A program that claims first (its start-up is slow) has the abandoned branch set aside at the
+// claim, before anything else is built, and gives the claim to its Trainer, which resumes the
+// checkpoint it chose; a claim of another folder is refused.
+TEST(Trainer, AClaimSetsTheAbandonedBranchAsideBeforeTheTrainerIsBuilt) {
+  const std::string dir = testing_dist::temp_dir("trainer_claim_first");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 4;
+  ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
+  DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
+  TrainerOptions again = o;
+  again.checkpoint.resume_from = dir + "/step_00000002";
+  const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
+  ASSERT_TRUE(claim->resume.has_value());
+  EXPECT_EQ(claim->resume->meta.global_step, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/step_00000004")) << "not set aside at the claim";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
+  {
+    TrainerOptions elsewhere = again;
+    elsewhere.checkpoint.dir = dir + "_other";
+    Program p;
+    EXPECT_THROW(Trainer(ctx, p.model, *p.optimizer, elsewhere, Objective::classification(), claim),
+                 OptionError);
+  }
+  Program p;
+  Trainer trainer(ctx, p.model, *p.optimizer, again, Objective::classification(), claim);
+  auto recorder = std::make_shared<trainer_test::Recorder>();
+  trainer.add_callback(recorder);
+  UserData train(96, false);
+  const TrainResult r = trainer.fit(train, nullptr);
+  ASSERT_FALSE(recorder->steps.empty());
+  EXPECT_EQ(recorder->steps.front(), 3) << "the claim's checkpoint was not the one resumed";
+  EXPECT_EQ(r.global_step, 4);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dir + "_other");
+}
+
+// Note [Run identity]: another run's checkpoint that is incomplete (its optimizer.pt deleted to
+// keep only the weights) is another run's all the same. A fresh start, or auto, in its folder is
+// refused; before, the listing skipped it, and this run's save of the same step replaced its
+// weights.
+TEST(Trainer, AnotherRunsIncompleteCheckpointsAreAnotherRunsToo) {
+  const std::string dir = testing_dist::temp_dir("trainer_claim_incomplete");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 2;
+  ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 2);
+  const std::string theirs = dir + "/step_00000002";
+  ASSERT_TRUE(std::filesystem::remove(theirs + "/optimizer.pt"));
+  const auto weights = std::filesystem::last_write_time(theirs + "/model.pt");
+  o.loop.seed = 7;  // another run
+  for (const char* from : {"", "auto"}) {
+    o.checkpoint.resume_from = from;
+    try {
+      trainer_test::train_user_net(1, o);
+      ADD_FAILURE() << "resume_from '" << from << "': trained among another run's checkpoints";
+    } catch (const OptionError& e) {
+      EXPECT_NE(std::string(e.what()).find("holds another run's checkpoints; an incomplete one"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(std::filesystem::last_write_time(theirs + "/model.pt"), weights) << "their weights were replaced";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ddptrain
