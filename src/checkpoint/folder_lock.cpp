@@ -37,7 +37,11 @@ std::string holder_named_in(int fd) {
 }  // namespace
 
 CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger& log, bool restart) {
-  std::filesystem::create_directories(dir);
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made)
+    throw UsageError(str("cannot create checkpoint folder '", dir, "' (", made.message(),
+                         "): give a folder this user can write"));
   const std::string path = dir + "/.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {

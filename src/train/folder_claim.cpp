@@ -31,7 +31,8 @@ int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& c
 }  // namespace
 
 std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
-                                                               const std::string& name_prefix) {
+                                                               const std::string& name_prefix,
+                                                               bool whole_identity) {
   const Logger& log = ctx.log();
   CheckpointOptions& co = o.checkpoint;
   auto claim = std::make_shared<CheckpointFolderClaim>();
@@ -43,17 +44,33 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
     ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");
   }
   const bool chose_auto = co.resume_from == "auto";
-  const std::string from = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix);
+  std::string from;
+  on_every_rank(  // each rank reads its own listing: one that is refused stops the others with it
+      ctx, "the ranks' choice of the checkpoint to resume",
+      [&] {
+        from = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix);
+        if (!from.empty()) claim->resume = CheckpointEntry{from, read_checkpoint_meta(from)};
+      },
+      [&](int64_t n) {
+        return str(n, n == 1 ? " rank" : " ranks", " could not choose the checkpoint to resume",
+                   " (its log says why)");
+      });
   if (chose_auto)
     check_ranks_chose_the_same(ctx, from, co.dir,
                                name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
-  if (!from.empty()) claim->resume = CheckpointEntry{from, read_checkpoint_meta(from)};
+  take_claims_choice(co, *claim);
+  if (whole_identity) {
+    set_aside_abandoned_branch(co.dir, claim->resume, ctx);
+    claim->branch_set_aside = true;
+  }
+  return claim;
+}
+
+void set_aside_abandoned_branch(const std::string& dir, const std::optional<CheckpointEntry>& resume,
+                                const DistContext& ctx) {
   // Later ones are left by a named checkpoint or a fresh start; under auto, the later ones that
   // did not verify (damaged: kept, but out of the rotation's and a restart's way).
-  if (!co.dir.empty())
-    set_aside_later_checkpoints(co.dir, claim->resume ? claim->resume->meta.global_step : -1, ctx);
-  take_claims_choice(co, *claim);
-  return claim;
+  if (!dir.empty()) set_aside_later_checkpoints(dir, resume ? resume->meta.global_step : -1, ctx);
 }
 
 void take_claims_choice(CheckpointOptions& co, const CheckpointFolderClaim& claim) {

@@ -15,8 +15,12 @@
 // model) would resume auto and continue the branch the user abandoned. `ddptrain train` claims
 // the folder first, before it opens the data and builds the model, and gives the claim to the
 // Trainer; a Trainer given none claims the folder itself, so a library program is protected as
-// the CLI is (a program whose start-up is slow claims first, as the CLI does). The lock is held
-// while any holder of the claim (the Trainer, the program) keeps it.
+// the CLI is (a program whose start-up is slow claims first, as the CLI does; the Trainer then
+// sets the branch aside, once its identity, which adds the optimizer's and the parameters',
+// has vouched that the checkpoints are the run's). The lock is held while any holder of the
+// claim keeps it: the Trainer until its fit() ends, the program as long as it likes. A
+// resume refused after the claim (the data's size, a part that does not load) has set the
+// branch aside already: kept in .superseded/, said in the log.
 #pragma once
 
 #include <memory>
@@ -35,15 +39,26 @@ struct CheckpointFolderClaim {
   /// The checkpoint the run continues, verified whole, with its meta.json; nothing: a fresh start.
   std::optional<CheckpointEntry> resume;
   std::unique_ptr<CheckpointFolderLock> lock;  // rank 0's (none elsewhere, without a dir, or unlockable)
+  bool branch_set_aside = false;               // by the claim (whole_identity), else by the Trainer
 };
 
 /// Claims o.checkpoint.dir for a run of `o` (Note [A run claims its checkpoint folder]; o.run_identity
 /// is the one its checkpoints are chosen by) and makes o.checkpoint say the claim's choice
 /// (take_claims_choice). The errors of choose_resume_checkpoint (OptionError; identity names
 /// after `name_prefix`: "--" for flags) and a UsageError on every rank where another run holds
-/// the folder or a named checkpoint is damaged. Collectives: every rank claims.
+/// the folder or a named checkpoint is damaged. `whole_identity`: o.run_identity is the run's
+/// whole identity (the CLI's flags; the Trainer's, with the entries it adds), so the abandoned
+/// branch is set aside here; a program's claim, made before its Trainer adds the optimizer's
+/// and the parameters' entries, leaves that to the Trainer, which first checks the choice by
+/// them (another run's checkpoints are never moved). Collectives: every rank claims.
 std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
-                                                               const std::string& name_prefix = "");
+                                                               const std::string& name_prefix = "",
+                                                               bool whole_identity = false);
+
+/// Note [A branch a run abandons]: this run's checkpoints in `dir` later than `resume` (all of
+/// them for a fresh start: nothing) go to <dir>/.superseded/. A collective.
+void set_aside_abandoned_branch(const std::string& dir, const std::optional<CheckpointEntry>& resume,
+                                const DistContext& ctx);
 
 /// co as a resume of the claim's choice: resume_from its checkpoint's directory ("" a fresh
 /// start), resume_fallback cleared, resume_on_restart off (applied by the claim).

@@ -187,7 +187,15 @@ void Trainer::set_loop_hooks(std::shared_ptr<LoopHooks> hooks) { impl_->hooks_ =
 
 void Trainer::add_checkpoint_part(CheckpointPart part) { impl_->parts_.push_back(std::move(part)); }
 
-TrainResult Trainer::fit(Dataset& train, const Dataset* test) { return impl_->fit(train, test); }
+TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
+  // The run ends with its fit (a Trainer fits once): its folder is free for another Trainer
+  // then, whatever holds this one (Note [A run claims its checkpoint folder]).
+  struct Release {
+    std::shared_ptr<const CheckpointFolderClaim>& claim;
+    ~Release() { claim.reset(); }
+  } release{impl_->claim_};
+  return impl_->fit(train, test);
+}
 
 const Precision& Trainer::precision() const { return impl_->start_.precision; }
 
@@ -326,7 +334,6 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
                         ": ", with_commas(static_cast<double>(state_.samples_left_in_epoch)),
                         " samples left in epoch ", run.start_epoch));
   }
-  // Loaded and checked: now this run's later checkpoints may be set aside (Note [A branch a run abandons]).
   run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
   if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
     ctx_.log().warn(

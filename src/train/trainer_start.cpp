@@ -65,8 +65,10 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
           .within(&o);
     take_claims_choice(o.checkpoint, *claim);
     refuse_another_runs(o, claim->resume, ctx.log());  // Note [Run identity]
-  } else {
-    claim = claim_checkpoint_folder(o, ctx);  // Note [A run claims its checkpoint folder]
+    // A program's claim: set aside by this identity, so never another run's checkpoints.
+    if (!claim->branch_set_aside) set_aside_abandoned_branch(claim->dir, claim->resume, ctx);
+  } else {  // Note [A run claims its checkpoint folder]
+    claim = claim_checkpoint_folder(o, ctx, "", /*whole_identity=*/true);
   }
   const std::optional<CheckpointEntry>& resumed = claim->resume;
   resumed_precision = resumed ? precision_to_resume(resumed->meta) : "";

@@ -38,43 +38,66 @@ std::string claim_error_of(const std::function<void()>& f) {
 // Note [One run per checkpoint folder]: the lock is the open file's, so a second Trainer on the
 // folder in the same process is refused as another process's would be, and its refused attempt
 // does not drop the first's lock (closing a descriptor drops a POSIX lock of the whole process).
+// The folder is free once the first Trainer's fit() has ended, or once it is gone.
 TEST(Trainer, ASecondRunOnTheFolderIsRefusedEvenInTheSameProcess) {
   const std::string dir = testing_dist::temp_dir("trainer_claim_lock");
   DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
   TrainerOptions o = quiet_fp32(8, 1);
   o.checkpoint.dir = dir;
+  o.loop.max_steps = 1;
+  const auto refused = [&](const char* when) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Program second;
+      const std::string error = claim_error_of([&] { Trainer t(ctx, second.model, *second.optimizer, o); });
+      EXPECT_NE(error.find("is in use by another run (this process"), std::string::npos)
+          << when << ", attempt " << attempt << ": " << error;
+    }
+  };
   auto first = std::make_unique<Program>();
   auto holder = std::make_unique<Trainer>(ctx, first->model, *first->optimizer, o);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Program second;
-    const std::string error = claim_error_of([&] { Trainer t(ctx, second.model, *second.optimizer, o); });
-    EXPECT_NE(error.find("is in use by another run (this process"), std::string::npos)
-        << "attempt " << attempt << ": " << error;
-  }
+  refused("before the first's fit");
   holder.reset();  // the claim ends with its Trainer
   Program third;
-  EXPECT_EQ(claim_error_of([&] { Trainer t(ctx, third.model, *third.optimizer, o); }), "(no error)");
+  holder = std::make_unique<Trainer>(ctx, third.model, *third.optimizer, o);
+  refused("before the third's fit");
+  UserData train(96, false);
+  o.checkpoint.resume_from = "auto";
+  holder->fit(train, nullptr);  // the run ends with its fit: the folder is free, the Trainer kept
+  Program fourth;
+  EXPECT_EQ(claim_error_of([&] { Trainer t(ctx, fourth.model, *fourth.optimizer, o); }), "(no error)");
   std::filesystem::remove_all(dir);
 }
 
-// A program that claims first (its start-up is slow) has the abandoned branch set aside at the
-// claim, before anything else is built, and gives the claim to its Trainer, which resumes the
-// checkpoint it chose; a claim of another folder is refused.
-TEST(Trainer, AClaimSetsTheAbandonedBranchAsideBeforeTheTrainerIsBuilt) {
+// A program that claims first (its start-up is slow) gives the claim to its Trainer. The claim,
+// made by the program's identity alone (here none: any checkpoint matches it), moves nothing;
+// the Trainer checks the choice by its whole identity (the optimizer, the parameters, the seed)
+// and only then sets the abandoned branch aside, so another run's checkpoints are refused and
+// never moved. A claim of another folder is refused.
+TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   const std::string dir = testing_dist::temp_dir("trainer_claim_first");
   TrainerOptions o = quiet_fp32(8, 1);
   o.checkpoint.dir = dir;
   o.checkpoint.save_every_steps = 2;
   o.loop.max_steps = 4;
   ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
+  const std::string later = dir + "/step_00000004";
   DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
+  {  // another run (another seed) starting fresh there
+    TrainerOptions other = o;
+    other.loop.seed = 7;
+    const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(other, ctx);
+    EXPECT_FALSE(claim->resume.has_value());
+    Program p;
+    EXPECT_THROW(Trainer(ctx, p.model, *p.optimizer, other, Objective::classification(), claim), OptionError);
+    EXPECT_TRUE(std::filesystem::exists(later)) << "another run's checkpoint was moved";
+    EXPECT_FALSE(std::filesystem::exists(dir + "/.superseded"));
+  }
   TrainerOptions again = o;
   again.checkpoint.resume_from = dir + "/step_00000002";
   const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
   ASSERT_TRUE(claim->resume.has_value());
   EXPECT_EQ(claim->resume->meta.global_step, 2);
-  EXPECT_FALSE(std::filesystem::exists(dir + "/step_00000004")) << "not set aside at the claim";
-  EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
+  EXPECT_TRUE(std::filesystem::exists(later)) << "set aside before the Trainer checked the choice";
   {
     TrainerOptions elsewhere = again;
     elsewhere.checkpoint.dir = dir + "_other";
@@ -84,6 +107,8 @@ TEST(Trainer, AClaimSetsTheAbandonedBranchAsideBeforeTheTrainerIsBuilt) {
   }
   Program p;
   Trainer trainer(ctx, p.model, *p.optimizer, again, Objective::classification(), claim);
+  EXPECT_FALSE(std::filesystem::exists(later)) << "not set aside by the Trainer";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
   auto recorder = std::make_shared<trainer_test::Recorder>();
   trainer.add_callback(recorder);
   UserData train(96, false);
