@@ -68,7 +68,7 @@ int cmd_train(const std::vector<std::string>& args) {
     log.warn("--checkpoint_dir is empty: this run saves no checkpoint, no config.json and no flight record");
   // Before the data opens and the model is built, which can take minutes that a restart could
   // cut short: Note [A run claims its checkpoint folder]. Held to the end.
-  const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(cfg, ctx);
+  const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(cfg, ctx);
 
   TrainConfig copy = cfg;
   const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";

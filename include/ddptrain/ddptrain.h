@@ -25,8 +25,8 @@
 //    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
 //    of `ddptrain train` for your module, dataset and loss. claim_checkpoint_folder
 //    (train/folder_claim.h): what a Trainer does first with its checkpoint folder (lock,
-//    leftovers, the checkpoint chosen, an abandoned branch set aside), for a program whose
-//    start-up is slow to do before it (then give the claim to the Trainer).
+//    leftovers, the checkpoint chosen and verified), for a program whose start-up is slow to
+//    do before it; give the claim to the Trainer, which sets an abandoned branch aside.
 //  - Units (ddp/units.h): the blocks of your module that TrainerOptions::zero.stage 3
 //    (FSDP) gathers one at a time; run each block as units_.run(i, [&] { return
 //    block->forward(x); }) and expose `Units& units()` (Note [Units]). A module too large to

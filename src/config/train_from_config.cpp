@@ -112,7 +112,7 @@ UnitByUnit unit_by_unit(const TrainConfig& cfg, const DistContext& ctx) {
 
 TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ctx,
                                    const std::string& config_json,
-                                   std::shared_ptr<const CheckpointFolderClaim> claim) {
+                                   std::shared_ptr<CheckpointFolderClaim> claim) {
   const Logger& log = ctx.log();
   // Data: the real datasets decide channels, image size and classes; token datasets take
   // the model's block size and vocabulary.
@@ -173,7 +173,7 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainConfig& cfg,
 }
 
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json,
-                  std::shared_ptr<const CheckpointFolderClaim> claim) {
+                  std::shared_ptr<CheckpointFolderClaim> claim) {
   try {
     return train_in_library_words(cfg, ctx, config_json, std::move(claim));
   } catch (const OptionError& e) {  // a field of the Trainer's copy of cfg.trainer, or of cfg

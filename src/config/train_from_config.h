@@ -36,6 +36,6 @@ DataSplits datasets_from(const TrainConfig& cfg);
 /// Runs the configured training on this rank; the Trainer gets `claim` (made from cfg) or claims
 /// the folder itself.
 TrainResult train(const TrainConfig& cfg, const DistContext& ctx, const std::string& config_json,
-                  std::shared_ptr<const CheckpointFolderClaim> claim = nullptr);
+                  std::shared_ptr<CheckpointFolderClaim> claim = nullptr);
 
 }  // namespace ddptrain

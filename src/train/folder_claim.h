@@ -15,12 +15,18 @@
 // model) would resume auto and continue the branch the user abandoned. `ddptrain train` claims
 // the folder first, before it opens the data and builds the model, and gives the claim to the
 // Trainer; a Trainer given none claims the folder itself, so a library program is protected as
-// the CLI is (a program whose start-up is slow claims first, as the CLI does; the Trainer then
-// sets the branch aside, once its identity, which adds the optimizer's and the parameters',
-// has vouched that the checkpoints are the run's). The lock is held while any holder of the
-// claim keeps it: the Trainer until its fit() ends, the program as long as it likes. A
-// resume refused after the claim (the data's size, a part that does not load) has set the
-// branch aside already: kept in .superseded/, said in the log.
+// the CLI is. A program whose start-up is slow may claim first: it holds the lock from then,
+// but its claim sets nothing aside (its identity lacks what the Trainer adds: the optimizer,
+// the parameters' shapes), and its Trainer sets the branch aside once that whole identity has
+// vouched that the checkpoints are the run's, so a restart within the program's start-up can
+// still continue the branch. The CLI's claim sets aside by the flags, which hold the rest of a
+// CLI run's identity except what the data decides (an image folder's class names, a
+// webdataset's label count): a fresh start or an explicit resume with the same flags over
+// other data can set another run's later checkpoints aside (kept in .superseded/, said in the
+// log) before the Trainer would refuse it. The lock is held while any holder of the claim
+// keeps it: the Trainer until its fit() ends, the program as long as it likes. A resume
+// refused after the claim (the data's size, a part that does not load) has set the branch
+// aside already: kept in .superseded/, said in the log.
 #pragma once
 
 #include <memory>
@@ -40,6 +46,7 @@ struct CheckpointFolderClaim {
   std::optional<CheckpointEntry> resume;
   std::unique_ptr<CheckpointFolderLock> lock;  // rank 0's (none elsewhere, without a dir, or unlockable)
   bool branch_set_aside = false;               // by the claim (whole_identity), else by the Trainer
+  bool taken = false;                          // given to a Trainer (one run's: a second is refused)
 };
 
 /// Claims o.checkpoint.dir for a run of `o` (Note [A run claims its checkpoint folder]; o.run_identity

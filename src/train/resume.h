@@ -73,8 +73,8 @@ void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const 
 /// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
 /// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
 /// leaves those behind; rank 0 moves the complete checkpoints in `dir` of steps after
-/// `after_step` (-1: a fresh start's) into <dir>/.superseded/ and says so (the claim calls it
-/// once the checkpoint folder holds no other run's: train/folder_claim.h). A collective; an
+/// `after_step` (-1: a fresh start's) into <dir>/.superseded/ and says so (called once the
+/// folder was checked to hold no other run's: train/folder_claim.h). A collective; an
 /// Error on every rank where rank 0 cannot move one.
 void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx);
 

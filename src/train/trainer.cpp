@@ -61,8 +61,7 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_
 }  // namespace
 
 Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-                    TrainerOptions opts, Objective objective,
-                    std::shared_ptr<const CheckpointFolderClaim> claim)
+                    TrainerOptions opts, Objective objective, std::shared_ptr<CheckpointFolderClaim> claim)
     : ctx_(ctx),
       claim_(std::move(claim)),
       opts_(trainer_options_checked(std::move(opts), optimizer, ctx, resumed_precision_, claim_)),
@@ -173,7 +172,7 @@ std::string Trainer::Impl::optimizer_fingerprint_hex() {
 }
 
 Trainer::Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
-                 TrainerOptions opts, Objective objective, std::shared_ptr<const CheckpointFolderClaim> claim)
+                 TrainerOptions opts, Objective objective, std::shared_ptr<CheckpointFolderClaim> claim)
     : impl_(std::make_unique<Impl>(ctx, std::move(model), optimizer, std::move(opts), std::move(objective),
                                    std::move(claim))) {}
 
@@ -191,7 +190,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   // The run ends with its fit (a Trainer fits once): its folder is free for another Trainer
   // then, whatever holds this one (Note [A run claims its checkpoint folder]).
   struct Release {
-    std::shared_ptr<const CheckpointFolderClaim>& claim;
+    std::shared_ptr<CheckpointFolderClaim>& claim;
     ~Release() { claim.reset(); }
   } release{impl_->claim_};
   return impl_->fit(train, test);

@@ -73,7 +73,7 @@ class Trainer {
   /// the Trainer checks its choice by the Trainer's whole identity, then sets the branch aside).
   Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
           TrainerOptions opts = {}, Objective objective = Objective::classification(),
-          std::shared_ptr<const CheckpointFolderClaim> claim = nullptr);
+          std::shared_ptr<CheckpointFolderClaim> claim = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -27,7 +27,7 @@ namespace ddptrain {
 
 struct Trainer::Impl {
   Impl(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer, TrainerOptions opts,
-       Objective objective, std::shared_ptr<const CheckpointFolderClaim> claim);
+       Objective objective, std::shared_ptr<CheckpointFolderClaim> claim);
   TrainResult fit(Dataset& train, const Dataset* test);
 
   struct Run;
@@ -57,7 +57,7 @@ struct Trainer::Impl {
   const DistContext& ctx_;
   std::string resumed_precision_;  // what the resumed checkpoint recorded ("" fresh): set by opts_'s check
   // Before opts_ (which makes it where the program gave none), so released after every save.
-  std::shared_ptr<const CheckpointFolderClaim> claim_;  // Note [A run claims its checkpoint folder]
+  std::shared_ptr<CheckpointFolderClaim> claim_;  // Note [A run claims its checkpoint folder]
   TrainerOptions opts_;  // before model_: checked, then the initial weights it names are loaded
   Trainable model_;
   torch::optim::Optimizer& optimizer_;

@@ -9,6 +9,7 @@
 
 #include "checkpoint/hf_files.h"
 #include "checkpoint/weights_file.h"
+#include "dist/every_rank.h"
 #include "serialize/python_pickle.h"
 #include "train/checkpoint_policy.h"
 #include "train/fingerprint.h"
@@ -51,7 +52,7 @@ void add_default_identity(RunIdentity& id, const torch::optim::Optimizer& optimi
 
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       std::shared_ptr<const CheckpointFolderClaim>& claim) {
+                                       std::shared_ptr<CheckpointFolderClaim>& claim) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
@@ -63,8 +64,18 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
                             "claim holds ('", OptionError::literal(claim->dir),
                             "'): give the Trainer the options the claim was made with"))
           .within(&o);
+    DDP_USAGE_CHECK(
+        !claim->taken, "the checkpoint folder claim given to this Trainer was given to another ",
+        "already: a claim is one run's (its choice was that run's start); claim the folder again");
+    claim->taken = true;
     take_claims_choice(o.checkpoint, *claim);
-    refuse_another_runs(o, claim->resume, ctx.log());  // Note [Run identity]
+    on_every_rank(  // Note [Run identity]; each rank reads its own listing
+        ctx, "the ranks' check of the claim's choice",
+        [&] { refuse_another_runs(o, claim->resume, ctx.log()); },
+        [](int64_t n) {
+          return str(n, n == 1 ? " rank" : " ranks",
+                     " refused the checkpoint folder's choice (its log says why)");
+        });
     // A program's claim: set aside by this identity, so never another run's checkpoints.
     if (!claim->branch_set_aside) set_aside_abandoned_branch(claim->dir, claim->resume, ctx);
   } else {  // Note [A run claims its checkpoint folder]

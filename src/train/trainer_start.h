@@ -23,7 +23,7 @@ namespace ddptrain {
 /// global batch. The resumed checkpoint's recorded precision goes to `resumed_precision`.
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       std::shared_ptr<const CheckpointFolderClaim>& claim);
+                                       std::shared_ptr<CheckpointFolderClaim>& claim);
 
 /// checkpoint.init_from: the module starts from these weights, unless a checkpoint is resumed.
 /// A module whose units were sharded as built (Note [Units sharded as built]) holds no memory

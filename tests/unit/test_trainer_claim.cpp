@@ -85,7 +85,7 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   {  // another run (another seed) starting fresh there
     TrainerOptions other = o;
     other.loop.seed = 7;
-    const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(other, ctx);
+    const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(other, ctx);
     EXPECT_FALSE(claim->resume.has_value());
     Program p;
     EXPECT_THROW(Trainer(ctx, p.model, *p.optimizer, other, Objective::classification(), claim), OptionError);
@@ -94,7 +94,7 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   }
   TrainerOptions again = o;
   again.checkpoint.resume_from = dir + "/step_00000002";
-  const std::shared_ptr<const CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
+  const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
   ASSERT_TRUE(claim->resume.has_value());
   EXPECT_EQ(claim->resume->meta.global_step, 2);
   EXPECT_TRUE(std::filesystem::exists(later)) << "set aside before the Trainer checked the choice";
@@ -116,6 +116,12 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   ASSERT_FALSE(recorder->steps.empty());
   EXPECT_EQ(recorder->steps.front(), 3) << "the claim's checkpoint was not the one resumed";
   EXPECT_EQ(r.global_step, 4);
+  // A claim is one run's: given again, its choice (step 2) would set this fit's saves aside.
+  Program next;
+  const std::string error = claim_error_of(
+      [&] { Trainer t(ctx, next.model, *next.optimizer, again, Objective::classification(), claim); });
+  EXPECT_NE(error.find("was given to another already"), std::string::npos) << error;
+  EXPECT_TRUE(std::filesystem::exists(later)) << "the fit's own save was set aside";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(dir + "_other");
 }
