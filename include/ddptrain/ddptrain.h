@@ -22,7 +22,8 @@
 //  - save_checkpoint / load_checkpoint / find_latest_checkpoint (checkpoint/checkpoint.h):
 //    atomic, verified checkpoints of a module, an optimizer and the training position.
 //  - Trainer (train/trainer.h), TrainerOptions (train/trainer_options.h), Trainable and
-//    Objective (train/trainable.h), Callback (train/callbacks.h): the whole training loop
+//    Objective (train/trainable.h; unique_parameters: a module's tensors once each, for its
+//    optimizer), Callback (train/callbacks.h): the whole training loop
 //    of `ddptrain train` for your module, dataset and loss. claim_checkpoint_folder
 //    (train/folder_claim.h): what a Trainer does first with its checkpoint folder (lock,
 //    leftovers, the checkpoint chosen and verified), for a program whose start-up is slow to

@@ -108,7 +108,9 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
   DDP_CHECK(kind == optimizer_kind_name(optimizer_kind(full)) && fields == state_fields(full), "checkpoint '",
             origin, "' holds the state of ", kind, " (", fields,
             " tensors per parameter); this run's optimizer is ", optimizer_kind_name(optimizer_kind(full)),
-            " (", state_fields(full), "): resume with the same optimizer");
+            " (", state_fields(full),
+            "): resume with the same optimizer (with AMSGrad, the same groups using it; shard files "
+            "before 2026-12-06 left out the maximum of a group that set amsgrad where the defaults did not)");
   std::vector<at::Tensor> params;
   std::vector<size_t> group;
   for (size_t g = 0; g < full.param_groups().size(); ++g)
@@ -157,6 +159,7 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     std::vector<at::Tensor> tensors;
     for (const auto& flat : a.flat)
       tensors.push_back(to_param_layout(flat, j.at("params")[static_cast<size_t>(key)], p));
+    tensors.resize(static_cast<size_t>(group_state_fields(full, group[static_cast<size_t>(key)])));
     full.state()[compat::optimizer_state_key(p)] = make_state(full, tensors, step);
   }
   return true;

@@ -146,7 +146,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
     log.info("activation checkpointing: each block is recomputed in backward");
   log.info(str("optimizer ", word(cfg.optimizer.optimizer)));
   const std::unique_ptr<torch::optim::Optimizer> optimizer =
-      build_optimizer(cfg.optimizer, model->parameters());
+      build_optimizer(cfg.optimizer, unique_parameters(*model));
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
   TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags

@@ -1,6 +1,7 @@
 #include "ddp/ddp.h"
 
 #include <sstream>
+#include <unordered_set>
 
 #include "util/error.h"
 
@@ -10,11 +11,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  const DistContext& ctx, DdpSetup opts)
     : module_(std::move(module)), ctx_(ctx), opts_(opts) {
   std::vector<std::string> names;
-  for (auto& p : module_->named_parameters())
+  std::unordered_set<const void*> seen;
+  for (auto& p : module_->named_parameters()) {
+    // LibTorch lists a tensor registered under two names twice (a submodule registered twice,
+    // a TorchScript model's tied weights mirrored from two submodules); PyTorch's
+    // named_parameters, and so its DDP, once: the first name holds it.
+    if (!seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
     if (p.value().requires_grad()) {
       names.push_back(p.key());
       params_.push_back(p.value());
     }
+  }
   for (auto& b : module_->buffers()) buffers_.push_back(b);
   // The module on this rank's device (a GPU's when there is one: DistContext picks it), else
   // the first step fails inside LibTorch or a collective; the same on every rank, before any.

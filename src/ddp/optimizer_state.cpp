@@ -69,14 +69,41 @@ std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& full,
   return nullptr;
 }
 
+namespace {
+
+// AMSGrad's running maximum is a third state tensor where any group uses it (a group may set
+// its own amsgrad: the defaults' alone dropped that group's maximum from the shard files).
+template <typename Options>
+int adam_fields(const optim::Optimizer& full) {
+  bool amsgrad = static_cast<const Options&>(full.defaults()).amsgrad();
+  for (const auto& g : full.param_groups())
+    amsgrad = amsgrad || static_cast<const Options&>(g.options()).amsgrad();
+  return amsgrad ? 3 : 2;
+}
+
+}  // namespace
+
 int state_fields(const optim::Optimizer& full) {
   switch (optimizer_kind(full)) {
     case OptimizerClass::kSgd:
       return 1;
     case OptimizerClass::kAdam:
-      return static_cast<const optim::AdamOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+      return adam_fields<optim::AdamOptions>(full);
     case OptimizerClass::kAdamW:
-      return static_cast<const optim::AdamWOptions&>(full.defaults()).amsgrad() ? 3 : 2;
+      return adam_fields<optim::AdamWOptions>(full);
+  }
+  return 0;
+}
+
+int group_state_fields(const optim::Optimizer& full, size_t g) {
+  const auto& o = full.param_groups()[g].options();
+  switch (optimizer_kind(full)) {
+    case OptimizerClass::kSgd:
+      return 1;
+    case OptimizerClass::kAdam:
+      return static_cast<const optim::AdamOptions&>(o).amsgrad() ? 3 : 2;
+    case OptimizerClass::kAdamW:
+      return static_cast<const optim::AdamWOptions&>(o).amsgrad() ? 3 : 2;
   }
   return 0;
 }

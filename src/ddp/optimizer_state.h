@@ -22,8 +22,12 @@ const char* optimizer_kind_name(OptimizerClass k);
 /// An optimizer of full's kind and defaults over other parameter groups.
 std::unique_ptr<torch::optim::Optimizer> optimizer_like(
     const torch::optim::Optimizer& full, std::vector<torch::optim::OptimizerParamGroup> groups);
-/// Tensors in one parameter's entry: 1 (SGD momentum); 2 or, with amsgrad, 3 (Adam's moments).
+/// Tensors in one parameter's entry: 1 (SGD momentum); 2 or, with amsgrad in any group, 3
+/// (Adam's moments; the shard files' rows).
 int state_fields(const torch::optim::Optimizer& full);
+/// Those of group g's parameters: 3 only where the group itself uses amsgrad (the third row of
+/// the others' is not theirs).
+int group_state_fields(const torch::optim::Optimizer& full, size_t g);
 /// Whether the parameters of group g have an entry once stepped (SGD without momentum: none).
 bool group_has_state(const torch::optim::Optimizer& full, size_t g);
 /// An entry's tensors (momentum; exp_avg, exp_avg_sq, max_exp_avg_sq: undefined when absent).

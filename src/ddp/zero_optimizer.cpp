@@ -33,6 +33,7 @@ ShardedOptimizer::ShardedOptimizer(torch::optim::Optimizer& full, std::vector<at
   for (size_t g = 0; g < full_.param_groups().size(); ++g)
     for (const auto& p : full_.param_groups()[g].params())
       group_of[p.unsafeGetTensorImpl()] = static_cast<int>(g);
+  for (const auto& g : full_.param_groups()) group_sizes_.push_back(g.params().size());
   std::vector<std::vector<at::Tensor>> views(full_.param_groups().size());
   for (size_t b = 0; b < layout_.size(); ++b)
     for (const ShardPiece& piece : layout_[b].by_rank[static_cast<size_t>(ctx_.rank())]) {
@@ -93,6 +94,12 @@ at::Tensor ShardedOptimizer::clip_grad_norm(double max_norm) {
 
 void ShardedOptimizer::step() {
   torch::NoGradGuard no_grad;
+  std::vector<size_t> sizes;
+  for (const auto& g : full_.param_groups()) sizes.push_back(g.params().size());
+  DDP_USAGE_CHECK(sizes == group_sizes_, "the optimizer's parameter groups changed after ZeRO sharded them (",
+                  group_sizes_.size(), " groups then, ", sizes.size(),
+                  " now): zero.stage >= 1 steps the groups it was built with, and would never step new "
+                  "ones; give the optimizer every group before building the Trainer");
   if (inner_) {
     for (size_t g = 0; g < inner_group_.size(); ++g)  // the schedule set full's learning rate
       if (inner_group_[g] >= 0)
@@ -161,10 +168,12 @@ void ShardedOptimizer::visit_full_state(
   if (!stepped_ || params_.empty()) return;  // the same on every rank
   std::unordered_map<const void*, size_t> key_of;
   std::vector<bool> has_state;
+  std::vector<size_t> own_fields;  // per key: its group's (amsgrad's maximum only where it uses it)
   for (size_t g = 0; g < full_.param_groups().size(); ++g)
     for (const auto& p : full_.param_groups()[g].params()) {
       key_of[p.unsafeGetTensorImpl()] = has_state.size();
       has_state.push_back(group_has_state(full_, g));
+      own_fields.push_back(static_cast<size_t>(group_state_fields(full_, g)));
     }
   const int fields = state_fields(full_);
   std::vector<std::vector<at::Tensor>> shards;
@@ -181,9 +190,11 @@ void ShardedOptimizer::visit_full_state(
               for (int f = 0; f < fields; ++f) t.push_back(at::zeros_like(params_[piece.param]));
             flat_view(t[static_cast<size_t>(k)]).narrow(0, piece.param_offset, piece.length).copy_(values);
           });
-    for (const auto& [param, tensors] : state) {
+    for (auto& [param, tensors] : state) {
       auto it = key_of.find(params_[param].unsafeGetTensorImpl());
-      if (it != key_of.end() && has_state[it->second]) fn(it->second, tensors);
+      if (it == key_of.end() || !has_state[it->second]) continue;
+      tensors.resize(own_fields[it->second]);
+      fn(it->second, tensors);
     }
   }
 }

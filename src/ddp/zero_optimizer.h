@@ -149,7 +149,8 @@ class ShardedOptimizer {
   std::vector<at::TensorOptions>
       bucket_options_;  // each bucket's dtype and device (buckets are of one dtype)
   std::vector<Own> own_;
-  std::vector<int> inner_group_;  // full's group -> inner's group (-1: this rank owns none of it)
+  std::vector<int> inner_group_;     // full's group -> inner's group (-1: this rank owns none of it)
+  std::vector<size_t> group_sizes_;  // full's groups as the shards were made (checked each step)
   std::unique_ptr<torch::optim::Optimizer> inner_;    // null when this rank owns no element
   std::unordered_map<const void*, size_t> index_of_;  // a parameter's TensorImpl -> its index in params_
   bool stepped_ = false;

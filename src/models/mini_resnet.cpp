@@ -1,6 +1,7 @@
 #include "models/mini_resnet.h"
 
 #include <cmath>
+#include <unordered_set>
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
@@ -142,8 +143,9 @@ std::string MiniResNetImpl::describe() const { return str("mini_resnet (width ",
 
 int64_t count_parameters(const torch::nn::Module& m) {
   int64_t n = 0;
+  std::unordered_set<const void*> seen;  // a tensor registered under two names counts once
   for (const auto& p : m.parameters())
-    if (p.requires_grad()) n += p.numel();
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
   return n;
 }
 

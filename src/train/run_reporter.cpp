@@ -9,6 +9,7 @@
 #include "train/deterministic.h"
 #include "train/optimizer.h"
 #include "train/step_report.h"
+#include "train/trainable.h"
 
 namespace ddptrain {
 namespace {
@@ -22,7 +23,7 @@ void state_memory(const TrainState& s, const DistributedDataParallel& ddp, StepR
     params = s.fsdp->held_bytes();
     r.param_peak_mib = mib_of(s.fsdp->peak_held_bytes());
   } else {
-    for (const auto& p : s.module.parameters()) params += static_cast<int64_t>(p.nbytes());
+    for (const auto& p : unique_parameters(s.module)) params += static_cast<int64_t>(p.nbytes());
   }
   if (s.sharded) {
     optim = s.sharded->state_bytes();

@@ -5,6 +5,7 @@
 #include "obs/kernel_probe.h"
 #include "obs/logger.h"
 #include "obs/memory.h"
+#include "train/trainable.h"
 
 namespace ddptrain {
 namespace {
@@ -77,7 +78,7 @@ DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch:
                    const Units* units, double backward_s) {
   DdpSetup d;
   std::vector<at::Tensor> trainable;
-  for (const auto& p : module.parameters())
+  for (const auto& p : unique_parameters(module))
     if (p.requires_grad()) trainable.push_back(p);
   if (o.ddp.bucket_cap_mb) {
     d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.ddp.bucket_cap_mb * (1 << 20));

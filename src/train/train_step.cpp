@@ -138,8 +138,8 @@ void prepare_gradients(TrainState& state, double clip_grad_norm) {
   for (const auto& group : state.optimizer.param_groups())
     for (const auto& p : group.params()) optimized.insert(p.unsafeGetTensorImpl());
   std::vector<at::Tensor> stepped;
-  for (const auto& p : state.module.parameters())
-    if (optimized.count(p.unsafeGetTensorImpl()) != 0) stepped.push_back(p);
+  for (const auto& p : state.module.parameters())  // a tensor registered twice counts once
+    if (optimized.erase(p.unsafeGetTensorImpl()) != 0) stepped.push_back(p);
   state.last_grad_norm = ddptrain::clip_grad_norm(stepped, clip_grad_norm);
 }
 
@@ -149,8 +149,9 @@ bool optimizer_step(TrainState& state, double clip_grad_norm) {
   prepare_gradients(state, clip_grad_norm);
   state.grad_bytes =
       0;  // the gradients' own memory: a view (a bucket's, gradient_as_bucket_view) is the bucket's
+  std::unordered_set<const void*> counted;  // a tensor registered twice counts once
   for (const auto& p : state.module.parameters())
-    if (p.grad().defined() && !p.grad().is_view())
+    if (p.grad().defined() && !p.grad().is_view() && counted.insert(p.unsafeGetTensorImpl()).second)
       state.grad_bytes += static_cast<int64_t>(p.grad().nbytes());
   const bool stepped = state.sharded ? state.scaler.step(state.optimizer, [&] { state.sharded->step(); })
                                      : state.scaler.step(state.optimizer);

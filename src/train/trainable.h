@@ -17,7 +17,9 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -40,6 +42,19 @@ template <typename M, typename = void>
 struct has_units : std::false_type {};
 template <typename M>
 struct has_units<M, std::void_t<decltype(std::declval<M&>().units())>> : std::true_type {};
+/// The module's parameters, each tensor once, in registration order. LibTorch's parameters()
+/// lists a tensor registered under two names twice (a submodule registered twice, a TorchScript
+/// model's tied weights mirrored from two submodules; PyTorch's lists it once), and an
+/// optimizer given it twice steps it twice: build the optimizer from this (the Trainer refuses
+/// a tensor twice in its groups).
+inline std::vector<at::Tensor> unique_parameters(const torch::nn::Module& module) {
+  std::vector<at::Tensor> out;
+  std::unordered_set<const void*> seen;
+  for (const at::Tensor& p : module.parameters())
+    if (seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+  return out;
+}
+
 /// A module that knows its FLOPs and its description (ddptrain's models/model.h Model: GPT,
 /// Llama, MiniResNet, ScriptModel).
 template <typename M, typename = void>

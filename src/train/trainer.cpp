@@ -91,7 +91,7 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                      ctx.device().str(), ", ", ddp_->num_buckets(), " gradient buckets, ",
                      at::get_num_threads(), " intra-op threads per rank",
                      opts_.channels_last ? ", channels-last layout" : ""));
-  warn_of_parameters_not_shared(*model_.module, optimizer_, ctx_);
+  warn_of_parameters_not_shared(*model_.module, optimizer_, ctx_, opts_.zero.stage);
   if (opts_.zero.stage >= 3 && ctx_.communicates()) shard_parameters();
   if (opts_.zero.stage >= 1) shard_optimizer();
   // Building, loading and sharding the model, the kernel probe left out (Note [Units sharded as

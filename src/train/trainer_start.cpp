@@ -133,10 +133,15 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const D
 }
 
 void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                                   const DistContext& ctx) {
+                                   const DistContext& ctx, int zero_stage) {
   std::set<const void*> optimized, in_module;
+  int64_t twice = 0;
   for (const auto& group : optimizer.param_groups())
-    for (const auto& p : group.params()) optimized.insert(p.unsafeGetTensorImpl());
+    for (const auto& p : group.params()) twice += optimized.insert(p.unsafeGetTensorImpl()).second ? 0 : 1;
+  DDP_USAGE_CHECK(
+      twice == 0, twice, " parameter tensors are in the optimizer's groups more than once, so each step ",
+      "would update them more than once: LibTorch's module->parameters() lists a tensor registered ",
+      "under two names twice (tied weights); build the optimizer from ddptrain::unique_parameters(*module)");
   int64_t tensors = 0, elements = 0;
   for (const auto& p : module.parameters()) {
     in_module.insert(p.unsafeGetTensorImpl());
@@ -149,6 +154,12 @@ void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim
                        "them to the optimizer"));
   int64_t outside = 0;
   for (const void* p : optimized) outside += in_module.count(p) == 0 ? 1 : 0;
+  // ZeRO shards what DDP holds, the module's parameters: the others would never be stepped.
+  DDP_USAGE_CHECK(
+      outside == 0 || zero_stage == 0 || !ctx.communicates(), outside,
+      " parameter tensors the optimizer steps are not the module's, and zero.stage ", zero_stage,
+      " steps only the module's parameters (it shards what DDP holds): make them parameters of the "
+      "module, or use zero.stage 0");
   if (outside > 0)
     ctx.log().warn(str(outside,
                        " parameter tensors the optimizer steps are not the model's: DDP does not "

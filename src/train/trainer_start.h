@@ -31,8 +31,9 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
 Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const DistContext& ctx);
 
 /// Parameters the optimizer and the module do not share, said once (a warning each): a
-/// trainable parameter no optimizer group holds, and one the optimizer steps outside the module.
+/// trainable parameter no optimizer group holds, and one the optimizer steps outside the module
+/// (a UsageError under a ZeRO stage that shards: it steps only the module's).
 void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                                   const DistContext& ctx);
+                                   const DistContext& ctx, int zero_stage);
 
 }  // namespace ddptrain
