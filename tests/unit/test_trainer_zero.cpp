@@ -519,6 +519,10 @@ TEST(Trainer, AModuleShardedAsBuiltTrainsAsOneBuiltWhole) {
   std::mutex mu;
   testing_dist::run_world(2, [&](const DistContext& ctx) {
     const std::shared_ptr<UserNet> initial = make_net();  // the weights the whole build starts from
+    // Every rank's draws from the shared generator (make_net seeds and draws under its lock) end
+    // before any rank's build below draws from it too: else a rank's initial weights were now
+    // and then another's (seen once in six runs on LibTorch 2.11).
+    ctx.barrier("the test's initial weights drawn");
     ShardAsBuilt sink(ctx, [&](const std::string& name, torch::nn::Module& unit) {
       torch::NoGradGuard no_grad;
       const auto from = initial->named_children()[name]->parameters();
