@@ -375,40 +375,28 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   return meta_from_json(read_file(dir + "/meta.json"), dir);
 }
 
-std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log) {
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log,
+                                              std::vector<CheckpointEntry>* incomplete) {
   std::vector<CheckpointEntry> complete;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return complete;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
+    const std::string dir = e.path().string();
     try {
-      complete.push_back({e.path().string(), check_checkpoint_complete(e.path().string())});
+      complete.push_back({dir, check_checkpoint_complete(dir)});
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
+      if (incomplete) try {
+          incomplete->push_back({dir, read_checkpoint_meta(dir)});
+        } catch (const std::exception&) {  // not a checkpoint whose run can be named
+        }
     }
   }
   std::sort(complete.begin(), complete.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
     return std::tie(a.meta.global_step, a.dir) < std::tie(b.meta.global_step, b.dir);
   });
   return complete;
-}
-
-std::vector<CheckpointEntry> list_incomplete_checkpoints(const std::string& root) {
-  std::vector<CheckpointEntry> incomplete;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string dir = e.path().string();
-    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
-    try {
-      check_checkpoint_complete(dir);
-    } catch (const std::exception&) {
-      try {
-        incomplete.push_back({dir, read_checkpoint_meta(dir)});
-      } catch (const std::exception&) {  // not a checkpoint we can name the run of
-      }
-    }
-  }
-  return incomplete;
 }
 
 const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,

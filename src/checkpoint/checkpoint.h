@@ -130,13 +130,11 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
 /// Every checkpoint in root that is complete (check_checkpoint_complete), by optimizer step
 /// (oldest first), warning about the invalid ones it skips; empty when root holds none or does
-/// not exist.
-std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log);
-
-/// The checkpoints in root that list_checkpoints skips (a file missing or cut) but whose
-/// meta.json reads, so whose run they are is known (Note [Run identity]): a user who deleted
-/// a run's optimizer.pt files to keep only its weights has such a folder.
-std::vector<CheckpointEntry> list_incomplete_checkpoints(const std::string& root);
+/// not exist. `incomplete`: also the skipped ones whose meta.json reads, so whose run they are
+/// is known (Note [Run identity]; a user who deleted a run's optimizer.pt files to keep only its
+/// weights has such a folder).
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log,
+                                              std::vector<CheckpointEntry>* incomplete = nullptr);
 
 /// The first of `newest_first` that verifies (verify_checkpoint), warning about each that does
 /// not; null when none does.

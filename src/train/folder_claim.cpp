@@ -44,19 +44,15 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
     ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");
   }
   const bool chose_auto = co.resume_from == "auto";
-  std::string from;
   on_every_rank(  // each rank reads its own listing: one that is refused stops the others with it
       ctx, "the ranks' choice of the checkpoint to resume",
-      [&] {
-        from = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix);
-        if (!from.empty()) claim->resume = CheckpointEntry{from, read_checkpoint_meta(from)};
-      },
+      [&] { claim->resume = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix); },
       [&](int64_t n) {
         return str(n, n == 1 ? " rank" : " ranks", " could not choose the checkpoint to resume",
                    " (its log says why)");
       });
   if (chose_auto)
-    check_ranks_chose_the_same(ctx, from, co.dir,
+    check_ranks_chose_the_same(ctx, claim->resume ? claim->resume->dir : "", co.dir,
                                name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
   take_claims_choice(co, *claim);
   if (whole_identity) {

@@ -46,33 +46,37 @@ void refuse_another_runs_checkpoint(const TrainerOptions& o, const CheckpointEnt
 constexpr const char* kAnotherRunsFolderFix =
     "Continue that run with its options (and {0:auto}), or pass another {1} for this one";
 
-// OptionError when the checkpoints `all` of checkpoint.dir include another run's: this run's
-// saves would overwrite theirs of the same name and rotate the others away, whether it starts
-// fresh or resumes (`what`: which). Its incomplete ones too (a save of the same name replaced
-// one whose optimizer.pt a user deleted to keep the weights). Else the newest step of this
-// run's own there (-1: none).
-void refuse_another_runs_incomplete(const TrainerOptions& o, const std::string& name_prefix,
-                                    const char* what) {
-  for (const CheckpointEntry& c : list_incomplete_checkpoints(o.checkpoint.dir)) {
-    const auto diff = identity_differences(o.run_identity, c.meta.run, name_prefix);
+// What checkpoint.dir holds: its complete checkpoints (oldest step first) and the incomplete
+// ones whose run is known (list_checkpoints), from one listing.
+struct Listing {
+  std::vector<CheckpointEntry> complete, incomplete;
+};
+
+Listing listing_of(const std::string& dir, const Logger& log) {
+  Listing l;
+  l.complete = list_checkpoints(dir, log, &l.incomplete);
+  return l;
+}
+
+// OptionError when another run's checkpoint is among `entries` (`which`: "the newest", ...).
+void refuse_another_runs_among(const TrainerOptions& o, const std::vector<CheckpointEntry>& entries,
+                               const std::string& name_prefix, const std::string& what, const char* which) {
+  for (auto c = entries.rbegin(); c != entries.rend(); ++c) {
+    const auto diff = identity_differences(o.run_identity, c->meta.run, name_prefix);
     if (!diff.empty())
-      another_run(o, str(what, ": {1} holds another run's checkpoints; an incomplete one"), c, diff,
+      another_run(o, str(what, ": {1} holds another run's checkpoints; ", which), *c, diff,
                   kAnotherRunsFolderFix);
   }
 }
 
-int64_t refuse_another_runs_folder(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
-                                   const std::string& name_prefix, const char* what) {
-  refuse_another_runs_incomplete(o, name_prefix, what);
-  int64_t ours = -1;
-  for (auto c = all.rbegin(); c != all.rend(); ++c) {
-    const auto diff = identity_differences(o.run_identity, c->meta.run, name_prefix);
-    if (!diff.empty())
-      another_run(o, str(what, ": {1} holds another run's checkpoints; the newest"), *c, diff,
-                  kAnotherRunsFolderFix);
-    ours = std::max(ours, c->meta.global_step);
-  }
-  return ours;
+// OptionError when checkpoint.dir holds another run's checkpoints: this run's saves would
+// overwrite theirs of the same name and rotate the others away, whether it starts fresh or
+// resumes (`what`: which). Its incomplete ones too (a save of the same name replaced one whose
+// optimizer.pt a user deleted to keep the weights).
+void refuse_another_runs_folder(const TrainerOptions& o, const Listing& listed,
+                                const std::string& name_prefix, const char* what) {
+  refuse_another_runs_among(o, listed.incomplete, name_prefix, what, "an incomplete one");
+  refuse_another_runs_among(o, listed.complete, name_prefix, what, "the newest");
 }
 
 // The per-rank batch of the checkpoint's position (older checkpoints did not record it: this run's).
@@ -80,9 +84,8 @@ int64_t checkpoint_batch(const CheckpointMeta& meta, int64_t batch_size) {
   return meta.batch_size > 0 ? meta.batch_size : batch_size;
 }
 
-int64_t check_fresh_start(const TrainerOptions& o, const std::vector<CheckpointEntry>& all,
-                          const std::string& name_prefix) {
-  return refuse_another_runs_folder(o, all, name_prefix, "a new run");
+void check_fresh_start(const TrainerOptions& o, const Listing& listed, const std::string& name_prefix) {
+  refuse_another_runs_folder(o, listed, name_prefix, "a new run");
 }
 
 }  // namespace
@@ -177,15 +180,16 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
   return (steps + before) * old_batch / new_batch - steps;
 }
 
-std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
-                                     const std::string& name_prefix) {
+std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
+                                                        const std::string& name_prefix) {
   const CheckpointOptions& co = o.checkpoint;
   const std::string& from = co.resume_from;
   auto differences = [&](const CheckpointEntry& c) {
     return identity_differences(o.run_identity, c.meta.run, name_prefix);
   };
   const std::string& root = co.dir;
-  const auto all = list_checkpoints(root, log);  // complete ones, oldest step first (no checksums read)
+  const Listing listed = listing_of(root, log);  // no checksums read
+  const std::vector<CheckpointEntry>& all = listed.complete;
   const auto checked_checkpoint = [&](const std::string& dir) {
     // Verified before anything is written (the load checks each file again as it reads it). A
     // damaged one is the user's to replace (exit 2): a restart of the job (launch --max_restarts)
@@ -199,14 +203,14 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
                            "the newest of this run's that verifies"));
     }
     refuse_another_runs_checkpoint(o, c, name_prefix);
-    refuse_another_runs_folder(o, all, name_prefix, "a resume of {0}");
+    refuse_another_runs_folder(o, listed, name_prefix, "a resume of {0}");
     resume_point(c.meta, world, o);  // refuses before anything runs
     return c;
   };
-  if (!from.empty() && from != "auto") return checked_checkpoint(from).dir;
+  if (!from.empty() && from != "auto") return checked_checkpoint(from);
   if (from.empty()) {  // this run's own there: the Trainer says its saves replace them
-    check_fresh_start(o, all, name_prefix);
-    return "";
+    check_fresh_start(o, listed, name_prefix);
+    return std::nullopt;
   }
   // A restart of a run that named a checkpoint (resume_fallback) checks it as the first attempt
   // did, and stops as it did where it fails (damaged, refused): the first attempt then set
@@ -214,7 +218,7 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   // which restarts whatever the exit code, the restart resumed that branch).
   std::optional<CheckpointEntry> fallback;
   if (!co.resume_fallback.empty()) fallback = checked_checkpoint(co.resume_fallback);
-  refuse_another_runs_incomplete(o, name_prefix, "{0:auto}");
+  refuse_another_runs_among(o, listed.incomplete, name_prefix, "{0:auto}", "an incomplete one");
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
@@ -234,11 +238,11 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
       log.info(str("resume_from auto: ", fallback->dir, " (resume_fallback, step ",
                    fallback->meta.global_step, ") is later than this run's newest in ", root, " (",
                    c->meta.global_step, "): resuming from it"));
-      return fallback->dir;
+      return fallback;
     }
     log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
     resume_point(c->meta, world, o);  // refuses before anything runs
-    return c->dir;
+    return *c;
   }
   if (theirs)
     another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
@@ -246,10 +250,10 @@ std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const L
   if (fallback) {
     log.info(str("resume_from auto: no valid checkpoint in ", root, "; resuming from ", fallback->dir,
                  " (resume_fallback)"));
-    return fallback->dir;
+    return fallback;
   }
   log.info(str("resume_from auto: no valid checkpoint in ", root, ", starting fresh"));
-  return "";
+  return std::nullopt;
 }
 
 // Note [One checkpoint for every rank]
@@ -326,13 +330,13 @@ void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, con
 
 void refuse_another_runs(const TrainerOptions& o, const std::optional<CheckpointEntry>& resume,
                          const Logger& log) {
-  const auto all = list_checkpoints(o.checkpoint.dir, log);
+  const Listing listed = listing_of(o.checkpoint.dir, log);
   if (!resume) {
-    check_fresh_start(o, all, "");
+    check_fresh_start(o, listed, "");
     return;
   }
   refuse_another_runs_checkpoint(o, *resume, "");
-  refuse_another_runs_folder(o, all, "", "a resume of {0}");
+  refuse_another_runs_folder(o, listed, "", "a resume of {0}");
 }
 
 }  // namespace ddptrain

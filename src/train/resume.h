@@ -49,15 +49,16 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
 /// `world` ranks of o.data.batch_size; an OptionError naming the numbers when that is not whole.
 int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o);
 
-/// The checkpoint directory this run resumes from, or "" for a fresh start, from
+/// The checkpoint this run resumes from (its meta.json as verified or listed), or nothing for a
+/// fresh start, from
 /// o.checkpoint.resume_from (a directory, "auto", or "") and the checkpoints in
 /// o.checkpoint.dir, by o.run_identity (Note [Run identity]). OptionError naming what differs
 /// (identity names after `name_prefix`: "--" for flags) when the chosen checkpoint, or the
 /// only ones auto finds, belong to another run, or when a fresh run would write among another
 /// run's checkpoints; and the error of resume_point when the run cannot continue there. Reads
 /// files only: every rank reaches the same answer.
-std::string choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
-                                     const std::string& name_prefix = "");
+std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
+                                                        const std::string& name_prefix = "");
 
 /// Note [One checkpoint for every rank]: a UsageError on every rank when the ranks' choices
 /// (`chosen`: this rank's, "" for a fresh start) differ. `flag`: the flag that names a checkpoint

@@ -143,7 +143,7 @@ void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim
       "would update them more than once: LibTorch's module->parameters() lists a tensor registered ",
       "under two names twice (tied weights); build the optimizer from ddptrain::unique_parameters(*module)");
   int64_t tensors = 0, elements = 0;
-  for (const auto& p : module.parameters()) {
+  for (const auto& p : unique_parameters(module)) {
     in_module.insert(p.unsafeGetTensorImpl());
     if (p.requires_grad() && optimized.count(p.unsafeGetTensorImpl()) == 0) ++tensors, elements += p.numel();
   }
