@@ -164,7 +164,7 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainConfig& cfg,
   TrainerOptions o = cfg.trainer;
   o.run_identity = run_identity(cfg);
   try {
-    auto claim = claim_checkpoint_folder(o, ctx, "--", /*whole_identity=*/true);  // the flags
+    auto claim = claim_checkpoint_folder(o, ctx, "--");  // by the flags
     take_claims_choice(cfg.trainer.checkpoint, *claim);
     return claim;
   } catch (const OptionError& e) {  // a field of the copy o: name its flag

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dist/every_rank.h"
+#include "train/abandoned_branch.h"
 #include "train/resume.h"
 #include "util/error.h"
 
@@ -11,6 +12,10 @@ namespace {
 
 // Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
 // this rank's restart count, at least 1 where any rank's is.
+int64_t step_resumed(const std::optional<CheckpointEntry>& resume) {
+  return resume ? resume->meta.global_step : -1;  // -1: a fresh start's
+}
+
 int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
   const int own = ctx.restart_count();
   const std::vector<int64_t> restarted = on_every_rank(
@@ -31,8 +36,7 @@ int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& c
 }  // namespace
 
 std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
-                                                               const std::string& name_prefix,
-                                                               bool whole_identity) {
+                                                               const std::string& name_prefix) {
   const Logger& log = ctx.log();
   CheckpointOptions& co = o.checkpoint;
   auto claim = std::make_shared<CheckpointFolderClaim>();
@@ -55,10 +59,7 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
     check_ranks_chose_the_same(ctx, claim->resume ? claim->resume->dir : "", co.dir,
                                name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
   take_claims_choice(co, *claim);
-  if (whole_identity) {
-    set_aside_abandoned_branch(co.dir, claim->resume, ctx);
-    claim->branch_set_aside = true;
-  }
+  mark_abandoned_branch(co.dir, step_resumed(claim->resume), ctx);  // moved by the Trainer
   return claim;
 }
 
@@ -66,7 +67,7 @@ void set_aside_abandoned_branch(const std::string& dir, const std::optional<Chec
                                 const DistContext& ctx) {
   // Later ones are left by a named checkpoint or a fresh start; under auto, the later ones that
   // did not verify (damaged: kept, but out of the rotation's and a restart's way).
-  if (!dir.empty()) set_aside_later_checkpoints(dir, resume ? resume->meta.global_step : -1, ctx);
+  if (!dir.empty()) set_aside_later_checkpoints(dir, step_resumed(resume), ctx);
 }
 
 void take_claims_choice(CheckpointOptions& co, const CheckpointFolderClaim& claim) {

@@ -9,24 +9,19 @@
 // left. The checkpoint to resume is chosen and verified whole (Note [Run identity], Note
 // [Checkpoints read once]: a damaged one named by resume_from is exit 2 and changes nothing on
 // disk). A fresh start, or a resume of a checkpoint older than the run's newest (one named, or
-// under auto the newest that verifies), sets the later ones aside at once (Note [A branch a run
-// abandons]): were it done after the load, a
-// restart of a first attempt that died in a slow start-up (opening the data, building the
-// model) would resume auto and continue the branch the user abandoned. `ddptrain train` claims
-// the folder first, before it opens the data and builds the model, and gives the claim to the
-// Trainer; a Trainer given none claims the folder itself, so a library program is protected as
-// the CLI is. A program whose start-up is slow may claim first: it holds the lock from then,
-// but its claim sets nothing aside (its identity lacks what the Trainer adds: the optimizer,
-// the parameters' shapes), and its Trainer sets the branch aside once that whole identity has
-// vouched that the checkpoints are the run's, so a restart within the program's start-up can
-// still continue the branch. The CLI's claim sets aside by the flags, which hold the rest of a
-// CLI run's identity except what the data decides (an image folder's class names, a
-// webdataset's label count): a fresh start or an explicit resume with the same flags over
-// other data can set another run's later checkpoints aside (kept in .superseded/, said in the
-// log) before the Trainer would refuse it. The lock is held while any holder of the claim
-// keeps it: the Trainer until its fit() ends, the program as long as it likes. A resume
-// refused after the claim (the data's size, a part that does not load) has set the branch
-// aside already: kept in .superseded/, said in the log.
+// under auto the newest that verifies), marks the later ones abandoned at once (Note [A branch a
+// run abandons]): were nothing done before the load, a restart of a first attempt that died in
+// a slow start-up (opening the data, building the model) would resume auto and continue the
+// branch the user abandoned. The claim only marks them: its identity may lack what the Trainer
+// adds (the CLI's flags lack what the data decides, an image folder's class names; a program's
+// options lack the optimizer and the parameters' shapes), so the Trainer moves them into
+// .superseded/ once that whole identity has vouched that they are the run's, and a Trainer
+// that refuses the choice removes the mark: another run's checkpoints are never moved.
+// `ddptrain train` claims the folder first, before it opens the data and builds the model, and
+// gives the claim to the Trainer; a Trainer given none claims the folder itself, so a library
+// program is protected as the CLI is; a program whose start-up is slow may claim first. The
+// lock is held while any holder of the claim keeps it: the Trainer until its fit() ends, the
+// program as long as it likes.
 #pragma once
 
 #include <memory>
@@ -45,7 +40,6 @@ struct CheckpointFolderClaim {
   /// The checkpoint the run continues, verified whole, with its meta.json; nothing: a fresh start.
   std::optional<CheckpointEntry> resume;
   std::unique_ptr<CheckpointFolderLock> lock;  // rank 0's (none elsewhere, without a dir, or unlockable)
-  bool branch_set_aside = false;               // by the claim (whole_identity), else by the Trainer
   bool taken = false;                          // given to a Trainer (one run's: a second is refused)
 };
 
@@ -53,17 +47,15 @@ struct CheckpointFolderClaim {
 /// is the one its checkpoints are chosen by) and makes o.checkpoint say the claim's choice
 /// (take_claims_choice). The errors of choose_resume_checkpoint (OptionError; identity names
 /// after `name_prefix`: "--" for flags) and a UsageError on every rank where another run holds
-/// the folder or a named checkpoint is damaged. `whole_identity`: o.run_identity is the run's
-/// whole identity (the CLI's flags; the Trainer's, with the entries it adds), so the abandoned
-/// branch is set aside here; a program's claim, made before its Trainer adds the optimizer's
-/// and the parameters' entries, leaves that to the Trainer, which first checks the choice by
-/// them (another run's checkpoints are never moved). Collectives: every rank claims.
+/// the folder or a named checkpoint is damaged. The abandoned branch is marked, not moved: the
+/// Trainer given the claim moves it once its whole identity has checked the choice (another
+/// run's checkpoints are never moved). Collectives: every rank claims.
 std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
-                                                               const std::string& name_prefix = "",
-                                                               bool whole_identity = false);
+                                                               const std::string& name_prefix = "");
 
 /// Note [A branch a run abandons]: this run's checkpoints in `dir` later than `resume` (all of
-/// them for a fresh start: nothing) go to <dir>/.superseded/. A collective.
+/// them for a fresh start: nothing) go to <dir>/.superseded/, and the claim's mark is removed.
+/// A collective.
 void set_aside_abandoned_branch(const std::string& dir, const std::optional<CheckpointEntry>& resume,
                                 const DistContext& ctx);
 

@@ -1,11 +1,11 @@
 #include "train/resume.h"
 
 #include <algorithm>
-#include <ctime>
 #include <filesystem>
+#include <set>
 
 #include "checkpoint/checkpoint.h"
-#include "dist/every_rank.h"
+#include "train/abandoned_branch.h"
 #include "util/error.h"
 #include "util/fnv.h"
 #include "util/strings.h"
@@ -221,11 +221,16 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
   refuse_another_runs_among(o, listed.incomplete, name_prefix, "{0:auto}", "an incomplete one");
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
+  const std::set<std::string> abandoned = abandoned_checkpoints(root);
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
-    if (differences(*c).empty())
+    if (!differences(*c).empty()) {
+      if (!theirs) theirs = &*c;
+    } else if (abandoned.count(fs::path(c->dir).filename().string()) == 0) {
       ours_newest_first.push_back(&*c);
-    else if (!theirs)
-      theirs = &*c;
+    } else {  // Note [A branch a run abandons]
+      log.info(str("resume_from auto: skipping ", c->dir, " (step ", c->meta.global_step,
+                   "): a start of this run abandoned it (", root, "/.abandoned.json); name it to resume it"));
+    }
   }
   // auto: the newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).
   if (theirs && !ours_newest_first.empty())
@@ -290,42 +295,6 @@ void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const 
                " (resume_from auto, else ", given, ") instead of ", given));
   co.resume_fallback = co.resume_from;
   co.resume_from = "auto";
-}
-
-// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
-// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
-// leaves those behind: kept where they are, the rotation (which keeps the highest steps) would
-// delete this run's own saves instead of them, and auto would resume them after a restart. Rank
-// 0 moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot is never a
-// checkpoint to list, resume or rotate) and says so.
-void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx) {
-  // Rank 0's listing decides what moves; every rank meets the all-reduce, whatever its own
-  // listing shows (rank 0 may have moved them already, or another node's folder holds none).
-  const auto move_later = [&] {
-    if (!ctx.is_main()) return;
-    const auto all = list_checkpoints(dir, ctx.log());
-    const auto stamp = std::to_string(std::time(nullptr));
-    for (const CheckpointEntry& c : all) {
-      if (c.meta.global_step <= after_step) continue;
-      const fs::path from(c.dir), aside = fs::path(dir) / ".superseded";
-      fs::path to = aside / (from.filename().string() + "." + stamp);
-      std::error_code ec;
-      for (int n = 1; fs::exists(to, ec); ++n)
-        to = aside / (from.filename().string() + "." + stamp + "." + std::to_string(n));
-      fs::create_directories(to.parent_path(), ec);
-      fs::rename(from, to, ec);
-      if (ec)
-        throw Error(str("cannot move ", c.dir, " (step ", c.meta.global_step,
-                        ", later than this run starts at) ", "out of the way to ", to.string(), ": ",
-                        ec.message(), "; move or delete it, then start again"));
-      ctx.log().warn(str("this run starts at step ", std::max<int64_t>(after_step, 0), "; ", c.dir, " (step ",
-                         c.meta.global_step, ", a later step of this run's before) moved to ", to.string(),
-                         ": neither resumed nor rotated (Note [A branch a run abandons])"));
-    }
-  };
-  on_every_rank(ctx, "checkpoints of later steps set aside", move_later, [&](int64_t) {
-    return str("rank 0 could not set aside the checkpoints of later steps in ", dir, " (its log says why)");
-  });
 }
 
 void refuse_another_runs(const TrainerOptions& o, const std::optional<CheckpointEntry>& resume,

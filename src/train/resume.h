@@ -71,14 +71,6 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
 /// said in the log.
 void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log);
 
-/// Note [A branch a run abandons]: a run that starts fresh, or resumes from a checkpoint older
-/// than this run's newest, in a checkpoint.dir holding this run's checkpoints of later steps
-/// leaves those behind; rank 0 moves the complete checkpoints in `dir` of steps after
-/// `after_step` (-1: a fresh start's) into <dir>/.superseded/ and says so (called once the
-/// folder was checked to hold no other run's: train/folder_claim.h). A collective; an
-/// Error on every rank where rank 0 cannot move one.
-void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, const DistContext& ctx);
-
 /// A Trainer given a claim (train/folder_claim.h) checks its choice by its own identity, which
 /// holds more than the CLI's flags (the optimizer, the parameters' shapes, what the labels
 /// name): the OptionError of choose_resume_checkpoint where `resume` (nothing: a fresh start)

@@ -11,6 +11,7 @@
 #include "checkpoint/weights_file.h"
 #include "dist/every_rank.h"
 #include "serialize/python_pickle.h"
+#include "train/abandoned_branch.h"
 #include "train/checkpoint_policy.h"
 #include "train/fingerprint.h"
 #include "train/resume.h"
@@ -69,18 +70,23 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
         "already: a claim is one run's (its choice was that run's start); claim the folder again");
     claim->taken = true;
     take_claims_choice(o.checkpoint, *claim);
-    on_every_rank(  // Note [Run identity]; each rank reads its own listing
-        ctx, "the ranks' check of the claim's choice",
-        [&] { refuse_another_runs(o, claim->resume, ctx.log()); },
-        [](int64_t n) {
-          return str(n, n == 1 ? " rank" : " ranks",
-                     " refused the checkpoint folder's choice (its log says why)");
-        });
-    // A program's claim: set aside by this identity, so never another run's checkpoints.
-    if (!claim->branch_set_aside) set_aside_abandoned_branch(claim->dir, claim->resume, ctx);
+    try {
+      on_every_rank(  // Note [Run identity]; each rank reads its own listing
+          ctx, "the ranks' check of the claim's choice",
+          [&] { refuse_another_runs(o, claim->resume, ctx.log()); },
+          [](int64_t n) {
+            return str(n, n == 1 ? " rank" : " ranks",
+                       " refused the checkpoint folder's choice (its log says why)");
+          });
+    } catch (const UsageError&) {  // Note [A branch a run abandons]: the mark may name another run's
+      if (ctx.is_main()) drop_abandoned_mark(claim->dir, ctx.log());
+      throw;
+    }
   } else {  // Note [A run claims its checkpoint folder]
-    claim = claim_checkpoint_folder(o, ctx, "", /*whole_identity=*/true);
+    claim = claim_checkpoint_folder(o, ctx);
   }
+  // Set aside by this identity, whole: never another run's checkpoints.
+  set_aside_abandoned_branch(claim->dir, claim->resume, ctx);
   const std::optional<CheckpointEntry>& resumed = claim->resume;
   resumed_precision = resumed ? precision_to_resume(resumed->meta) : "";
   if (o.loop.keep_global_batch && resumed) {

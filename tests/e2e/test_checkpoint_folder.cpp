@@ -1,5 +1,5 @@
 // What a run does to its checkpoint folder before it trains: one run at a time (Note [One run
-// per checkpoint folder]), and the branch a resume of an older checkpoint abandons set aside
+// per checkpoint folder]), and the branch a resume of an older checkpoint abandons marked
 // before the slow start-up (Note [A branch a run abandons]).
 #include <gtest/gtest.h>
 
@@ -43,11 +43,14 @@ std::vector<std::string> on(const std::string& corpus, std::vector<std::string> 
 
 }  // namespace
 
-// Resuming epoch 1 of a run whose folder holds its epoch 2 abandons epoch 2: it is set aside
-// as soon as the checkpoint is chosen and verified, before the data opens. Here the data is
-// gone, so the run stops there (exit 2); before, it stopped with epoch 2 in place, and a restart
-// of the job (which resumes auto) would have continued the abandoned branch.
-TEST(CheckpointFolder, AResumeOfAnOlderCheckpointSetsTheBranchAsideBeforeTheDataOpens) {
+// Resuming epoch 1 of a run whose folder holds its epoch 2 abandons epoch 2: it is marked as
+// soon as the checkpoint is chosen and verified, before the data opens, and moved aside once
+// the run has checked it is its own. Here the data is gone, so the run stops there (exit 2)
+// with epoch 2 in place and marked; a restart of the job (which resumes auto) with the data
+// back skips it, resumes epoch 1, sets epoch 2 aside and trains its own epoch 2. (Before the
+// mark, the claim moved epoch 2 at once, which could move another run's; before that, nothing
+// was done, and the restart continued the abandoned branch.)
+TEST(CheckpointFolder, AResumeOfAnOlderCheckpointMarksTheBranchBeforeTheDataOpens) {
   const std::string data = fresh_dir("branch_data"), ck = fresh_dir("branch_ck");
   const std::string corpus = corpus_copy(data);
   ProcResult first = run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--max_steps", "0"}))), {}, 300);
@@ -57,12 +60,21 @@ TEST(CheckpointFolder, AResumeOfAnOlderCheckpointSetsTheBranchAsideBeforeTheData
   ProcResult resumed =
       run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--resume_from", ck + "/epoch_0001"}))), {}, 120);
   EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
-  EXPECT_FALSE(fs::exists(ck + "/epoch_0002")) << resumed.output;
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0002/manifest.json")) << resumed.output;
+  EXPECT_FALSE(fs::exists(ck + "/.superseded")) << resumed.output;
+  EXPECT_TRUE(fs::exists(ck + "/.abandoned.json")) << resumed.output;
+  corpus_copy(data);
+  ProcResult restarted =
+      run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--resume_from", ck + "/epoch_0001"}))),
+          {{"TORCHELASTIC_RESTART_COUNT", "1"}}, 300);
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   int aside = 0;
   if (fs::exists(ck + "/.superseded"))
     for (const auto& e : fs::directory_iterator(ck + "/.superseded"))
       aside += e.path().filename().string().rfind("epoch_0002", 0) == 0;
-  EXPECT_EQ(aside, 1) << resumed.output;
+  EXPECT_EQ(aside, 1) << "the restart resumed the abandoned epoch 2: " << restarted.output;
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0002/manifest.json")) << "the restart did not train epoch 2";
+  EXPECT_FALSE(fs::exists(ck + "/.abandoned.json")) << "the mark outlived the move";
 }
 
 // Note [One run per checkpoint folder]: while a run trains, a second run on its folder stops

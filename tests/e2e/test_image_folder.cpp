@@ -233,10 +233,13 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeStopsTheRunNamingItOrIsSkippedAndCount
 // folders are named otherwise labels the same images with other classes (here the first class
 // renamed to sort last: every label shifts by one, the class count unchanged). The resume and
 // eval both stop with exit 2 naming the classes; on the folder it was trained on, eval reads.
+// A resume of the older epoch there leaves the run's later epoch where it is (Note [A branch a
+// run abandons]: the flags alone vouched for it; before, it was moved into .superseded/ before
+// the Trainer saw the classes and refused, and auto no longer resumed it).
 TEST(ImageFolder, ACheckpointResumesAndEvaluatesOnlyOnItsOwnClasses) {
   const std::string data = pillow_folder("folder_classes_data", 64, 32);
   const std::string dir = fresh_dir("folder_classes");
-  ProcResult first = run(alone(folder_train(dir, as_folder(data), {"--epochs", "1"})), {}, 300);
+  ProcResult first = run(alone(folder_train(dir, as_folder(data), {"--epochs", "2"})), {}, 300);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   ProcResult same =
       run({binary(), "eval", "--checkpoint", dir + "/ck", "--metrics_file", dir + "/eval.jsonl"}, {}, 120);
@@ -248,8 +251,15 @@ TEST(ImageFolder, ACheckpointResumesAndEvaluatesOnlyOnItsOwnClasses) {
   ASSERT_GE(classes.size(), 2u);
   for (const char* split : {"train", "val"})
     fs::rename(data + "/folder/" + split + "/" + classes[0], data + "/folder/" + split + "/zz_" + classes[0]);
+  ProcResult older = run(
+      alone(folder_train(dir, as_folder(data), {"--epochs", "3", "--resume_from", dir + "/ck/epoch_0001"})),
+      {}, 300);
+  EXPECT_EQ(older.exit_code, 2) << older.output;
+  EXPECT_TRUE(fs::exists(dir + "/ck/epoch_0002/manifest.json")) << older.output;
+  EXPECT_FALSE(fs::exists(dir + "/ck/.superseded")) << older.output;
+  EXPECT_FALSE(fs::exists(dir + "/ck/.abandoned.json")) << "a refused run's mark was left";
   ProcResult resumed =
-      run(alone(folder_train(dir, as_folder(data), {"--epochs", "2", "--resume_from", "auto"})), {}, 300);
+      run(alone(folder_train(dir, as_folder(data), {"--epochs", "3", "--resume_from", "auto"})), {}, 300);
   EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
   EXPECT_FALSE(lines_with(resumed.output, "the image folder's classes").empty()) << resumed.output;
   ProcResult eval = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);

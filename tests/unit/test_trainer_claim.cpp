@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
+#include "train/abandoned_branch.h"
 #include "train/folder_claim.h"
 #include "trainer_fixtures.h"
 
@@ -72,7 +74,10 @@ TEST(Trainer, ASecondRunOnTheFolderIsRefusedEvenInTheSameProcess) {
 // made by the program's identity alone (here none: any checkpoint matches it), moves nothing;
 // the Trainer checks the choice by its whole identity (the optimizer, the parameters, the seed)
 // and only then sets the abandoned branch aside, so another run's checkpoints are refused and
-// never moved. A claim of another folder is refused.
+// never moved, and the refused claim's mark is removed. The claim marks the branch at once
+// (Note [A branch a run abandons]): an attempt that dies in its start-up leaves the mark, and
+// its restart's auto skips the branch (before, it continued it). A claim of another folder is
+// refused.
 TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   const std::string dir = testing_dist::temp_dir("trainer_claim_first");
   TrainerOptions o = quiet_fp32(8, 1);
@@ -87,16 +92,25 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
     other.loop.seed = 7;
     const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(other, ctx);
     EXPECT_FALSE(claim->resume.has_value());
+    EXPECT_EQ(abandoned_checkpoints(dir), (std::set<std::string>{"step_00000002", "step_00000004"}));
     Program p;
     EXPECT_THROW(Trainer(ctx, p.model, *p.optimizer, other, Objective::classification(), claim), OptionError);
     EXPECT_TRUE(std::filesystem::exists(later)) << "another run's checkpoint was moved";
     EXPECT_FALSE(std::filesystem::exists(dir + "/.superseded"));
+    EXPECT_TRUE(abandoned_checkpoints(dir).empty()) << "the refused claim's mark was left";
   }
   TrainerOptions again = o;
   again.checkpoint.resume_from = dir + "/step_00000002";
-  const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
+  {  // an attempt that resumes step 2, then dies in its start-up: its claim ends without a Trainer
+    const std::shared_ptr<CheckpointFolderClaim> died = claim_checkpoint_folder(again, ctx);
+    EXPECT_TRUE(std::filesystem::exists(later)) << "set aside before the Trainer checked the choice";
+  }
+  EXPECT_EQ(abandoned_checkpoints(dir), (std::set<std::string>{"step_00000004"}));
+  TrainerOptions restarted = again;  // as a restart's rule makes it (continue_newest_on_restart)
+  restarted.checkpoint.resume_from = "auto";
+  const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(restarted, ctx);
   ASSERT_TRUE(claim->resume.has_value());
-  EXPECT_EQ(claim->resume->meta.global_step, 2);
+  EXPECT_EQ(claim->resume->meta.global_step, 2) << "the restart continued the abandoned branch";
   EXPECT_TRUE(std::filesystem::exists(later)) << "set aside before the Trainer checked the choice";
   {
     TrainerOptions elsewhere = again;
@@ -109,6 +123,7 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   Trainer trainer(ctx, p.model, *p.optimizer, again, Objective::classification(), claim);
   EXPECT_FALSE(std::filesystem::exists(later)) << "not set aside by the Trainer";
   EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
+  EXPECT_TRUE(abandoned_checkpoints(dir).empty()) << "the mark outlived the move";
   auto recorder = std::make_shared<trainer_test::Recorder>();
   trainer.add_callback(recorder);
   UserData train(96, false);
