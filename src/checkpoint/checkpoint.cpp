@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/abandoned_mark.h"
 #include "checkpoint/checkpoint_meta.h"
 #include "checkpoint/crc32.h"
 #include "util/error.h"
@@ -414,8 +415,16 @@ const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEn
 
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
   const auto all = list_checkpoints(root, log);
+  const std::set<std::string> abandoned = abandoned_checkpoints(root);
   std::vector<const CheckpointEntry*> newest_first;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) newest_first.push_back(&*it);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (abandoned.count(fs::path(it->dir).filename().string()) == 0) {
+      newest_first.push_back(&*it);
+      continue;
+    }
+    log.warn(str("skipping ", it->dir, ": a start of its run abandoned it (", abandoned_mark_file(root),
+                 "; Note [A branch a run abandons]); name it to use it"));
+  }
   const CheckpointEntry* newest = newest_that_verifies(newest_first, log);
   if (!newest) return std::nullopt;
   return newest->dir;

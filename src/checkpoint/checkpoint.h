@@ -141,8 +141,9 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Log
 const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
                                             const Logger& log);
 
-/// The newest checkpoint in root that verifies (by optimizer step); nullopt when there is none.
-/// Verifies from the newest down, so older checkpoints are not read.
+/// The newest checkpoint in root that verifies (by optimizer step), past those a start of their
+/// run abandoned (checkpoint/abandoned_mark.h); nullopt when there is none. Verifies from the
+/// newest down, so older checkpoints are not read.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
 
 /// Restores every part and this rank's RNG state from a checkpoint, each file read once and

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
+#include "checkpoint/abandoned_mark.h"
 #include "checkpoint/checkpoint.h"
 #include "dist/every_rank.h"
 #include "util/error.h"
@@ -15,8 +16,6 @@ namespace ddptrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string mark_file(const std::string& dir) { return (fs::path(dir) / ".abandoned.json").string(); }
 
 // Rank 0's listing decides: the complete checkpoints of steps after `after_step`.
 std::vector<CheckpointEntry> later_than(const std::string& dir, int64_t after_step, const Logger& log) {
@@ -30,48 +29,26 @@ std::string start_words(int64_t after_step) {
   return str("this run starts at step ", std::max<int64_t>(after_step, 0), "; ");
 }
 
-void remove_mark(const std::string& dir) {
-  std::error_code ec;
-  fs::remove(mark_file(dir), ec);
-  if (ec)
-    throw Error(str("cannot remove ", mark_file(dir), ": ", ec.message(), "; delete it, then start again"));
-}
-
 }  // namespace
-
-std::set<std::string> abandoned_checkpoints(const std::string& dir) {
-  const std::string file = mark_file(dir);
-  std::error_code ec;
-  if (dir.empty() || !fs::exists(file, ec)) return {};
-  std::set<std::string> names;
-  try {
-    const nlohmann::json mark = nlohmann::json::parse(read_file(file));
-    for (const auto& n : mark.at("checkpoints")) names.insert(n.get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str(file, " (the checkpoints a run abandoned) cannot be read: ", e.what(),
-                    "; delete it (then resume_from auto may resume them), or name the checkpoint to resume"));
-  }
-  return names;
-}
 
 void mark_abandoned_branch(const std::string& dir, int64_t after_step, const DistContext& ctx) {
   if (dir.empty()) return;
   const auto mark = [&] {
     if (!ctx.is_main()) return;
     const std::vector<CheckpointEntry> later = later_than(dir, after_step, ctx.log());
-    if (later.empty()) return remove_mark(dir);
-    nlohmann::json names = nlohmann::json::array();
+    if (later.empty()) return remove_abandoned_mark(dir);
+    std::vector<std::string> names;
     std::string listed;
     for (const CheckpointEntry& c : later) {
       names.push_back(fs::path(c.dir).filename().string());
-      listed += str(listed.empty() ? "" : ", ", names.back().get<std::string>());
+      listed += str(listed.empty() ? "" : ", ", names.back());
     }
-    write_file_atomic(mark_file(dir),
-                      nlohmann::json{{"after_step", after_step}, {"checkpoints", names}}.dump(1));
+    write_abandoned_mark(dir, after_step, names);
     ctx.log().info(
         str(start_words(after_step), "the later checkpoints of this run's before (", listed,
-            ") are marked abandoned in ", mark_file(dir), ": auto skips them, and they move to ",
-            ".superseded/ once the run has checked they are its own (Note [A branch a run abandons])"));
+            ") are marked abandoned in ", abandoned_mark_file(dir), ": auto skips them, and they ",
+            "move to .superseded/ once the run has checked they are its own (Note [A branch a run ",
+            "abandons])"));
   };
   on_every_rank(ctx, "the checkpoints of later steps marked abandoned", mark, [&](int64_t) {
     return str("rank 0 could not mark the checkpoints of later steps in ", dir, " (its log says why)");
@@ -100,16 +77,25 @@ void set_aside_later_checkpoints(const std::string& dir, int64_t after_step, con
                          ", a later step of this run's before) moved to ", to.string(),
                          ": neither resumed nor rotated (Note [A branch a run abandons])"));
     }
-    remove_mark(dir);  // before the first save, which may take a name the mark holds
+    remove_abandoned_mark(dir);  // before the first save, which may take a name the mark holds
   };
   on_every_rank(ctx, "checkpoints of later steps set aside", move_later, [&](int64_t) {
     return str("rank 0 could not set aside the checkpoints of later steps in ", dir, " (its log says why)");
   });
 }
 
-void drop_abandoned_mark(const std::string& dir, const Logger& log) {
+void drop_mark_of_another_run(const std::string& dir, const RunIdentity& identity, const Logger& log) {
   try {
-    if (!dir.empty()) remove_mark(dir);
+    const std::set<std::string> marked = abandoned_checkpoints(dir);
+    for (const CheckpointEntry& c : list_checkpoints(dir, log)) {
+      if (marked.count(fs::path(c.dir).filename().string()) == 0 ||
+          identity_differences(identity, c.meta.run).empty())
+        continue;
+      remove_abandoned_mark(dir);
+      log.info(
+          str(c.dir, " is another run's: ", abandoned_mark_file(dir), " removed (this start moved nothing)"));
+      return;
+    }
   } catch (const std::exception& e) {
     log.warn(str(e.what(), " (a refused run's mark: auto skips the checkpoints it names)"));
   }

@@ -10,12 +10,12 @@
 namespace ddptrain {
 namespace {
 
-// Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
-// this rank's restart count, at least 1 where any rank's is.
 int64_t step_resumed(const std::optional<CheckpointEntry>& resume) {
   return resume ? resume->meta.global_step : -1;  // -1: a fresh start's
 }
 
+// Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
+// this rank's restart count, at least 1 where any rank's is.
 int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
   const int own = ctx.restart_count();
   const std::vector<int64_t> restarted = on_every_rank(

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include "checkpoint/abandoned_mark.h"
 #include "checkpoint/checkpoint.h"
-#include "train/abandoned_branch.h"
 #include "util/error.h"
 #include "util/fnv.h"
 #include "util/strings.h"
@@ -228,8 +228,9 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
     } else if (abandoned.count(fs::path(c->dir).filename().string()) == 0) {
       ours_newest_first.push_back(&*c);
     } else {  // Note [A branch a run abandons]
-      log.info(str("resume_from auto: skipping ", c->dir, " (step ", c->meta.global_step,
-                   "): a start of this run abandoned it (", root, "/.abandoned.json); name it to resume it"));
+      log.warn(str("resume_from auto: skipping ", c->dir, " (step ", c->meta.global_step,
+                   "): a start of this run abandoned it (", abandoned_mark_file(root),
+                   "); name it to resume it, or delete that file"));
     }
   }
   // auto: the newest of this run's that verifies; older ones are not read (Note [Checkpoints read once]).

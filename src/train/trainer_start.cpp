@@ -79,7 +79,7 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
                        " refused the checkpoint folder's choice (its log says why)");
           });
     } catch (const UsageError&) {  // Note [A branch a run abandons]: the mark may name another run's
-      if (ctx.is_main()) drop_abandoned_mark(claim->dir, ctx.log());
+      if (ctx.is_main()) drop_mark_of_another_run(claim->dir, o.run_identity, ctx.log());
       throw;
     }
   } else {  // Note [A run claims its checkpoint folder]

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "train/abandoned_branch.h"
+#include "checkpoint/abandoned_mark.h"
 #include "train/folder_claim.h"
 #include "trainer_fixtures.h"
 
@@ -139,6 +139,38 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   EXPECT_TRUE(std::filesystem::exists(later)) << "the fit's own save was set aside";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(dir + "_other");
+}
+
+// Note [A branch a run abandons]: a Trainer that refuses the checkpoint its claim chose (here
+// another run's, by the seed the program's options do not hold) keeps the mark of the folder's
+// later checkpoints, which are this run's: a restart (torchrun's, whatever the exit code)
+// resumes auto, and without the mark it continued the branch the first attempt abandoned.
+// The folder's newest for eval and export (find_latest_checkpoint) skips the marked ones too.
+TEST(Trainer, ARefusalOfTheChosenCheckpointKeepsTheMarkOfThisRunsBranch) {
+  const std::string dir = testing_dist::temp_dir("trainer_claim_kept_mark");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir + "/run";
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 4;
+  ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
+  TrainerOptions other = o;
+  other.checkpoint.dir = dir + "/other";
+  other.loop.seed = 7;
+  ASSERT_EQ(trainer_test::train_user_net(1, other).result.global_step, 4);
+  DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
+  TrainerOptions again = o;
+  again.checkpoint.resume_from = other.checkpoint.dir + "/step_00000002";
+  const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(again, ctx);
+  ASSERT_TRUE(claim->resume.has_value()) << "the program's options alone refused it";
+  EXPECT_EQ(abandoned_checkpoints(o.checkpoint.dir), (std::set<std::string>{"step_00000004"}));
+  // eval's and export's --checkpoint <folder> skip it as auto does
+  EXPECT_EQ(find_latest_checkpoint(o.checkpoint.dir, ctx.log()), o.checkpoint.dir + "/step_00000002");
+  Program p;
+  EXPECT_THROW(Trainer(ctx, p.model, *p.optimizer, again, Objective::classification(), claim), OptionError);
+  EXPECT_EQ(abandoned_checkpoints(o.checkpoint.dir), (std::set<std::string>{"step_00000004"}))
+      << "the mark of this run's own branch was dropped";
+  EXPECT_TRUE(std::filesystem::exists(o.checkpoint.dir + "/step_00000004"));
+  std::filesystem::remove_all(dir);
 }
 
 // Note [Run identity]: another run's checkpoint that is incomplete (its optimizer.pt deleted to
