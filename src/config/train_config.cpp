@@ -421,8 +421,13 @@ void validate(TrainConfig& c, const std::vector<Flag>& table) {
 void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table) {
   std::string& dir = c.model.init_from_hf;
   dir = std::filesystem::absolute(dir).lexically_normal().string();
-  DDP_USAGE_CHECK(is_hf_folder(dir), "--init_from_hf='", dir,
-                  "' holds no config.json: pass a folder written by transformers' save_pretrained");
+  const std::filesystem::path root(dir);
+  DDP_USAGE_CHECK(std::filesystem::is_regular_file(root / kHfConfig), "--init_from_hf='", dir, "' holds no ",
+                  kHfConfig, ": pass a folder written by transformers' save_pretrained");
+  DDP_USAGE_CHECK(
+      is_hf_folder(dir), "--init_from_hf='", dir, "' holds neither ", kHfSingle, " nor ", kHfIndex,
+      " (weights in another format, such as pytorch_model.bin, are not read): save the model with ",
+      "save_pretrained(..., safe_serialization=True)");
   const std::string& init = c.trainer.checkpoint.init_from;
   DDP_USAGE_CHECK(init.empty() || std::filesystem::absolute(init).lexically_normal().string() == dir,
                   "--init_from and --init_from_hf both give initial weights: drop --init_from");

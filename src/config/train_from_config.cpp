@@ -76,7 +76,10 @@ bool shards_as_built(const TrainConfig& cfg, const DistContext& ctx) {
          (ck.init_from.empty() || (!cfg.model.init_from_hf.empty() && ck.resume_from != "auto"));
 }
 
-// The sink for build_model, and the folder it reads (unless a checkpoint is resumed).
+// The sink for build_model, and the folder it reads (unless a checkpoint is resumed), opened
+// and checked whole before the model is built: a config.json whose sizes its files lack (a
+// config copied from a larger model) would first build, and fill memory with, a model of its
+// sizes.
 struct UnitByUnit {
   std::unique_ptr<HfInitialWeights> weights;
   std::unique_ptr<ShardAsBuilt> sink;
@@ -98,9 +101,9 @@ std::unique_ptr<HfInitialWeights> open_on_every_rank(const std::string& dir, con
 
 UnitByUnit unit_by_unit(const TrainConfig& cfg, const DistContext& ctx) {
   UnitByUnit u;
-  if (!shards_as_built(cfg, ctx)) return u;
   if (!cfg.model.init_from_hf.empty() && cfg.trainer.checkpoint.resume_from.empty())
     u.weights = open_on_every_rank(cfg.model.init_from_hf, ctx);
+  if (!shards_as_built(cfg, ctx)) return u;  // the whole model filled once built
   ShardAsBuilt::Fill fill;
   if (u.weights)
     fill = [w = u.weights.get()](const std::string& name, torch::nn::Module& unit) {

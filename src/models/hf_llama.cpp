@@ -243,6 +243,9 @@ HfPlan llama_hf_plan(const std::vector<StoredTensor>& stored, const LlamaConfig&
                     "; weights are float32, bfloat16 or float16");
     DDP_USAGE_CHECK(t.shape == it->second, "'", origin, "': tensor '", t.name, "' has shape ",
                     at::IntArrayRef(t.shape), "; the config's sizes need ", at::IntArrayRef(it->second));
+    const auto twice = got.find(name);  // "ln_f.weight" beside "transformer.ln_f.weight"
+    DDP_USAGE_CHECK(twice == got.end(), "'", origin, "': tensors '", twice->second.stored, "' and '", t.name,
+                    "' are the same weight (", name, ") stored twice: remove one");
     got[name] = {t.name, t.dtype, it->second, false};
   }
   for (const auto& [name, shape] : layout) {
@@ -295,6 +298,7 @@ std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype)
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;  // generate() stops at each
   if (qwen2) {
     j["use_sliding_window"] = c.sliding_window > 0;
+    j["sliding_window"] = nullptr;  // none (Qwen2Config's 4096 applied regardless in some releases)
     if (c.sliding_window > 0) {
       j["sliding_window"] = c.sliding_window;
       j["max_window_layers"] = c.max_window_layers;

@@ -126,6 +126,22 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
   EXPECT_EQ(w.exit_code, 2) << w.output;
   EXPECT_FALSE(lines_with(w.output, "--n_layer=3 differs from the 2 of --init_from_hf's config.json").empty())
       << w.output;
+  // A config.json that says more layers than its files hold (one copied from a larger model):
+  // exit 2 naming the missing tensor before the model is built (it was built and filled with
+  // random weights first: a 7B config's OOM, not an error).
+  fs::create_directories(dir + "/deeper");
+  for (const auto& e : fs::directory_iterator(dir + "/gpt2"))
+    fs::copy(e.path(), dir + "/deeper/" + e.path().filename().string());
+  nlohmann::json config = nlohmann::json::parse(read_text(dir + "/deeper/config.json"));
+  config["n_layer"] = 3;
+  std::ofstream(dir + "/deeper/config.json") << config.dump();
+  std::vector<std::string> deeper = train;
+  deeper.insert(deeper.end(), {"--init_from_hf", dir + "/deeper", "--checkpoint_dir", dir + "/ck_deeper"});
+  deeper.insert(deeper.begin(), binary());
+  ProcResult d = run(deeper, {}, 60);
+  EXPECT_EQ(d.exit_code, 2) << d.output;
+  EXPECT_FALSE(lines_with(d.output, "tensor 'transformer.h.2.").empty()) << d.output;
+  EXPECT_TRUE(lines_with(d.output, "optimizer adamw").empty()) << "the model was built first: " << d.output;
 }
 
 // The Llama family end to end: a Qwen2 folder (grouped-query attention, q/k/v biases, tied)
