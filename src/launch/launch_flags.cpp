@@ -28,7 +28,8 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
                 "seconds the workers get to finish their step and save after a SIGINT/SIGTERM this "
                 "launcher forwards, before SIGKILL (a second signal: SIGKILL at once)"),
       bind_flag("max_restarts", &o.max_restarts,
-                "restart the workers this often after a failure (they resume from the newest checkpoint)"),
+                "restart the workers this often after a failure (they resume from the newest checkpoint; "
+                "one node only: torchrun restarts a multi-node job)"),
       bind_flag(
           "stall_s", &o.stall_s,
           "a rank waiting this many seconds in one collective is a hang: every rank writes its flight "
@@ -66,6 +67,12 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
   DDP_USAGE_CHECK(opts->master_port >= 1 && opts->master_port <= 65535, "--master_port=", opts->master_port,
                   " must be a TCP port in [1, 65535]");
   DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
+  DDP_USAGE_CHECK(
+      opts->max_restarts == 0 || opts->nnodes == 1, "--max_restarts=", opts->max_restarts,
+      " with --nnodes=", opts->nnodes, ": each node's launcher would restart its own workers ",
+      "alone, and a restarted node would meet the other nodes' old group; restart a multi-node ",
+      "job with torchrun's rendezvous (docs/running.md, \"Elastic\"), or pass --max_restarts 0 and ",
+      "restart the whole job");
   DDP_USAGE_CHECK(opts->kill_grace_s >= 0, "--kill_grace_s=", opts->kill_grace_s, " must be >= 0");
   DDP_USAGE_CHECK(opts->signal_grace_s >= 0, "--signal_grace_s=", opts->signal_grace_s, " must be >= 0");
   DDP_USAGE_CHECK(opts->stall_s >= 0, "--stall_s=", opts->stall_s, " must be >= 0 (0: off)");

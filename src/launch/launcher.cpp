@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,9 +28,17 @@ namespace ddptrain {
 
 namespace {
 
-// The only process-wide state of the launcher: the last forwarded signal, set by the handler.
+// The only process-wide state of the launcher: the last signal to forward, and how many came
+// (two within one poll are a second signal: SIGKILL), set by the handler.
 std::atomic<int> g_signal{0};
-void on_signal(int sig) { g_signal.store(sig); }
+std::atomic<int> g_signals{0};
+void on_signal(int sig) {
+  g_signal.store(sig);
+  g_signals.fetch_add(1);
+}
+
+// Set for a worker by this launcher alone, never inherited from the launcher's own environment.
+constexpr const char* kNotInherited[] = {"DDPTRAIN_LAUNCH_DIR"};
 
 struct Worker {
   int rank = 0;
@@ -83,11 +92,15 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     // Child: die with the launcher, whatever kills it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(127);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
+    ::setpgid(0, 0);  // a group of its own: the launcher signals it whole (a terminal's Ctrl-C does not)
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; an ignored signal survives exec
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+#ifdef SYS_close_range
+    ::syscall(SYS_close_range, 3U, ~0U, 0U);  // nothing the launcher inherited (a jobserver's pipes)
+#endif
+    for (const char* name : kNotInherited) ::unsetenv(name);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(exe.c_str()));
@@ -97,6 +110,7 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a signal
   ::close(out[1]);
   ::close(err[1]);
   *out_fd = out[0];
@@ -130,6 +144,13 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
         {"GROUP_RANK", std::to_string(o.node_rank)},
         {"MASTER_ADDR", o.master_addr},
         {"MASTER_PORT", std::to_string(o.master_port)},
+        {"ROLE_RANK", std::to_string(w.rank)},  // torchrun's, with its one role
+        {"ROLE_NAME", "default"},
+        {"ROLE_WORLD_SIZE", std::to_string(world)},
+        {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+        {"TORCHELASTIC_RUN_ID", "none"},
+        {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+        {"TORCHELASTIC_USE_AGENT_STORE", "False"},  // rank 0 serves the store (not an outer torchrun's)
         {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
         {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
     };
@@ -188,7 +209,7 @@ struct Teardown {
 
 void signal_all(std::vector<Worker>& workers, int sig) {
   for (auto& w : workers)
-    if (!w.exited) ::kill(w.pid, sig);
+    if (!w.exited) ::kill(-w.pid, sig);  // its group: a script's program too
 }
 
 // Whether a worker's end is a failure of its own: not a clean exit, nor what the launcher asked
@@ -205,6 +226,8 @@ bool failed(int st, const Teardown& t) {
   if (term_sent && WIFSIGNALED(st) &&
       (WTERMSIG(st) == SIGTERM || (t.killed && WTERMSIG(st) == SIGKILL && !t.grace_expired)))
     return false;
+  if (term_sent && t.forwarded == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM)
+    return false;  // the teardown's SIGTERM, handled as a stop (ddptrain's workers exit 143)
   return true;
 }
 
@@ -238,18 +261,23 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
 // signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
 // kill_grace_s between SIGTERM and SIGKILL.
 void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o) {
-  if (int sig = g_signal.exchange(0); sig != 0) {
-    if (t.forwarded != 0 && !t.killed) {
+  for (int n = g_signals.exchange(0); n > 0; --n) {
+    const int sig = g_signal.load();
+    if (t.forwarded != 0) {
+      if (t.killed) break;
       std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
       signal_all(workers, SIGKILL);
       t.killed = true;
       return;
     }
+    // A hang-up or a quit stops the workers as SIGTERM does: they save (--checkpoint_on_signal),
+    // where SIGHUP's default would end them at once.
+    const int forward = sig == SIGINT ? SIGINT : SIGTERM;
     std::fprintf(stderr,
-                 "launch: got %s, forwarding to the workers (SIGKILL after %d s, or at a second signal)\n",
-                 strsignal(sig), o.signal_grace_s);
-    t.forwarded = sig;
-    signal_all(workers, sig);
+                 "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
+                 strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
+    t.forwarded = forward;
+    signal_all(workers, forward);
     t.term_sent = std::chrono::steady_clock::now();
   }
   const int grace = t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s;
@@ -404,8 +432,8 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})  // a hang-up (ssh gone) stops as SIGTERM does
+    ::sigaction(sig, &sa, nullptr);
   // Output closed (`ddptrain launch ... | tee log` after a Ctrl-C ended tee): a write fails with
   // EPIPE and LinePump drops the line. SIGPIPE's default would end the launcher, and with it
   // (PR_SET_PDEATHSIG) every worker in the middle of its save on the signal.

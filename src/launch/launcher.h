@@ -2,14 +2,17 @@
 // --master_port P] train [train flags]` (or any PROGRAM [ARGS...], as torchrun --no-python
 // runs it) starts N local workers of this binary with the
 // torchrun environment contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
-// MASTER_ADDR, MASTER_PORT), prefixes their output lines with `[rank]`, forwards SIGINT and
-// SIGTERM, and when a worker fails stops the others (SIGTERM, then SIGKILL after a grace
-// period) and exits non-zero naming the first failed rank and its exit code or signal.
-// Workers die with the launcher (PR_SET_PDEATHSIG), so none is ever left behind.
-// With --max_restarts N a failed group is restarted (TORCHELASTIC_RESTART_COUNT counts the
-// attempts) with `--resume_from auto`. Each worker writes its fatal error to the file named by
-// TORCHELASTIC_ERROR_FILE (as under torchrun); the final report quotes the first failure's.
-// With --stall_s S a collective that waits S seconds on a rank ends the group with the flight
+// MASTER_ADDR, MASTER_PORT, and torchrun's ROLE_*, GROUP_WORLD_SIZE, TORCHELASTIC_*), prefixes
+// their output lines with `[rank]`, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT, and when a
+// worker fails stops the others (SIGTERM, then SIGKILL after a grace period) and exits non-zero
+// naming the first failed rank and its exit code or signal. Each worker leads a process group
+// of its own (as torchrun's start_new_session), and the launcher signals the whole group, so a
+// worker that is a script stops with the program it runs; workers die with the launcher
+// (PR_SET_PDEATHSIG). With --max_restarts N (one node: the nodes' launchers do not agree on
+// attempts; torchrun's rendezvous restarts a multi-node job) a failed group is restarted
+// (TORCHELASTIC_RESTART_COUNT counts the attempts) with `--resume_from auto`. Each worker writes its fatal
+// error to the file named by TORCHELASTIC_ERROR_FILE (as under torchrun); the final report quotes the first
+// failure's. With --stall_s S a collective that waits S seconds on a rank ends the group with the flight
 // recorder's verdict (launch/stall_watch.h).
 #pragma once
 

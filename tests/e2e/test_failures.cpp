@@ -405,33 +405,36 @@ TEST(E2E, AHungWorkerEndsTheJobWithinTimeoutPlusGrace) {
 }
 
 // The workers get --signal_grace_s (not the failure teardown's --kill_grace_s, here 0) to finish
-// their step and save.
+// their step and save. A hang-up (an ssh session gone) stops them as SIGTERM does (before, the
+// launcher died of it, and its workers with it, unsaved).
 TEST(E2E, LauncherForwardsSigterm) {
-  std::string ckpt = fresh_dir("sigterm");
-  std::string out = ckpt + "/launch.log";
-  std::vector<std::string> cmd =
-      launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}));
-  cmd.insert(cmd.begin() + 2, {"--kill_grace_s", "0"});
-  pid_t launcher = spawn(cmd, out);
-  std::vector<pid_t> kids = wait_for_children(launcher, 2);
-  ASSERT_EQ(kids.size(), 2u);
-  // Signal only once training runs (before that, SIGTERM simply ends a worker).
-  for (int i = 0; i < 600 && lines_with(read_text(out), "samples/s").empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ::kill(launcher, SIGTERM);
-  int code = wait_for(launcher, 30);
-  if (code == -1) ::kill(launcher, SIGKILL);
-  ASSERT_EQ(code, 128 + SIGTERM);
-  std::ifstream in(out);
-  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(log.find("forwarding to the workers"), std::string::npos) << log;
-  // The workers finished their step and saved where they were (--checkpoint_on_signal).
-  EXPECT_NE(log.find("stopping after step"), std::string::npos) << log;
-  bool saved = false;
-  for (const auto& e : fs::directory_iterator(ckpt))
-    saved |= e.path().filename().string().rfind("step_", 0) == 0 && fs::exists(e.path() / "manifest.json");
-  EXPECT_TRUE(saved) << log;
-  for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
+  for (const int sig : {SIGTERM, SIGHUP}) {
+    std::string ckpt = fresh_dir(sig == SIGTERM ? "sigterm" : "sighup");
+    std::string out = ckpt + "/launch.log";
+    std::vector<std::string> cmd =
+        launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}));
+    cmd.insert(cmd.begin() + 2, {"--kill_grace_s", "0"});
+    pid_t launcher = spawn(cmd, out);
+    std::vector<pid_t> kids = wait_for_children(launcher, 2);
+    ASSERT_EQ(kids.size(), 2u);
+    // Signal only once training runs (before that, SIGTERM simply ends a worker).
+    for (int i = 0; i < 600 && lines_with(read_text(out), "samples/s").empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::kill(launcher, sig);
+    int code = wait_for(launcher, 30);
+    if (code == -1) ::kill(launcher, SIGKILL);
+    ASSERT_EQ(code, 128 + SIGTERM) << strsignal(sig);
+    std::ifstream in(out);
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(log.find("forwarding SIGTERM to the workers"), std::string::npos) << log;
+    // The workers finished their step and saved where they were (--checkpoint_on_signal).
+    EXPECT_NE(log.find("stopping after step"), std::string::npos) << log;
+    bool saved = false;
+    for (const auto& e : fs::directory_iterator(ckpt))
+      saved |= e.path().filename().string().rfind("step_", 0) == 0 && fs::exists(e.path() / "manifest.json");
+    EXPECT_TRUE(saved) << log;
+    for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
+  }
 }
 
 TEST(E2E, MismatchedModelsFailOnEveryRankWithoutHanging) {

@@ -24,20 +24,27 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   const std::string marker = fresh_dir("launch_program") + "/rank0_printed";
   const std::string script =
       "echo \"contract $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $1\"; "
+      "echo \"torchrun's $ROLE_RANK $ROLE_NAME $ROLE_WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RUN_ID "
+      "$TORCHELASTIC_MAX_RESTARTS $TORCHELASTIC_USE_AGENT_STORE launch_dir=$DDPTRAIN_LAUNCH_DIR\"; "
       "echo \"threads $OMP_NUM_THREADS\"; "
       "if [ \"$RANK\" = 0 ]; then touch " +
       marker +
       "; fi; "
       "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " +
       marker + " ] && break; sleep 0.05; done; exit 3; fi";
+  // The launcher's own environment as an outer torchrun's (or a stale shell's) would leave it:
+  // its workers get the launcher's values (rank 0 serves the store; no stall folder).
   ProcResult r = run({binary(), "launch", "--nproc_per_node", "2", "--master_port", std::to_string(port),
                       "sh", "-c", script, "sh", "--help"},
-                     {}, 60);
+                     {{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"DDPTRAIN_LAUNCH_DIR", "/tmp/stale"}}, 60);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   for (int rank : {0, 1}) {
     const std::string line = "[" + std::to_string(rank) + "] contract " + std::to_string(rank) + " " +
                              std::to_string(rank) + " 2 2 127.0.0.1 " + std::to_string(port) + " --help";
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+    const std::string torchruns = "[" + std::to_string(rank) + "] torchrun's " + std::to_string(rank) +
+                                  " default 2 1 none 0 False launch_dir=";
+    EXPECT_NE(r.output.find(torchruns + "\n"), std::string::npos) << torchruns << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("FAILED: rank 1"), std::string::npos) << r.output;
   // A program of the user's gets the cores shared among its workers (LibTorch would start a
@@ -54,6 +61,11 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_NE(missing.output.find("'no-such-program-xyz' is neither a ddptrain command"), std::string::npos)
       << missing.output;
+  // Restarts of a multi-node job are torchrun's: each node's launcher would restart alone.
+  ProcResult nodes =
+      run({binary(), "launch", "--nnodes", "2", "--node_rank", "0", "--max_restarts", "1", "true"}, {}, 60);
+  EXPECT_EQ(nodes.exit_code, 2) << nodes.output;
+  EXPECT_NE(nodes.output.find("--max_restarts=1 with --nnodes=2"), std::string::npos) << nodes.output;
 }
 
 namespace {
@@ -128,6 +140,32 @@ TEST(LaunchProgram, AFailureWhileStoppingOnASignalIsTheExitCode) {
   const int killed = wait_for(second, 30);
   if (killed == -1) ::kill(second, SIGKILL);
   EXPECT_EQ(killed, 128 + SIGKILL) << read_text(dir + "/launch2.log");
+}
+
+// Each worker leads a process group of its own, which the launcher signals whole (as torchrun's
+// start_new_session and killpg): a worker that is a script stops with the program it runs,
+// here a sleep in the background. Before, only the script was signalled, and its program ran
+// on, orphaned (with its GPU memory and, on rank 0, the port a restart needs).
+TEST(LaunchProgram, AScriptsOwnProgramStopsWithIt) {
+  const std::string dir = fresh_dir("launch_group");
+  const std::string script = "sleep 300 & echo $! > " + dir + "/child_$RANK.tmp; mv " + dir +
+                             "/child_$RANK.tmp " + dir + "/child_$RANK; wait";
+  const pid_t launcher = spawn(launch_sh(script), dir + "/launch.log");
+  for (int i = 0;
+       i < 400 && !(std::filesystem::exists(dir + "/child_0") && std::filesystem::exists(dir + "/child_1"));
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<pid_t> children;
+  for (const char* rank : {"0", "1"}) children.push_back(std::stoi(read_text(dir + "/child_" + rank)));
+  ::kill(launcher, SIGTERM);
+  const int code = wait_for(launcher, 30);
+  if (code == -1) ::kill(launcher, SIGKILL);
+  EXPECT_EQ(code, 128 + SIGTERM) << read_text(dir + "/launch.log");
+  for (const pid_t child : children) {
+    for (int i = 0; i < 100 && alive(child); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(alive(child)) << "the script's program " << child << " was left running";
+    ::kill(child, SIGKILL);
+  }
 }
 
 // Note [Stall seen by the launcher]: a wait is timed by the launcher's clock from when it saw
