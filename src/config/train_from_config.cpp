@@ -131,7 +131,8 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   // Model: the same seed on every rank, so every rank builds the same weights (DDP's
   // broadcast then makes it certain); afterwards each rank draws from seed + rank.
   torch::manual_seed(cfg.trainer.loop.seed);
-  const UnitByUnit units = unit_by_unit(cfg, ctx);
+  UnitByUnit units = unit_by_unit(cfg, ctx);
+  const bool weights_read = units.weights != nullptr;
   std::shared_ptr<Model> model = build_model(
       cfg.model, data.train->shape(),
       cfg.dist.sync_bn ? sync_batchnorm_factory(ctx) : NormFactory(default_norm), units.sink.get());
@@ -142,6 +143,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   if (units.weights) {  // the parameters outside the units
     units.weights->fill(*model);
     units.weights->finish();
+    units.weights.reset();  // the folder's files closed (the sink's fill ran in the build)
   }
   model->to(ctx.device());
   torch::manual_seed(cfg.trainer.loop.seed + static_cast<uint64_t>(ctx.rank()));
@@ -154,7 +156,7 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
   TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
   add_data_identity(opts.run_identity, *data.train);        // and an image folder's classes
-  if (units.weights) opts.checkpoint.init_from.clear();     // read already, into the units
+  if (weights_read) opts.checkpoint.init_from.clear();      // read already, into the parameters
   Trainer trainer(ctx, std::move(net), *optimizer, opts,
                   objective_for(cfg.program.loss, cfg.program.fused_loss), std::move(claim));
   trainer.set_loop_hooks(std::make_shared<FaultHooks>(FaultPlan::from_env()));  // the failure tests'

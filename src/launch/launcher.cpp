@@ -92,8 +92,13 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     // Child: die with the launcher, whatever kills it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(127);
-    ::setpgid(0, 0);  // a group of its own: the launcher signals it whole (a terminal's Ctrl-C does not)
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, SIG_DFL);
+    // A session and process group of its own, as torchrun's start_new_session: the launcher
+    // signals the group whole, a terminal's Ctrl-C reaches the launcher alone, and no worker is
+    // stopped by reading a terminal it does not own (the launcher's handlers end at exec; a
+    // signal nohup ignored stays ignored).
+    ::setsid();
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; an ignored signal survives exec
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
@@ -110,7 +115,6 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a signal
   ::close(out[1]);
   ::close(err[1]);
   *out_fd = out[0];
@@ -209,7 +213,9 @@ struct Teardown {
 
 void signal_all(std::vector<Worker>& workers, int sig) {
   for (auto& w : workers)
-    if (!w.exited) ::kill(-w.pid, sig);  // its group: a script's program too
+    // Its group: a script's program too; the worker alone before its setsid ran (or where it
+    // left the group).
+    if (!w.exited && ::kill(-w.pid, sig) != 0 && errno == ESRCH) ::kill(w.pid, sig);
 }
 
 // Whether a worker's end is a failure of its own: not a clean exit, nor what the launcher asked
@@ -264,7 +270,9 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const Launc
   for (int n = g_signals.exchange(0); n > 0; --n) {
     const int sig = g_signal.load();
     if (t.forwarded != 0) {
-      if (t.killed) break;
+      // A second signal, not the same one delivered twice (a hang-up reaches the launcher from
+      // its shell and from the kernel), which would kill the save the first one asked for.
+      if (t.killed || std::chrono::steady_clock::now() - t.term_sent < std::chrono::seconds(1)) break;
       std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
       signal_all(workers, SIGKILL);
       t.killed = true;
@@ -432,8 +440,12 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})  // a hang-up (ssh gone) stops as SIGTERM does
-    ::sigaction(sig, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  for (const int sig : {SIGHUP, SIGQUIT}) {  // a hang-up (ssh gone) stops as SIGTERM does, unless
+    struct sigaction old {};                 // ignored (nohup): then the run goes on, as before
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
+  }
   // Output closed (`ddptrain launch ... | tee log` after a Ctrl-C ended tee): a write fails with
   // EPIPE and LinePump drops the line. SIGPIPE's default would end the launcher, and with it
   // (PR_SET_PDEATHSIG) every worker in the middle of its save on the signal.

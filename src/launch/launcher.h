@@ -5,9 +5,9 @@
 // MASTER_ADDR, MASTER_PORT, and torchrun's ROLE_*, GROUP_WORLD_SIZE, TORCHELASTIC_*), prefixes
 // their output lines with `[rank]`, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT, and when a
 // worker fails stops the others (SIGTERM, then SIGKILL after a grace period) and exits non-zero
-// naming the first failed rank and its exit code or signal. Each worker leads a process group
-// of its own (as torchrun's start_new_session), and the launcher signals the whole group, so a
-// worker that is a script stops with the program it runs; workers die with the launcher
+// naming the first failed rank and its exit code or signal. Each worker leads a session and
+// process group of its own (as torchrun's start_new_session), and the launcher signals the
+// whole group, so a worker that is a script stops with the program it runs; workers die with the launcher
 // (PR_SET_PDEATHSIG). With --max_restarts N (one node: the nodes' launchers do not agree on
 // attempts; torchrun's rendezvous restarts a multi-node job) a failed group is restarted
 // (TORCHELASTIC_RESTART_COUNT counts the attempts) with `--resume_from auto`. Each worker writes its fatal

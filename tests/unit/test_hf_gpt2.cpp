@@ -221,6 +221,22 @@ TEST(HfGpt2, TheLayoutIsGptsStateWithoutBuildingIt) {
   }
 }
 
+// A weight stored twice, under its prefixed and its bare name (a merged or hand-converted
+// state dict), is refused naming both; before, whichever came last in name order won.
+TEST(HfGpt2, AWeightStoredTwiceIsRefused) {
+  GptConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.block_size = 5;
+  c.vocab_size = 11;
+  NamedTensors hf = gpt_to_hf(state_dict(*Gpt(c)));
+  ASSERT_NO_THROW(gpt_from_hf(hf, c, "folder"));
+  hf.emplace_back("ln_f.weight", at::zeros({8}));
+  const std::string e = folder_error([&] { gpt_from_hf(hf, c, "folder"); });
+  EXPECT_NE(e.find("' are the same weight (ln_f.weight) stored twice"), std::string::npos) << e;
+}
+
 // HfInitialWeights (the trainer's --init_from_hf, and ZeRO-3's unit by unit) writes each tensor
 // into its parameter: straight from the file where dtype and layout allow, converted or
 // transposed where not, a padded vocabulary's extra rows zero. Filling the units one at a time
