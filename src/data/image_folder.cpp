@@ -19,8 +19,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// From the name's last dot, as torchvision's name.lower().endswith(...) sees it (a file named
+// ".png" is one, where path::extension() says "").
 std::string lower_extension(const fs::path& p) {
-  std::string e = p.extension().string();
+  const std::string name = p.filename().string();
+  const size_t dot = name.rfind('.');
+  std::string e = dot == std::string::npos ? std::string() : name.substr(dot);
   std::transform(e.begin(), e.end(), e.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return e;
@@ -94,8 +98,14 @@ void ImageFolderDataset::scan_class(const std::string& name, int label) {
   const fs::path dir = fs::path(root_) / name;
   const std::string dir_name = dir.string();
   const auto add = [&](const fs::directory_entry& e) {
-    if (!e.is_regular_file()) return;
     const std::string ext = lower_extension(e.path());
+    if (e.is_directory()) return;
+    // torchvision's walk lists a link to a missing file as a sample, whose load then fails:
+    // never a sample dropped without a word.
+    DDP_USAGE_CHECK(e.is_regular_file() || !(is_sample(ext) || is_other_image(ext)), "'", e.path().string(),
+                    "' has an image's name but is not a file that can be read (a link to a missing file?): ",
+                    "restore or remove it");
+    if (!e.is_regular_file()) return;
     // The folder as the walk wrote it (under a linked folder: the link's name, as os.walk's),
     // never resolved as fs::relative would.
     const std::string folder = e.path().parent_path().string();

@@ -26,6 +26,22 @@ int32_t le32(const unsigned char* b) {
                               static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24);
 }
 
+// numpy's default int64, or uint32, written raw (np.array(ids).tofile) reads as uint16 tokens
+// with zeros between them: every id below the vocabulary, so nothing else stops a run on mostly
+// zeros. A file of real uint16 text has no such pattern over its first tokens.
+void refuse_wider_raw_tokens(const std::vector<int64_t>& head, const std::string& path) {
+  if (head.size() < 64) return;
+  bool odd_all_zero = true, even_any = false;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (i % 2 != 0 && head[i] != 0) odd_all_zero = false;
+    if (i % 2 == 0 && head[i] != 0) even_any = true;
+  }
+  DDP_USAGE_CHECK(!(odd_all_zero && even_any), "'", path,
+                  "' looks like 4- or 8-byte tokens written raw (every ", "second 2-byte value of its first ",
+                  head.size(), " is 0: numpy's default int64, or uint32): ",
+                  "write them as uint16 (np.array(ids, np.uint16).tofile), or uint32 under llm.c's header");
+}
+
 }  // namespace
 
 std::vector<std::string> token_shard_files(const std::string& pattern) {
@@ -88,6 +104,7 @@ TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size,
       // A file of another tokenizer fails here, not hours into the epoch: its first tokens.
       std::vector<int64_t> head(static_cast<size_t>(std::min<int64_t>(t, kTokensCheckedAtOpen)));
       read_tokens(shards_.back(), 0, static_cast<int64_t>(head.size()), head.data());
+      if (shards_.back().offset == 0) refuse_wider_raw_tokens(head, file);
       starts_.push_back(starts_.back() + (t > block_ ? (t - 1) / block_ : 0));
       tokens_ += t;
     }

@@ -117,6 +117,13 @@ TEST(ImageFolder, FoldersItCannotReadAreNamed) {
   const std::string e2 = folder_error([&] { ImageFolderDataset(bmp, small()); });
   EXPECT_NE(e2.find("and 1 more"), std::string::npos) << e2;
   EXPECT_NE(e2.find("reads JPEG and PNG"), std::string::npos) << e2;
+  // A link to a missing image is one torchvision lists (and fails to load): named, never dropped.
+  const std::string dangling = folder_tree("folder_dangling", {{"a/x.png", "wide.png"}});
+  std::filesystem::create_symlink(dangling + "/gone.png", dangling + "/a/y.png");
+  const std::string e8 = folder_error([&] { ImageFolderDataset(dangling, small()); });
+  EXPECT_NE(e8.find(dangling + "/a/y.png' has an image's name but is not a file that can be read"),
+            std::string::npos)
+      << e8;
   // The dataset's flags: image_folder reads a folder with train/ (and val/).
   DataOptions o;
   o.dataset = DatasetKind::kImageFolder;

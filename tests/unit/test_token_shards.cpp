@@ -150,6 +150,19 @@ TEST(TokenShards, EveryFileThatDoesNotFitIsNamedWithTheReason) {
               std::string::npos)
         << narrow;
   EXPECT_NO_THROW(TokenShardDataset(dir + "/narrow.bin", 64, 65536));
+  // Token ids written raw as int64 (numpy's default) or uint32 read as uint16 with zeros between
+  // them, every one below the vocabulary: refused (before, a run trained on mostly zeros).
+  std::vector<uint16_t> as_int64, as_uint32;
+  for (uint16_t id = 1; id <= 200; ++id) {
+    as_int64.insert(as_int64.end(), {id, 0, 0, 0});
+    as_uint32.insert(as_uint32.end(), {id, 0});
+  }
+  shards_write(dir + "/int64.bin", shards_u16(as_int64));
+  shards_write(dir + "/uint32.bin", shards_u16(as_uint32));
+  for (const char* wider : {"/int64.bin", "/uint32.bin"})
+    EXPECT_NE(shards_error_of(dir + wider, 64, 50257).find("looks like 4- or 8-byte tokens written raw"),
+              std::string::npos)
+        << wider;
   // A file with an odd name but a valid llm.c header is read.
   shards_write(dir + "/named.tokens", shards_llmc_header(20240520, 1, 200) + shards_u16(ok));
   EXPECT_EQ(TokenShardDataset(dir + "/named.tokens", 64, 50257).size(), 199 / 64);
