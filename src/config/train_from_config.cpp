@@ -93,8 +93,8 @@ std::unique_ptr<HfInitialWeights> open_on_every_rank(const std::string& dir, con
       ctx, "the ranks' opening of --init_from_hf",
       [&] { weights = std::make_unique<HfInitialWeights>(dir, ctx.log()); },
       [&](int64_t n) {
-        return str(n, n == 1 ? " rank" : " ranks", " could not read --init_from_hf='", dir,
-                   "' (its log says why): every rank reads the folder, so each node needs it");
+        return ranks_could_not(n, "read --init_from_hf='" + dir + "'",
+                               ": every rank reads the folder, so each node needs it");
       });
   return weights;
 }

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 
@@ -33,6 +34,11 @@ std::vector<int64_t> on_every_rank(const DistContext& ctx, const char* what,
   }
   if (failed) std::rethrow_exception(failed);
   return sums;
+}
+
+std::string ranks_could_not(int64_t failed_ranks, const std::string& what, const std::string& then) {
+  return str(failed_ranks, failed_ranks == 1 ? " rank" : " ranks", " could not ", what, " (its log says why)",
+             then);
 }
 
 }  // namespace ddptrain

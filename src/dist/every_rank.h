@@ -23,6 +23,9 @@ namespace ddptrain {
 /// how many ranks failed, the message of its error.
 using FailedElsewhere = std::function<std::string(int64_t failed_ranks)>;
 
+/// "2 ranks could not <what> (its log says why)<then>": the message of most FailedElsewhere.
+std::string ranks_could_not(int64_t failed_ranks, const std::string& what, const std::string& then = "");
+
 /// Runs `work` on this rank, then tells every rank whether any rank's work threw (Note [A failure
 /// on some ranks stops every rank]; `what` names the collective). `sums` ride in the same
 /// all-reduce: the result is their sums over the ranks. A collective.

@@ -1,6 +1,7 @@
 // The launch command line (launch/launcher.h): its flags, where they end and the worker
 // command begins, and their checks.
 #include <algorithm>
+#include <cstdio>
 
 #include "launch/launcher.h"
 #include "util/error.h"
@@ -67,6 +68,12 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
   DDP_USAGE_CHECK(opts->master_port >= 1 && opts->master_port <= 65535, "--master_port=", opts->master_port,
                   " must be a TCP port in [1, 65535]");
   DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
+  const std::string& addr = opts->master_addr;
+  if (opts->nnodes > 1 && (addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1"))
+    std::fprintf(stderr,
+                 "launch: warning: --master_addr %s with --nnodes %d: only nodes on this machine reach it "
+                 "(rank 0's store and Gloo listen there); give node 0's address\n",
+                 addr.c_str(), opts->nnodes);
   DDP_USAGE_CHECK(
       opts->max_restarts == 0 || opts->nnodes == 1, "--max_restarts=", opts->max_restarts,
       " with --nnodes=", opts->nnodes, ": each node's launcher would restart its own workers ",

@@ -464,7 +464,13 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       if (!first_resume.empty() && first_resume != "auto")
         args.insert(args.end(), {"--resume_fallback", first_resume});
     }
-    r = run_group(o, exe, args, attempt, error_dir);
+    try {
+      r = run_group(o, exe, args, attempt, error_dir);
+    } catch (...) {  // a fork that failed: the workers started die with this launcher (PDEATHSIG)
+      std::error_code ec;
+      std::filesystem::remove_all(error_dir, ec);
+      throw;
+    }
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
     if (r.stall.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) {
       // A usage error repeats on every attempt, and a restart resumes `auto`: after an explicit

@@ -51,10 +51,7 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
   on_every_rank(  // each rank reads its own listing: one that is refused stops the others with it
       ctx, "the ranks' choice of the checkpoint to resume",
       [&] { claim->resume = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix); },
-      [&](int64_t n) {
-        return str(n, n == 1 ? " rank" : " ranks", " could not choose the checkpoint to resume",
-                   " (its log says why)");
-      });
+      [&](int64_t n) { return ranks_could_not(n, "choose the checkpoint to resume"); });
   if (chose_auto)
     check_ranks_chose_the_same(ctx, claim->resume ? claim->resume->dir : "", co.dir,
                                name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");

@@ -55,9 +55,8 @@ DataSplits open_data_on_every_rank(const DistContext& ctx, const std::function<D
   on_every_rank(
       ctx, "the ranks' opening of the data (Note [Every rank holds the same data])", [&] { data = open(); },
       [](int64_t n) {
-        return str(n, n == 1 ? " rank" : " ranks",
-                   " could not open the data (its log says why): every rank reads its own copy, so ",
-                   "each node needs the same files");
+        return ranks_could_not(n, "open the data",
+                               ": every rank reads its own copy, so each node needs the same files");
       });
   check_ranks_hold_the_same_data(ctx, {{"training", data.train.get()}, {"test", data.test.get()}});
   return data;

@@ -74,10 +74,7 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
       on_every_rank(  // Note [Run identity]; each rank reads its own listing
           ctx, "the ranks' check of the claim's choice",
           [&] { refuse_another_runs(o, claim->resume, ctx.log()); },
-          [](int64_t n) {
-            return str(n, n == 1 ? " rank" : " ranks",
-                       " refused the checkpoint folder's choice (its log says why)");
-          });
+          [](int64_t n) { return ranks_could_not(n, "accept the checkpoint folder's choice"); });
     } catch (const UsageError&) {  // Note [A branch a run abandons]: the mark may name another run's
       if (ctx.is_main()) drop_mark_of_another_run(claim->dir, o.run_identity, ctx.log());
       throw;
