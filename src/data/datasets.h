@@ -52,6 +52,12 @@ class Dataset {
   /// images, other labels) is refused. A user's dataset whose labels come from a mapping that
   /// can change may return a hash of that mapping.
   virtual uint64_t label_names_hash() const { return 0; }
+  /// A hash of which samples the indices name, in order (0: not known), such as a shard set's
+  /// file names and sizes: a checkpoint's epoch order is drawn over indices, so a mid-epoch
+  /// resume over other files of the same count would repeat some samples and skip others
+  /// (Note [Resume at another world size]); the ranks compare it too (Note [Every rank holds
+  /// the same data]). Names, not paths: the data may move between runs.
+  virtual uint64_t files_hash() const { return 0; }
 };
 
 class SyntheticDataset : public Dataset {

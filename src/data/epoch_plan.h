@@ -27,6 +27,7 @@ struct EpochPlan {
   int64_t end = 0;       // positions of the order the epoch trains
   int64_t done = 0;      // positions trained before this run's part of the epoch
   int64_t samples = -1;  // the training set's size the order was drawn over (-1: not recorded)
+  uint64_t files = 0;    // the set's Dataset::files_hash (0: not recorded, or not known)
 
   /// The plan of an epoch that starts at world w with batch b over n samples (drop_last: each
   /// rank's last partial batch is not trained).

@@ -143,6 +143,17 @@ uint64_t ImageFolderDataset::label_names_hash() const {
   return h;
 }
 
+uint64_t ImageFolderDataset::files_hash() const {
+  uint64_t h = kFnvOffset;
+  size_t begin = 0;
+  for (const size_t end : ends_) {
+    h = fnv1a(std::string_view(names_).substr(begin, end - begin), h);
+    h = fnv1a(std::string_view("\n"), h);
+    begin = end;
+  }
+  return h;
+}
+
 std::vector<uint8_t> ImageFolderDataset::bytes(int64_t index) const { return read_file(file(index)); }
 
 }  // namespace ddptrain

@@ -71,6 +71,8 @@ class TokenShardDataset : public Dataset {
   DatasetShape shape() const override { return {1, 1, block_, vocab_, block_}; }
   int64_t tokens() const { return tokens_; }  // in all files, windowed or not
   size_t num_files() const { return shards_.size(); }
+  /// The files' names, widths and token counts, in order.
+  uint64_t files_hash() const override;
 
  private:
   struct Shard {

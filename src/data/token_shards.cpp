@@ -10,6 +10,7 @@
 #include "data/token_datasets.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/fnv.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -116,6 +117,13 @@ TokenShardDataset::TokenShardDataset(const std::string& pattern, int block_size,
     close_all();
     throw;
   }
+}
+
+uint64_t TokenShardDataset::files_hash() const {
+  uint64_t h = kFnvOffset;
+  for (const Shard& s : shards_)
+    h = fnv1a(str(std::filesystem::path(s.path).filename().string(), ' ', s.width, ' ', s.tokens, '\n'), h);
+  return h;
 }
 
 void TokenShardDataset::close_all() {

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <string_view>
 
 #include "data/image_decode.h"
 #include "data/wds_index.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 
@@ -39,6 +42,18 @@ WebDatasetDataset::WebDatasetDataset(const std::string& pattern, ImageOptions op
       max_label = std::max(max_label, w.label);
     }
   num_classes_ = num_classes > 0 ? num_classes : static_cast<int>(max_label + 1);
+}
+
+uint64_t WebDatasetDataset::files_hash() const {
+  uint64_t h = kFnvOffset;
+  for (const std::string& s : shards_) h = fnv1a(std::filesystem::path(s).filename().string() + '\n', h);
+  size_t begin = 0;
+  for (size_t i = 0; i < images_.size(); ++i) {
+    h = fnv1a(std::string_view(names_).substr(begin, ends_[i] - begin), h);
+    h = fnv1a(std::to_string(images_[i].shard) + ' ' + std::to_string(images_[i].size) + '\n', h);
+    begin = ends_[i];
+  }
+  return h;
 }
 
 std::string WebDatasetDataset::name(int64_t index) const {

@@ -29,6 +29,8 @@ class WebDatasetDataset : public ImageDataset {
   explicit WebDatasetDataset(const std::string& pattern, ImageOptions opts = {}, int num_classes = 0);
   std::string name(int64_t index) const override;  // "SHARD:MEMBER"
   size_t num_shards() const { return shards_.size(); }
+  /// The shards' names, and each sample's member name and size, in order.
+  uint64_t files_hash() const override;
 
  protected:
   std::vector<uint8_t> bytes(int64_t index) const override;

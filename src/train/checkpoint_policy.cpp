@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"
+#include "train/fingerprint.h"
 #include "train/owed_evaluation.h"
 
 namespace ddptrain {
@@ -82,6 +83,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
       {"end", s.plan.end},
       {"done", s.plan.done_after(s.micro_done, ctx_.world_size(), opts_.data.batch_size)},
       {"samples", s.plan.samples}};
+  if (s.plan.files != 0) meta.extra["epoch_plan"]["files"] = hex_fingerprint(s.plan.files);
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
   meta.extra["global_batch"] = opts_.global_batch(ctx_.world_size());

@@ -111,8 +111,12 @@ int64_t resume_micro_batch(const CheckpointMeta& meta, const TrainerOptions& o) 
 EpochPlan epoch_plan_of(const CheckpointMeta& meta, int batch_size) {
   if (meta.extra.contains("epoch_plan")) {
     const auto& p = meta.extra["epoch_plan"];
-    return {p.at("world").get<int>(), p.at("batch").get<int64_t>(), p.at("end").get<int64_t>(),
-            p.at("done").get<int64_t>(), p.value("samples", int64_t{-1})};
+    return {p.at("world").get<int>(),
+            p.at("batch").get<int64_t>(),
+            p.at("end").get<int64_t>(),
+            p.at("done").get<int64_t>(),
+            p.value("samples", int64_t{-1}),
+            p.contains("files") ? std::stoull(p["files"].get<std::string>(), nullptr, 16) : uint64_t{0}};
   }
   const int64_t b = checkpoint_batch(meta, batch_size);
   return {meta.world_size, b, -1, meta.batches_done * b * meta.world_size, -1};
@@ -130,9 +134,25 @@ ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOpt
   return {0, plan};
 }
 
-void check_training_set_size(const CheckpointMeta& meta, int64_t samples, const std::string& from,
-                             const DistContext& ctx) {
-  const int64_t recorded = epoch_plan_of(meta, 1).samples;
+void check_training_set_size(const CheckpointMeta& meta, int64_t samples, uint64_t files,
+                             const std::string& from, const DistContext& ctx) {
+  const EpochPlan plan = epoch_plan_of(meta, 1);
+  const int64_t recorded = plan.samples;
+  if (recorded >= 0 && recorded == samples && plan.files != 0 && files != 0 && plan.files != files) {
+    if (!meta.epoch_complete)
+      throw UsageError(
+          str("the checkpoint '", from, "' stopped mid-epoch ", meta.epoch, " of a training set of ", samples,
+              " samples read from other files than this run's (", samples,
+              " too, but other names or sizes: shards renamed, reordered or replaced): the ",
+              "epoch's order names samples by index, so continuing it would repeat some and skip ",
+              "others. Resume with the checkpoint's files, or from a checkpoint at an epoch's end ",
+              "(epoch_", fmt("%04d", meta.epoch - 1), " or earlier)"));
+    if (ctx.is_main())
+      ctx.log().warn(str("the training set's files differ from the checkpoint's run's (", from, "; the same ",
+                         samples, " samples in number): epoch ", meta.epoch + 1,
+                         " on draws its order over these"));
+    return;
+  }
   if (recorded < 0 || recorded == samples) return;
   if (!meta.epoch_complete)
     throw UsageError(str("the checkpoint '", from, "' stopped mid-epoch ", meta.epoch,

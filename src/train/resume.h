@@ -34,12 +34,14 @@ struct ResumePoint {
 ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOptions& o);
 
 /// The checkpoint's epoch order was drawn over a training set of the size its plan records
-/// (Note [Resume at another world size]). Mid-epoch, a set of another size would continue
+/// (Note [Resume at another world size]), read from the files it records (`files`: this set's
+/// Dataset::files_hash). Mid-epoch, a set of another size, or of other files, would continue
 /// another order (samples repeated or skipped): UsageError naming both sizes and `from`. At an
 /// epoch's end the next epoch draws its order over this set: said in rank 0's log. Checkpoints
-/// from before the size was recorded are not checked.
-void check_training_set_size(const CheckpointMeta& meta, int64_t samples, const std::string& from,
-                             const DistContext& ctx);
+/// from before the size or the files were recorded, and datasets that do not know their files
+/// (0), are not checked.
+void check_training_set_size(const CheckpointMeta& meta, int64_t samples, uint64_t files,
+                             const std::string& from, const DistContext& ctx);
 
 /// The schedule's steps the checkpoint's run took, counted in this run's global batch, minus its
 /// optimizer steps: 0 when the global batch is unchanged (the schedule continues by samples).

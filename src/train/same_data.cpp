@@ -7,21 +7,25 @@
 namespace ddptrain {
 namespace {
 
-// size, channels, height, width, classes, block size, class names' hash (size -1: no split)
-constexpr int kSplitFields = 7;
+// size, channels, height, width, classes, block size, class names' hash, files' hash (size -1:
+// no split)
+constexpr int kSplitFields = 8;
 
 std::vector<int64_t> split_fields(const Dataset* d) {
-  if (d == nullptr) return {-1, 0, 0, 0, 0, 0, 0};
+  if (d == nullptr) return {-1, 0, 0, 0, 0, 0, 0, 0};
   const DatasetShape s = d->shape();
   const auto names = static_cast<int64_t>(d->label_names_hash());
-  return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size, names};
+  const auto files = static_cast<int64_t>(d->files_hash());
+  return {d->size(), s.channels, s.height, s.width, s.num_classes, s.block_size, names, files};
 }
 
 std::string described(const int64_t* f) {
   if (f[0] < 0) return "no such split";
   const std::string names = f[6] != 0 ? str(", class names ", hex16(static_cast<uint64_t>(f[6]))) : "";
-  if (f[5] > 0) return str(f[0], " samples of ", f[5], " tokens (vocabulary ", f[4], ")");
-  return str(f[0], " samples of shape (", f[1], ", ", f[2], ", ", f[3], "), ", f[4], " classes", names);
+  const std::string files = f[7] != 0 ? str(", files ", hex16(static_cast<uint64_t>(f[7]))) : "";
+  if (f[5] > 0) return str(f[0], " samples of ", f[5], " tokens (vocabulary ", f[4], ")", files);
+  return str(f[0], " samples of shape (", f[1], ", ", f[2], ", ", f[3], "), ", f[4], " classes", names,
+             files);
 }
 
 }  // namespace

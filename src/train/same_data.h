@@ -6,11 +6,12 @@
 // others never, or take different numbers of steps and hang at the next collective; an
 // evaluation split of another size hangs the evaluation. No collective would notice until
 // then. So before it trains (and `ddptrain eval` before it evaluates) every rank gathers each
-// split's size, sample shape and an image folder's class names, and a difference is a usage
-// error on every rank naming the ranks and what differs. A rank that cannot open its data at
-// all (a file missing on its node) says so to the others first (open_data_on_every_rank, Note
-// [A failure on some ranks stops every rank]), so that they stop with it instead of waiting in
-// the gather. At world 1 nothing is gathered.
+// split's size, sample shape, an image folder's class names and a hash of the files the
+// samples are read from (Dataset::files_hash: a shard renamed or replaced on one node), and a difference is a
+// usage error on every rank naming the ranks and what differs. A rank that cannot open its data at all (a
+// file missing on its node) says so to the others first (open_data_on_every_rank, Note [A failure on some
+// ranks stops every rank]), so that they stop with it instead of waiting in the gather. At world 1 nothing is
+// gathered.
 #pragma once
 
 #include <functional>

@@ -306,7 +306,7 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();
-  check_training_set_size(meta, run.train.size(), opts_.checkpoint.resume_from, ctx_);
+  check_training_set_size(meta, run.train.size(), run.train.files_hash(), opts_.checkpoint.resume_from, ctx_);
   const ResumePoint at = resume_point(meta, world, opts_);
   run.start_micro = at.micro;  // in this run's batches
   run.rest = at.rest;

@@ -166,6 +166,14 @@ TEST(TokenShards, EveryFileThatDoesNotFitIsNamedWithTheReason) {
   // A file with an odd name but a valid llm.c header is read.
   shards_write(dir + "/named.tokens", shards_llmc_header(20240520, 1, 200) + shards_u16(ok));
   EXPECT_EQ(TokenShardDataset(dir + "/named.tokens", 64, 50257).size(), 199 / 64);
+  // Dataset::files_hash: the files' names and sizes in order, not their folder (data may move).
+  std::filesystem::create_directories(dir + "/moved");
+  std::filesystem::copy_file(dir + "/named.tokens", dir + "/moved/named.tokens");
+  std::filesystem::copy_file(dir + "/named.tokens", dir + "/renamed.tokens");
+  const auto files_of = [](const std::string& p) { return TokenShardDataset(p, 64, 50257).files_hash(); };
+  EXPECT_NE(files_of(dir + "/named.tokens"), 0u);
+  EXPECT_EQ(files_of(dir + "/named.tokens"), files_of(dir + "/moved/named.tokens"));
+  EXPECT_NE(files_of(dir + "/named.tokens"), files_of(dir + "/renamed.tokens"));
 }
 
 TEST(TokenShards, DataOptionsNameTheShardFields) {

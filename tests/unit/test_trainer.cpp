@@ -98,20 +98,27 @@ TEST(Trainer, EvaluationCountsEachTestSampleOnceWhenTheRanksShareItUnevenly) {
 
 // A checkpoint taken mid-epoch continues that epoch's order, drawn over the training set's
 // size: a resume with a set of another size is refused on every rank naming both sizes (it
-// would repeat or skip samples, or run past the order's end); the same set resumes.
+// would repeat or skip samples, or run past the order's end); so is a set of the same size read
+// from other files (Dataset::files_hash: shards renamed, reordered or replaced; before, it
+// resumed); the same set resumes.
 TEST(Trainer, AResumeMidEpochWithATrainingSetOfAnotherSizeIsRefused) {
   const std::string dir = testing_dist::temp_dir("trainer_resume_other_set");
   TrainerOptions o = quiet_fp32(8, 1);  // 96 samples at world 2: 6 steps an epoch
   o.checkpoint.dir = dir;
   o.checkpoint.save_every_steps = 2;
   o.loop.max_steps = 2;
-  auto fit = [&](const TrainerOptions& opts, int64_t samples) {
+  struct FilesOf : UserData {  // a set that knows its files
+    FilesOf(int64_t n, uint64_t files) : UserData(n, false), files(files) {}
+    uint64_t files_hash() const override { return files; }
+    uint64_t files;
+  };
+  auto fit = [&](const TrainerOptions& opts, int64_t samples, uint64_t files = 7) {
     std::vector<std::string> errors;
     std::mutex mu;
     testing_dist::run_world(2, [&](const DistContext& ctx) {
       Trainable model = native(make_net());
       const auto optimizer = make_optimizer(*model.module, false);
-      UserData train(samples, /*regression=*/false);
+      FilesOf train(samples, files);
       Trainer trainer(ctx, std::move(model), *optimizer, opts);
       try {
         trainer.fit(train, nullptr);
@@ -132,6 +139,12 @@ TEST(Trainer, AResumeMidEpochWithATrainingSetOfAnotherSizeIsRefused) {
     EXPECT_NE(
         e.find("stopped mid-epoch 1 of a training set of 96 samples, and this run's training set has 80"),
         std::string::npos)
+        << e;
+  const std::vector<std::string> other_files = fit(resumed, 96, 8);
+  ASSERT_EQ(other_files.size(), 2u) << "not every rank refused other files";
+  for (const std::string& e : other_files)
+    EXPECT_NE(e.find("stopped mid-epoch 1 of a training set of 96 samples read from other files"),
+              std::string::npos)
         << e;
   EXPECT_TRUE(fit(resumed, 96).empty()) << "the same set resumes";
 }

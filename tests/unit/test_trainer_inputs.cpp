@@ -22,9 +22,17 @@ using namespace ddptrain::trainer_test;
 // short (a sync still running) and, in a second fit, its test split is missing. Every rank
 // stops before it trains, with the same usage error naming rank 1 and both sizes. Before,
 // each rank drew its own order over its own size (samples trained twice or never) and, where
-// the step counts differed, hung at the next collective.
+// the step counts differed, hung at the next collective. In a third fit rank 1's copy has as
+// many samples from other files (Dataset::files_hash: a shard replaced on its node): refused
+// as well (before, the same indices named other samples on each rank).
 TEST(Trainer, RanksHoldingDifferentDataStopTogether) {
-  for (const bool test_missing : {false, true}) {
+  struct FilesOf : UserData {
+    FilesOf(int64_t n, uint64_t files) : UserData(n, false), files(files) {}
+    uint64_t files_hash() const override { return files; }
+    uint64_t files;
+  };
+  for (const int variant : {0, 1, 2}) {
+    const bool test_missing = variant == 1, other_files = variant == 2;
     std::vector<std::string> errors(2);
     std::vector<int> usage(2, 0);
     testing_dist::run_world(2, [&](const DistContext& ctx) {
@@ -32,7 +40,8 @@ TEST(Trainer, RanksHoldingDifferentDataStopTogether) {
       const auto optimizer = make_optimizer(*model.module, false);
       try {
         Trainer trainer(ctx, std::move(model), *optimizer, quiet_fp32(8, 1));
-        UserData train(ctx.rank() == 1 && !test_missing ? 88 : 96, false), test(32, false);
+        FilesOf train(ctx.rank() == 1 && variant == 0 ? 88 : 96, ctx.rank() == 1 && other_files ? 2 : 1);
+        UserData test(32, false);
         trainer.fit(train, ctx.rank() == 1 && test_missing ? nullptr : &test);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(ctx.rank())] = e.what();
@@ -41,7 +50,9 @@ TEST(Trainer, RanksHoldingDifferentDataStopTogether) {
     });
     const std::string want = test_missing ? "the ranks hold different test data: rank 0: 32 samples"
                                           : "the ranks hold different training data: rank 0: 96 samples";
-    const std::string rank1 = test_missing ? "rank 1: no such split" : "rank 1: 88 samples";
+    const std::string rank1 = test_missing  ? "rank 1: no such split"
+                              : other_files ? "classes, files 0000000000000002"
+                                            : "rank 1: 88 samples";
     for (int r = 0; r < 2; ++r) {
       EXPECT_TRUE(usage[r]) << "rank " << r << ": " << errors[r];
       EXPECT_NE(errors[r].find(want), std::string::npos) << errors[r];
