@@ -167,7 +167,9 @@ void warn_of_parameters_not_shared(const torch::nn::Module& module, torch::optim
     ctx.log().warn(str(outside,
                        " parameter tensors the optimizer steps are not the model's: DDP does not "
                        "average their gradients, so each rank steps them with its own and the "
-                       "replicas differ (nor are they clipped); make them parameters of the module"));
+                       "replicas differ (nor are they clipped; under fp16's loss scaling an overflow "
+                       "in theirs skips the whole step on that rank alone); make them parameters of "
+                       "the module"));
 }
 
 }  // namespace ddptrain
