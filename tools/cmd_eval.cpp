@@ -199,7 +199,9 @@ int cmd_eval(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
                   ": the class folders here are named otherwise than those it was trained on, so its ",
                   "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
-  const DatasetShape shape = data.test->shape();
+  // The training split's, as the checkpoint's run built its model (a test split without one
+  // class says one class fewer: another head, refused as "other flags").
+  const DatasetShape shape = data.train->shape();
   std::shared_ptr<Model> model;
   try {
     model = build_model(cfg.model, shape);
@@ -219,6 +221,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   const EvalResult r =
       evaluate(model, *data.test, {cfg.trainer.data.batch_size, cfg.trainer.data.num_workers, {}}, ctx,
                objective_for(cfg.program.loss));
+  for (const auto& why : data.test->take_skipped())  // as training's evaluation says them
+    ctx.log().warn("skipped an evaluation sample that does not read: " + why);
   report_eval(cfg, checkpoint, meta, r, ctx);
   return 0;
 }

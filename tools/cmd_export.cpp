@@ -83,6 +83,11 @@ int cmd_export(const std::vector<std::string>& args) {
                   "' is a folder; pass a file path (e.g. ", out, "/model.", format, ")");
   DDP_USAGE_CHECK(format == "hf" || (dtype == "fp32" && max_shard_mb == 5000),
                   "--dtype and --max_shard_mb apply to --format hf");
+  for (std::filesystem::path p = std::filesystem::absolute(out).lexically_normal();
+       !p.empty() && p != p.parent_path();
+       p = p.parent_path())  // a checkpoint's files replaced would fail its checksums: it was lost
+    DDP_USAGE_CHECK(!is_checkpoint_dir(p.string()), "--out='", out, "' is inside the checkpoint ", p.string(),
+                    ": export to a file or folder of its own");
   checkpoint = resolve_checkpoint(checkpoint);
   verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
   if (format == "hf") return export_hf(checkpoint, out, dtype, max_shard_mb);

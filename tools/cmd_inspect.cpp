@@ -333,9 +333,12 @@ int inspect_sampler(const std::vector<std::string>& args) {
       bind_flag("world_size", &world, "number of ranks"),
       bind_flag("rank", &rank, "the rank to show"),
       bind_flag("seed", &seed, "sampler seed (train's --seed)"),
-      bind_flag("epoch", &epoch, "the epoch given to set_epoch"),
+      bind_flag("epoch", &epoch,
+                "the epoch given to set_epoch (train's epochs count from 1; 0 is PyTorch's default)"),
       bind_flag("shuffle", &shuffle, "permute the indices"),
-      bind_flag("drop_last", &drop_last, "drop the tail instead of padding"),
+      bind_flag("drop_last", &drop_last,
+                "the sampler's drop_last: drop the tail instead of padding (train's sampler always pads; "
+                "train's --drop_last drops the loader's last partial batch)"),
   };
   if (wants_help(args)) {
     std::printf("%s", flags_help(table, usage).c_str());

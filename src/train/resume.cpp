@@ -177,6 +177,10 @@ int64_t global_batch_of(const CheckpointMeta& meta, int batch_size, int grad_acc
 
 }  // namespace
 
+int64_t checkpoint_global_batch(const CheckpointMeta& meta, const TrainerOptions& o) {
+  return global_batch_of(meta, o.data.batch_size, o.loop.grad_accum_steps);
+}
+
 int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o) {
   const int batch_size = o.data.batch_size;
   const int64_t global = global_batch_of(meta, batch_size, o.loop.grad_accum_steps);

@@ -47,6 +47,9 @@ void check_training_set_size(const CheckpointMeta& meta, int64_t samples, uint64
 /// optimizer steps: 0 when the global batch is unchanged (the schedule continues by samples).
 double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int grad_accum_steps);
 
+/// The global batch of the checkpoint's run (older checkpoints: with o's accumulation).
+int64_t checkpoint_global_batch(const CheckpointMeta& meta, const TrainerOptions& o);
+
 /// loop.keep_global_batch: the accumulation steps that keep the checkpoint's global batch at
 /// `world` ranks of o.data.batch_size; an OptionError naming the numbers when that is not whole.
 int kept_accumulation(const CheckpointMeta& meta, int world, const TrainerOptions& o);

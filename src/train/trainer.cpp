@@ -333,6 +333,14 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
                         ": ", with_commas(static_cast<double>(state_.samples_left_in_epoch)),
                         " samples left in epoch ", run.start_epoch));
   }
+  // Another world size or batch_size: a step averages another number of samples at the
+  // schedule's learning rate (keep_global_batch keeps it instead).
+  if (const int64_t was = checkpoint_global_batch(meta, opts_), now = opts_.global_batch(world); was != now)
+    ctx_.log().warn(str("the global batch is ", now, " samples a step; the checkpoint's run's was ", was,
+                        ": each optimizer step averages ", now,
+                        " at the schedule's learning rate (not scaled); "
+                        "keep_global_batch (--keep_global_batch) keeps ",
+                        was, " by changing the accumulation"));
   run.owed = owed_evaluation(ctx_, meta, opts_.checkpoint.resume_from);  // Note [Evaluation owed]
   if (run.owed && (!run.test || opts_.loop.eval_every == 0)) {
     ctx_.log().warn(

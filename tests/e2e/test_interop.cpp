@@ -114,7 +114,7 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
                        "import sys, torch\ng = torch.Generator().manual_seed(0)\n"
                        "for split, n in (('train', 96), ('test', 40)):\n"
                        "    x = torch.randint(0, 256, (n, 1, 12, 12), dtype=torch.uint8, generator=g)\n"
-                       "    y = torch.randint(0, 4, (n,), generator=g)\n"
+                       "    y = torch.randint(0, 4 if split == 'train' else 3, (n,), generator=g)\n"
                        "    torch.save({'images': x, 'labels': y}, sys.argv[1] + '/' + split + '.pt')\n"
                        "torch.save({'images': torch.zeros(4, 1, 2, 2), 'labels': torch.zeros(4, "
                        "dtype=torch.int32)}, sys.argv[1] + '/bad.pt')\n",
@@ -130,6 +130,16 @@ TEST(E2E, TensorFileDatasetWrittenByPython) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "data: 96 samples, 6 steps per epoch").empty()) << r.output;
   EXPECT_FALSE(lines_with(r.output, "test acc").empty()) << "test.pt was not evaluated: " << r.output;
+  // eval builds the model of the training split's 4 classes, as training did: test.pt holds 3
+  // of them (before, eval built a 3-class head and refused the checkpoint as other flags').
+  ProcResult evaluated =
+      run({binary(), "eval", "--checkpoint", dir + "/ck", "--metrics_file", dir + "/eval.jsonl"}, {}, 60);
+  EXPECT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  // export into a checkpoint would replace its files: refused, the checkpoint whole.
+  ProcResult into = run(
+      {binary(), "export", "--checkpoint", dir + "/ck", "--out", dir + "/ck/epoch_0001/model.pt"}, {}, 60);
+  EXPECT_EQ(into.exit_code, 2) << into.output;
+  EXPECT_NE(into.output.find("is inside the checkpoint"), std::string::npos) << into.output;
   // eval with a model flag that builds another model than the checkpoint's: a usage error.
   ProcResult wider = run({binary(), "eval", "--checkpoint", dir + "/ck", "--width", "0.25"}, {}, 60);
   EXPECT_EQ(wider.exit_code, 2) << wider.output;

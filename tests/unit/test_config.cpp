@@ -132,6 +132,9 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
        "this run has none (bf16 autocast needs none)"},
       {{"--grad_scaler", "off", "--scaler_growth_interval", "10"}, "this run has none (--grad_scaler off)"},
       {{"--no-use_amp", "--scaler_init_scale", "8"}, "this run has none (no autocast: --no-use_amp)"},
+      // float32's inf: every step skipped (before, accepted: a run that trained nothing)
+      {{"--amp_dtype", "fp16", "--scaler_init_scale", "1e39"},
+       "--scaler_init_scale=1e+39 must be at most 3.4e38 (float32's largest)"},
       {{"--checkpoint_dir", "", "--resume_from", "auto"},
        "--resume_from auto resumes from --checkpoint_dir, which is empty (no checkpoints)"},
   };
