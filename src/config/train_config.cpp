@@ -384,6 +384,24 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
   DDP_USAGE_CHECK(c.program.fused_loss != FusedLoss::kOn || c.model.model != ModelKind::kMiniResnet,
                   "--fused_loss on applies to token models' (B, T, V) logits (gpt, llama, a scripted one); "
                   "--model mini_resnet classifies images: drop --fused_loss");
+  DDP_USAGE_CHECK(
+      c.program.fused_loss != FusedLoss::kOn || c.program.loss != LossKind::kMse,
+      "--fused_loss on fuses cross-entropy into the logits' pass; --loss mse has none: drop --fused_loss");
+  DDP_USAGE_CHECK(p.use_amp || p.amp_dtype == precision_defaults.amp_dtype, "--amp_dtype ", word(p.amp_dtype),
+                  " is autocast's dtype, and --no-use_amp runs without autocast (fp32): drop one of them");
+  const TrainerOptions trainer_defaults;
+  DDP_USAGE_CHECK(
+      c.trainer.data.num_workers > 0 ||
+          c.trainer.data.prefetch_factor == trainer_defaults.data.prefetch_factor,
+      "--prefetch_factor is what each loader thread prepares ahead, and --num_workers 0 has none ",
+      "(batches are built in the training thread): drop --prefetch_factor, or give --num_workers");
+  const CheckpointOptions& ck = c.trainer.checkpoint;
+  DDP_USAGE_CHECK(
+      !ck.dir.empty() || (ck.save_every == trainer_defaults.checkpoint.save_every &&
+                          ck.save_every_steps == trainer_defaults.checkpoint.save_every_steps &&
+                          ck.keep == trainer_defaults.checkpoint.keep),
+      "--save_every, --save_every_steps and --keep_checkpoints say when to save and what to keep, and ",
+      "--checkpoint_dir '' saves nothing: drop them, or give a --checkpoint_dir");
 }
 
 // The Trainer's options as the Trainer will check them: lr_schedule auto is resolved for this

@@ -49,6 +49,9 @@ class AugmentedDataset : public Dataset {
   int64_t size() const override { return base_->size(); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override { return base_->shape(); }
+  std::vector<std::string> take_skipped() const override { return base_->take_skipped(); }
+  uint64_t label_names_hash() const override { return base_->label_names_hash(); }
+  uint64_t files_hash() const override { return base_->files_hash(); }
 
  private:
   std::unique_ptr<Dataset> base_;

@@ -16,6 +16,7 @@
 #include "serialize/state_dict_reader.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 
@@ -325,6 +326,13 @@ void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
     return;
   }
   check_labels_are_classes(labels_, t.num_classes, path_, train.path_);
+}
+
+uint64_t TensorFileDataset::files_hash() const {
+  const at::Tensor labels = labels_.contiguous();
+  uint64_t h = fnv1a(labels.data_ptr(), static_cast<size_t>(labels.nbytes()));
+  for (const int64_t d : images_.sizes()) h = fnv1a(std::to_string(d) + ' ', h);
+  return h;
 }
 
 Example TensorFileDataset::get(int64_t index) const {

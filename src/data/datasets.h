@@ -120,6 +120,8 @@ class TensorFileDataset : public Dataset {
   int64_t size() const override { return labels_.size(0); }
   Example get(int64_t index) const override;
   DatasetShape shape() const override { return shape_; }
+  /// The labels (every one: a few bytes a sample) and the images' shape.
+  uint64_t files_hash() const override;
   /// UsageError unless this split can score a model trained on `train`: images of its shape,
   /// targets of its kind and size, and class labels among its classes (the first label
   /// outside is named with its index). Checked at load: otherwise the first evaluation, an

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/fnv.h"
 
 namespace ddptrain {
 
@@ -35,6 +36,11 @@ TextDataset::TextDataset(const std::string& path, int block_size, bool train) : 
                   " bytes, or a smaller block_size");
   tokens_ = at::empty({end - begin}, at::kByte);
   std::memcpy(tokens_.data_ptr(), bytes.data() + begin, static_cast<size_t>(end - begin));
+}
+
+uint64_t TextDataset::files_hash() const {
+  const at::Tensor bytes = tokens_.contiguous();
+  return fnv1a(bytes.data_ptr(), static_cast<size_t>(bytes.numel()));
 }
 
 Example TextDataset::get(int64_t index) const {

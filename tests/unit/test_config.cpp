@@ -132,6 +132,12 @@ TEST(Config, BadInputsNameFlagValueAndFix) {
        "this run has none (bf16 autocast needs none)"},
       {{"--grad_scaler", "off", "--scaler_growth_interval", "10"}, "this run has none (--grad_scaler off)"},
       {{"--no-use_amp", "--scaler_init_scale", "8"}, "this run has none (no autocast: --no-use_amp)"},
+      // Flags that would be ignored (before, accepted without a word).
+      {{"--dataset", "tensors", "--data_dir", "/tmp", "--loss", "mse", "--fused_loss", "on"},
+       "--fused_loss on fuses cross-entropy into the logits' pass; --loss mse has none"},
+      {{"--no-use_amp", "--amp_dtype", "bf16"}, "--amp_dtype bf16 is autocast's dtype, and --no-use_amp"},
+      {{"--num_workers", "0", "--prefetch_factor", "8"}, "--num_workers 0 has none"},
+      {{"--checkpoint_dir", "", "--save_every_steps", "100"}, "--checkpoint_dir '' saves nothing"},
       // float32's inf: every step skipped (before, accepted: a run that trained nothing)
       {{"--amp_dtype", "fp16", "--scaler_init_scale", "1e39"},
        "--scaler_init_scale=1e+39 must be at most 3.4e38 (float32's largest)"},
