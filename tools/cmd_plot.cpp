@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +80,29 @@ std::vector<Run> trained_runs(std::vector<Run> runs, const std::string& path) {
                  path.c_str(), static_cast<long>(evals), evals == 1 ? "" : "s");
   runs.erase(kept, runs.end());
   return runs;
+}
+
+// A resumed run (its "run" record at step S > 0) trains the steps after S again: an earlier
+// run's records past S are of steps it replaced (killed after its last save, or a branch the
+// resume abandoned), and are left out, as TensorBoard leaves them out, and said on stderr.
+void drop_replaced_records(std::vector<Run>& runs, const std::string& path) {
+  double cut = std::numeric_limits<double>::infinity();
+  for (size_t k = runs.size(); k-- > 0;) {
+    std::vector<nlohmann::json>& records = runs[k].records;
+    const auto replaced = [&](const nlohmann::json& j) {
+      const std::string kind = j.value("kind", "");
+      return (kind == "step" || kind == "epoch") && j.value("step", 0.0) > cut;
+    };
+    const auto kept = std::remove_if(records.begin(), records.end(), replaced);
+    if (kept != records.end())
+      std::fprintf(
+          stderr,
+          "plot: %s: left out %ld records of run %zu past step %.0f, which a resumed run trained again\n",
+          path.c_str(), static_cast<long>(records.end() - kept), k + 1, cut);
+    records.erase(kept, records.end());
+    for (const auto& j : records)
+      if (j.value("kind", "") == "run" && j.value("step", 0.0) > 0) cut = std::min(cut, j.value("step", 0.0));
+  }
 }
 
 // One run's lines in the four panels, labelled `name` and drawn in palette colour c.
@@ -160,6 +184,7 @@ int cmd_plot(const std::vector<std::string>& args) {
                     "' holds no records: nothing to plot (is it the ",
                     "file train --metrics_file wrote, and did that run reach its first step?)");
     runs = trained_runs(std::move(runs), inputs[i]);
+    drop_replaced_records(runs, inputs[i]);
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
       add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++,
               runs[k]);
