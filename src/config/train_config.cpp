@@ -381,12 +381,12 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
       : !p.use_amp                      ? "no autocast: --no-use_amp"
                                         : "bf16 autocast needs none",
       "): drop them, or pass --grad_scaler on");
-  DDP_USAGE_CHECK(c.program.fused_loss != FusedLoss::kOn || c.model.model != ModelKind::kMiniResnet,
-                  "--fused_loss on applies to token models' (B, T, V) logits (gpt, llama, a scripted one); "
-                  "--model mini_resnet classifies images: drop --fused_loss");
   DDP_USAGE_CHECK(
       c.program.fused_loss != FusedLoss::kOn || c.program.loss != LossKind::kMse,
       "--fused_loss on fuses cross-entropy into the logits' pass; --loss mse has none: drop --fused_loss");
+  DDP_USAGE_CHECK(c.program.fused_loss != FusedLoss::kOn || c.model.model != ModelKind::kMiniResnet,
+                  "--fused_loss on applies to token models' (B, T, V) logits (gpt, llama, a scripted one); "
+                  "--model mini_resnet classifies images: drop --fused_loss");
   DDP_USAGE_CHECK(p.use_amp || p.amp_dtype == precision_defaults.amp_dtype, "--amp_dtype ", word(p.amp_dtype),
                   " is autocast's dtype, and --no-use_amp runs without autocast (fp32): drop one of them");
   const TrainerOptions trainer_defaults;

@@ -105,8 +105,9 @@ void resume_at_other_world(int from, int to, int every, int kill,
   args.insert(args.end(), {"--resume_from", "auto"});
   ProcResult r = run(launch(to, free_port(), args), {}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  if (std::find(flags.begin(), flags.end(), "--keep_global_batch") == flags.end())  // said, with both
+  if (std::find(flags.begin(), flags.end(), "--keep_global_batch") == flags.end()) {  // said, with both
     EXPECT_FALSE(lines_with(r.output, "; the checkpoint's run's was ").empty()) << r.output;
+  }
   ProcResult f = run(launch(to, free_port(), traced(fresh, flags)), {}, 300);
   ASSERT_EQ(f.exit_code, 0) << f.output;
 
