@@ -13,6 +13,14 @@ void forget_what_only_training_reads(TrainConfig& c) {
   c.trainer.precision.scaler_init_scale = d.trainer.precision.scaler_init_scale;
   c.trainer.precision.scaler_growth_interval = d.trainer.precision.scaler_growth_interval;
   c.program.fused_loss = d.program.fused_loss;
+  // What only training reads that a later check ties to another flag (Note [A checkpoint's own
+  // flags]: eval and export never refuse a checkpoint for a combination it trained with).
+  c.trainer.precision.use_amp = d.trainer.precision.use_amp;
+  c.trainer.precision.amp_dtype = d.trainer.precision.amp_dtype;
+  c.trainer.data.prefetch_factor = d.trainer.data.prefetch_factor;
+  c.trainer.checkpoint.save_every = d.trainer.checkpoint.save_every;
+  c.trainer.checkpoint.save_every_steps = d.trainer.checkpoint.save_every_steps;
+  c.trainer.checkpoint.keep = d.trainer.checkpoint.keep;
   ModelOptions& m = c.model;
   const ModelOptions& md = d.model;
   const bool decoder = is_decoder_model(m.model);

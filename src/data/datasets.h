@@ -56,7 +56,8 @@ class Dataset {
   /// file names and sizes: a checkpoint's epoch order is drawn over indices, so a mid-epoch
   /// resume over other files of the same count would repeat some samples and skip others
   /// (Note [Resume at another world size]); the ranks compare it too (Note [Every rank holds
-  /// the same data]). Names, not paths: the data may move between runs.
+  /// the same data]). Names, not paths: the data may move between runs. Called a few times a
+  /// run, from the thread that calls fit(): keep it cheap, or compute it once.
   virtual uint64_t files_hash() const { return 0; }
 };
 

@@ -39,8 +39,11 @@ TextDataset::TextDataset(const std::string& path, int block_size, bool train) : 
 }
 
 uint64_t TextDataset::files_hash() const {
-  const at::Tensor bytes = tokens_.contiguous();
-  return fnv1a(bytes.data_ptr(), static_cast<size_t>(bytes.numel()));
+  if (files_hash_ == 0) {
+    const at::Tensor bytes = tokens_.contiguous();
+    files_hash_ = fnv1a(bytes.data_ptr(), static_cast<size_t>(bytes.numel()));
+  }
+  return files_hash_;
 }
 
 Example TextDataset::get(int64_t index) const {

@@ -46,11 +46,12 @@ class TextDataset : public Dataset {
   int64_t size() const override { return (tokens_.numel() - 1) / block_; }
   Example get(int64_t index) const override;
   DatasetShape shape() const override { return {1, 1, block_, 256, block_}; }
-  /// This split's bytes.
+  /// This split's bytes (read once, then kept).
   uint64_t files_hash() const override;
 
  private:
-  at::Tensor tokens_;  // (n) uint8: this split's bytes
+  at::Tensor tokens_;                // (n) uint8: this split's bytes
+  mutable uint64_t files_hash_ = 0;  // 0: not computed yet (the main thread's alone)
   int block_;
 };
 

@@ -27,7 +27,8 @@ std::vector<Flag> launch_flags(LaunchOptions& o) {
                 "seconds between SIGTERM and SIGKILL on teardown after a worker failed"),
       bind_flag("signal_grace_s", &o.signal_grace_s,
                 "seconds the workers get to finish their step and save after a SIGINT/SIGTERM this "
-                "launcher forwards, before SIGKILL (a second signal: SIGKILL at once)"),
+                "launcher forwards, before SIGKILL (a second signal, a second or more after the first: "
+                "SIGKILL at once)"),
       bind_flag("max_restarts", &o.max_restarts,
                 "restart the workers this often after a failure (they resume from the newest checkpoint; "
                 "one node only: torchrun restarts a multi-node job)"),

@@ -32,7 +32,8 @@ struct LaunchOptions {
   int master_port = 29500;
   int kill_grace_s = 5;  // after the first failure, SIGTERM then SIGKILL after this long
   /// After a SIGINT/SIGTERM forwarded to the workers: the time they get to finish their step and
-  /// save (--checkpoint_on_signal) before SIGKILL; a second signal sends SIGKILL at once.
+  /// save (--checkpoint_on_signal) before SIGKILL; a second signal, a second or more after the
+  /// first (one signal can arrive twice: a hang-up), sends SIGKILL at once.
   int signal_grace_s = 60;
   int max_restarts = 0;  // restarts of the whole group after a failure
   /// A rank waiting this long in one collective is a hang (Note [Stall seen by the launcher]):

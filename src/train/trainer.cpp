@@ -306,7 +306,7 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();
-  check_training_set_size(meta, run.train.size(), run.train.files_hash(), opts_.checkpoint.resume_from, ctx_);
+  check_training_set_size(meta, run.train.size(), run.files, opts_.checkpoint.resume_from, ctx_);
   const ResumePoint at = resume_point(meta, world, opts_);
   run.start_micro = at.micro;  // in this run's batches
   run.rest = at.rest;
@@ -335,7 +335,8 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   }
   // Another world size or batch_size: a step averages another number of samples at the
   // schedule's learning rate (keep_global_batch keeps it instead).
-  if (const int64_t was = checkpoint_global_batch(meta, opts_), now = opts_.global_batch(world); was != now)
+  if (const int64_t was = checkpoint_global_batch(meta, opts_), now = opts_.global_batch(world);
+      was != now && !opts_.loop.keep_global_batch)
     ctx_.log().warn(str("the global batch is ", now, " samples a step; the checkpoint's run's was ", was,
                         ": each optimizer step averages ", now,
                         " at the schedule's learning rate (not scaled); "

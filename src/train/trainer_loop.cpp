@@ -68,7 +68,7 @@ int64_t Trainer::Impl::start_epoch_data(Run& run, int epoch) {
     run.loader.start(std::move(mine), 0, /*keep_last_partial=*/true);
   } else {
     state_.plan = EpochPlan::fresh(run.train.size(), world, B, opts_.data.drop_last);
-    state_.plan.files = run.train.files_hash();
+    state_.plan.files = run.files;
     first = epoch == run.start_epoch ? std::min(run.start_micro, run.batches) : 0;
     run.loader.start(run.sampler.indices(), first);
   }

@@ -25,6 +25,7 @@ struct Trainer::Impl::Run {
   Run(const Impl& t, Dataset& data, const Dataset* test_data)
       : train(data),
         test(test_data),
+        files(data.files_hash()),
         sampler_options{data.size(), t.ctx_.world_size(), t.ctx_.rank(), true, t.opts_.loop.seed, false},
         sampler(sampler_options),
         loader(data, loader_options(t)),
@@ -40,6 +41,7 @@ struct Trainer::Impl::Run {
   }
   Dataset& train;
   const Dataset* test;
+  uint64_t files;  // train's Dataset::files_hash, once a run (a text file's is of all its bytes)
   SamplerOptions sampler_options;
   DistributedSampler sampler;
   Loader loader;

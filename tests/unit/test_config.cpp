@@ -172,6 +172,8 @@ TEST(Config, ACheckpointsOwnFlagsRebuildItsModelWhateverLaterChecksRefuse) {
       {"--lr_schedule", "constant", "--min_lr_ratio", "0.2"},
       {"--amp_dtype", "bf16", "--scaler_init_scale", "1024"},
       {"--fused_loss", "on"},
+      {"--no-use_amp", "--amp_dtype", "bf16"},
+      {"--num_workers", "0", "--prefetch_factor", "4"},
       {"--model", "mini_resnet", "--block_size", "64", "--vocab_size", "256", "--gpt_preset", "debug",
        "--n_kv_head", "2", "--width", "0.5"},
   };
@@ -203,6 +205,9 @@ TEST(Config, ACheckpointsOwnFlagsRebuildItsModelWhateverLaterChecksRefuse) {
             std::string::npos);
   EXPECT_EQ(resolve_train_config({"--adam_beta1", "0.8"}, {"--optimizer", "adamw"}).optimizer.adam_beta1,
             0.8);
+  // eval's --num_workers 0 on a checkpoint whose run prefetched 4: its own value is forgotten.
+  EXPECT_NO_THROW(
+      (void)resolve_train_config({"--num_workers", "0"}, {"--num_workers", "8", "--prefetch_factor", "4"}));
 }
 
 TEST(Config, BadTomlIsUsageError) {
