@@ -213,9 +213,15 @@ int cmd_eval(const std::vector<std::string>& args) {
   try {
     load_state_dict(*model, weights, model_pt);
   } catch (const Error& e) {  // the flags given here build another model than the checkpoint's
+    const std::vector<std::string> recorded = checkpoint_train_flags(checkpoint);
+    const bool by_train = std::any_of(recorded.begin(), recorded.end(),
+                                      [](const std::string& f) { return f.rfind("--model=", 0) == 0; });
     throw UsageError(str(e.what(),
                          "; eval builds the model from the checkpoint's config.json and the flags given ",
-                         "here: drop the flags that change the model"));
+                         by_train ? "here: drop the flags that change the model"
+                                  : "here, and this config.json records no train flags (a library program's "
+                                    "checkpoint): give the flags that build its model (--model, its sizes, "
+                                    "--dataset)"));
   }
   model->to(ctx.device());
   const EvalResult r =
