@@ -15,8 +15,7 @@ void forget_what_only_training_reads(TrainConfig& c) {
   c.program.fused_loss = d.program.fused_loss;
   // What only training reads that a later check ties to another flag (Note [A checkpoint's own
   // flags]: eval and export never refuse a checkpoint for a combination it trained with).
-  c.trainer.precision.use_amp = d.trainer.precision.use_amp;
-  c.trainer.precision.amp_dtype = d.trainer.precision.amp_dtype;
+  if (!c.trainer.precision.use_amp) c.trainer.precision.amp_dtype = d.trainer.precision.amp_dtype;
   c.trainer.data.prefetch_factor = d.trainer.data.prefetch_factor;
   c.trainer.checkpoint.save_every = d.trainer.checkpoint.save_every;
   c.trainer.checkpoint.save_every_steps = d.trainer.checkpoint.save_every_steps;
