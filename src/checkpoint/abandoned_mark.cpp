@@ -29,6 +29,10 @@ std::set<std::string> abandoned_checkpoints(const std::string& dir) {
   return names;
 }
 
+bool is_abandoned(const std::set<std::string>& marked, const std::string& checkpoint_dir) {
+  return marked.count(std::filesystem::path(checkpoint_dir).filename().string()) != 0;
+}
+
 void write_abandoned_mark(const std::string& dir, int64_t after_step, const std::vector<std::string>& names) {
   write_file_atomic(abandoned_mark_file(dir),
                     nlohmann::json{{"after_step", after_step}, {"checkpoints", names}}.dump(1));

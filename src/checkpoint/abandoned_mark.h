@@ -18,6 +18,9 @@ std::string abandoned_mark_file(const std::string& dir);
 /// cannot be read.
 std::set<std::string> abandoned_checkpoints(const std::string& dir);
 
+/// Whether the checkpoint at `checkpoint_dir` is one of `marked` (abandoned_checkpoints of its folder).
+bool is_abandoned(const std::set<std::string>& marked, const std::string& checkpoint_dir);
+
 /// Writes the mark (atomically): `names` abandoned by a start at `after_step` (-1: fresh).
 void write_abandoned_mark(const std::string& dir, int64_t after_step, const std::vector<std::string>& names);
 

@@ -418,7 +418,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
   const std::set<std::string> abandoned = abandoned_checkpoints(root);
   std::vector<const CheckpointEntry*> newest_first;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (abandoned.count(fs::path(it->dir).filename().string()) == 0) {
+    if (!is_abandoned(abandoned, it->dir)) {
       newest_first.push_back(&*it);
       continue;
     }

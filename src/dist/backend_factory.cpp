@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "dist/env_contract.h"
 #include "util/env.h"
 #include "util/error.h"
 
@@ -43,17 +44,13 @@ bool backend_reduce_scatters(const std::string& backend) {
 
 namespace {
 
-bool is_loopback(const std::string& addr) {
-  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
-}
-
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   if (auto ifname = env::get("GLOO_SOCKET_IFNAME")) {
     // PyTorch accepts a comma-separated list; we use the first interface.
     std::string first = ifname->substr(0, ifname->find(','));
     return c10d::ProcessGroupGloo::createDeviceForInterface(first);
   }
-  if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  if (is_loopback_address(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 

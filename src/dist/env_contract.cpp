@@ -210,4 +210,8 @@ EnvContract read_env_contract() {
   return e;
 }
 
+bool is_loopback_address(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
 }  // namespace ddptrain

@@ -51,4 +51,8 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node,
 /// Every variable read_env_contract reads (for tests that set a launcher's environment).
 const std::vector<const char*>& launcher_variables();
 
+/// Whether `addr` names this machine itself (localhost, 127.x.x.x, ::1): only processes on
+/// this machine reach a store or a Gloo device listening there.
+bool is_loopback_address(const std::string& addr);
+
 }  // namespace ddptrain

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "dist/env_contract.h"
 #include "launch/launcher.h"
 #include "util/error.h"
 
@@ -70,7 +71,7 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
                   " must be a TCP port in [1, 65535]");
   DDP_USAGE_CHECK(opts->max_restarts >= 0, "--max_restarts=", opts->max_restarts, " must be >= 0");
   const std::string& addr = opts->master_addr;
-  if (opts->nnodes > 1 && (addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1"))
+  if (opts->nnodes > 1 && is_loopback_address(addr))
     std::fprintf(stderr,
                  "launch: warning: --master_addr %s with --nnodes %d: only nodes on this machine reach it "
                  "(rank 0's store and Gloo listen there); give node 0's address\n",

@@ -28,14 +28,9 @@ namespace ddptrain {
 
 namespace {
 
-// The only process-wide state of the launcher: the last signal to forward, and how many came
-// (two within one poll are a second signal: SIGKILL), set by the handler.
+// The only process-wide state of the launcher: the last forwarded signal, set by the handler.
 std::atomic<int> g_signal{0};
-std::atomic<int> g_signals{0};
-void on_signal(int sig) {
-  g_signal.store(sig);
-  g_signals.fetch_add(1);
-}
+void on_signal(int sig) { g_signal.store(sig); }
 
 // Set for a worker by this launcher alone, never inherited from the launcher's own environment.
 constexpr const char* kNotInherited[] = {"DDPTRAIN_LAUNCH_DIR"};
@@ -263,31 +258,32 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
   }
 }
 
-// A received SIGINT/SIGTERM goes to the workers once: they finish their step and save, within
-// signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
+// A received signal goes to the workers once (SIGHUP and SIGQUIT as SIGTERM): they finish their step and
+// save, within signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
 // kill_grace_s between SIGTERM and SIGKILL.
-void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o) {
-  for (int n = g_signals.exchange(0); n > 0; --n) {
-    const int sig = g_signal.load();
-    if (t.forwarded != 0) {
-      // A second signal, not the same one delivered twice (a hang-up reaches the launcher from
-      // its shell and from the kernel), which would kill the save the first one asked for.
-      if (t.killed || std::chrono::steady_clock::now() - t.term_sent < std::chrono::seconds(1)) break;
-      std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
-      signal_all(workers, SIGKILL);
-      t.killed = true;
-      return;
-    }
-    // A hang-up or a quit stops the workers as SIGTERM does: they save (--checkpoint_on_signal),
-    // where SIGHUP's default would end them at once.
-    const int forward = sig == SIGINT ? SIGINT : SIGTERM;
-    std::fprintf(stderr,
-                 "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
-                 strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
-    t.forwarded = forward;
-    signal_all(workers, forward);
-    t.term_sent = std::chrono::steady_clock::now();
+void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig) {
+  if (t.forwarded != 0) {
+    // A second signal, not the same one delivered twice (a hang-up reaches the launcher from its
+    // shell and from the kernel), which would kill the save the first one asked for.
+    if (t.killed || std::chrono::steady_clock::now() - t.term_sent < std::chrono::seconds(1)) return;
+    std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
+    signal_all(workers, SIGKILL);
+    t.killed = true;
+    return;
   }
+  // A hang-up or a quit stops the workers as SIGTERM does: they save (--checkpoint_on_signal),
+  // where SIGHUP's default would end them at once.
+  const int forward = sig == SIGINT ? SIGINT : SIGTERM;
+  std::fprintf(stderr,
+               "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
+               strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
+  t.forwarded = forward;
+  signal_all(workers, forward);
+  t.term_sent = std::chrono::steady_clock::now();
+}
+
+void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o) {
+  if (const int sig = g_signal.exchange(0); sig != 0) forward_signal(workers, t, o, sig);
   const int grace = t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s;
   if (t.term_sent != std::chrono::steady_clock::time_point{} && !t.killed &&
       std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(grace)) {

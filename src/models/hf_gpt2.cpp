@@ -141,10 +141,7 @@ HfPlan gpt_hf_plan(const std::vector<StoredTensor>& stored, const GptConfig& c, 
                     is_conv1d(name)
                         ? at::IntArrayRef(std::vector<int64_t>(it->second.rbegin(), it->second.rend()))
                         : at::IntArrayRef(it->second));
-    const auto twice = got.find(name);  // "ln_f.weight" beside "transformer.ln_f.weight"
-    DDP_USAGE_CHECK(twice == got.end(), "'", origin, "': tensors '", twice->second.stored, "' and '", t.name,
-                    "' are the same weight (", name, ") stored twice: remove one");
-    got[name] = {t.name, t.dtype, it->second, transpose};
+    plan_once(got, name, {t.name, t.dtype, it->second, transpose}, origin);
   }
   for (const auto& [name, shape] : layout) {
     DDP_USAGE_CHECK(got.count(name) != 0, "'", origin, "': tensor '", kPrefix, name, "' is missing");

@@ -243,10 +243,7 @@ HfPlan llama_hf_plan(const std::vector<StoredTensor>& stored, const LlamaConfig&
                     "; weights are float32, bfloat16 or float16");
     DDP_USAGE_CHECK(t.shape == it->second, "'", origin, "': tensor '", t.name, "' has shape ",
                     at::IntArrayRef(t.shape), "; the config's sizes need ", at::IntArrayRef(it->second));
-    const auto twice = got.find(name);  // "norm.weight" beside "model.norm.weight"
-    DDP_USAGE_CHECK(twice == got.end(), "'", origin, "': tensors '", twice->second.stored, "' and '", t.name,
-                    "' are the same weight (", name, ") stored twice: remove one");
-    got[name] = {t.name, t.dtype, it->second, false};
+    plan_once(got, name, {t.name, t.dtype, it->second, false}, origin);
   }
   for (const auto& [name, shape] : layout) {
     DDP_USAGE_CHECK(got.count(name) != 0, "'", origin, "': tensor '", stored_name(name), "' is missing");

@@ -2,7 +2,17 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "util/error.h"
+
 namespace ddptrain {
+
+void plan_once(std::map<std::string, HfSource>& got, const std::string& ours, HfSource source,
+               const std::string& origin) {
+  const auto twice = got.find(ours);
+  DDP_USAGE_CHECK(twice == got.end(), "'", origin, "': tensors '", twice->second.stored, "' and '",
+                  source.stored, "' are the same weight (", ours, ") stored twice: remove one");
+  got.emplace(ours, std::move(source));
+}
 
 const HfSource* HfPlan::find(const std::string& ours) const {
   for (const auto& [name, source] : tensors)

@@ -5,6 +5,7 @@
 // and one unit at a time under ZeRO-3 (Note [Units sharded as built]).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct HfPlan {
 
   const HfSource* find(const std::string& ours) const;
 };
+
+/// Records that our tensor `ours` is read from `source` (a family's plan builds `got` so);
+/// UsageError naming the folder and both stored names where another stored tensor is the same
+/// weight ("ln_f.weight" beside "transformer.ln_f.weight": the last one would win).
+void plan_once(std::map<std::string, HfSource>& got, const std::string& ours, HfSource source,
+               const std::string& origin);
 
 /// Writes our tensor `ours` into dest (a parameter of the model: its dtype, device and layout;
 /// rows beyond the stored ones, a padded vocabulary's, become zero), and checks the ties on

@@ -88,9 +88,7 @@ void drop_mark_of_another_run(const std::string& dir, const RunIdentity& identit
   try {
     const std::set<std::string> marked = abandoned_checkpoints(dir);
     for (const CheckpointEntry& c : list_checkpoints(dir, log)) {
-      if (marked.count(fs::path(c.dir).filename().string()) == 0 ||
-          identity_differences(identity, c.meta.run).empty())
-        continue;
+      if (!is_abandoned(marked, c.dir) || identity_differences(identity, c.meta.run).empty()) continue;
       remove_abandoned_mark(dir);
       log.info(
           str(c.dir, " is another run's: ", abandoned_mark_file(dir), " removed (this start moved nothing)"));

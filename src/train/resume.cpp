@@ -1,7 +1,6 @@
 #include "train/resume.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "checkpoint/abandoned_mark.h"
@@ -12,8 +11,6 @@
 
 namespace ddptrain {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
@@ -137,34 +134,23 @@ ResumePoint resume_point(const CheckpointMeta& meta, int world, const TrainerOpt
 void check_training_set_size(const CheckpointMeta& meta, int64_t samples, uint64_t files,
                              const std::string& from, const DistContext& ctx) {
   const EpochPlan plan = epoch_plan_of(meta, 1);
-  const int64_t recorded = plan.samples;
-  if (recorded >= 0 && recorded == samples && plan.files != 0 && files != 0 && plan.files != files) {
-    if (!meta.epoch_complete)
-      throw UsageError(
-          str("the checkpoint '", from, "' stopped mid-epoch ", meta.epoch, " of a training set of ", samples,
-              " samples read from other files than this run's (", samples,
-              " too, but other names or sizes: shards renamed, reordered or replaced): the ",
-              "epoch's order names samples by index, so continuing it would repeat some and skip ",
-              "others. Resume with the checkpoint's files, or from a checkpoint at an epoch's end ",
-              "(epoch_", fmt("%04d", meta.epoch - 1), " or earlier)"));
-    if (ctx.is_main())
-      ctx.log().warn(str("the training set's files differ from the checkpoint's run's (", from, "; the same ",
-                         samples, " samples in number): epoch ", meta.epoch + 1,
-                         " on draws its order over these"));
-    return;
-  }
-  if (recorded < 0 || recorded == samples) return;
+  if (plan.samples < 0) return;  // not recorded
+  const bool other_size = plan.samples != samples;
+  if (!other_size && (plan.files == 0 || files == 0 || plan.files == files)) return;
+  const std::string differs =
+      other_size ? str(", and this run's training set has ", samples)
+                 : str(" read from other files than this run's (", samples,
+                       " too, but other names or sizes: shards renamed, reordered or replaced)");
   if (!meta.epoch_complete)
     throw UsageError(str("the checkpoint '", from, "' stopped mid-epoch ", meta.epoch,
-                         " of a training set of ", recorded, " samples, and this run's training set has ",
-                         samples,
-                         ": the epoch's order is drawn over the set's size, so continuing it would repeat "
-                         "or skip samples. Resume with the checkpoint's data, or from a checkpoint at an "
-                         "epoch's end (epoch_",
+                         " of a training set of ", plan.samples, " samples", differs,
+                         ": the epoch's order names samples by index, so continuing it would repeat some and "
+                         "skip others. Resume with the checkpoint's data, or from a checkpoint at an epoch's "
+                         "end (epoch_",
                          fmt("%04d", meta.epoch - 1), " or earlier)"));
   if (ctx.is_main())
-    ctx.log().warn(str("the training set has ", samples, " samples; the checkpoint's run (", from, ") had ",
-                       recorded, ": epoch ", meta.epoch + 1, " on draws its order over the new set"));
+    ctx.log().warn(str("the checkpoint's run (", from, ") trained on ", plan.samples, " samples", differs,
+                       ": epoch ", meta.epoch + 1, " on draws its order over the new set"));
 }
 
 namespace {
@@ -249,7 +235,7 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
   for (auto c = all.rbegin(); c != all.rend(); ++c) {
     if (!differences(*c).empty()) {
       if (!theirs) theirs = &*c;
-    } else if (abandoned.count(fs::path(c->dir).filename().string()) == 0) {
+    } else if (!is_abandoned(abandoned, c->dir)) {
       ours_newest_first.push_back(&*c);
     } else {  // Note [A branch a run abandons]
       log.warn(str("resume_from auto: skipping ", c->dir, " (step ", c->meta.global_step,

@@ -310,22 +310,6 @@ TEST(E2E, MetricsFileTensorBoardAndPlot) {
   EXPECT_EQ(cut.exit_code, 0) << cut.output;
   EXPECT_TRUE(fs::exists(dir + "/cut.svg"));
   EXPECT_NE(cut.output.find("left out 1 line of"), std::string::npos) << cut.output;
-  // A run resumed at step 8 trains steps 9-16 again: the first run's records past 8 are of
-  // steps it replaced, left out (and said), as TensorBoard leaves them out; before, both were
-  // drawn as live lines.
-  {
-    std::ofstream resumed(dir + "/resumed.jsonl");
-    resumed << "{\"kind\": \"run\", \"run\": \"a\", \"step\": 0}\n";
-    for (int s : {4, 8, 12, 16})
-      resumed << "{\"kind\": \"step\", \"run\": \"a\", \"step\": " << s << ", \"loss\": 2}\n";
-    resumed << "{\"kind\": \"run\", \"run\": \"b\", \"step\": 8}\n";
-    for (int s : {12, 16})
-      resumed << "{\"kind\": \"step\", \"run\": \"b\", \"step\": " << s << ", \"loss\": 1}\n";
-  }
-  ProcResult replaced = run({binary(), "plot", dir + "/resumed.jsonl", "-o", dir + "/resumed.svg"}, {}, 60);
-  EXPECT_EQ(replaced.exit_code, 0) << replaced.output;
-  EXPECT_NE(replaced.output.find("left out 2 records of run 1 past step 8"), std::string::npos)
-      << replaced.output;
   // JSON that is not a metrics record (was exit 1 with the JSON library's type error).
   for (const char* text : {"[1, 2]\n", "{\"kind\": \"step\", \"step\": \"ten\"}\n", "{\"run\": 3}\n"}) {
     std::ofstream(dir + "/other.jsonl") << text;

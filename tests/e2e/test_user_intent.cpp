@@ -302,6 +302,26 @@ TEST(UserIntent, PlotDrawsEachRunOfAFileAsItsOwnLine) {
   EXPECT_NE(svg.find(">MFU (%)<"), std::string::npos);
 }
 
+// A run resumed at step 8 trains steps 9-16 again: the first run's records past 8 are of steps
+// it replaced, left out (and said), as TensorBoard leaves them out; before, both were drawn as
+// live lines.
+TEST(UserIntent, PlotLeavesOutTheStepsAResumedRunTrainedAgain) {
+  const std::string dir = fresh_dir("plot_resumed");
+  {
+    std::ofstream resumed(dir + "/resumed.jsonl");
+    resumed << "{\"kind\": \"run\", \"run\": \"a\", \"step\": 0}\n";
+    for (int s : {4, 8, 12, 16})
+      resumed << "{\"kind\": \"step\", \"run\": \"a\", \"step\": " << s << ", \"loss\": 2}\n";
+    resumed << "{\"kind\": \"run\", \"run\": \"b\", \"step\": 8}\n";
+    for (int s : {12, 16})
+      resumed << "{\"kind\": \"step\", \"run\": \"b\", \"step\": " << s << ", \"loss\": 1}\n";
+  }
+  ProcResult replaced = run({binary(), "plot", dir + "/resumed.jsonl", "-o", dir + "/resumed.svg"}, {}, 60);
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_NE(replaced.output.find("left out 2 records of run 1 past step 8"), std::string::npos)
+      << replaced.output;
+}
+
 // Item 6: after a resume or an early stop, "epoch N done" and the epoch record covered part
 // of the epoch but claimed all of it. Now each epoch record says which micro-batches it
 // covers; the parts of an interrupted epoch cover it once, without overlap.

@@ -37,6 +37,17 @@ ModelOptions gpt2_options(const std::string& dir, int vocab_multiple = 1) {
   return o;
 }
 
+// A tiny GPT's sizes: `layers` blocks `width` wide, 2 heads, 5 positions, 11 tokens.
+GptConfig tiny_gpt(int layers, int width) {
+  GptConfig c;
+  c.n_layer = layers;
+  c.n_head = 2;
+  c.n_embd = width;
+  c.block_size = 5;
+  c.vocab_size = 11;
+  return c;
+}
+
 // A folder's Gpt: sizes from its config, weights from its tensors.
 Gpt load_gpt(const std::string& dir) {
   const ModelOptions o = gpt2_options(dir);
@@ -205,12 +216,7 @@ TEST(HfGpt2, APaddedVocabularyLoadsPaddedAndExportsTheRealRows) {
 // built Gpt's state, for two shapes.
 TEST(HfGpt2, TheLayoutIsGptsStateWithoutBuildingIt) {
   for (const auto& [layers, width] : {std::pair{1, 8}, std::pair{3, 16}}) {
-    GptConfig c;
-    c.n_layer = layers;
-    c.n_head = 2;
-    c.n_embd = width;
-    c.block_size = 5;
-    c.vocab_size = 11;
+    const GptConfig c = tiny_gpt(layers, width);
     const auto layout = gpt_layout(c);
     const NamedTensors built = state_dict(*Gpt(c));
     ASSERT_EQ(layout.size(), built.size());
@@ -224,12 +230,7 @@ TEST(HfGpt2, TheLayoutIsGptsStateWithoutBuildingIt) {
 // A weight stored twice, under its prefixed and its bare name (a merged or hand-converted
 // state dict), is refused naming both; before, whichever came last in name order won.
 TEST(HfGpt2, AWeightStoredTwiceIsRefused) {
-  GptConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.block_size = 5;
-  c.vocab_size = 11;
+  const GptConfig c = tiny_gpt(1, 8);
   NamedTensors hf = gpt_to_hf(state_dict(*Gpt(c)));
   ASSERT_NO_THROW(gpt_from_hf(hf, c, "folder"));
   hf.emplace_back("ln_f.weight", at::zeros({8}));
