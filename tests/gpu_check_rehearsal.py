@@ -53,16 +53,18 @@ for key in ("ddptrain_tokens_per_s_median", "pytorch_eager_tokens_per_s_median",
             "lever_fused_linear_over_aten", "deterministic_cost"):
     if not isinstance(gpt.get(key), (int, float)) or gpt[key] <= 0:
         failures.append(f"report: {key} is {gpt.get(key)!r}")
-# With --deterministic a run repeats bitwise on every CPU; without it, on most (Note
-# [Deterministic GPU runs]: stop 46's CI machine gave one of these bf16 runs that did not). The
-# default's answer must be there (a bool, with the first step line that differs where it is False).
+# A CPU run repeats bitwise, with --deterministic and without (Note [Deterministic GPU runs]; the
+# pairs that parted, at stops 46 and 55, met Note [The first parallel call of a vector math
+# function]). The pair with the flag must repeat; the default's answer must be there (a bool, with
+# the first step line that differs where it is False), and is said where it is False.
 repeated = gpt.get("repeats_bitwise") or {}
-parted = (gpt.get("repeats_first_difference") or {}).get("default")
+differences = gpt.get("repeats_first_difference") or {}
+parted = {pair: differences.get(pair) for pair in ("default", "deterministic")}
 if repeated.get("deterministic") is not True or not isinstance(repeated.get("default"), bool) \
-        or (repeated["default"] is False) != isinstance(parted, dict):
-    failures.append(f"report: repeats_bitwise is {repeated!r}, the first difference {parted!r}")
+        or (repeated["default"] is False) != isinstance(parted["default"], dict):
+    failures.append(f"report: repeats_bitwise is {repeated!r}, the first differences {parted!r}")
 elif repeated["default"] is False:
-    print(f"note: the default runs did not repeat bitwise on this CPU: {parted!r}")
+    print(f"note: the default runs did not repeat bitwise on this CPU: {parted['default']!r}")
 # What this CPU said, for CI's log (.ci/run prints it at the end; ctest shows a passing test's
 # output to nobody): which CPU, whether runs repeated, and where they parted.
 cpu = {}

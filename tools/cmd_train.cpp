@@ -17,6 +17,7 @@
 #include "tools/commands.h"
 #include "train/deterministic.h"
 #include "train/stop_signal.h"
+#include "train/vector_math_first_calls.h"
 #include "util/env.h"
 #include "util/error.h"
 #include "util/thread_policy.h"
@@ -27,6 +28,7 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int threads = threads_per_rank(cfg.program.threads, cores, ctx.local_world_size());
   torch::set_num_threads(threads);
+  make_first_vector_math_calls();  // Note [The first parallel call of a vector math function]
   if (threads_outnumber_cores(ctx.local_world_size(), threads, cores) && !env::get("OMP_WAIT_POLICY"))
     ctx.log().warn(
         str(ctx.local_world_size(), " local ranks x ", threads, " intra-op threads > ", cores,

@@ -49,11 +49,15 @@
 // are use_deterministic_algorithms, train/deterministic.h, for GPU runs that repeat bitwise,
 // and, obs/memory.h, install_cpu_memory_accounting, which counts CPU tensors' bytes for the
 // peak memory on CPU (before any tensor), and keep_cpu_heap / lean_cpu_heap, malloc's policy
-// that `ddptrain train` sets: Note [CPU heap kept across steps]).
+// that `ddptrain train` sets: Note [CPU heap kept across steps]; and, for CPU runs that repeat
+// bitwise, make_first_vector_math_calls, train/vector_math_first_calls.h, once after setting
+// the threads and before building the model: Note [The first parallel call of a vector math
+// function]).
 // What it does touch of the process: DistContext makes its GPU the current CUDA device, a
 // resume restores the generators' states the checkpoint saved (CPU and CUDA: a resumed run
 // draws what the uninterrupted one would), and the Trainer resets the device's peak-memory
-// counter each epoch (its peak memory per epoch; on CPU where the program counts it).
+// counter each epoch (its peak memory per epoch; on CPU where the program counts it), and the
+// Trainer makes the first calls of MKL's vector math functions if the program has not.
 #pragma once
 
 #include <memory>
@@ -81,6 +85,7 @@
 #include "train/trainable.h"
 #include "train/trainer.h"
 #include "train/trainer_options.h"
+#include "train/vector_math_first_calls.h"
 #include "util/error.h"
 
 namespace ddptrain {

@@ -287,10 +287,11 @@ std::vector<Flag> output_flags(TrainConfig& c) {
                 "loader's and the allocator's warm-up)"),
       bind_flag("profile_steps", &c.trainer.report.profile_steps, "how many steps --enable_profiling traces"),
       bind_flag("seed", &c.trainer.loop.seed, "seed of model init, data order and all randomness"),
-      bind_flag("deterministic", &c.program.deterministic,
-                "deterministic algorithms only, so a run repeats bitwise on a GPU (and on every CPU): "
-                "SDPA skips cuDNN's attention for flash attention's deterministic backward, cuBLAS gets "
-                "CUBLAS_WORKSPACE_CONFIG=:4096:8; slower (the GPU check measures by how much)"),
+      bind_flag(
+          "deterministic", &c.program.deterministic,
+          "deterministic algorithms only, so a run repeats bitwise on a GPU (a CPU run repeats anyway): "
+          "SDPA skips cuDNN's attention for flash attention's deterministic backward, cuBLAS gets "
+          "CUBLAS_WORKSPACE_CONFIG=:4096:8; slower (the GPU check measures by how much)"),
       bind_flag("tf32", &c.program.tf32,
                 "fp32 matmuls on a GPU in TensorFloat-32 (10-bit mantissa; ~7x the IEEE fp32 rate on "
                 "A100/H100), as torch.backends.cuda.matmul.allow_tf32 = True; off: IEEE fp32, PyTorch's "

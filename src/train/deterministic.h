@@ -1,9 +1,9 @@
 // Note [Deterministic GPU runs]
-// On the CPU a run is bitwise the same for the same seed with --deterministic, and on the CPUs
-// we test on without it too (ddptrain's CPU kernels are deterministic; but stop 46's CI machine
-// gave two default bf16 GPT runs of the GPU check's rehearsal that did not repeat, and two with
-// the flag that did: some LibTorch CPU kernel there is deterministic only when asked, which one
-// is not known yet; the rehearsal reports where such runs part). On a GPU the default is the
+// On the CPU a run is bitwise the same for the same seed, with --deterministic or without it
+// (the CPU kernels are deterministic). The pairs of the GPU check's rehearsal that parted on
+// CPUs (stop 46's default pair, stop 55's pair with the flag) parted at MKL's first parallel
+// call of a vector math function, a race that the program's serial first calls now avoid
+// (Note [The first parallel call of a vector math function]). On a GPU the default is the
 // fastest kernels, and one of them is not:
 // cuDNN's attention (what SDPA picks for GPT and Llama on sm90), whose backward accumulates
 // dQ in an order that changes from run to run. --deterministic (ProgramOptions::deterministic;

@@ -26,6 +26,7 @@
 #include "train/trainer_impl.h"
 #include "train/trainer_run.h"
 #include "train/trainer_start.h"
+#include "train/vector_math_first_calls.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -84,6 +85,8 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                opts_.precision.scaler_growth_interval}),
       state_{*model_.module, optimizer_, scaler_},
       parts_(training_parts(*model_.module, optimizer_)) {
+  // Before the first step (Note [The first parallel call of a vector math function]).
+  make_first_vector_math_calls();
   // After DDP's start-up broadcast, so the collectives see plain contiguous tensors; every
   // rank converts the same way. See Note [Channels last].
   if (opts_.channels_last) to_channels_last(*model_.module);
