@@ -51,9 +51,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 // compares it with its own, and one all-reduce tells every rank whether any rank differs, so
 // all of them fail together instead of hanging in a mismatched collective.
 void DistributedDataParallel::verify_replicas(const std::vector<std::string>& names) {
+  // Given buckets (ZeRO stage 3's, one per unit: Note [Units]) and whether a parameter was
+  // sharded as built (no start-up broadcast) are compared too: ranks whose units differ would
+  // gather different shards in their first forward, a hang till the timeout.
+  std::vector<int64_t> bucket_of(params_.size(), -1);
+  for (size_t b = 0; b < opts_.reducer.buckets.size(); ++b)
+    for (const size_t i : opts_.reducer.buckets[b])
+      if (i < bucket_of.size()) bucket_of[i] = static_cast<int64_t>(b);
   std::ostringstream os;
-  for (size_t i = 0; i < params_.size(); ++i)
-    os << names[i] << ' ' << params_[i].sizes() << ' ' << c10::toString(params_[i].scalar_type()) << '\n';
+  for (size_t i = 0; i < params_.size(); ++i) {
+    os << names[i] << ' ' << params_[i].sizes() << ' ' << c10::toString(params_[i].scalar_type());
+    if (bucket_of[i] >= 0) os << " bucket " << bucket_of[i];
+    if (params_[i].numel() > 0 && params_[i].storage().nbytes() == 0) os << " sharded as built";
+    os << '\n';
+  }
   const std::string mine = os.str();
   std::vector<at::Tensor> len{at::tensor({static_cast<int64_t>(mine.size())}, at::kLong)};
   ctx_.broadcast(len, 0, "DDP replica check");
@@ -92,7 +103,8 @@ void DistributedDataParallel::verify_replicas(const std::vector<std::string>& na
   }
   throw Error(str("[rank ", ctx_.rank(), "/", ctx_.world_size(),
                   "] DDP: the ranks do not build the same model", detail,
-                  "; every rank must construct the model with the same flags"));
+                  "; every rank must construct the model with the same flags (and, under zero_stage 3, ",
+                  "name the same Units: Note [Units])"));
 }
 
 DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)

@@ -32,6 +32,9 @@ namespace {
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal.store(sig); }
 
+// What the launcher handles (SIGHUP and SIGQUIT where not ignored).
+constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
 // Set for a worker by this launcher alone, never inherited from the launcher's own environment.
 constexpr const char* kNotInherited[] = {"DDPTRAIN_LAUNCH_DIR"};
 
@@ -77,23 +80,45 @@ int exit_code_of(int status) {
 
 pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
             const std::vector<std::pair<std::string, std::string>>& env, int* out_fd, int* err_fd) {
-  int out[2], err[2];
-  DDP_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0,
-            "pipe failed: ", std::strerror(errno));
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  const auto close_all = [&] {
+    for (const int fd : {out[0], out[1], err[0], err[1]})
+      if (fd >= 0) ::close(fd);
+  };
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_all();
+    throw Error(str("pipe failed: ", std::strerror(e)));
+  }
+  // The launcher's signals wait while the child is not yet its own program: one that reached
+  // the child before its exec would run the launcher's handler there and be lost (forwarded
+  // once, the worker would run on until --signal_grace_s).
+  sigset_t launcher_signals, before;
+  ::sigemptyset(&launcher_signals);
+  for (const int sig : kLauncherSignals) ::sigaddset(&launcher_signals, sig);
+  ::pthread_sigmask(SIG_BLOCK, &launcher_signals, &before);
   pid_t launcher = ::getpid();
   pid_t pid = ::fork();
-  DDP_CHECK(pid >= 0, "fork failed: ", std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    close_all();
+    throw Error(str("fork failed: ", std::strerror(e)));
+  }
   if (pid == 0) {
     // Child: die with the launcher, whatever kills it.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (const int sig : kLauncherSignals) {  // the launcher's handler goes; an ignored signal stays ignored
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::signal(sig, SIG_DFL);
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);  // one sent meanwhile ends the child now
     if (::getppid() != launcher) ::_exit(127);
     // A session and process group of its own, as torchrun's start_new_session: the launcher
     // signals the group whole, a terminal's Ctrl-C reaches the launcher alone, and no worker is
     // stopped by reading a terminal it does not own (the launcher's handlers end at exec; a
     // signal nohup ignored stays ignored).
     ::setsid();
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; an ignored signal survives exec
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
@@ -110,6 +135,7 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
     std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
     ::_exit(127);
   }
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ::close(out[1]);
   ::close(err[1]);
   *out_fd = out[0];
@@ -251,10 +277,10 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
                    describe(st).c_str(), strsignal(t.forwarded));
       continue;
     }
+    signal_all(workers, SIGTERM);  // first: the message may wait on a blocked stderr
+    t.term_sent = std::chrono::steady_clock::now();
     std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
                  describe(st).c_str());
-    signal_all(workers, SIGTERM);
-    t.term_sent = std::chrono::steady_clock::now();
   }
 }
 
@@ -434,6 +460,9 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   const std::string exe = ours ? self_exe : find_program(worker_args[0]);
   const std::vector<std::string> exe_args =
       ours ? worker_args : std::vector<std::string>(worker_args.begin() + 1, worker_args.end());
+  // Inherited SIGCHLD ignored, the kernel would reap the workers itself: waitpid would never see
+  // one end (ECHILD), and the launcher would wait for ever.
+  ::signal(SIGCHLD, SIG_DFL);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -468,6 +497,10 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       throw;
     }
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
+    if (const int sig = g_signal.load(); sig != 0) {  // came as the group ended: no new group
+      std::fprintf(stderr, "launch: not restarting: got %s\n", strsignal(sig));
+      break;
+    }
     if (r.stall.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) {
       // A usage error repeats on every attempt, and a restart resumes `auto`: after an explicit
       // --resume_from that was refused, that would be the branch the user chose to leave.

@@ -66,14 +66,14 @@ inline void hf_unsupported(bool ok, const std::string& origin, const std::string
 }
 
 /// The token id config.json gives for `key` (a list, as Llama 3.1's eos: its first, all ids),
-/// `fallback` where it is left out (the config class's default; -1 when that is no token of the
-/// vocabulary), -1 where it is null. -1 given for pad_token_id is the vocabulary's last token
-/// (transformers' nn.Embedding(padding_idx=-1)). A pad_token_id outside the vocabulary is a
-/// UsageError (the embedding needs the row); a bos or eos outside it is kept as given, for the
-/// export, as transformers only warns of it (GPT2Config(vocab_size=8000) saves GPT-2's 50256).
+/// `fallback` where it is left out (the config class's default, kept as transformers' config
+/// object has it, in the vocabulary or not), -1 where it is null. -1 given for pad_token_id is the
+/// vocabulary's last token (transformers' nn.Embedding(padding_idx=-1)). A pad_token_id outside the
+/// vocabulary is a UsageError (the embedding needs the row); a bos or eos outside it is kept as given, for
+/// the export, as transformers only warns of it (GPT2Config(vocab_size=8000) saves GPT-2's 50256).
 inline int hf_token_id(const nlohmann::json& config, const char* key, const std::string& origin, int vocab,
                        int fallback, const char* model) {
-  if (!config.contains(key)) return fallback >= 0 && fallback < vocab ? fallback : -1;
+  if (!config.contains(key)) return fallback;
   nlohmann::json v = config[key];
   if (v.is_array()) {
     for (const auto& id : v)

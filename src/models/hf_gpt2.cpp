@@ -85,7 +85,8 @@ void apply_hf_gpt2_config(const nlohmann::json& c, const std::string& origin, Mo
           .within(&o);
     *f = v;
   }
-  for (const auto& [field, key] :  // carried to an export (GPT2Config's default: 50256, its last token)
+  for (const auto& [field,
+                    key] :  // carried to an export (left out: GPT2Config's 50256, as transformers reads it)
        {std::pair{&o.bos_token_id, "bos_token_id"}, std::pair{&o.eos_token_id, "eos_token_id"}})
     hf_set(field, key, hf_token_id(c, key, origin, o.vocab_size, 50256, "GPT"), -1, key, o);
   hf_set(&o.eos_token_ids, "eos_token_ids", hf_token_id_list(c, "eos_token_id", origin, "GPT"), std::string(),
@@ -180,9 +181,12 @@ std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype) {
                       {"tie_word_embeddings", true},
                       {"scale_attn_weights", true},
                       {"initializer_range", 0.02},
-                      {"dtype", dtype},
-                      {"bos_token_id", c.bos_token_id >= 0 ? c.bos_token_id : c.vocab_size - 1},
-                      {"eos_token_id", c.eos_token_id >= 0 ? c.eos_token_id : c.vocab_size - 1}};
+                      {"dtype", dtype}};
+  // -1 is none (a config's null, a fresh model's default): null, as for Llama (it was the
+  // vocabulary's last token, which a config's null never said).
+  for (const auto& [key, id] :
+       {std::pair{"bos_token_id", c.bos_token_id}, std::pair{"eos_token_id", c.eos_token_id}})
+    j[key] = id >= 0 ? nlohmann::json(id) : nlohmann::json();
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;  // generate() stops at each
   return j.dump(2) + "\n";
 }

@@ -1,5 +1,6 @@
 // Progress bar (rank 0, only when stdout is a terminal): one line per epoch redrawn in place
-// with the step, a bar, ETA, samples/s and the loss. When stdout is not a terminal (logs,
+// with the step, a bar, ETA, samples/s and the loss (rank 0's mean over the micro-batches since
+// the last step line would have been printed). When stdout is not a terminal (logs,
 // CI) the trainer prints its plain step lines instead.
 #pragma once
 

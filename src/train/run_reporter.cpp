@@ -115,7 +115,12 @@ void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
   const double eta = done_here > 0 ? elapsed / static_cast<double>(done_here) *
                                          static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
                                    : 0.0;
-  progress_.update(s.epoch, e.step_in_epoch, p.steps_per_epoch, e.loss.item<double>(), samples_per_s, eta);
+  // This rank's mean over the micro-batches since the last step line (the step line's, but of
+  // rank 0 alone: no collective at a redraw), not the last micro-batch's.
+  const double loss = interval_micro_ > 0
+                          ? interval_loss_.item<double>() / static_cast<double>(interval_micro_)
+                          : e.loss.item<double>();
+  progress_.update(s.epoch, e.step_in_epoch, p.steps_per_epoch, loss, samples_per_s, eta);
 }
 
 // The step line: the interval's loss averaged over the ranks (a collective every rank makes

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -326,11 +328,20 @@ TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
                           "--num_workers 1 --epochs 1 --threads 1 --log_interval 4 --checkpoint_dir " +
                           dir;
   // `script` runs the command on a pseudo-terminal, as a user's shell would.
-  ProcResult tty = run({"script", "-qfec", cmd, "/dev/null"}, {{"TERM", "xterm"}}, 120);
+  ProcResult tty = run({"script", "-qfec", cmd + " --metrics_file " + dir + "/m.jsonl", "/dev/null"},
+                       {{"TERM", "xterm"}}, 120);
   ASSERT_EQ(tty.exit_code, 0) << tty.output;
-  EXPECT_NE(tty.output.find("\r\033[Kepoch 1 [##############################] 16/16  ETA 0:00"),
-            std::string::npos)
-      << tty.output;
+  const size_t last = tty.output.find("\r\033[Kepoch 1 [##############################] 16/16  ETA 0:00");
+  ASSERT_NE(last, std::string::npos) << tty.output;
+  // Its loss is the last step line's (world 1: the mean of the last 4 steps), not step 16's alone.
+  const size_t at = tty.output.find("| loss ", last);
+  ASSERT_NE(at, std::string::npos) << tty.output;
+  double step16 = -1;
+  for (const auto& r : read_jsonl(dir + "/m.jsonl"))
+    if (r.value("kind", "") == "step" && r.value("step", 0) == 16) step16 = r.at("loss").get<double>();
+  char want[32];
+  std::snprintf(want, sizeof want, "%.4f", step16);
+  EXPECT_EQ(tty.output.substr(at + 7, std::strlen(want)), want) << tty.output;
   EXPECT_TRUE(lines_with(tty.output, "ms/step").empty()) << "step lines on a terminal: " << tty.output;
   EXPECT_FALSE(lines_with(tty.output, "epoch 1 done").empty()) << tty.output;
   ProcResult plain = run({"/bin/sh", "-c", cmd}, {}, 120);  // output to a pipe

@@ -146,6 +146,19 @@ TEST(LaunchProgram, AFailureWhileStoppingOnASignalIsTheExitCode) {
 // start_new_session and killpg): a worker that is a script stops with the program it runs,
 // here a sleep in the background. Before, only the script was signalled, and its program ran
 // on, orphaned (with its GPU memory and, on rank 0, the port a restart needs).
+// SIGCHLD ignored by whatever started the launcher (an ignored signal stays ignored across
+// exec): the kernel reaped the workers itself, waitpid never saw one end, and the launcher
+// waited for ever. It takes SIGCHLD's default back, and rank 1's exit 3 ends the job.
+TEST(LaunchProgram, AnIgnoredSigchldIsNotInherited) {
+  std::vector<std::string> cmd{"python3", "-c",
+                               "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                               "os.execvp(sys.argv[1], sys.argv[1:])"};
+  const std::vector<std::string> launch = launch_sh("[ \"$RANK\" = 1 ] && exit 3; exit 0");
+  cmd.insert(cmd.end(), launch.begin(), launch.end());
+  const ProcResult r = run(cmd, {}, 60);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+}
+
 TEST(LaunchProgram, AScriptsOwnProgramStopsWithIt) {
   const std::string dir = fresh_dir("launch_group");
   const std::string script = "sleep 300 & echo $! > " + dir + "/child_$RANK.tmp; mv " + dir +

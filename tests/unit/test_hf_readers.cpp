@@ -345,13 +345,25 @@ TEST(HfReaders, LlamaFamilyConfigsAreReadAsTransformersReadsThem) {
   // pad -1 is the last row, as nn.Embedding(padding_idx=-1) takes it; null is none.
   EXPECT_EQ(read({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", -1}}).pad_token_id, 299);
   EXPECT_EQ(read({{"model_type", "llama"}, {"vocab_size", 300}, {"pad_token_id", nullptr}}).pad_token_id, -1);
-  // GPT-2's ids: GPT2Config's 50256 where left out (none where that is no token of a smaller vocabulary).
+  // GPT-2's ids: GPT2Config's 50256 where left out, as transformers' config object has it (in a
+  // smaller vocabulary too: kept for the export).
   o = read({{"model_type", "gpt2"}});
   EXPECT_EQ(o.bos_token_id, 50256);
   EXPECT_EQ(o.eos_token_id, 50256);
   o = read({{"model_type", "gpt2"}, {"vocab_size", 96}, {"n_embd", 32}, {"n_head", 2}, {"eos_token_id", 7}});
-  EXPECT_EQ(o.bos_token_id, -1);
+  EXPECT_EQ(o.bos_token_id, 50256);
   EXPECT_EQ(o.eos_token_id, 7);
+  // null is none, and an export writes null again (it wrote the vocabulary's last token, 95).
+  o = read({{"model_type", "gpt2"},
+            {"vocab_size", 96},
+            {"n_embd", 32},
+            {"n_head", 2},
+            {"bos_token_id", nullptr},
+            {"eos_token_id", nullptr}});
+  EXPECT_EQ(o.bos_token_id, -1);
+  EXPECT_EQ(o.eos_token_id, -1);
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    EXPECT_TRUE(nlohmann::json::parse(hf_config_json(o, "float32")).at(key).is_null()) << key;
   // What GPT2Config(vocab_size=96).save_pretrained() writes: GPT-2's 50256 for both, outside the
   // vocabulary, which transformers only warns of: kept for the export (it was refused).
   o = read({{"model_type", "gpt2"},

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -438,4 +442,61 @@ TEST(Trainer, AModuleShardedAsBuiltTrainsAsOneBuiltWhole) {
   EXPECT_EQ(sharded, 2u) << "each rank sharded unit a as it was built";
   ASSERT_EQ(params.size(), whole.params.size());
   EXPECT_LE(max_diff(params, whole.params), 1e-6);
+}
+
+namespace {
+
+// UserNet whose b is a unit too where `b_too`: a model whose units depend on the rank.
+struct UnitsOfTheRank : torch::nn::Module {
+  explicit UnitsOfTheRank(bool b_too) {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    b = register_module("b", torch::nn::Linear(16, 4));
+    units_.add(a.ptr());
+    if (b_too) units_.add(b.ptr());
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
+    return units_.size() > 1 ? units_.run(1, [&] { return b(h); }) : b(h);
+  }
+  Units& units() { return units_; }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+  Units units_;
+};
+
+}  // namespace
+
+// Stage 3 over units that differ between the ranks (rank 1 makes b a unit too): the same
+// parameters, so DDP's replica check passed, and the ranks gathered different shards in the
+// first forward, waiting for the timeout. The check compares each parameter's unit now: every
+// rank fails in seconds, naming the model.
+TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.zero.stage = 3;
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  testing_dist::run_ranks(
+      2,
+      [&](const DistContext& ctx) {
+        std::shared_ptr<UnitsOfTheRank> net;
+        {
+          static std::mutex mu;  // the default generator is the process's (ranks are threads)
+          std::lock_guard<std::mutex> lock(mu);
+          net = std::make_shared<UnitsOfTheRank>(ctx.rank() == 1);
+        }
+        const auto optimizer = make_optimizer(*net, /*adamw=*/false);
+        try {
+          Trainer trainer(ctx, trainable(net), *optimizer, o);
+          UserData train(96, false);
+          trainer.fit(train, nullptr);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(ctx.rank())] = e.what();
+        }
+      },
+      /*timeout_s=*/30);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "a wait for the timeout";
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("do not build the same model"), std::string::npos) << e;
+    EXPECT_NE(e.find("Units"), std::string::npos) << e;
+  }
+  EXPECT_NE(errors[1].find("bucket 1"), std::string::npos) << "rank 1 names b's unit: " << errors[1];
 }
