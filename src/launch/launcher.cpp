@@ -1,10 +1,7 @@
 #include "launch/launcher.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +19,8 @@
 
 #include "launch/line_pump.h"
 #include "launch/stall_watch.h"
+#include "launch/worker_exit.h"
+#include "launch/worker_process.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -32,12 +31,6 @@ namespace {
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal.store(sig); }
 
-// What the launcher handles (SIGHUP and SIGQUIT where not ignored).
-constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
-// Set for a worker by this launcher alone, never inherited from the launcher's own environment.
-constexpr const char* kNotInherited[] = {"DDPTRAIN_LAUNCH_DIR"};
-
 struct Worker {
   int rank = 0;
   pid_t pid = -1;
@@ -46,102 +39,6 @@ struct Worker {
   bool exited = false;
   int status = 0;
 };
-
-struct ErrorRecord {
-  std::string message;
-  bool secondary = false;  // a consequence of another rank's failure (a broken collective)
-};
-
-// A torchrun-style error file ({"message": {"message": ..., "extraInfo": {...}}}).
-ErrorRecord read_error_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.good()) return {};
-  try {
-    auto j = nlohmann::json::parse(in);
-    const auto& m = j.at("message");
-    if (m.is_string()) return {m.get<std::string>(), false};
-    bool secondary = m.contains("extraInfo") && m["extraInfo"].value("secondary", std::string()) == "true";
-    return {m.at("message").get<std::string>(), secondary};
-  } catch (const std::exception&) {
-    return {};
-  }
-}
-
-std::string describe(int status) {
-  if (WIFSIGNALED(status))
-    return detail::concat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-  return detail::concat("exited with code ", WEXITSTATUS(status));
-}
-
-int exit_code_of(int status) {
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
-pid_t spawn(const std::string& exe, const std::vector<std::string>& args,
-            const std::vector<std::pair<std::string, std::string>>& env, int* out_fd, int* err_fd) {
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  const auto close_all = [&] {
-    for (const int fd : {out[0], out[1], err[0], err[1]})
-      if (fd >= 0) ::close(fd);
-  };
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    close_all();
-    throw Error(str("pipe failed: ", std::strerror(e)));
-  }
-  // The launcher's signals wait while the child is not yet its own program: one that reached
-  // the child before its exec would run the launcher's handler there and be lost (forwarded
-  // once, the worker would run on until --signal_grace_s).
-  sigset_t launcher_signals, before;
-  ::sigemptyset(&launcher_signals);
-  for (const int sig : kLauncherSignals) ::sigaddset(&launcher_signals, sig);
-  ::pthread_sigmask(SIG_BLOCK, &launcher_signals, &before);
-  pid_t launcher = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    close_all();
-    throw Error(str("fork failed: ", std::strerror(e)));
-  }
-  if (pid == 0) {
-    // Child: die with the launcher, whatever kills it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    for (const int sig : kLauncherSignals) {  // the launcher's handler goes; an ignored signal stays ignored
-      struct sigaction old {};
-      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::signal(sig, SIG_DFL);
-    }
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);  // one sent meanwhile ends the child now
-    if (::getppid() != launcher) ::_exit(127);
-    // A session and process group of its own, as torchrun's start_new_session: the launcher
-    // signals the group whole, a terminal's Ctrl-C reaches the launcher alone, and no worker is
-    // stopped by reading a terminal it does not own (the launcher's handlers end at exec; a
-    // signal nohup ignored stays ignored).
-    ::setsid();
-    ::signal(SIGPIPE, SIG_DFL);  // the launcher ignores it; an ignored signal survives exec
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-#ifdef SYS_close_range
-    ::syscall(SYS_close_range, 3U, ~0U, 0U);  // nothing the launcher inherited (a jobserver's pipes)
-#endif
-    for (const char* name : kNotInherited) ::unsetenv(name);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
-    ::_exit(127);
-  }
-  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  ::close(out[1]);
-  ::close(err[1]);
-  *out_fd = out[0];
-  *err_fd = err[0];
-  return pid;
-}
 
 struct GroupResult {
   int first_failed = -1;  // rank, or -1
@@ -183,7 +80,7 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
     if (o.stall_s > 0)
       env.emplace_back("DDPTRAIN_LAUNCH_DIR", error_dir);  // Note [Stall seen by the launcher]
     env.insert(env.end(), o.worker_env.begin(), o.worker_env.end());
-    w.pid = spawn(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
+    w.pid = spawn_worker_process(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
     w.out = std::make_unique<LinePump>(prefix, 1);
     w.err = std::make_unique<LinePump>(prefix, 2);
@@ -274,13 +171,13 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
     t.first_failed = w.rank;
     if (t.forwarded != 0) {  // the others are stopping already, on the forwarded signal
       std::fprintf(stderr, "launch: rank %d (pid %d) %s while stopping on %s\n", w.rank, w.pid,
-                   describe(st).c_str(), strsignal(t.forwarded));
+                   describe_exit(st).c_str(), strsignal(t.forwarded));
       continue;
     }
     signal_all(workers, SIGTERM);  // first: the message may wait on a blocked stderr
     t.term_sent = std::chrono::steady_clock::now();
     std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
-                 describe(st).c_str());
+                 describe_exit(st).c_str());
   }
 }
 
@@ -412,25 +309,6 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
 
 namespace {
 
-// PROGRAM as execv takes it: a path as given, or the first match on PATH; UsageError if none.
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) {
-    DDP_USAGE_CHECK(::access(name.c_str(), X_OK) == 0, "launch: '", name, "' is not an executable file");
-    return name;
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (size_t start = 0; start <= dirs.size();) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = (end > start ? dirs.substr(start, end - start) : ".") + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
-    start = end + 1;
-  }
-  throw UsageError(detail::concat("launch: '", name,
-                                  "' is neither a ddptrain command (train, eval) nor a program on "
-                                  "PATH; give its path"));
-}
-
 // The launch's own folder (error files, progress, the flight request): made here, under $TMPDIR
 // (one a login shell set may be missing on a compute node: then /tmp), and removed at the end;
 // never a folder this launch did not make (it is removed whole).
@@ -510,7 +388,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     }
     std::fprintf(
         stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
-        r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe(r.status)).c_str()
+        r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe_exit(r.status)).c_str()
                         : ("a stall: " + r.stall).c_str());
   }
   std::error_code ec;
@@ -527,7 +405,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   }
   if (r.first_failed >= 0) {
     std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n",
-                 r.first_failed, r.failed_pid, describe(r.status).c_str(), world,
+                 r.first_failed, r.failed_pid, describe_exit(r.status).c_str(), world,
                  restarts > 0
                      ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
                      : "",

@@ -467,8 +467,9 @@ struct UnitsOfTheRank : torch::nn::Module {
 
 // Stage 3 over units that differ between the ranks (rank 1 makes b a unit too): the same
 // parameters, so DDP's replica check passed, and the ranks gathered different shards in the
-// first forward, waiting for the timeout. The check compares each parameter's unit now: every
-// rank fails in seconds, naming the model.
+// first forward (here Gloo aborted the process on the sizes; shards of one size would have
+// waited for the timeout). The check compares each parameter's unit now: every rank fails in
+// seconds, naming the model.
 TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
   TrainerOptions o = quiet_fp32(8, 1);
   o.zero.stage = 3;
