@@ -24,7 +24,9 @@ for r in $(seq 1 "$ROUNDS"); do
       --gradient_as_bucket_view --gpt_activation gelu_tanh --vocab_multiple 64 "$@" > "$OUT/r${r}_$j.log" 2>&1 &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || { echo "a run failed: $(ls "$OUT"/*.log | head -1)"; exit 2; }; done
+  for j in "${!pids[@]}"; do
+    wait "${pids[$j]}" || { echo "a run failed:"; cat "$OUT/r${r}_$((j + 1)).log"; exit 2; }
+  done
 done
 python3 - "$OUT" <<'PY'
 import collections, glob, json, sys

@@ -128,8 +128,8 @@ std::vector<Flag> model_flags(TrainConfig& c) {
                 "llama: the padding token, whose embedding row gets no gradient (transformers' padding_idx; "
                 "-1 = none)"),
       bind_flag("bos_token_id", &c.model.bos_token_id,
-                "gpt, llama: the first token of a sequence, for an export's config.json (-1 = none; gpt: "
-                "the vocabulary's last, GPT-2's)"),
+                "gpt, llama: the first token of a sequence, for an export's config.json (-1 = none, "
+                "written as null)"),
       bind_flag("sliding_window", &c.model.sliding_window,
                 "llama: a Mistral's or Qwen2's attention window, for an export's config.json (0 = none; "
                 "--block_size must not exceed it)"),
@@ -137,8 +137,8 @@ std::vector<Flag> model_flags(TrainConfig& c) {
                 "llama: a Qwen2's first layer with the sliding window, for an export's config.json (0 = "
                 "every layer's, a Mistral's)"),
       bind_flag("eos_token_id", &c.model.eos_token_id,
-                "gpt, llama: the end of a sequence, for an export's config.json (-1 = none; gpt: the "
-                "vocabulary's last, GPT-2's)"),
+                "gpt, llama: the end of a sequence, for an export's config.json (-1 = none, written as "
+                "null)"),
       bind_flag("eos_token_ids", &c.model.eos_token_ids,
                 "gpt, llama: every end-of-sequence id where a Hugging Face config lists several (Llama 3's), "
                 "comma-separated, --eos_token_id first, for an export's config.json (empty = --eos_token_id "
@@ -289,7 +289,7 @@ std::vector<Flag> output_flags(TrainConfig& c) {
       bind_flag("seed", &c.trainer.loop.seed, "seed of model init, data order and all randomness"),
       bind_flag(
           "deterministic", &c.program.deterministic,
-          "deterministic algorithms only, so a run repeats bitwise on a GPU (a CPU run repeats anyway): "
+          "deterministic algorithms only, so a run repeats bitwise on a GPU (a CPU run repeats without it): "
           "SDPA skips cuDNN's attention for flash attention's deterministic backward, cuBLAS gets "
           "CUBLAS_WORKSPACE_CONFIG=:4096:8; slower (the GPU check measures by how much)"),
       bind_flag("tf32", &c.program.tf32,

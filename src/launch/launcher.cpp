@@ -12,12 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
-#include <nlohmann/json.hpp>
-
 #include "launch/line_pump.h"
+#include "launch/output_sink.h"
 #include "launch/stall_watch.h"
 #include "launch/worker_exit.h"
 #include "launch/worker_process.h"
@@ -40,6 +38,11 @@ struct Worker {
   int status = 0;
 };
 
+// The launcher's stdout and stderr (Note [The launcher's output never holds the launcher]).
+struct Outputs {
+  OutputSink out{1}, err{2};
+};
+
 struct GroupResult {
   int first_failed = -1;  // rank, or -1
   std::string stall;      // a stall the launcher saw (then message is the flight verdict)
@@ -52,7 +55,7 @@ struct GroupResult {
 // Starts the local workers of one attempt, each with the torchrun contract in its environment.
 std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& self_exe,
                                   const std::vector<std::string>& worker_args, int restart_count,
-                                  const std::string& error_dir) {
+                                  const std::string& error_dir, Outputs& io) {
   const int world = o.nproc_per_node * o.nnodes;
   std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
@@ -82,19 +85,20 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
     env.insert(env.end(), o.worker_env.begin(), o.worker_env.end());
     w.pid = spawn_worker_process(self_exe, worker_args, env, &w.out_fd, &w.err_fd);
     std::string prefix = "[" + std::to_string(w.rank) + "] ";
-    w.out = std::make_unique<LinePump>(prefix, 1);
-    w.err = std::make_unique<LinePump>(prefix, 2);
+    w.out = std::make_unique<LinePump>(prefix, io.out);
+    w.err = std::make_unique<LinePump>(prefix, io.err);
   }
   return workers;
 }
 
 // Waits up to 100 ms for output, then moves what arrived through each worker's line pumps
-// (closing a pipe at its end).
+// (closing a pipe at its end). A pump whose output is backed up is not read until it drains
+// (Note [The launcher's output never holds the launcher]).
 void pump_output(std::vector<Worker>& workers) {
   std::vector<pollfd> fds;
   for (auto& w : workers) {
-    if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0});
-    if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0});
+    if (w.out_fd >= 0 && !w.out->backed_up()) fds.push_back({w.out_fd, POLLIN, 0});
+    if (w.err_fd >= 0 && !w.err->backed_up()) fds.push_back({w.err_fd, POLLIN, 0});
   }
   if (!fds.empty())
     ::poll(fds.data(), fds.size(), 100);
@@ -102,7 +106,7 @@ void pump_output(std::vector<Worker>& workers) {
     ::usleep(50 * 1000);
   for (auto& w : workers) {
     for (auto [fd, pump] : {std::pair{&w.out_fd, w.out.get()}, std::pair{&w.err_fd, w.err.get()}}) {
-      if (*fd < 0) continue;
+      if (*fd < 0 || pump->backed_up()) continue;
       pollfd p{*fd, POLLIN, 0};
       if (::poll(&p, 1, 0) <= 0) continue;
       char buf[8192];
@@ -157,7 +161,7 @@ bool failed(int st, const Teardown& t) {
 
 // Reaps exited workers; the first failure stops the others (SIGTERM). An exited worker's
 // progress is no longer watched for a stall.
-void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
+void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSink& err) {
   for (auto& w : workers) {
     if (w.exited) continue;
     int st = 0;
@@ -170,26 +174,27 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
     if (t.first_failed >= 0) continue;
     t.first_failed = w.rank;
     if (t.forwarded != 0) {  // the others are stopping already, on the forwarded signal
-      std::fprintf(stderr, "launch: rank %d (pid %d) %s while stopping on %s\n", w.rank, w.pid,
-                   describe_exit(st).c_str(), strsignal(t.forwarded));
+      say(err, "launch: rank %d (pid %d) %s while stopping on %s\n", w.rank, w.pid, describe_exit(st).c_str(),
+          strsignal(t.forwarded));
       continue;
     }
     signal_all(workers, SIGTERM);  // first: the message may wait on a blocked stderr
     t.term_sent = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
-                 describe_exit(st).c_str());
+    say(err, "launch: rank %d (pid %d) %s; stopping the other workers\n", w.rank, w.pid,
+        describe_exit(st).c_str());
   }
 }
 
 // A received signal goes to the workers once (SIGHUP and SIGQUIT as SIGTERM): they finish their step and
 // save, within signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
 // kill_grace_s between SIGTERM and SIGKILL.
-void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig) {
+void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig,
+                    OutputSink& err) {
   if (t.forwarded != 0) {
     // A second signal, not the same one delivered twice (a hang-up reaches the launcher from its
     // shell and from the kernel), which would kill the save the first one asked for.
     if (t.killed || std::chrono::steady_clock::now() - t.term_sent < std::chrono::seconds(1)) return;
-    std::fprintf(stderr, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
+    say(err, "launch: got %s again; sending SIGKILL to the workers\n", strsignal(sig));
     signal_all(workers, SIGKILL);
     t.killed = true;
     return;
@@ -197,24 +202,23 @@ void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptio
   // A hang-up or a quit stops the workers as SIGTERM does: they save (--checkpoint_on_signal),
   // where SIGHUP's default would end them at once.
   const int forward = sig == SIGINT ? SIGINT : SIGTERM;
-  std::fprintf(stderr,
-               "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
-               strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
+  say(err, "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
+      strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
   t.forwarded = forward;
   signal_all(workers, forward);
   t.term_sent = std::chrono::steady_clock::now();
 }
 
-void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o) {
-  if (const int sig = g_signal.exchange(0); sig != 0) forward_signal(workers, t, o, sig);
+void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o,
+                          OutputSink& err) {
+  if (const int sig = g_signal.exchange(0); sig != 0) forward_signal(workers, t, o, sig, err);
   const int grace = t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s;
   if (t.term_sent != std::chrono::steady_clock::time_point{} && !t.killed &&
       std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(grace)) {
     for (auto& w : workers)
       if (!w.exited)
-        std::fprintf(stderr, "launch: rank %d (pid %d) did not stop within %d s of %s; sending SIGKILL\n",
-                     w.rank, w.pid, grace,
-                     t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
+        say(err, "launch: rank %d (pid %d) did not stop within %d s of %s; sending SIGKILL\n", w.rank, w.pid,
+            grace, t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
     signal_all(workers, SIGKILL);
     t.grace_expired = t.forwarded != 0;
     t.killed = true;
@@ -222,19 +226,19 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const Launc
 }
 
 // Note [Stall seen by the launcher]: once the verdict is in, the group stops as failed.
-void stop_if_stalled(std::vector<Worker>& workers, Teardown& t, StallWatch& watch) {
+void stop_if_stalled(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSink& err) {
   auto verdict = watch.poll();
   if (!verdict) return;
-  std::fprintf(stderr, "launch: flight recorder verdict:\n");
+  say(err, "launch: flight recorder verdict:\n");
   for (size_t a = 0, b; a < verdict->size(); a = b + 1) {
     b = verdict->find('\n', a);
     if (b == std::string::npos) b = verdict->size();
-    std::fprintf(stderr, "launch:   %s\n", verdict->substr(a, b - a).c_str());
+    say(err, "launch:   %s\n", verdict->substr(a, b - a).c_str());
   }
   t.stall = watch.stall();
   t.verdict = *verdict;
   t.first_failed = workers.front().rank;
-  std::fprintf(stderr, "launch: stopping the workers after the stall\n");
+  say(err, "launch: stopping the workers after the stall\n");
   signal_all(workers, SIGTERM);
   t.term_sent = std::chrono::steady_clock::now();
 }
@@ -274,18 +278,19 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
 // Runs one attempt of the local worker group to its end.
 GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
                       const std::vector<std::string>& worker_args, int restart_count,
-                      const std::string& error_dir) {
+                      const std::string& error_dir, Outputs& io) {
+  OutputSink& err = io.err;
   std::vector<int> local_ranks;
   for (int lr = 0; lr < o.nproc_per_node; ++lr) local_ranks.push_back(o.node_rank * o.nproc_per_node + lr);
-  StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes);
+  StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes, &err);
   watch.reset();
-  std::vector<Worker> workers = spawn_workers(o, self_exe, worker_args, restart_count, error_dir);
+  std::vector<Worker> workers = spawn_workers(o, self_exe, worker_args, restart_count, error_dir, io);
   Teardown t;
   for (;;) {
     pump_output(workers);
-    reap(workers, t, watch);
-    if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch);
-    forward_and_escalate(workers, t, o);
+    reap(workers, t, watch, err);
+    if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch, err);
+    forward_and_escalate(workers, t, o, err);
     bool all_exited = true, all_closed = true;
     for (auto& w : workers) {
       all_exited &= w.exited;
@@ -312,7 +317,7 @@ namespace {
 // The launch's own folder (error files, progress, the flight request): made here, under $TMPDIR
 // (one a login shell set may be missing on a compute node: then /tmp), and removed at the end;
 // never a folder this launch did not make (it is removed whole).
-std::string make_launch_dir() {
+std::string make_launch_dir(OutputSink& err) {
   std::vector<std::string> parents;
   if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp && std::string(tmp) != "/tmp")
     parents.emplace_back(tmp);
@@ -321,7 +326,7 @@ std::string make_launch_dir() {
   for (const std::string& parent : parents) {
     std::string tmpl = parent + "/ddptrain-launch-XXXXXX";
     if (::mkdtemp(tmpl.data()) != nullptr) {
-      if (!tried.empty()) std::fprintf(stderr, "launch: %s; its folder is %s\n", tried.c_str(), tmpl.c_str());
+      if (!tried.empty()) say(err, "launch: %s; its folder is %s\n", tried.c_str(), tmpl.c_str());
       return tmpl;
     }
     tried += detail::concat(tried.empty() ? "cannot make " : "; ", tmpl, ": ", std::strerror(errno));
@@ -341,6 +346,12 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   // Inherited SIGCHLD ignored, the kernel would reap the workers itself: waitpid would never see
   // one end (ECHILD), and the launcher would wait for ever.
   ::signal(SIGCHLD, SIG_DFL);
+  // Its signals blocked by whatever started it, the launcher would never see one, nor its
+  // workers (they inherit the mask).
+  sigset_t handled;
+  ::sigemptyset(&handled);
+  for (const int sig : kLauncherSignals) ::sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -353,7 +364,9 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   // EPIPE and LinePump drops the line. SIGPIPE's default would end the launcher, and with it
   // (PR_SET_PDEATHSIG) every worker in the middle of its save on the signal.
   ::signal(SIGPIPE, SIG_IGN);
-  const std::string error_dir = make_launch_dir();
+  Outputs io;
+  OutputSink& err = io.err;
+  const std::string error_dir = make_launch_dir(err);
   GroupResult r;
   const std::string& first_resume = o.first_resume_from;
   int restarts = 0;  // made: the report's (a usage error or a stop ends before max_restarts)
@@ -368,7 +381,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
         args.insert(args.end(), {"--resume_fallback", first_resume});
     }
     try {
-      r = run_group(o, exe, args, attempt, error_dir);
+      r = run_group(o, exe, args, attempt, error_dir, io);
     } catch (...) {  // a fork that failed: the workers started die with this launcher (PDEATHSIG)
       std::error_code ec;
       std::filesystem::remove_all(error_dir, ec);
@@ -376,45 +389,50 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     }
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
     if (const int sig = g_signal.load(); sig != 0) {  // came as the group ended: no new group
-      std::fprintf(stderr, "launch: not restarting: got %s\n", strsignal(sig));
+      say(err, "launch: not restarting: got %s\n", strsignal(sig));
       break;
     }
     if (r.stall.empty() && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2) {
       // A usage error repeats on every attempt, and a restart resumes `auto`: after an explicit
       // --resume_from that was refused, that would be the branch the user chose to leave.
-      std::fprintf(stderr, "launch: not restarting after rank %d's usage error (exit 2): it would repeat\n",
-                   r.first_failed);
+      say(err, "launch: not restarting after rank %d's usage error (exit 2): it would repeat\n",
+          r.first_failed);
       break;
     }
-    std::fprintf(
-        stderr, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
+    say(err, "launch: restarting the workers (restart %d of %d) after %s\n", attempt + 1, o.max_restarts,
         r.stall.empty() ? ("rank " + std::to_string(r.first_failed) + " " + describe_exit(r.status)).c_str()
                         : ("a stall: " + r.stall).c_str());
   }
   std::error_code ec;
   std::filesystem::remove_all(error_dir, ec);
   const int world = o.nproc_per_node * o.nnodes;
+  int code = 0;
   if (!r.stall.empty()) {
-    std::fprintf(stderr, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s",
-                 r.stall.c_str(), world,
-                 restarts > 0
-                     ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
+    say(err, "launch: FAILED: the job stalled (%s; %d workers%s)\nlaunch: root cause: %s", r.stall.c_str(),
+        world,
+        restarts > 0 ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
                      : "",
-                 r.message.c_str());
-    return 1;
-  }
-  if (r.first_failed >= 0) {
-    std::fprintf(stderr, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n",
-                 r.first_failed, r.failed_pid, describe_exit(r.status).c_str(), world,
-                 restarts > 0
-                     ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
+        r.message.c_str());
+    code = 1;
+  } else if (r.first_failed >= 0) {
+    say(err, "launch: FAILED: rank %d (pid %d) %s (first failure of %d workers%s)%s%s\n", r.first_failed,
+        r.failed_pid, describe_exit(r.status).c_str(), world,
+        restarts > 0 ? detail::concat(", after ", restarts, restarts == 1 ? " restart" : " restarts").c_str()
                      : "",
-                 r.message.empty() ? "" : "\nlaunch: root cause: ", r.message.c_str());
-    int code = exit_code_of(r.status);
-    return code == 0 ? 1 : code;
+        r.message.empty() ? "" : "\nlaunch: root cause: ", r.message.c_str());
+    code = exit_code_of(r.status);
+    if (code == 0) code = 1;
+  } else if (r.forwarded) {
+    code = 128 + r.forwarded;
   }
-  if (r.forwarded) return 128 + r.forwarded;
-  return 0;
+  // What is queued goes out, for a few seconds at most: a reader that stopped reading does not
+  // keep the exit code from whoever waits for it (Note [The launcher's output never holds the
+  // launcher]).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (OutputSink* sink : {&io.out, &io.err})
+    sink->drain(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero())));
+  return code;
 }
 
 }  // namespace ddptrain

@@ -28,10 +28,14 @@
 
 namespace ddptrain {
 
+class OutputSink;
+
 class StallWatch {
  public:
-  /// local_ranks: the ranks this launcher started; world: the job's size.
-  StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world);
+  /// local_ranks: the ranks this launcher started; world: the job's size; err: where it says
+  /// what it sees (stderr where null).
+  StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world,
+             OutputSink* err = nullptr);
 
   /// Forgets the previous attempt's files (before a group starts).
   void reset();
@@ -57,6 +61,7 @@ class StallWatch {
   double stall_s_;
   std::vector<int> local_ranks_;
   int world_;
+  OutputSink* err_;
   std::set<int> exited_;
   std::map<int, SeenWait> waits_;
   std::string stall_, flight_dir_;

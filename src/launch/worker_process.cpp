@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,17 +19,45 @@ namespace ddptrain {
 
 namespace {
 
-// What the launcher handles (SIGHUP and SIGQUIT where not ignored).
-constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
 // Set for a worker by this launcher alone, never inherited from the launcher's own environment.
 constexpr const char* kNotInherited[] = {"DDPTRAIN_LAUNCH_DIR"};
+
+// The worker's environment: the launcher's, less what it never passes on and what `env` sets,
+// then `env`. Made before the fork: the launcher has threads (its output writers), and a child
+// of a process with threads should only exec.
+std::vector<std::string> worker_environment(const std::vector<std::pair<std::string, std::string>>& env) {
+  const auto set_here = [&](const std::string& name) {
+    for (const char* n : kNotInherited)
+      if (name == n) return true;
+    for (const auto& kv : env)
+      if (kv.first == name) return true;
+    return false;
+  };
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!set_here(entry.substr(0, entry.find('=')))) out.push_back(entry);
+  }
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
 
 }  // namespace
 
 pid_t spawn_worker_process(const std::string& exe, const std::vector<std::string>& args,
                            const std::vector<std::pair<std::string, std::string>>& env, int* out_fd,
                            int* err_fd) {
+  std::vector<std::string> argv_strings{exe};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> env_strings = worker_environment(env);
+  const std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
   int out[2] = {-1, -1}, err[2] = {-1, -1};
   const auto close_all = [&] {
     for (const int fd : {out[0], out[1], err[0], err[1]})
@@ -74,14 +103,12 @@ pid_t spawn_worker_process(const std::string& exe, const std::vector<std::string
 #ifdef SYS_close_range
     ::syscall(SYS_close_range, 3U, ~0U, 0U);  // nothing the launcher inherited (a jobserver's pipes)
 #endif
-    for (const char* name : kNotInherited) ::unsetenv(name);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    std::fprintf(stderr, "launch: exec of %s failed: %s\n", exe.c_str(), std::strerror(errno));
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    // Async-signal-safe calls only (the launcher has threads): no stdio, no allocation.
+    const int e = errno;
+    const char* const parts[] = {"launch: exec of ", exe.c_str(), " failed: ", strerror(e), "\n"};
+    for (const char* part : parts)
+      if (::write(2, part, std::strlen(part)) < 0) break;
     ::_exit(127);
   }
   ::pthread_sigmask(SIG_SETMASK, &before, nullptr);

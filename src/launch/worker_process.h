@@ -2,6 +2,7 @@
 // launcher's pipes for its output.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
@@ -9,6 +10,9 @@
 #include <vector>
 
 namespace ddptrain {
+
+/// What the launcher handles (SIGHUP and SIGQUIT where not ignored), and blocks while it forks.
+inline constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 /// Starts `exe` with `args` and `env` added to this process's environment (less what only
 /// the launcher sets), its stdout and stderr into pipes whose read ends it returns; it dies

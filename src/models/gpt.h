@@ -39,7 +39,7 @@ struct GptConfig {
   bool recompute_blocks = false;  // recompute each block in backward (models/recompute.h)
   FusedNorm fused_norm = FusedNorm::kOff;        // the LayerNorms (models/layer_norm.h)
   FusedLinear fused_linear = FusedLinear::kOff;  // the Linear layers (kernels/fused_linear.h)
-  int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: the vocabulary's last)
+  int64_t bos_token_id = -1;  // not used by the model: carried to an export (-1: none, exported as null)
   int64_t eos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // every one, where a config listed several (an export's list)
 };

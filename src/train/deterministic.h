@@ -2,8 +2,9 @@
 // On the CPU a run is bitwise the same for the same seed, with --deterministic or without it
 // (the CPU kernels are deterministic). The pairs of the GPU check's rehearsal that parted on
 // CPUs (stop 46's default pair, stop 55's pair with the flag) parted at MKL's first parallel
-// call of a vector math function, a race that the program's serial first calls now avoid
-// (Note [The first parallel call of a vector math function]). On a GPU the default is the
+// call of a vector math function, a race that serial first calls avoid: ddptrain's commands and
+// the Trainer make them, a library program running such functions before its Trainer makes them
+// first (Note [The first parallel call of a vector math function]). On a GPU the default is the
 // fastest kernels, and one of them is not:
 // cuDNN's attention (what SDPA picks for GPT and Llama on sm90), whose backward accumulates
 // dQ in an order that changes from run to run. --deterministic (ProgramOptions::deterministic;

@@ -2,20 +2,29 @@
 
 #include <ATen/ATen.h>
 
+#include <mutex>
+
 namespace ddptrain {
 
 void make_first_vector_math_calls() {
-  at::NoGradGuard no_grad;
-  for (const auto dtype : {at::kFloat, at::kDouble}) {
-    // 1,024 elements: one thread's work (ATen splits these kernels from 2,048 elements), and
-    // enough for MKL's vector code. Values inside every function's domain (acos, erfinv).
-    const at::Tensor x = at::full({1024}, 0.5, at::TensorOptions().dtype(dtype));
-    using Unary = at::Tensor (*)(const at::Tensor&);
-    const Unary functions[] = {at::acos,   at::asin, at::atan, at::cos,   at::erf,  at::erfc,
-                               at::erfinv, at::exp,  at::log,  at::log10, at::log2, at::sin,
-                               at::sqrt,   at::tan,  at::tanh, at::trunc};
-    for (const Unary f : functions) (void)f(x);
-  }
+  // Once a process: Trainers of ranks that are threads (tests) would otherwise make these
+  // first calls at the same moment, the race itself.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    at::NoGradGuard no_grad;
+    for (const auto dtype : {at::kFloat, at::kDouble}) {
+      // 1,024 elements: one thread's work (ATen splits these kernels above 2,048 elements), and
+      // enough for MKL's vector code. Values inside every function's domain (acos, erfinv).
+      const at::Tensor x = at::full({1024}, 0.5, at::TensorOptions().dtype(dtype));
+      using Unary = at::Tensor (*)(const at::Tensor&);
+      const Unary functions[] = {at::acos,   at::asin, at::atan, at::cos,   at::erf,  at::erfc,
+                                 at::erfinv, at::exp,  at::log,  at::log10, at::log2, at::sin,
+                                 at::sqrt,   at::tan,  at::tanh, at::trunc};
+      for (const Unary f : functions) (void)f(x);
+      // ATen's logit calls MKL's vsLn/vdLn itself, splitting from a few elements: 8, serial.
+      (void)at::logit(x.narrow(0, 0, 8));
+    }
+  });
 }
 
 }  // namespace ddptrain

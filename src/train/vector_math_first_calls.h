@@ -1,7 +1,7 @@
 // Note [The first parallel call of a vector math function]
 // LibTorch's CPU kernels for sqrt, exp, log, tanh, erf and their kin call Intel MKL's vector
 // math (VML) where LibTorch has MKL (pip's x86 builds; Debian's 1.13 has none), each thread on
-// its own part of a tensor of 2,048 or more elements. MKL picks each function's code at its
+// its own part of a tensor of more than 2,048 elements. MKL picks each function's code at its
 // first call in the process, and where that first call is a parallel one, racing threads
 // can compute their part with a less accurate code path (relative errors up to about 2^-12,
 // the same values each time it happens). Measured on an Intel Xeon with AMX (2 cores, pip's
@@ -23,7 +23,8 @@ namespace ddptrain {
 
 /// One call, in this thread and on fewer elements than ATen's kernels split among threads, of
 /// every math function ATen may run in MKL's vector math, for float and double: MKL then picks
-/// their code without a race (Note [The first parallel call of a vector math function]).
+/// their code without a race (Note [The first parallel call of a vector math function]). Once
+/// a process: later calls, and calls from other threads meanwhile, wait for the first and return.
 void make_first_vector_math_calls();
 
 }  // namespace ddptrain

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +111,32 @@ TEST(LaunchProgram, AClosedOutputEndsNeitherTheLauncherNorItsWorkers) {
         << "rank " << rank << " ended early";
 }
 
+// Note [The launcher's output never holds the launcher]: its stdout is a pipe that nobody reads
+// (`| sleep 60`: full at 64 KiB), rank 0 writes 1 MiB of lines and sleeps, rank 1 fails after
+// a second. The launcher stops rank 0 and exits with rank 1's code within a few seconds. Before,
+// its one thread blocked writing rank 0's lines: rank 1's failure went unseen and nothing ended.
+TEST(LaunchProgram, AReaderThatStopsReadingHoldsNeitherTheTeardownNorTheExit) {
+  const std::string dir = fresh_dir("launch_blocked_output");
+  const std::string script =
+      "if [ \"$RANK\" = 0 ]; then yes 0123456789012345678901234567890123456789 | head -c 1048576; "
+      "exec sleep 300; fi; sleep 1; exit 3";
+  const std::string timed = "start=$(date +%s%N); " + quoted(launch_sh(script)) +
+                            "; echo $? $(( ($(date +%s%N) - " + "start) / 1000000 )) > " + dir +
+                            "/code.tmp; mv " + dir + "/code.tmp " + dir + "/code";
+  const pid_t shell = spawn({"/bin/bash", "-c", "(" + timed + ") | sleep 60"}, dir + "/launch.log");
+  for (int i = 0; i < 600 && !std::filesystem::exists(dir + "/code"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(-shell, SIGKILL);  // the pipeline's reader, and whatever is left
+  wait_for(shell, 10);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/code"))
+      << "no exit in 30 s: " << read_text(dir + "/launch.log");
+  std::istringstream code(read_text(dir + "/code"));
+  int exit_code = -1, ms = -1;
+  code >> exit_code >> ms;
+  EXPECT_EQ(exit_code, 3) << read_text(dir + "/launch.log");
+  EXPECT_LT(ms, 20000) << read_text(dir + "/launch.log");
+}
+
 // A forwarded SIGTERM stops the workers; one that then fails (exit 7: its save on the signal
 // failed) is a failure, and the launcher's exit code is its; the other's 128+15 is the stop it
 // was asked for. Before, any end after a forwarded signal was a clean stop (exit 143), and a
@@ -142,10 +169,6 @@ TEST(LaunchProgram, AFailureWhileStoppingOnASignalIsTheExitCode) {
   EXPECT_EQ(killed, 128 + SIGKILL) << read_text(dir + "/launch2.log");
 }
 
-// Each worker leads a process group of its own, which the launcher signals whole (as torchrun's
-// start_new_session and killpg): a worker that is a script stops with the program it runs,
-// here a sleep in the background. Before, only the script was signalled, and its program ran
-// on, orphaned (with its GPU memory and, on rank 0, the port a restart needs).
 // SIGCHLD ignored by whatever started the launcher (an ignored signal stays ignored across
 // exec): the kernel reaped the workers itself, waitpid never saw one end, and the launcher
 // waited for ever. It takes SIGCHLD's default back, and rank 1's exit 3 ends the job.
@@ -159,6 +182,10 @@ TEST(LaunchProgram, AnIgnoredSigchldIsNotInherited) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
 }
 
+// Each worker leads a process group of its own, which the launcher signals whole (as torchrun's
+// start_new_session and killpg): a worker that is a script stops with the program it runs,
+// here a sleep in the background. Before, only the script was signalled, and its program ran
+// on, orphaned (with its GPU memory and, on rank 0, the port a restart needs).
 TEST(LaunchProgram, AScriptsOwnProgramStopsWithIt) {
   const std::string dir = fresh_dir("launch_group");
   const std::string script = "sleep 300 & echo $! > " + dir + "/child_$RANK.tmp; mv " + dir +
