@@ -282,7 +282,7 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
   OutputSink& err = io.err;
   std::vector<int> local_ranks;
   for (int lr = 0; lr < o.nproc_per_node; ++lr) local_ranks.push_back(o.node_rank * o.nproc_per_node + lr);
-  StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes, &err);
+  StallWatch watch(error_dir, o.stall_s, local_ranks, o.nproc_per_node * o.nnodes, err);
   watch.reset();
   std::vector<Worker> workers = spawn_workers(o, self_exe, worker_args, restart_count, error_dir, io);
   Teardown t;
@@ -348,9 +348,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   ::signal(SIGCHLD, SIG_DFL);
   // Its signals blocked by whatever started it, the launcher would never see one, nor its
   // workers (they inherit the mask).
-  sigset_t handled;
-  ::sigemptyset(&handled);
-  for (const int sig : kLauncherSignals) ::sigaddset(&handled, sig);
+  const sigset_t handled = launcher_signal_set();
   ::pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -361,7 +359,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
   }
   // Output closed (`ddptrain launch ... | tee log` after a Ctrl-C ended tee): a write fails with
-  // EPIPE and LinePump drops the line. SIGPIPE's default would end the launcher, and with it
+  // EPIPE and the output sink drops the rest. SIGPIPE's default would end the launcher, and with it
   // (PR_SET_PDEATHSIG) every worker in the middle of its save on the signal.
   ::signal(SIGPIPE, SIG_IGN);
   Outputs io;

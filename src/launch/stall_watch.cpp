@@ -12,7 +12,7 @@
 namespace ddptrain {
 
 StallWatch::StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world,
-                       OutputSink* err)
+                       OutputSink& err)
     : launch_dir_(std::move(launch_dir)),
       stall_s_(stall_s),
       local_ranks_(std::move(local_ranks)),
@@ -74,14 +74,8 @@ std::optional<std::string> StallWatch::poll() {
     auto found = find_stall();
     if (!found) return std::nullopt;
     stall_ = *found;
-    char seen[2048];
-    std::snprintf(seen, sizeof seen,
-                  "launch: %s: a stall (--stall_s %g); asking every rank for its flight record\n",
-                  stall_.c_str(), stall_s_);
-    if (err_ != nullptr)
-      err_->write(seen);
-    else
-      std::fputs(seen, stderr);
+    say(err_, "launch: %s: a stall (--stall_s %g); asking every rank for its flight record\n", stall_.c_str(),
+        stall_s_);
     std::ofstream(flight_request_path(launch_dir_)) << "the launcher saw a stall: " << stall_ << '\n';
     asked_ = now;
     return std::nullopt;

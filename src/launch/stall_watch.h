@@ -33,9 +33,9 @@ class OutputSink;
 class StallWatch {
  public:
   /// local_ranks: the ranks this launcher started; world: the job's size; err: where it says
-  /// what it sees (stderr where null).
+  /// what it sees (the launcher's stderr).
   StallWatch(std::string launch_dir, double stall_s, std::vector<int> local_ranks, int world,
-             OutputSink* err = nullptr);
+             OutputSink& err);
 
   /// Forgets the previous attempt's files (before a group starts).
   void reset();
@@ -61,7 +61,7 @@ class StallWatch {
   double stall_s_;
   std::vector<int> local_ranks_;
   int world_;
-  OutputSink* err_;
+  OutputSink& err_;
   std::set<int> exited_;
   std::map<int, SeenWait> waits_;
   std::string stall_, flight_dir_;

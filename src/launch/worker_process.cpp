@@ -71,9 +71,8 @@ pid_t spawn_worker_process(const std::string& exe, const std::vector<std::string
   // The launcher's signals wait while the child is not yet its own program: one that reached
   // the child before its exec would run the launcher's handler there and be lost (forwarded
   // once, the worker would run on until --signal_grace_s).
-  sigset_t launcher_signals, before;
-  ::sigemptyset(&launcher_signals);
-  for (const int sig : kLauncherSignals) ::sigaddset(&launcher_signals, sig);
+  const sigset_t launcher_signals = launcher_signal_set();
+  sigset_t before;
   ::pthread_sigmask(SIG_BLOCK, &launcher_signals, &before);
   pid_t launcher = ::getpid();
   pid_t pid = ::fork();

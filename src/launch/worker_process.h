@@ -14,6 +14,14 @@ namespace ddptrain {
 /// What the launcher handles (SIGHUP and SIGQUIT where not ignored), and blocks while it forks.
 inline constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+/// kLauncherSignals as a set, for sigprocmask.
+inline sigset_t launcher_signal_set() {
+  sigset_t set;
+  ::sigemptyset(&set);
+  for (const int sig : kLauncherSignals) ::sigaddset(&set, sig);
+  return set;
+}
+
 /// Starts `exe` with `args` and `env` added to this process's environment (less what only
 /// the launcher sets), its stdout and stderr into pipes whose read ends it returns; it dies
 /// with the launcher (PR_SET_PDEATHSIG). Error where a pipe or the fork fails.

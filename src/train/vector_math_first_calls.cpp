@@ -6,6 +6,15 @@
 
 namespace ddptrain {
 
+const std::vector<std::pair<const char*, at::Tensor (*)(const at::Tensor&)>>& vector_math_functions() {
+  static const std::vector<std::pair<const char*, at::Tensor (*)(const at::Tensor&)>> functions = {
+      {"acos", at::acos}, {"asin", at::asin},   {"atan", at::atan},     {"cos", at::cos},
+      {"erf", at::erf},   {"erfc", at::erfc},   {"erfinv", at::erfinv}, {"exp", at::exp},
+      {"log", at::log},   {"log10", at::log10}, {"log2", at::log2},     {"sin", at::sin},
+      {"sqrt", at::sqrt}, {"tan", at::tan},     {"tanh", at::tanh},     {"trunc", at::trunc}};
+  return functions;
+}
+
 void make_first_vector_math_calls() {
   // Once a process: Trainers of ranks that are threads (tests) would otherwise make these
   // first calls at the same moment, the race itself.
@@ -16,11 +25,7 @@ void make_first_vector_math_calls() {
       // 1,024 elements: one thread's work (ATen splits these kernels above 2,048 elements), and
       // enough for MKL's vector code. Values inside every function's domain (acos, erfinv).
       const at::Tensor x = at::full({1024}, 0.5, at::TensorOptions().dtype(dtype));
-      using Unary = at::Tensor (*)(const at::Tensor&);
-      const Unary functions[] = {at::acos,   at::asin, at::atan, at::cos,   at::erf,  at::erfc,
-                                 at::erfinv, at::exp,  at::log,  at::log10, at::log2, at::sin,
-                                 at::sqrt,   at::tan,  at::tanh, at::trunc};
-      for (const Unary f : functions) (void)f(x);
+      for (const auto& [name, f] : vector_math_functions()) (void)f(x);
       // ATen's logit calls MKL's vsLn/vdLn itself, splitting from a few elements: 8, serial.
       (void)at::logit(x.narrow(0, 0, 8));
     }

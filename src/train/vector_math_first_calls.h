@@ -19,7 +19,15 @@
 // The calls take microseconds and change nothing but which code MKL runs.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <utility>
+#include <vector>
+
 namespace ddptrain {
+
+/// Every math function ATen may run in MKL's vector math (ATen/cpu/vml.h's list), by name.
+const std::vector<std::pair<const char*, at::Tensor (*)(const at::Tensor&)>>& vector_math_functions();
 
 /// One call, in this thread and on fewer elements than ATen's kernels split among threads, of
 /// every math function ATen may run in MKL's vector math, for float and double: MKL then picks

@@ -16,6 +16,7 @@
 #include "dist/flight_verdict.h"
 #include "dist/flight_watchdog.h"
 #include "dist_harness.h"
+#include "launch/output_sink.h"
 #include "launch/stall_watch.h"
 
 using namespace ddptrain;
@@ -188,15 +189,16 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
   write_json(flight_progress_path(launch, 0), progress_of(0, r0, flights));
   write_json(flight_progress_path(launch, 1), progress_of(1, r1, flights));
 
-  StallWatch patient(launch, 3600, {0, 1}, 2);
+  OutputSink err(2);
+  StallWatch patient(launch, 3600, {0, 1}, 2, err);
   EXPECT_FALSE(patient.poll());
   EXPECT_FALSE(patient.stalled()) << "rank 0 has waited less than an hour";
   EXPECT_FALSE(std::filesystem::exists(flight_request_path(launch)));
 
-  StallWatch watch(launch, 1, {0, 1}, 2);
+  StallWatch watch(launch, 1, {0, 1}, 2, err);
   EXPECT_FALSE(watch.poll());
   EXPECT_FALSE(watch.stalled()) << "a wait is timed from when the launcher first saw it";
-  StallWatch gone(launch, 1, {0, 1}, 2);
+  StallWatch gone(launch, 1, {0, 1}, 2, err);
   EXPECT_FALSE(gone.poll());
   gone.worker_exited(0);
   EXPECT_FALSE(std::filesystem::exists(flight_progress_path(launch, 0)));

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "train/vector_math_first_calls.h"
@@ -38,14 +37,9 @@ TEST(VectorMath, AfterTheFirstCallsAParallelResultIsTheSerialOne) {
   make_first_vector_math_calls();
   const int threads = at::get_num_threads();
   at::set_num_threads(std::max(2, threads));
-  using Unary = at::Tensor (*)(const at::Tensor&);
-  const std::pair<const char*, Unary> functions[] = {
-      {"acos", at::acos}, {"asin", at::asin},     {"atan", at::atan}, {"cos", at::cos}, {"erf", at::erf},
-      {"erfc", at::erfc}, {"erfinv", at::erfinv}, {"exp", at::exp},   {"log", at::log}, {"log10", at::log10},
-      {"log2", at::log2}, {"sin", at::sin},       {"sqrt", at::sqrt}, {"tan", at::tan}, {"tanh", at::tanh}};
   for (const auto dtype : {at::kFloat, at::kDouble}) {
     const at::Tensor x = at::rand({16384}, at::TensorOptions().dtype(dtype)) * 0.9 + 0.05;  // every domain
-    for (const auto& [name, f] : functions) {
+    for (const auto& [name, f] : vector_math_functions()) {
       std::vector<at::Tensor> parts;  // 1,024 elements each: below ATen's split, so in this thread
       for (int64_t i = 0; i < x.numel(); i += 1024) parts.push_back(f(x.narrow(0, i, 1024).contiguous()));
       EXPECT_TRUE(at::equal(f(x), at::cat(parts))) << name << " " << c10::toString(dtype);

@@ -444,27 +444,6 @@ TEST(Trainer, AModuleShardedAsBuiltTrainsAsOneBuiltWhole) {
   EXPECT_LE(max_diff(params, whole.params), 1e-6);
 }
 
-namespace {
-
-// UserNet whose b is a unit too where `b_too`: a model whose units depend on the rank.
-struct UnitsOfTheRank : torch::nn::Module {
-  explicit UnitsOfTheRank(bool b_too) {
-    a = register_module("a", torch::nn::Linear(8, 16));
-    b = register_module("b", torch::nn::Linear(16, 4));
-    units_.add(a.ptr());
-    if (b_too) units_.add(b.ptr());
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
-    return units_.size() > 1 ? units_.run(1, [&] { return b(h); }) : b(h);
-  }
-  Units& units() { return units_; }
-  torch::nn::Linear a{nullptr}, b{nullptr};
-  Units units_;
-};
-
-}  // namespace
-
 // Stage 3 over units that differ between the ranks (rank 1 makes b a unit too): the same
 // parameters, so DDP's replica check passed, and the ranks gathered different shards in the
 // first forward (here Gloo aborted the process on the sizes; shards of one size would have
@@ -478,12 +457,7 @@ TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
   testing_dist::run_ranks(
       2,
       [&](const DistContext& ctx) {
-        std::shared_ptr<UnitsOfTheRank> net;
-        {
-          static std::mutex mu;  // the default generator is the process's (ranks are threads)
-          std::lock_guard<std::mutex> lock(mu);
-          net = std::make_shared<UnitsOfTheRank>(ctx.rank() == 1);
-        }
+        const std::shared_ptr<UserNet> net = make_net(/*b_is_a_unit=*/ctx.rank() == 1);
         const auto optimizer = make_optimizer(*net, /*adamw=*/false);
         try {
           Trainer trainer(ctx, trainable(net), *optimizer, o);
