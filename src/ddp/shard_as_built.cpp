@@ -3,11 +3,14 @@
 #include <algorithm>
 
 #include "ddp/fully_sharded.h"
+#include "ddp/same_units.h"
 
 namespace ddptrain {
 
 void ShardAsBuilt::built(Units& units, size_t unit, const std::string& name) {
   torch::nn::Module& m = *units.modules()[unit];
+  // Before this unit's broadcasts: every rank hands over the same unit now.
+  check_ranks_built_the_same_unit(units, unit, ctx_);
   if (fill_) fill_(name, m);
   std::vector<at::Tensor> order;  // DDP's: the trainable parameters
   for (const auto& p : m.parameters())

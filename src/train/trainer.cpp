@@ -65,7 +65,8 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
                     TrainerOptions opts, Objective objective, std::shared_ptr<CheckpointFolderClaim> claim)
     : ctx_(ctx),
       claim_(std::move(claim)),
-      opts_(trainer_options_checked(std::move(opts), optimizer, ctx, resumed_precision_, claim_)),
+      opts_(
+          trainer_options_checked(std::move(opts), optimizer, ctx, resumed_precision_, claim_, model.units)),
       model_(with_initial_weights(std::move(model), opts_, ctx)),
       optimizer_(optimizer),
       objective_(std::move(objective)),

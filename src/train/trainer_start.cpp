@@ -9,6 +9,7 @@
 
 #include "checkpoint/hf_files.h"
 #include "checkpoint/weights_file.h"
+#include "ddp/same_units.h"
 #include "dist/every_rank.h"
 #include "serialize/python_pickle.h"
 #include "train/abandoned_branch.h"
@@ -53,10 +54,13 @@ void add_default_identity(RunIdentity& id, const torch::optim::Optimizer& optimi
 
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       std::shared_ptr<CheckpointFolderClaim>& claim) {
+                                       std::shared_ptr<CheckpointFolderClaim>& claim, const Units* units) {
   const bool adamw = dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr;
   o.optim.lr_schedule = resolved_schedule(o.optim.lr_schedule, adamw);
   o.validate();
+  // The Trainer's first collective: a rank still building units meets it (Note [The ranks
+  // build the same units]).
+  if (o.zero.stage >= 3 && ctx.communicates()) check_ranks_built_the_same_units(units, ctx);
   add_default_identity(o.run_identity, optimizer, o.loop.seed);
   if (claim) {  // the program's (the CLI's, by its flags): checked by this identity too
     if (claim->dir != o.checkpoint.dir)

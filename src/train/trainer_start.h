@@ -21,9 +21,11 @@ namespace ddptrain {
 /// where null; a given one's choice is checked by the Trainer's identity) and resume_from its
 /// choice, and under keep_global_batch the accumulation that keeps a resumed checkpoint's
 /// global batch. The resumed checkpoint's recorded precision goes to `resumed_precision`.
+/// Under zero_stage 3 its first collective checks that every rank built the module's `units`
+/// alike (Note [The ranks build the same units]).
 TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Optimizer& optimizer,
                                        const DistContext& ctx, std::string& resumed_precision,
-                                       std::shared_ptr<CheckpointFolderClaim>& claim);
+                                       std::shared_ptr<CheckpointFolderClaim>& claim, const Units* units);
 
 /// checkpoint.init_from: the module starts from these weights, unless a checkpoint is resumed.
 /// A module whose units were sharded as built (Note [Units sharded as built]) holds no memory

@@ -26,11 +26,12 @@ namespace ddptrain::trainer_test {
 // Not MiniResNet, no BatchNorm: two linear layers. The first is a unit (Note [Units]): run
 // through Units::run, so zero_stage 3 gathers it on its own; b is the root unit's.
 struct UserNet : torch::nn::Module {
-  /// b_is_a_unit: b a unit too (ZeRO stage 3 tests of units that differ between the ranks).
-  explicit UserNet(bool b_is_a_unit = false) {
+  /// b_is_a_unit: b a unit too; a_backward: what a's backward reads (ZeRO stage 3 tests of
+  /// units that differ between the ranks).
+  explicit UserNet(bool b_is_a_unit = false, UnitBackward a_backward = UnitBackward::kReadsParameters) {
     a = register_module("a", torch::nn::Linear(8, 16));
     b = register_module("b", torch::nn::Linear(16, 4));
-    units_.add(a.ptr());
+    units_.add(a.ptr(), "", a_backward);
     if (b_is_a_unit) units_.add(b.ptr());
   }
   at::Tensor forward(const at::Tensor& x) {
@@ -59,11 +60,12 @@ class UserData : public Dataset {
 };
 
 // The default generator is process-wide: ranks-as-threads must not draw from it at once.
-inline std::shared_ptr<UserNet> make_net(bool b_is_a_unit = false) {
+inline std::shared_ptr<UserNet> make_net(bool b_is_a_unit = false,
+                                         UnitBackward a_backward = UnitBackward::kReadsParameters) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   torch::manual_seed(5);
-  return std::make_shared<UserNet>(b_is_a_unit);
+  return std::make_shared<UserNet>(b_is_a_unit, a_backward);
 }
 
 inline TrainerOptions quiet_fp32(int batch_size, int epochs) {

@@ -1,0 +1,124 @@
+// ZeRO stage 3 over units that differ between the ranks (Note [The ranks build the same
+// units]): every rank stops in seconds with an error that says where each rank was, instead of
+// Gloo aborting the process on mismatched sizes or a wait for the timeout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ddp/shard_as_built.h"
+#include "trainer_fixtures.h"
+
+using namespace ddptrain;
+using namespace ddptrain::trainer_test;
+
+namespace {
+
+// Trains `make`'s module at stage 3, world 2; each rank's error ("" where none).
+std::vector<std::string> errors_of_stage_three(const std::function<Trainable(const DistContext&)>& make) {
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.zero.stage = 3;
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  testing_dist::run_ranks(
+      2,
+      [&](const DistContext& ctx) {
+        try {
+          Trainable net = make(ctx);
+          const auto optimizer = make_optimizer(*net.module, /*adamw=*/false);
+          Trainer trainer(ctx, std::move(net), *optimizer, o);
+          UserData train(96, false);
+          trainer.fit(train, nullptr);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(ctx.rank())] = e.what();
+        }
+      },
+      /*timeout_s=*/30);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "a wait for the timeout";
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("do not build the same units"), std::string::npos) << e;
+  return errors;
+}
+
+// Units of a given shape, handed to a sink as they are built (Note [Units sharded as built]).
+struct PairBuiltSharded : torch::nn::Module {
+  PairBuiltSharded(UnitSink* sink, int64_t hidden, bool b_is_a_unit) : units_(sink) {
+    a = register_module("a", torch::nn::Linear(8, hidden));
+    units_.add(a.ptr(), "a");
+    b = register_module("b", torch::nn::Linear(hidden, 4));
+    if (b_is_a_unit) units_.add(b.ptr(), "b");
+    units_.clear_sink();
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
+    return units_.size() > 1 ? units_.run(1, [&] { return b(h); }) : b(h);
+  }
+  Units& units() { return units_; }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+  Units units_;
+};
+
+Trainable built_sharded(const DistContext& ctx, bool with_sink, int64_t hidden, bool b_is_a_unit) {
+  ShardAsBuilt sink(ctx);
+  return trainable(std::make_shared<PairBuiltSharded>(with_sink ? &sink : nullptr, hidden, b_is_a_unit));
+}
+
+bool says(const std::string& e, const std::string& what) { return e.find(what) != std::string::npos; }
+
+}  // namespace
+
+// Rank 1 makes b a unit too (no sink): the same parameters, so DDP's replica check passed, and
+// the ranks gathered different shards in the first forward (Gloo aborted the process).
+TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
+  const auto errors = errors_of_stage_three([](const DistContext& ctx) {
+    const std::shared_ptr<UserNet> net = make_net(/*b_is_a_unit=*/ctx.rank() == 1);
+    return trainable(net);
+  });
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "rank 0 had built its whole model, 1 unit")) << e;
+    EXPECT_TRUE(says(e, "rank 1 had built its whole model, 2 units")) << e;
+  }
+}
+
+// Rank 1's unit a says its backward reads no parameters: it would not gather a again for its
+// backward while rank 0 would (DDP's check compares parameters, not units).
+TEST(Trainer, ZeroStageThreeRefusesAUnitBackwardThatDiffersBetweenTheRanks) {
+  const auto errors = errors_of_stage_three([](const DistContext& ctx) {
+    const std::shared_ptr<UserNet> net =
+        make_net(false, ctx.rank() == 1 ? UnitBackward::kReadsNoParameters : UnitBackward::kReadsParameters);
+    return trainable(net);
+  });
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "rank 0 had built its whole model, 1 unit")) << e;
+    EXPECT_TRUE(says(e, "rank 1 had built its whole model, 1 unit")) << e;
+  }
+  EXPECT_TRUE(says(errors[1], "backward reads no parameters")) << errors[1];
+}
+
+// Units sharded as built broadcast as the model is built: each case stopped the ranks in the
+// build's collectives (other sizes: Gloo's abort; another collective: the timeout).
+TEST(Trainer, ZeroStageThreeRefusesUnitsShardedAsBuiltThatDifferBetweenTheRanks) {
+  // Unit a of another shape on rank 1: both ranks stop at unit 0, before its broadcasts.
+  auto errors = errors_of_stage_three(
+      [](const DistContext& ctx) { return built_sharded(ctx, true, ctx.rank() == 1 ? 12 : 16, false); });
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "rank 0 built unit 0")) << e;
+    EXPECT_TRUE(says(e, "rank 1 built unit 0")) << e;
+  }
+  EXPECT_TRUE(says(errors[1], "weight [12, 8]")) << errors[1];
+  // One more unit on rank 1: rank 0 is at the Trainer's check, rank 1 at its unit 1.
+  errors = errors_of_stage_three(
+      [](const DistContext& ctx) { return built_sharded(ctx, true, 16, ctx.rank() == 1); });
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "rank 0 had built its whole model, 1 unit")) << e;
+    EXPECT_TRUE(says(e, "rank 1 built unit 1")) << e;
+  }
+  // A sink on rank 0 only.
+  errors = errors_of_stage_three(
+      [](const DistContext& ctx) { return built_sharded(ctx, ctx.rank() == 0, 16, false); });
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "rank 0 built unit 0")) << e;
+    EXPECT_TRUE(says(e, "rank 1 had built its whole model, 1 unit")) << e;
+  }
+}
