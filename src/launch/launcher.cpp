@@ -43,6 +43,16 @@ struct Outputs {
   OutputSink out{1}, err{2};
 };
 
+// What is queued goes out, for a few seconds at most: a reader that stopped reading does not
+// keep the exit code from whoever waits for it (Note [The launcher's output never holds the
+// launcher]).
+void drain_for_a_few_seconds(Outputs& io) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (OutputSink* sink : {&io.out, &io.err})
+    sink->drain(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero())));
+}
+
 struct GroupResult {
   int first_failed = -1;  // rank, or -1
   std::string stall;      // a stall the launcher saw (then message is the flight verdict)
@@ -383,6 +393,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     } catch (...) {  // a fork that failed: the workers started die with this launcher (PDEATHSIG)
       std::error_code ec;
       std::filesystem::remove_all(error_dir, ec);
+      drain_for_a_few_seconds(io);  // the lines and messages before it go out first
       throw;
     }
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
@@ -423,13 +434,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   } else if (r.forwarded) {
     code = 128 + r.forwarded;
   }
-  // What is queued goes out, for a few seconds at most: a reader that stopped reading does not
-  // keep the exit code from whoever waits for it (Note [The launcher's output never holds the
-  // launcher]).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  for (OutputSink* sink : {&io.out, &io.err})
-    sink->drain(std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero())));
+  drain_for_a_few_seconds(io);
   return code;
 }
 

@@ -220,10 +220,18 @@ void RunReporter::on_epoch_end(const TrainState& s, const EpochEvent& e) {
   }
   if (!e.peak_mem_mib.empty()) rec["peak_mem_mib_per_rank"] = e.peak_mem_mib;
   rec["peak_rss_mib_per_rank"] = e.peak_rss_mib;
-  // An epoch whose evaluation a stop ended gets its points from the run that resumes it and
-  // makes the evaluation (Note [Evaluation owed]), at the same step: both were shown (the
-  // resumed run's SessionLog START is at its first step, one later).
-  if (!e.eval_interrupted) to_tensorboard("epoch", rec, s.global_step);
+  // An epoch whose evaluation a stop ended: its training points now (a run never resumed keeps
+  // them), its evaluation's from the run that resumes it and makes the evaluation (Note
+  // [Evaluation owed]), at the same step. That run writes only those: both runs' training
+  // points would be shown (its SessionLog START is at its first step, one later).
+  if (e.evaluation_resumed) {
+    nlohmann::json evaluation;
+    for (const char* k : {"test_loss", "test_acc", "val_loss", "val_perplexity"})
+      if (rec.contains(k)) evaluation[k] = rec[k];
+    to_tensorboard("epoch", evaluation, s.global_step);
+  } else {
+    to_tensorboard("epoch", rec, s.global_step);
+  }
   metrics_.write("epoch", s.global_step, s.epoch, std::move(rec));
 }
 

@@ -43,7 +43,8 @@ TEST(TensorBoard, AResumeReplacesTheStepsItTrainsAgain) {
 // Note [Evaluation owed]: a stop during an epoch's evaluation writes the epoch's record
 // (eval_interrupted), and the run that resumes makes the evaluation and writes the epoch's
 // record again, at the same step (evaluation_resumed). TensorBoard shows the epoch once, with
-// its evaluation: the stopped run writes no points for it (both were shown: the resumed run's
+// its evaluation: the stopped run writes its training points (a run never resumed had none for
+// the epoch), the resumed run only the evaluation's (both were shown: the resumed run's
 // SessionLog START is at its first step, one later).
 TEST(TensorBoard, AnEpochWhoseEvaluationAStopEndedIsShownOnce) {
   const std::string dir = fresh_dir("tb_eval_stop");
@@ -59,14 +60,19 @@ TEST(TensorBoard, AnEpochWhoseEvaluationAStopEndedIsShownOnce) {
       run(launch(2, free_port(), gpt_text_train(dir, flags)), {{"DDPTRAIN_FAULT_TERM_IN_EVAL", "1"}}, 300);
   ASSERT_EQ(epoch_one("eval_interrupted"), 1)
       << "the test needs a stop during the evaluation: " << stopped.output;
+  const auto read_tensorboard = [&] {
+    return run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py", dir + "/tb",
+                dir + "/m.jsonl"},
+               {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  };
+  ProcResult tb = read_tensorboard();
+  EXPECT_EQ(tb.exit_code, 0) << "the stopped run's epoch is not in TensorBoard: " << tb.output;
   std::vector<std::string> again = flags;
   again.insert(again.end(), {"--resume_from", "auto"});
   ProcResult resumed = run(launch(2, free_port(), gpt_text_train(dir, again)), {}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   ASSERT_EQ(epoch_one("evaluation_resumed"), 1) << resumed.output;
-  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py",
-                       dir + "/tb", dir + "/m.jsonl"},
-                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  tb = read_tensorboard();
   EXPECT_EQ(tb.exit_code, 0) << "an epoch shown twice in TensorBoard: " << tb.output;
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 }
