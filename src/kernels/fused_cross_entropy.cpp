@@ -108,10 +108,14 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     const at::Tensor scale = (grad[0].to(at::kFloat) / static_cast<double>(logits.size(0))).reshape({});
     {
       at::NoGradGuard no_grad;
-      if (logits.is_cuda())
+      if (logits.is_cuda()) {
         fused_ce_detail::backward_cuda(logits, saved[1], saved[2], scale);
-      else
+        // Written through a pointer: a version bump as the CPU path's copy_ makes, so a node that
+        // saved the logits too (which gradient_may_overwrite rules out) fails alike on both.
+        logits.unsafeGetTensorImpl()->bump_version();
+      } else {
         fused_ce_detail::backward_cpu(logits, saved[1], saved[2], scale);
+      }
     }
     return {logits, at::Tensor()};
   }

@@ -1,5 +1,6 @@
 #include "kernels/fused_linear.h"
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -244,6 +245,10 @@ std::optional<at::ScalarType> epilogue_dtype(const at::Tensor& x,
       return std::nullopt;
     for (int64_t s : p->sizes())
       if (s % 8 != 0) return std::nullopt;
+    // A parameter in dt already is used as it is (no cast makes a fresh, aligned copy): the
+    // epilogues' bias pointer is not in the heuristic's alignment, so an offset view (a ZeRO-3
+    // flat buffer's) goes through at::linear.
+    if (p->scalar_type() == dt && reinterpret_cast<uintptr_t>(p->data_ptr()) % 16 != 0) return std::nullopt;
   }
   return dt;
 }

@@ -18,6 +18,7 @@
 #include "kernels/fused_linear.h"
 #include "kernels/fused_rotary.h"
 #include "kernels/fused_swiglu.h"
+#include "models/vocab_padding.h"
 #include "util/torch_compat.h"
 
 using namespace ddptrain;
@@ -26,7 +27,8 @@ using namespace ddptrain::testing_cuda;
 // Note [Fused cross-entropy]: the CUDA kernels equal the CPU path (the reference the CPU tests
 // compare with eager) in loss and gradient: bf16 logits of a padded vocabulary's view (rows
 // 16-byte aligned: the kernels' vector loads), of an odd-width contiguous tensor (most rows
-// unaligned: element by element), and fp32.
+// unaligned: element by element), and fp32; the gradient written in place into the padded
+// rows, as in training.
 TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
   ASSERT_TRUE(fused_cross_entropy_has_cuda())
       << "this build has no CUDA kernels (nvcc not found at configure)";
@@ -39,12 +41,21 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
     at::manual_seed(9);
     const at::Tensor full = (at::randn({512, c.width}) * 3).to(c.dtype);
     const at::Tensor targets = at::randint(0, 50257, {512}, at::kLong);
+    // As the models give them: the output of an op whose backward needs only its inputs (the LM
+    // head's GEMM; here a multiply), through real_vocab_logits' view: the backward writes the
+    // gradient into the padded rows in place, and the view's backward zeroes the padding.
     auto run = [&](at::Device dev) {
-      at::Tensor x = full.to(dev).clone().requires_grad_();
-      const auto [loss, hits] = fused_cross_entropy_and_hits(x.narrow(1, 0, 50257), targets.to(dev));
+      const at::Tensor leaf = full.to(dev).clone().requires_grad_();
+      const at::Tensor x = real_vocab_logits(leaf.mul(1.0), 50257);
+      EXPECT_TRUE(gradient_may_overwrite(x)) << "the in-place backward is the one under test";
+      const auto [loss, hits] = fused_cross_entropy_and_hits(x, targets.to(dev));
       const int64_t count = hits.item<int64_t>();
       loss.backward();
-      return std::make_tuple(loss.item<double>(), x.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat),
+      if (c.width > 50257) {
+        EXPECT_EQ(leaf.grad().narrow(1, 50257, c.width - 50257).abs().max().item<double>(), 0.0)
+            << "the padded columns' gradient on " << dev;
+      }
+      return std::make_tuple(loss.item<double>(), leaf.grad().narrow(1, 0, 50257).to(at::kCPU, at::kFloat),
                              count);
     };
     // Rows whose target is their largest logit (hits), some of them tied with a later one.
@@ -70,7 +81,7 @@ TEST_F(Cuda, FusedCrossEntropyKernelsMatchTheCpuPath) {
 // Note [LayerNorm into the autocast dtype]: the CUDA kernels equal the CPU path (ATen's
 // LayerNorm and the cast) within fp32 rounding: the bf16 output within one bf16 rounding, dx,
 // dweight and dbias within 1e-4 of their largest values (the weight and bias gradients sum
-// 4096 rows in another order), for rows of 768 (GPT-2), 1024 (the largest the kernels take)
+// 4095 rows in another order), for rows of 768 (GPT-2), 1024 (the largest the kernels take)
 // and 384, and rows of 100 fall back to ATen's ops on the GPU. Twice the same backward gives
 // bitwise the same gradients (the partial sums are added in a fixed order).
 namespace {
@@ -86,9 +97,10 @@ void fused_norm_kernels_match_the_cpu_path(bool rms, bool add, bool h_grad = tru
   for (int64_t C : {768, 1024, 384, 100}) {
     SCOPED_TRACE(op + ", rows of " + std::to_string(C));
     at::manual_seed(11);
-    const at::Tensor x0 = at::randn({4096, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
-    const at::Tensor branch0 = at::randn({4096, C}).to(at::kBFloat16), dh = at::randn({4096, C}) * 0.1;
-    const at::Tensor dy = at::randn({4096, C}).to(at::kBFloat16);
+    // 4095 rows: the last block's warps past the rows (a row count not a multiple of 8) too.
+    const at::Tensor x0 = at::randn({4095, C}) * 2 + 0.5, w0 = at::randn({C}), b0 = at::randn({C});
+    const at::Tensor branch0 = at::randn({4095, C}).to(at::kBFloat16), dh = at::randn({4095, C}) * 0.1;
+    const at::Tensor dy = at::randn({4095, C}).to(at::kBFloat16);
     auto run = [&](at::Device dev) {
       std::vector<at::Tensor> in{x0.to(dev).requires_grad_(), w0.to(dev).requires_grad_()};
       if (!rms) in.push_back(b0.to(dev).requires_grad_());
