@@ -252,9 +252,14 @@ void keep_newest(const std::string& root, const std::string& final_dir, int keep
                  const std::map<std::string, std::string>& run, const Logger& log) {
   std::vector<std::pair<int64_t, fs::path>> complete;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
-    if (!fs::exists(e.path() / kManifest)) continue;
+  // Every file system call here takes an error code: one that throws (a `lost+found` of the
+  // volume's root, unreadable to the run's user) would end the run after each save.
+  fs::directory_iterator it(root, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::directory_entry& e = *it;
+    std::error_code entry_ec;
+    if (!e.is_directory(entry_ec) || e.path().filename().string()[0] == '.') continue;
+    if (!fs::exists(e.path() / kManifest, entry_ec)) continue;
     try {
       const CheckpointMeta m = check_checkpoint_complete(e.path().string());
       if (same_run(run, m.run)) complete.emplace_back(m.global_step, e.path());
@@ -262,11 +267,18 @@ void keep_newest(const std::string& root, const std::string& final_dir, int keep
       // incomplete or damaged: never delete what we cannot identify
     }
   }
-  if (ec) log.warn(str("keep_checkpoints: cannot list ", root, " (", ec.message(), "); nothing rotated"));
+  if (ec) {
+    log.warn(str("keep_checkpoints: cannot list ", root, " (", ec.message(), "); nothing rotated"));
+    return;
+  }
   std::sort(complete.begin(), complete.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
     if (complete[i].second == fs::path(final_dir)) continue;
-    fs::remove_all(complete[i].second, ec);
+    // Out of the listing first: a kill in the middle of the removal leaves a leftover the next
+    // start removes (clean_checkpoint_leftovers), not a checkpoint with files missing that stays.
+    const fs::path doomed = fs::path(root) / (".tmp-rotated-" + complete[i].second.filename().string());
+    fs::rename(complete[i].second, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
     if (ec)
       log.warn(str("keep_checkpoints: cannot delete ", complete[i].second.string(), " (", ec.message(),
                    "); it stays, and the next save tries again"));

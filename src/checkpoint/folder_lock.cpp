@@ -19,19 +19,25 @@ std::string this_process() {
   return str(::getpid(), " ", host);
 }
 
+struct Holder {
+  std::string name;
+  bool on_this_host = false;
+};
+
 // The holder as the lock file names it: "process 123" (on this host), "process 123 on node7", or
 // "another run" where the file is empty (its holder has not written it yet, or is an older
 // ddptrain's, which wrote nothing).
-std::string holder_named_in(int fd) {
+Holder holder_named_in(int fd) {
   char buf[300] = {};
   const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
   const std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
   const auto space = text.find(' ');
-  if (text.empty() || space == std::string::npos) return "another run";
+  if (text.empty() || space == std::string::npos) return {"another run", false};
   const std::string pid = text.substr(0, space), host = text.substr(space + 1);
   const std::string mine = this_process();
-  if (text == mine) return str("this process (", pid, "), another of its runs,");
-  return str("process ", pid, host == mine.substr(mine.find(' ') + 1) ? std::string() : " on " + host);
+  if (text == mine) return {str("this process (", pid, "), another of its runs,"), true};
+  const bool here = host == mine.substr(mine.find(' ') + 1);
+  return {str("process ", pid, here ? std::string() : " on " + host), here};
 }
 
 }  // namespace
@@ -67,15 +73,21 @@ CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger&
     fd_ = -1;
     return;
   }
-  const std::string holder = holder_named_in(fd_);
+  const Holder holder = holder_named_in(fd_);
   ::close(fd_);
   fd_ = -1;
-  if (restart) {
-    log.warn(str(holder, " holds ", path, " at this restart (a previous attempt's, on a node that died?): ",
+  // A restart goes on past another node's holder (a previous attempt's, on a node that died: a
+  // network filesystem may keep its lock), never past one on this host: the kernel drops a dead
+  // process's lock here, so a holder here is alive (another job on the folder, which a restart
+  // under torchrun, whatever the first attempt's exit code, would otherwise join).
+  if (restart && !holder.on_this_host) {
+    log.warn(str(holder.name, " holds ", path,
+                 " at this restart (a previous attempt's, on a node that died?): ",
                  "this attempt goes on without the lock (Note [One run per checkpoint folder])"));
     return;
   }
-  throw UsageError(str("checkpoint folder '", dir, "' is in use by another run (", holder, " holds ", path,
+  throw UsageError(str("checkpoint folder '", dir, "' is in use by another run (", holder.name, " holds ",
+                       path,
                        "): its saves in progress would be cleaned as leftovers. Wait for it to end, or give ",
                        "this run another checkpoint folder (Note [One run per checkpoint folder])"));
 }

@@ -52,9 +52,11 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
       ctx, "the ranks' choice of the checkpoint to resume",
       [&] { claim->resume = choose_resume_checkpoint(o, ctx.world_size(), log, name_prefix); },
       [&](int64_t n) { return ranks_could_not(n, "choose the checkpoint to resume"); });
-  if (chose_auto)
-    check_ranks_chose_the_same(ctx, claim->resume ? claim->resume->dir : "", co.dir,
-                               name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
+  // Under auto each rank chose from its own listing; a named one may be another file on a node
+  // (Note [One checkpoint for every rank]).
+  check_ranks_chose_the_same(ctx, claim->resume ? claim->resume->dir : "",
+                             chose_auto ? co.dir : co.resume_from,
+                             name_prefix.empty() ? "checkpoint.resume_from" : "--resume_from");
   take_claims_choice(co, *claim);
   mark_abandoned_branch(co.dir, step_resumed(claim->resume), ctx);  // moved by the Trainer
   return claim;

@@ -1,6 +1,9 @@
 #include "train/resume.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "checkpoint/abandoned_mark.h"
@@ -226,8 +229,13 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
   // did, and stops as it did where it fails (damaged, refused): the first attempt then set
   // nothing aside, so the folder's newest may be the branch it was to abandon (under torchrun,
   // which restarts whatever the exit code, the restart resumed that branch).
+  // One that no longer exists was rotated away after this run saved later checkpoints here
+  // (--keep_checkpoints): this run's newest is then resumed, and without one the restart stops.
   std::optional<CheckpointEntry> fallback;
-  if (!co.resume_fallback.empty()) fallback = checked_checkpoint(co.resume_fallback);
+  std::error_code gone;
+  const bool fallback_gone =
+      !co.resume_fallback.empty() && !std::filesystem::exists(co.resume_fallback, gone);
+  if (!co.resume_fallback.empty() && !fallback_gone) fallback = checked_checkpoint(co.resume_fallback);
   refuse_another_runs_among(o, listed.incomplete, name_prefix, "{0:auto}", "an incomplete one");
   std::vector<const CheckpointEntry*> ours_newest_first;
   const CheckpointEntry* theirs = nullptr;  // another run's newest
@@ -256,10 +264,16 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
                    c->meta.global_step, "): resuming from it"));
       return fallback;
     }
-    log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint)"));
+    log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint",
+                 fallback_gone ? "; resume_fallback " + co.resume_fallback + " is gone, rotated away" : "",
+                 ")"));
     resume_point(c->meta, world, o);  // refuses before anything runs
     return *c;
   }
+  if (fallback_gone)
+    throw UsageError(str("resume_fallback ", co.resume_fallback, " (the checkpoint the run's first attempt ",
+                         "resumed) does not exist, and ", root, " holds no valid checkpoint of this run: ",
+                         "name a checkpoint to resume with resume_from"));
   if (theirs)
     another_run(o, "{0:auto}: {1} holds only another run's checkpoints; its newest", *theirs,
                 differences(*theirs), kAnotherRunsFolderFix);
@@ -277,26 +291,53 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
 // it then reads are its own to check). Ranks whose folders differ (node-local folders, or a
 // network filesystem whose listing on one node lags the rename rank 0 just made) chose
 // differently: they would resume different states and steps, and their collectives part (a
-// hang, or a confusing error, minutes later). So the ranks compare their choices (one
-// all_gather of a hash of each) before anything is loaded, and every rank stops with the same
+// hang, or a confusing error, minutes later). A checkpoint named by every rank may differ too:
+// node-local folders where one node keeps an older job's checkpoint of the same name (names
+// are steps and epochs), and each rank, its files verified, would load its own (DDP broadcasts
+// the weights once, before the load: the replicas would stay apart for the whole run). So the
+// ranks compare their choices, the name and its manifest's bytes (every file's size and
+// CRC-32), in one all_gather before anything is loaded, and every rank stops with the same
 // error naming the ranks that differ.
 void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root,
                                 const std::string& flag) {
   if (ctx.world_size() == 1) return;
-  const at::Tensor mine = at::tensor({static_cast<int64_t>(fnv1a(chosen))}, at::kLong);
+  std::string manifest;
+  if (!chosen.empty()) {
+    std::ifstream in(chosen + "/manifest.json", std::ios::binary);
+    manifest.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  check_ranks_chose_the_same(ctx, chosen, manifest, root, flag);
+}
+
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen,
+                                const std::string& manifest, const std::string& root,
+                                const std::string& flag) {
+  if (ctx.world_size() == 1) return;
+  const at::Tensor mine =
+      at::tensor({static_cast<int64_t>(fnv1a(chosen)), static_cast<int64_t>(fnv1a(manifest))}, at::kLong);
   std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
   for (auto& t : all) t = at::zeros_like(mine);
   ctx.all_gather(mine, all, "the checkpoint each rank chose (Note [One checkpoint for every rank])");
-  std::string differ;
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r].item<int64_t>() != all[0].item<int64_t>()) differ += str(differ.empty() ? "" : ", ", r);
-  if (differ.empty()) return;
-  throw UsageError(str("the ranks chose different checkpoints from '", root, "': rank(s) ", differ,
-                       " chose another than rank 0; this rank (", ctx.rank(), ") chose ",
-                       chosen.empty() ? std::string("none (a fresh start)") : "'" + chosen + "'",
-                       ". Every rank reads the folder itself: make it one folder every node sees alike "
-                       "(a shared filesystem), or pass ",
-                       flag, " naming one checkpoint every node has"));
+  std::string other_name, other_contents;
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r][0].item<int64_t>() != all[0][0].item<int64_t>())
+      other_name += str(other_name.empty() ? "" : ", ", r);
+    else if (all[r][1].item<int64_t>() != all[0][1].item<int64_t>())
+      other_contents += str(other_contents.empty() ? "" : ", ", r);
+  }
+  if (other_name.empty() && other_contents.empty()) return;
+  const std::string which = chosen.empty() ? std::string("none (a fresh start)") : "'" + chosen + "'";
+  if (!other_name.empty())
+    throw UsageError(str("the ranks chose different checkpoints from '", root, "': rank(s) ", other_name,
+                         " chose another than rank 0; this rank (", ctx.rank(), ") chose ", which,
+                         ". Every rank reads the folder itself: make it one folder every node sees alike "
+                         "(a shared filesystem), or pass ",
+                         flag, " naming one checkpoint every node has"));
+  throw UsageError(str("the ranks' copies of ", which, " differ: rank(s) ", other_contents,
+                       " hold other files under that name than rank 0 (their manifests differ: another ",
+                       "save of that step, e.g. an older job's in a node-local folder). Every rank would ",
+                       "load its own: give every node the same copy (a shared filesystem), or pass ", flag,
+                       " naming one checkpoint every node holds alike"));
 }
 
 void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log) {

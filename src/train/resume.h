@@ -66,10 +66,15 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
                                                         const std::string& name_prefix = "");
 
 /// Note [One checkpoint for every rank]: a UsageError on every rank when the ranks' choices
-/// (`chosen`: this rank's, "" for a fresh start) differ. `flag`: the flag that names a checkpoint
-/// instead (--resume_from; eval's --checkpoint). A collective.
+/// (`chosen`: this rank's, "" for a fresh start) differ, by name or by their manifests' bytes.
+/// `flag`: the flag that names a checkpoint instead (--resume_from; eval's --checkpoint). A
+/// collective.
 void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root,
                                 const std::string& flag = "--resume_from");
+/// The same with the manifest's bytes given (what the one above reads from `chosen`).
+void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen,
+                                const std::string& manifest, const std::string& root,
+                                const std::string& flag);
 
 /// A restart's rule (CheckpointOptions::resume_on_restart): with restart_count > 0, a `dir` and
 /// resume_from other than "auto", resume_from becomes "auto" with the old one as its fallback,

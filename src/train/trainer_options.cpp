@@ -75,7 +75,11 @@ void validate_checkpoint_options(const CheckpointOptions& o) {
         {{&o.resume_fallback, "checkpoint.resume_fallback"}, {&o.resume_from, "checkpoint.resume_from"}},
         str("{0}='", OptionError::literal(o.resume_fallback), "' is read only with {1:auto} (", "{1} is '",
             OptionError::literal(o.resume_from), "'): pass {1:auto}, or drop {0}"));
-  if (!o.resume_fallback.empty() && !std::filesystem::is_directory(o.resume_fallback))
+  // One that is gone is the resume's to judge: rotation deletes the checkpoint a restarted run
+  // first resumed once it has saved later ones (checkpoint/resume.cpp).
+  std::error_code ec;
+  if (!o.resume_fallback.empty() && std::filesystem::exists(o.resume_fallback, ec) &&
+      !std::filesystem::is_directory(o.resume_fallback, ec))
     throw OptionError({{&o.resume_fallback, "checkpoint.resume_fallback"}},
                       str("{0}='", OptionError::literal(o.resume_fallback),
                           "' is not a checkpoint directory; pass a directory written by ddptrain"));

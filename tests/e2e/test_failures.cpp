@@ -134,6 +134,33 @@ TEST(E2E, ARestartBeforeTheFirstSaveResumesTheCheckpointTheFirstAttemptResumed) 
   EXPECT_NE(again.output.find("restarting the workers (restart 1 of 1)"), std::string::npos) << again.output;
 }
 
+// A group that resumed a checkpoint of its own folder, which rotation deleted once later ones
+// were saved (--keep_checkpoints), and then failed: the restart resumes this run's newest (it
+// stopped with exit 2: the launcher's --resume_fallback named a folder no longer there).
+TEST(E2E, ARestartAfterRotationDeletedTheResumedCheckpointResumesTheNewest) {
+  const int port = free_port();
+  const std::string c = fresh_dir("rotated_c"), w = fresh_dir("rotated_whole");
+  ASSERT_EQ(run(launch(2, port, tiny_train(c, {"--epochs", "1"})), {}, 300).exit_code, 0);
+  ASSERT_EQ(run(launch(2, port, tiny_train(w, {"--epochs", "1"})), {}, 300).exit_code, 0);
+  const auto resumed_in = [](const std::string& dir) {
+    return std::vector<std::string>{
+        "--resume_from", dir + "/epoch_0001", "--save_every_steps", "1", "--keep_checkpoints", "1"};
+  };
+  ProcResult whole = run(launch(2, port, tiny_train(w, resumed_in(w))), {}, 300);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  auto cmd = launch(2, port, tiny_train(c, resumed_in(c)));
+  cmd.insert(cmd.begin() + 2, {"--max_restarts", "1"});
+  ProcResult restarted = run(
+      cmd,
+      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
+      300);
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_FALSE(std::filesystem::exists(c + "/epoch_0001")) << "the test needs the rotation to delete it";
+  EXPECT_FALSE(lines_with(restarted.output, "resume_fallback " + c + "/epoch_0001 is gone").empty())
+      << restarted.output;
+  EXPECT_EQ(fingerprints(whole.output).at(0), fingerprints(restarted.output).at(0));
+}
+
 TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
   // 512 samples, world 2, batch 16: 16 steps per epoch; checkpoints at steps 5 and 10.
   const int port = free_port();

@@ -3,6 +3,9 @@
 // optimizer shard files (Note [Optimizer shard files]) are read only where needed.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -13,6 +16,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/crc32.h"
+#include "checkpoint/folder_lock.h"
 #include "checkpoint/optimizer_shards.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/shard_layout.h"
@@ -378,4 +382,35 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
   files.clear();
   EXPECT_FALSE(load_optimizer_shards(full, "optimizer", source, nullptr, "ckpt"))
       << "no shard files: the archive's";
+}
+
+// Note [One run per checkpoint folder]: a restart goes on past a lock another node holds (a dead
+// attempt's, kept by a network filesystem), never past one held on this host, where the kernel
+// drops a dead process's lock: its holder is alive (a second job on the folder, which torchrun
+// restarts after its refusal, joined the first's saves and cleaned its save in progress).
+TEST(Checkpoint, ARestartGoesPastAnotherNodesLockNeverPastOneHeldHere) {
+  const std::string dir = testing_dist::temp_dir("lock_restart");
+  const Logger log;
+  const auto error_of = [&](bool restart) {
+    try {
+      CheckpointFolderLock again(dir, log, restart);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CheckpointFolderLock held(dir, log, /*restart=*/false);
+  EXPECT_NE(error_of(true).find("is in use by another run (this process"), std::string::npos)
+      << error_of(true);
+  // The lock file names a holder on another host (the lock is the open file description's: this
+  // descriptor's write and close leave it held).
+  const int fd = ::open((dir + "/.lock").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  const std::string elsewhere = "123 node-that-died";
+  ASSERT_EQ(::write(fd, elsewhere.data(), elsewhere.size()), static_cast<ssize_t>(elsewhere.size()));
+  ::close(fd);
+  EXPECT_EQ(error_of(true), "(no error)");
+  EXPECT_NE(error_of(false).find("(process 123 on node-that-died holds"), std::string::npos)
+      << error_of(false);
+  std::filesystem::remove_all(dir);
 }

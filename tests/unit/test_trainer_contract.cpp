@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "train/owed_evaluation.h"
+#include "train/resume.h"
 #include "trainer_fixtures.h"
 
 using namespace ddptrain;
@@ -333,6 +334,30 @@ TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
     EXPECT_NE(r.error.find("the ranks chose different checkpoints from"), std::string::npos) << r.error;
   }
   std::filesystem::remove_all(dir);
+}
+
+// Note [One checkpoint for every rank]: a checkpoint every rank names alike whose copies differ
+// (node-local folders where one node keeps an older job's save of that step): every rank stops
+// naming the ranks whose manifest differs. Before, each loaded its own, after DDP's one
+// broadcast of the weights: replicas apart for the whole run.
+TEST(Trainer, RanksWhoseCopiesOfTheNamedCheckpointDifferStopTogether) {
+  std::vector<std::string> errors(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    const std::string manifest =
+        ctx.rank() == 0 ? R"({"files": {"model.pt": [100, 7]}})" : R"({"files": {"model.pt": [100, 8]}})";
+    try {
+      check_ranks_chose_the_same(ctx, "/ck/step_00000600", manifest, "/ck/step_00000600", "--resume_from");
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks' copies of '/ck/step_00000600' differ: rank(s) 1 hold other files"),
+              std::string::npos)
+        << e;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {  // the same copies: no error
+    check_ranks_chose_the_same(ctx, "/ck/step_00000600", "{}", "/ck/step_00000600", "--resume_from");
+  });
 }
 
 // A resume of an explicit checkpoint that is damaged changes nothing on disk: the claim verifies
