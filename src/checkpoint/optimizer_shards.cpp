@@ -80,7 +80,9 @@ at::Tensor to_param_layout(const at::Tensor& flat, const nlohmann::json& info, c
     inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
   }
   at::Tensor logical = flat.view(permuted).permute(inverse);
-  return at::empty_like(param, flat.options().device(param.device())).copy_(logical);
+  // In the parameter's dtype, as the optimizer made its state: a shard file of a model with
+  // parameters of several dtypes holds its rows in the widest (at::cat promotes), exactly.
+  return at::empty_like(param).copy_(logical);
 }
 
 }  // namespace
@@ -117,6 +119,12 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     for (const auto& p : full.param_groups()[g].params()) params.push_back(p), group.push_back(g);
   DDP_CHECK(j.at("params").size() == params.size(), "checkpoint '", origin, "': its optimizer had ",
             j.at("params").size(), " parameters, this one has ", params.size(), ": another model");
+  // Every parameter's shape, on every rank: a rank that checked only the ones it needs would
+  // stop alone, the others waiting in the next collective.
+  for (size_t key = 0; key < params.size(); ++key)
+    DDP_CHECK(j.at("params")[key].at("shape").get<std::vector<int64_t>>() == params[key].sizes().vec(),
+              "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
+              j.at("params")[key].at("shape").dump(), ", here ", params[key].sizes(), ": another model");
   auto needed = [&](int64_t key) {
     return !wanted || wanted->count(params[static_cast<size_t>(key)].unsafeGetTensorImpl()) > 0;
   };
@@ -132,11 +140,6 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
       const auto [key, param_offset, offset, length] = pc.get<std::array<int64_t, 4>>();
       if (!needed(key)) continue;
       const at::Tensor& p = params[static_cast<size_t>(key)];
-      DDP_CHECK(
-          j.at("params")[static_cast<size_t>(key)].at("shape").get<std::vector<int64_t>>() == p.sizes().vec(),
-          "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
-          j.at("params")[static_cast<size_t>(key)].at("shape").dump(), ", here ", p.sizes(),
-          ": another model");
       Assembled& a = state[key];
       if (a.flat.empty())
         for (int f = 0; f < fields; ++f) a.flat.push_back(at::zeros({p.numel()}, rows.options()));

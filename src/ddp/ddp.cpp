@@ -20,6 +20,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     if (p.value().requires_grad()) {
       names.push_back(p.key());
       params_.push_back(p.value());
+    } else {
+      frozen_names_.push_back(p.key());
+      frozen_.push_back(p.value());
     }
   }
   for (auto& b : module_->buffers()) buffers_.push_back(b);
@@ -33,9 +36,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   if (!ctx_.communicates()) return;
 
   verify_replicas(names);
-  // Every rank starts from rank 0's weights, whatever its own initialisation did.
+  // Every rank starts from rank 0's weights, whatever its own initialisation did: the frozen
+  // ones too (a frozen projection drawn after a seed per rank differed for the whole run).
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> state = params_;
+  state.insert(state.end(), frozen_.begin(), frozen_.end());
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   for (auto& t : state) {
     // A unit sharded as built holds no memory here: it had rank 0's weights then (Note [Units
@@ -65,6 +70,9 @@ void DistributedDataParallel::verify_replicas(const std::vector<std::string>& na
     if (params_[i].numel() > 0 && params_[i].storage().nbytes() == 0) os << " sharded as built";
     os << '\n';
   }
+  for (size_t i = 0; i < frozen_.size(); ++i)
+    os << frozen_names_[i] << ' ' << frozen_[i].sizes() << ' ' << c10::toString(frozen_[i].scalar_type())
+       << " frozen\n";
   const std::string mine = os.str();
   std::vector<at::Tensor> len{at::tensor({static_cast<int64_t>(mine.size())}, at::kLong)};
   ctx_.broadcast(len, 0, "DDP replica check");

@@ -78,6 +78,10 @@ class DistributedDataParallel {
   DdpSetup opts_;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> buffers_;
+  // Parameters nothing trains (requires_grad off): compared and broadcast at the start as
+  // PyTorch's DDP syncs every parameter and buffer, never reduced.
+  std::vector<at::Tensor> frozen_;
+  std::vector<std::string> frozen_names_;
   std::unique_ptr<Reducer> reducer_;
 };
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/engine.h>
 
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
 namespace {
@@ -101,6 +102,28 @@ std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& par
     if (!b.empty()) buckets.push_back(std::move(b));
   }
   return buckets;
+}
+
+void check_unit_parameters_stay_in_their_units(const torch::nn::Module& model, const Units& units) {
+  // LibTorch lists a tensor once per name it is registered under.
+  std::unordered_map<const void*, std::vector<std::string>> names_in_model;
+  for (const auto& p : model.named_parameters())
+    names_in_model[p.value().unsafeGetTensorImpl()].push_back(p.key());
+  for (size_t u = 0; u < units.size(); ++u) {
+    std::unordered_map<const void*, size_t> in_unit;
+    for (const auto& p : units.modules()[u]->parameters()) ++in_unit[p.unsafeGetTensorImpl()];
+    for (const auto& [impl, n] : in_unit) {
+      const auto it = names_in_model.find(impl);
+      if (it == names_in_model.end() || it->second.size() <= n) continue;
+      std::string names;
+      for (const auto& name : it->second) names += str(names.empty() ? "" : ", ", "'", name, "'");
+      throw UsageError(
+          str("under zero_stage 3 a parameter of unit ", u, " ('", units.name(u),
+              "') is registered outside it too (", names, "): the unit frees it after its ",
+              "forward and the other place would read freed memory. A weight used in two ",
+              "places (tied) belongs to the root: leave its module out of the units (Note [Units])"));
+    }
+  }
 }
 
 FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params,

@@ -41,6 +41,11 @@ namespace ddptrain {
 /// two units.
 std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& params, const Units* units);
 
+/// A UsageError naming the parameter when one of a unit's is registered outside the unit too (a
+/// weight tied between a unit and the root): the unit frees it after its forward, and the other
+/// place would read freed memory. Such a weight belongs to the root (Note [Units]).
+void check_unit_parameters_stay_in_their_units(const torch::nn::Module& model, const Units& units);
+
 /// One bucket's parameters (in the bucket's order) moved into one flat buffer on `device`, laid
 /// out as ddp/shard_layout.h cuts it (padded to a multiple of the world size), each parameter
 /// becoming a view into it (the same parameter, new memory; its old memory is freed unless

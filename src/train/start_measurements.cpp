@@ -2,6 +2,7 @@
 
 #include "ddp/bucket_size.h"
 #include "ddp/fully_sharded.h"
+#include "ddp/sync_batchnorm.h"
 #include "obs/kernel_probe.h"
 #include "obs/logger.h"
 #include "obs/memory.h"
@@ -74,6 +75,37 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   return m;
 }
 
+namespace {
+
+// Note [Unused parameters and collectives in backward]: with find_unused_parameters a bucket
+// holding a parameter this rank's forward left out is launched only when backward ends, and
+// which parameters those are may differ between the ranks. Where backward runs collectives of
+// its own (zero_stage 3's gathers of each unit, SyncBatchNorm's all-reduces), ranks whose
+// buckets launch at other points would issue them in other orders: Gloo aborts on the sizes,
+// NCCL waits (or mixes equal sizes). So there every bucket launches after backward: the same
+// order on every rank, for one gradient's worth of memory held to the end of backward.
+bool launches_must_wait_for_backward(const TrainerOptions& o, const DistContext& ctx,
+                                     const torch::nn::Module& module) {
+  if (!o.ddp.overlap || !o.ddp.find_unused_parameters || !ctx.communicates()) return false;
+  std::string why;
+  if (o.zero.stage >= 3) {
+    why = "zero_stage 3 gathers units during backward";
+  } else {
+    for (const auto& m : module.modules())
+      if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) {
+        why = "SyncBatchNorm all-reduces during backward";
+        break;
+      }
+  }
+  if (why.empty()) return false;
+  ctx.log().info(
+      str("find_unused_parameters: gradient buckets are all-reduced after backward, not during it (", why,
+          "; Note [Unused parameters and collectives in backward])"));
+  return true;
+}
+
+}  // namespace
+
 DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
                    const Units* units, double backward_s) {
   DdpSetup d;
@@ -93,10 +125,12 @@ DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch:
   d.reducer.gradient_as_bucket_view = o.ddp.gradient_as_bucket_view;
   d.reducer.find_unused_parameters = o.ddp.find_unused_parameters;
   d.reducer.comm_hook = o.ddp.comm_hook;
-  d.reducer.overlap = o.ddp.overlap;
+  d.reducer.overlap = o.ddp.overlap && !launches_must_wait_for_backward(o, ctx, module);
   d.reducer.shard_gradients = o.zero.stage >= 2 && ctx.communicates();
-  if (o.zero.stage >= 3 && ctx.communicates())  // Note [ZeRO stage 3]: one bucket per unit
+  if (o.zero.stage >= 3 && ctx.communicates()) {  // Note [ZeRO stage 3]: one bucket per unit
+    if (units) check_unit_parameters_stay_in_their_units(module, *units);
     d.reducer.buckets = unit_buckets(trainable, units);
+  }
   d.broadcast_buffers = o.ddp.broadcast_buffers;
   return d;
 }

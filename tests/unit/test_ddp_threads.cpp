@@ -90,16 +90,21 @@ std::vector<at::Tensor> train_tiny(int world, int64_t per_rank, int K, int steps
 
 }  // namespace
 
+// Every parameter, a frozen one too (requires_grad off: a projection nothing trains), starts as
+// rank 0's, as PyTorch's DDP syncs the module's state; before, a frozen one drawn per rank
+// stayed apart for the whole run.
 TEST(DdpThreads, BroadcastMakesRanksEqual) {
   std::mutex mu;
   std::vector<std::vector<at::Tensor>> params(2);
   run_ranks(2, [&](const DistContext& ctx) {
     auto net = make_net(100 + static_cast<uint64_t>(ctx.rank()));  // different weights on purpose
+    net->register_parameter("frozen", at::full({3}, 1.0 + ctx.rank()), /*requires_grad=*/false);
     DistributedDataParallel ddp(net, ctx, {});
     std::lock_guard<std::mutex> lock(mu);
     params[static_cast<size_t>(ctx.rank())] = snapshot(*net, false);
   });
   for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(params[0][i].equal(params[1][i])) << i;
+  EXPECT_TRUE(params[1].back().equal(at::full({3}, 1.0))) << "the frozen parameter is rank 0's";
 }
 
 TEST(DdpThreads, EquivalentToOneRankWithTheGlobalBatch) {

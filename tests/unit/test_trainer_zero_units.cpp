@@ -1,9 +1,12 @@
 // ZeRO stage 3 over units that differ between the ranks (Note [The ranks build the same
 // units]): every rank stops in seconds with an error that says where each rank was, instead of
-// Gloo aborting the process on mismatched sizes or a wait for the timeout.
+// Gloo aborting the process on mismatched sizes or a wait for the timeout. And a unit's
+// parameter that some ranks leave out (Note [Unused parameters and collectives in backward]).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,7 +19,8 @@ using namespace ddptrain::trainer_test;
 namespace {
 
 // Trains `make`'s module at stage 3, world 2; each rank's error ("" where none).
-std::vector<std::string> errors_of_stage_three(const std::function<Trainable(const DistContext&)>& make) {
+std::vector<std::string> errors_of_stage_three(const std::function<Trainable(const DistContext&)>& make,
+                                               const std::string& expected = "do not build the same units") {
   TrainerOptions o = quiet_fp32(8, 1);
   o.zero.stage = 3;
   std::vector<std::string> errors(2);
@@ -36,8 +40,7 @@ std::vector<std::string> errors_of_stage_three(const std::function<Trainable(con
       },
       /*timeout_s=*/30);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "a wait for the timeout";
-  for (const std::string& e : errors)
-    EXPECT_NE(e.find("do not build the same units"), std::string::npos) << e;
+  for (const std::string& e : errors) EXPECT_NE(e.find(expected), std::string::npos) << e;
   return errors;
 }
 
@@ -120,5 +123,107 @@ TEST(Trainer, ZeroStageThreeRefusesUnitsShardedAsBuiltThatDifferBetweenTheRanks)
   for (const std::string& e : errors) {
     EXPECT_TRUE(says(e, "rank 0 built unit 0")) << e;
     EXPECT_TRUE(says(e, "rank 1 had built its whole model, 1 unit")) << e;
+  }
+}
+
+namespace {
+
+// Three units and a head; unit 2 holds `gate`, which a forward uses only where its batch's sum
+// is positive: in some steps one rank uses it and the other does not.
+struct GatedUnitsNet : torch::nn::Module {
+  GatedUnitsNet() {
+    l0 = register_module("l0", torch::nn::Linear(8, 16));
+    l1 = register_module("l1", torch::nn::Linear(16, 16));
+    block = register_module("block", std::make_shared<torch::nn::Module>());
+    l2 = block->register_module("l2", torch::nn::Linear(16, 16));
+    gate = block->register_module("gate", torch::nn::Linear(16, 16));
+    head = register_module("head", torch::nn::Linear(16, 4));
+    units_.add(l0.ptr(), "l0");
+    units_.add(l1.ptr(), "l1");
+    units_.add(block, "block");
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const bool use_gate = x.sum().item<double>() > 0;
+    used.push_back(use_gate);
+    at::Tensor h = torch::tanh(units_.run(0, [&] { return l0(x); }));
+    h = torch::tanh(units_.run(1, [&] { return l1(h); }));
+    h = units_.run(2, [&] { return use_gate ? l2(h) + gate(h) : l2(h); });
+    return head(torch::tanh(h));
+  }
+  Units& units() { return units_; }
+  torch::nn::Linear l0{nullptr}, l1{nullptr}, l2{nullptr}, gate{nullptr}, head{nullptr};
+  std::shared_ptr<torch::nn::Module> block;
+  Units units_;
+  std::vector<bool> used;
+};
+
+}  // namespace
+
+// Note [Unused parameters and collectives in backward]: find_unused_parameters with a unit's
+// parameter that one rank uses and another not in the same step. Under zero_stage 3 the ranks
+// launched that unit's bucket at other points among the backward's gathers (one during backward,
+// one after it): their collectives parted (Gloo aborts the process). Every bucket now launches
+// after backward there, and stage 3 trains as stage 0.
+TEST(Trainer, ZeroStageThreeWithAUnitsParameterSomeRanksLeaveOut) {
+  std::map<int, std::vector<at::Tensor>> params;
+  bool ranks_differed = false;
+  for (int stage : {0, 3}) {
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.ddp.find_unused_parameters = true;
+    o.zero.stage = stage;
+    std::vector<std::vector<bool>> used(2);
+    fit_fresh_net<GatedUnitsNet>(
+        2, o, [](GatedUnitsNet& net) { return make_optimizer(net, false); },
+        [&](const DistContext& ctx, GatedUnitsNet& net, const TrainResult&) {
+          used[static_cast<size_t>(ctx.rank())] = net.used;
+          if (ctx.rank() != 0) return;
+          for (const auto& p : net.parameters()) params[stage].push_back(p.detach().clone());
+        });
+    ranks_differed = ranks_differed || used[0] != used[1];
+  }
+  ASSERT_TRUE(ranks_differed) << "the test needs a step where one rank uses gate and the other not";
+  ASSERT_EQ(params[3].size(), params[0].size());
+  EXPECT_LE(max_diff(params[0], params[3]), 1e-6);
+}
+
+namespace {
+
+// Unit a's weight is also the head's (tied): registered in the root too.
+struct TiedAcrossUnitNet : torch::nn::Module {
+  TiedAcrossUnitNet() {
+    a = register_module("a", torch::nn::Linear(8, 8));
+    head_weight = register_parameter("head_weight", a->weight);
+    units_.add(a.ptr(), "a");
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
+    return at::linear(h, head_weight).narrow(1, 0, 4);
+  }
+  Units& units() { return units_; }
+  torch::nn::Linear a{nullptr};
+  at::Tensor head_weight;
+  Units units_;
+};
+
+}  // namespace
+
+// A weight tied between a unit and the root: the unit freed it after its forward and the head
+// read freed memory (a crash). Refused at the start on every rank, naming both places.
+TEST(Trainer, ZeroStageThreeRefusesAUnitsWeightTiedOutsideIt) {
+  const auto errors = errors_of_stage_three(
+      [](const DistContext&) {
+        std::shared_ptr<TiedAcrossUnitNet> net;
+        {
+          static std::mutex mu;  // the default generator: one rank at a time
+          std::lock_guard<std::mutex> lock(mu);
+          torch::manual_seed(5);
+          net = std::make_shared<TiedAcrossUnitNet>();
+        }
+        return trainable(net);
+      },
+      "a parameter of unit 0 ('a') is registered outside it too");
+  for (const std::string& e : errors) {
+    EXPECT_TRUE(says(e, "'a.weight'")) << e;
+    EXPECT_TRUE(says(e, "'head_weight'")) << e;
   }
 }
