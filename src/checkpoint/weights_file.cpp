@@ -31,9 +31,19 @@ NamedTensors read_weights_file(const std::string& path, const Logger& log) {
 HfInitialWeights::HfInitialWeights(const std::string& dir, const Logger& log) : dir_(dir), log_(log) {
   const auto start = std::chrono::steady_clock::now();
   ModelOptions sizes;
-  apply_hf_config(read_hf_config(dir), dir + "/config.json", sizes);
+  const nlohmann::json config = read_hf_config(dir);
+  apply_hf_config(config, dir + "/config.json", sizes);
   log.info(str(dir, ": a Hugging Face ", hf_architecture(sizes), " (", sizes.n_layer, " layers, ",
                sizes.n_embd, " wide)"));
+  // transformers applies these in train mode (GPT-2's are 0.1): training settings, not the
+  // architecture, so the run's own dropout (--dropout, ModelOptions::dropout) is what applies.
+  std::string dropouts;
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout"})
+    if (config.contains(key) && config[key].is_number() && config[key].get<double>() > 0)
+      dropouts += str(dropouts.empty() ? "" : ", ", key, " ", config[key].get<double>());
+  if (!dropouts.empty())
+    log.info(str(dir, "/config.json's dropouts (", dropouts, ") are transformers' training settings and are ",
+                 "not applied: the run's dropout is --dropout's (ModelOptions::dropout)"));
   source_ = std::make_unique<HfFolderTensors>(dir);
   plan_ = hf_weight_plan(source_->tensors(), sizes, dir);
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

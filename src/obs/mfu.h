@@ -27,8 +27,10 @@ PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tf
 /// allowed), or IEEE fp32.
 enum class GpuPeakKind { kHalf, kTf32, kFp32 };
 
-/// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown.
-double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind);
+/// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown. A MIG instance ("... MIG
+/// 1g.10gb") has its share of the part's: `multiprocessors` (its SM count) over the part's; 0
+/// where either count is unknown.
+double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind, int multiprocessors = 0);
 
 /// MFU = achieved FLOP/s over all ranks / (peak per rank x ranks).
 inline double mfu(double flops_per_sample, double samples_per_s, double peak_per_rank, int world) {

@@ -89,12 +89,14 @@ void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
   interval_samples_ = 0;
   interval_steps_ = 0;
   interval_t0_ = Clock::now();
+  epoch_samples_ = 0;
 }
 
 void RunReporter::on_micro_batch(const TrainState&, const MicroBatchEvent& e) {
   interval_loss_.add_(e.loss);
   ++interval_micro_;
   interval_samples_ += static_cast<int64_t>(e.indices.size());
+  epoch_samples_ += static_cast<int64_t>(e.indices.size());
 }
 
 void RunReporter::on_step_end(const TrainState& s, const StepEvent& e) {
@@ -110,8 +112,9 @@ void RunReporter::update_progress(const TrainState& s, const StepEvent& e) {
   const EpochPosition& p = e.epoch;
   const double elapsed = seconds_since(p.started);
   const int64_t done_here = e.step_in_epoch - p.first_micro / opts_.loop.grad_accum_steps;
-  const double samples_per_s =
-      static_cast<double>(s.micro_done - p.first_micro) * opts_.data.batch_size * ctx_.world_size() / elapsed;
+  // This rank's samples as trained (an epoch's short last batch counts short) times the ranks:
+  // no collective at a redraw.
+  const double samples_per_s = static_cast<double>(epoch_samples_) * ctx_.world_size() / elapsed;
   const double eta = done_here > 0 ? elapsed / static_cast<double>(done_here) *
                                          static_cast<double>(p.steps_per_epoch - e.step_in_epoch)
                                    : 0.0;

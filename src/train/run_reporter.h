@@ -63,6 +63,7 @@ class RunReporter : public Callback {
   at::Tensor interval_loss_;  // sum of the micro-batch losses since the last step line (device)
   int64_t interval_micro_ = 0, interval_steps_ = 0;
   int64_t interval_samples_ = 0;  // this rank's since the last step line
+  int64_t epoch_samples_ = 0;     // this rank's in this run's part of the epoch: the progress bar's rate
   int64_t samples_trained_ = 0;
   Clock::time_point interval_t0_;
 };

@@ -5,9 +5,10 @@
 // the step line shows that wait separately), opt (optimizer step + zero_grad), end (the step's
 // end: the stop vote, step lines, step checkpoints, callbacks).
 // On CPU every op is synchronous, so the split is exact; on CUDA, kernels are asynchronous
-// and time shows up where the host next waits: the stop vote waits for the step's queue to
-// drain, so a GPU-bound step's GPU time is mostly "end" (not "data": it was, before end was
-// split from the next step's data wait).
+// and time shows up where the host next waits: at world > 1 the stop vote waits for the
+// step's queue to drain, so a GPU-bound step's GPU time is mostly "end" (not "data": it was,
+// before end was split from the next step's data wait); at world 1 there is no vote, and it
+// shows wherever the full launch queue blocks the host (fwd, bwd or opt; end at step lines).
 #pragma once
 
 #include <array>

@@ -91,6 +91,12 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", fp32), 67.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", fp32), 19.5);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", k16), 0.0);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Tesla V100-PCIE-32GB", k16), 112.0);  // not the SXM2 part's
+  // A MIG instance: its share of the part's SMs (a 1g slice of an A100 has 14 of 108); without
+  // its SM count, none (it read the whole part's peak: MFU 7x too low).
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-40GB MIG 1g.10gb", k16, 14), 312.0 * 14 / 108);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3 MIG 3g.40gb", k16, 60), 989.0 * 60 / 132);
+  EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-40GB MIG 1g.10gb", k16), 0.0);
   // Whole words only: an A1000 is no A100, an A10G no A10 (both unknown: peak_tflops says theirs).
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA RTX A1000 6GB Laptop GPU", k16), 0.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A10G", k16), 0.0);
