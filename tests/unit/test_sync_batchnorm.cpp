@@ -11,6 +11,7 @@
 #include "ddp/sync_batchnorm.h"
 #include "dist_harness.h"
 #include "models/mini_resnet.h"
+#include "trainer_fixtures.h"
 
 using namespace ddptrain;
 
@@ -103,4 +104,62 @@ TEST(DdpThreads, SyncBatchNormOfBf16InputsNormalisesInFp32) {
   const double same = y.eq(want.to(at::kBFloat16)).to(at::kDouble).mean().item<double>();
   std::printf("SyncBatchNorm of bf16 inputs: %.4f of the outputs are the rounded fp32 batch norm\n", same);
   EXPECT_GE(same, 0.99);
+}
+
+namespace {
+
+// SyncBatchNorm between two linear layers; `gate` is used only where the batch's sum is
+// positive, so in some steps one rank uses it and the other does not.
+struct GatedSyncBnNet : torch::nn::Module {
+  explicit GatedSyncBnNet(const DistContext& ctx) {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    bn = register_module("bn", SyncBatchNorm(16, ctx));
+    b = register_module("b", torch::nn::Linear(16, 4));
+    gate = register_module("gate", torch::nn::Linear(16, 4));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const bool use_gate = x.sum().item<double>() > 0;
+    used.push_back(use_gate);
+    const at::Tensor h = torch::tanh(bn(a(x)));
+    return use_gate ? b(h) + gate(h) : b(h);
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, gate{nullptr};
+  SyncBatchNorm bn{nullptr};
+  std::vector<bool> used;
+};
+
+}  // namespace
+
+// Note [Unused parameters and collectives in backward]: with find_unused_parameters and a
+// bucket per parameter, a rank that used `gate` all-reduced its bucket before SyncBatchNorm's
+// backward all-reduce and a rank that did not after it (at the end of backward): the ranks'
+// collectives parted. The Trainer launches every bucket after backward there: the run ends
+// with the replicas equal.
+TEST(DdpThreads, SyncBatchNormWithAParameterSomeRanksLeaveOut) {
+  using namespace ddptrain::trainer_test;
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.ddp.find_unused_parameters = true;
+  o.ddp.bucket_cap_mb = 1e-6;  // a bucket per parameter
+  o.ddp.first_bucket_mb = 1e-6;
+  std::vector<std::vector<at::Tensor>> params(2);
+  std::vector<std::vector<bool>> used(2);
+  std::mutex mu;
+  testing_dist::run_ranks(2, [&](const DistContext& ctx) {
+    std::shared_ptr<GatedSyncBnNet> net;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      torch::manual_seed(5);
+      net = std::make_shared<GatedSyncBnNet>(ctx);
+    }
+    auto optimizer = make_optimizer(*net, /*adamw=*/false);
+    Trainer trainer(ctx, trainable(net), *optimizer, o);
+    UserData train(96, false);
+    trainer.fit(train, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    used[static_cast<size_t>(ctx.rank())] = net->used;
+    for (const auto& p : net->parameters()) params[static_cast<size_t>(ctx.rank())].push_back(p.detach().clone());
+  });
+  ASSERT_NE(used[0], used[1]) << "the test needs a step where one rank uses gate and the other not";
+  ASSERT_EQ(params[0].size(), params[1].size());
+  for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(params[0][i].equal(params[1][i])) << i;
 }
