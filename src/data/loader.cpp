@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/strings.h"
 #include "util/thread_policy.h"
 
 namespace ddptrain {
@@ -18,10 +19,15 @@ int64_t Loader::num_batches(int64_t n) const {
 namespace {
 
 // A sample into its row of the batch: one memcpy for the usual contiguous CPU sample (no ATen
-// op, no parallel region), else a copy.
-void put_sample(at::Tensor row, const at::Tensor& sample) {
-  if (sample.is_contiguous() && sample.device().is_cpu() && sample.scalar_type() == row.scalar_type() &&
-      sample.sizes() == row.sizes())
+// op, no parallel region), else a copy. A sample of another shape than the batch's first is an
+// error naming both, as PyTorch's default collate (torch.stack) refuses it: copy_ would
+// broadcast it (a greyscale (1, H, W) image copied into each of the RGB batch's 3 channels).
+void put_sample(at::Tensor row, const at::Tensor& sample, int64_t index, const char* what) {
+  if (sample.sizes() != row.sizes())
+    throw UsageError(str("sample ", index, "'s ", what, " has shape ", sample.sizes(), ", the batch's first ",
+                         row.sizes(), ": every sample of a dataset needs one shape (a Dataset of the ",
+                         "program's returns them so; a batch is its samples stacked)"));
+  if (sample.is_contiguous() && sample.device().is_cpu() && sample.scalar_type() == row.scalar_type())
     std::memcpy(row.data_ptr(), sample.data_ptr(), sample.nbytes());
   else
     row.copy_(sample);
@@ -68,8 +74,8 @@ Batch Loader::build(int64_t b) const {
             std::vector<int64_t>(indices_.begin() + begin, indices_.begin() + end)};
   for (int64_t k = begin; k < end; ++k) {
     Example e = k == begin ? std::move(first) : dataset_.get(indices_[k]);
-    put_sample(out.inputs[k - begin], e.input);
-    put_sample(out.targets[k - begin], e.target);
+    put_sample(out.inputs[k - begin], e.input, indices_[k], "input");
+    put_sample(out.targets[k - begin], e.target, indices_[k], "target");
   }
   return out;
 }

@@ -197,6 +197,15 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
                                                         const std::string& name_prefix) {
   const CheckpointOptions& co = o.checkpoint;
   const std::string& from = co.resume_from;
+  // Refuses before anything runs, with the accumulation the run will have: under
+  // keep_global_batch the one that keeps the checkpoint's global batch (a leftover
+  // --grad_accum_steps 2 refused a resume that accumulation 1 continues exactly).
+  const auto check_resume_point = [&](const CheckpointMeta& meta) {
+    if (!o.loop.keep_global_batch) return resume_point(meta, world, o);
+    TrainerOptions kept = o;
+    kept.loop.grad_accum_steps = kept_accumulation(meta, world, o);
+    return resume_point(meta, world, kept);
+  };
   auto differences = [&](const CheckpointEntry& c) {
     return identity_differences(o.run_identity, c.meta.run, name_prefix);
   };
@@ -217,7 +226,7 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
     }
     refuse_another_runs_checkpoint(o, c, name_prefix);
     refuse_another_runs_folder(o, listed, name_prefix, "a resume of {0}");
-    resume_point(c.meta, world, o);  // refuses before anything runs
+    check_resume_point(c.meta);
     return c;
   };
   if (!from.empty() && from != "auto") return checked_checkpoint(from);
@@ -267,7 +276,7 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
     log.info(str("resume_from auto: resuming from ", c->dir, " (this run's newest valid checkpoint",
                  fallback_gone ? "; resume_fallback " + co.resume_fallback + " is gone, rotated away" : "",
                  ")"));
-    resume_point(c->meta, world, o);  // refuses before anything runs
+    check_resume_point(c->meta);
     return *c;
   }
   if (fallback_gone)

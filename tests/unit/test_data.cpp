@@ -185,6 +185,33 @@ TEST(Data, ABatchThatFailsComesInItsTurnAfterTheBatchesBeforeIt) {
   }
 }
 
+// A sample of another shape than its batch's first is a usage error naming it and both shapes,
+// as PyTorch's default collate refuses to stack it. Before, copy_ broadcast it: sample 5's
+// greyscale (1, 2, 2) image became 3 equal channels of an RGB batch, without a word.
+TEST(Data, ASampleOfAnotherShapeThanItsBatchIsAnError) {
+  struct OneGrey : Dataset {
+    int64_t size() const override { return 8; }
+    Example get(int64_t i) const override {
+      return {at::ones({i == 5 ? 1 : 3, 2, 2}), at::scalar_tensor(i % 2, at::kLong)};
+    }
+  } ds;
+  std::vector<int64_t> idx(8);
+  for (int64_t i = 0; i < 8; ++i) idx[static_cast<size_t>(i)] = i;
+  for (const int workers : {0, 2}) {
+    Loader loader(ds, {4, workers, 2, true});
+    loader.start(idx);
+    std::string error = "(none)";
+    try {
+      while (loader.next()) {
+      }
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("sample 5's input has shape [1, 2, 2], the batch's first [3, 2, 2]"), std::string::npos)
+        << workers << " workers: " << error;
+  }
+}
+
 namespace {
 
 std::string fresh(const std::string& name) {
