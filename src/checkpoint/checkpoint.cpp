@@ -278,10 +278,15 @@ void keep_newest(const std::string& root, const std::string& final_dir, int keep
     // start removes (clean_checkpoint_leftovers), not a checkpoint with files missing that stays.
     const fs::path doomed = fs::path(root) / (".tmp-rotated-" + complete[i].second.filename().string());
     fs::rename(complete[i].second, doomed, ec);
-    if (!ec) fs::remove_all(doomed, ec);
-    if (ec)
+    if (ec) {
       log.warn(str("keep_checkpoints: cannot delete ", complete[i].second.string(), " (", ec.message(),
                    "); it stays, and the next save tries again"));
+      continue;
+    }
+    fs::remove_all(doomed, ec);
+    if (ec)
+      log.warn(str("keep_checkpoints: cannot remove all of ", doomed.string(), " (", ec.message(),
+                   "; it is out of the listing), and the next start tries again"));
   }
 }
 

@@ -1,9 +1,11 @@
 #include "checkpoint/folder_lock.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -21,7 +23,7 @@ std::string this_process() {
 
 struct Holder {
   std::string name;
-  bool on_this_host = false;
+  bool alive_here = false;  // named on this host, and a process of that pid lives here
 };
 
 // The holder as the lock file names it: "process 123" (on this host), "process 123 on node7", or
@@ -37,7 +39,11 @@ Holder holder_named_in(int fd) {
   const std::string mine = this_process();
   if (text == mine) return {str("this process (", pid, "), another of its runs,"), true};
   const bool here = host == mine.substr(mine.find(' ') + 1);
-  return {str("process ", pid, here ? std::string() : " on " + host), here};
+  // A host name is not always one machine's (a pod rescheduled under its name on another node,
+  // containers that share the host's name): a pid that no process here has is another's.
+  const long number = std::strtol(pid.c_str(), nullptr, 10);
+  const bool alive = here && number > 0 && !(::kill(static_cast<pid_t>(number), 0) != 0 && errno == ESRCH);
+  return {str("process ", pid, here ? std::string() : " on " + host), alive};
 }
 
 }  // namespace
@@ -77,10 +83,10 @@ CheckpointFolderLock::CheckpointFolderLock(const std::string& dir, const Logger&
   ::close(fd_);
   fd_ = -1;
   // A restart goes on past another node's holder (a previous attempt's, on a node that died: a
-  // network filesystem may keep its lock), never past one on this host: the kernel drops a dead
-  // process's lock here, so a holder here is alive (another job on the folder, which a restart
-  // under torchrun, whatever the first attempt's exit code, would otherwise join).
-  if (restart && !holder.on_this_host) {
+  // network filesystem may keep its lock), never past a live process on this host that holds it
+  // (another job on the folder, which a restart under torchrun, whatever the first attempt's
+  // exit code, would otherwise join).
+  if (restart && !holder.alive_here) {
     log.warn(str(holder.name, " holds ", path,
                  " at this restart (a previous attempt's, on a node that died?): ",
                  "this attempt goes on without the lock (Note [One run per checkpoint folder])"));

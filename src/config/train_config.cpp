@@ -227,7 +227,8 @@ std::vector<Flag> distributed_flags(TrainConfig& c) {
       bind_flag("gradient_as_bucket_view", &c.trainer.ddp.gradient_as_bucket_view,
                 "gradients are views into the all-reduce buckets"),
       bind_flag("find_unused_parameters", &c.trainer.ddp.find_unused_parameters,
-                "allow parameters without a gradient in a step"),
+                "allow parameters without a gradient in a step (with --zero_stage 3 or --sync_bn: "
+                "gradients reduced after backward, the whole gradient held once)"),
       bind_flag("broadcast_buffers", &c.trainer.ddp.broadcast_buffers,
                 "broadcast rank 0's buffers before the first forward of each accumulation group"),
       bind_flag("sync_bn", &c.dist.sync_bn, "BatchNorm statistics over the global batch (SyncBatchNorm)"),

@@ -105,16 +105,19 @@ std::vector<std::vector<size_t>> unit_buckets(const std::vector<at::Tensor>& par
 }
 
 void check_unit_parameters_stay_in_their_units(const torch::nn::Module& model, const Units& units) {
-  // LibTorch lists a tensor once per name it is registered under.
+  // LibTorch lists a tensor once per name it is registered under. Trainable ones only: a frozen
+  // parameter is never sharded nor freed (not DDP's). One in two units is unit_buckets' to name.
   std::unordered_map<const void*, std::vector<std::string>> names_in_model;
   for (const auto& p : model.named_parameters())
-    names_in_model[p.value().unsafeGetTensorImpl()].push_back(p.key());
-  for (size_t u = 0; u < units.size(); ++u) {
-    std::unordered_map<const void*, size_t> in_unit;
-    for (const auto& p : units.modules()[u]->parameters()) ++in_unit[p.unsafeGetTensorImpl()];
-    for (const auto& [impl, n] : in_unit) {
-      const auto it = names_in_model.find(impl);
-      if (it == names_in_model.end() || it->second.size() <= n) continue;
+    if (p.value().requires_grad()) names_in_model[p.value().unsafeGetTensorImpl()].push_back(p.key());
+  std::unordered_map<const void*, size_t> in_units;
+  for (size_t u = 0; u < units.size(); ++u)
+    for (const auto& p : units.modules()[u]->parameters())
+      if (p.requires_grad()) ++in_units[p.unsafeGetTensorImpl()];
+  for (size_t u = 0; u < units.size(); ++u)  // in order: every rank names the same one
+    for (const auto& p : units.modules()[u]->parameters()) {
+      const auto it = names_in_model.find(p.unsafeGetTensorImpl());
+      if (it == names_in_model.end() || it->second.size() <= in_units[p.unsafeGetTensorImpl()]) continue;
       std::string names;
       for (const auto& name : it->second) names += str(names.empty() ? "" : ", ", "'", name, "'");
       throw UsageError(
@@ -123,7 +126,6 @@ void check_unit_parameters_stay_in_their_units(const torch::nn::Module& model, c
               "forward and the other place would read freed memory. A weight used in two ",
               "places (tied) belongs to the root: leave its module out of the units (Note [Units])"));
     }
-  }
 }
 
 FullyShardedParams::FullyShardedParams(std::vector<at::Tensor> params,

@@ -193,6 +193,24 @@ double lr_step_offset(const CheckpointMeta& meta, int world, int batch_size, int
   return (steps + before) * old_batch / new_batch - steps;
 }
 
+namespace {
+
+// Whether `checkpoint`, a checkpoint of the folder `root`, does not exist (stat said so, no
+// other error).
+bool rotated_away(const std::string& checkpoint, const std::string& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path(checkpoint);
+  if (!path.has_filename()) path = path.parent_path();  // "ck/step_00000400/"
+  if (fs::exists(path, ec) || ec) return false;
+  const fs::path parent = fs::weakly_canonical(path.parent_path(), ec);
+  if (ec) return false;
+  const fs::path folder = fs::weakly_canonical(fs::path(root), ec);
+  return !ec && parent == folder;
+}
+
+}  // namespace
+
 std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o, int world, const Logger& log,
                                                         const std::string& name_prefix) {
   const CheckpointOptions& co = o.checkpoint;
@@ -238,12 +256,12 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
   // did, and stops as it did where it fails (damaged, refused): the first attempt then set
   // nothing aside, so the folder's newest may be the branch it was to abandon (under torchrun,
   // which restarts whatever the exit code, the restart resumed that branch).
-  // One that no longer exists was rotated away after this run saved later checkpoints here
-  // (--keep_checkpoints): this run's newest is then resumed, and without one the restart stops.
+  // One of this folder's that no longer exists (and no error said why not) was rotated away
+  // after this run saved later checkpoints here (--keep_checkpoints): this run's newest is then
+  // resumed, and without one the restart stops. Elsewhere, or unreadable, it is checked as it
+  // was named: a folder not mounted on the restart's nodes is an error, not an older resume.
   std::optional<CheckpointEntry> fallback;
-  std::error_code gone;
-  const bool fallback_gone =
-      !co.resume_fallback.empty() && !std::filesystem::exists(co.resume_fallback, gone);
+  const bool fallback_gone = !co.resume_fallback.empty() && rotated_away(co.resume_fallback, root);
   if (!co.resume_fallback.empty() && !fallback_gone) fallback = checked_checkpoint(co.resume_fallback);
   refuse_another_runs_among(o, listed.incomplete, name_prefix, "{0:auto}", "an incomplete one");
   std::vector<const CheckpointEntry*> ours_newest_first;
@@ -304,9 +322,9 @@ std::optional<CheckpointEntry> choose_resume_checkpoint(const TrainerOptions& o,
 // node-local folders where one node keeps an older job's checkpoint of the same name (names
 // are steps and epochs), and each rank, its files verified, would load its own (DDP broadcasts
 // the weights once, before the load: the replicas would stay apart for the whole run). So the
-// ranks compare their choices, the name and its manifest's bytes (every file's size and
-// CRC-32), in one all_gather before anything is loaded, and every rank stops with the same
-// error naming the ranks that differ.
+// ranks compare their choices by their manifests' bytes (every file's size and CRC-32; none
+// for a fresh start), in one all_gather before anything is loaded, and every rank stops with
+// the same error naming the ranks that differ (and whether their choice's name differs too).
 void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chosen, const std::string& root,
                                 const std::string& flag) {
   if (ctx.world_size() == 1) return;
@@ -327,11 +345,14 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
   std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
   for (auto& t : all) t = at::zeros_like(mine);
   ctx.all_gather(mine, all, "the checkpoint each rank chose (Note [One checkpoint for every rank])");
+  // The contents decide (copies alike under other paths load the same state); the names say
+  // which mistake it was.
   std::string other_name, other_contents;
   for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r][1].item<int64_t>() == all[0][1].item<int64_t>()) continue;
     if (all[r][0].item<int64_t>() != all[0][0].item<int64_t>())
       other_name += str(other_name.empty() ? "" : ", ", r);
-    else if (all[r][1].item<int64_t>() != all[0][1].item<int64_t>())
+    else
       other_contents += str(other_contents.empty() ? "" : ", ", r);
   }
   if (other_name.empty() && other_contents.empty()) return;

@@ -385,9 +385,9 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
 }
 
 // Note [One run per checkpoint folder]: a restart goes on past a lock another node holds (a dead
-// attempt's, kept by a network filesystem), never past one held on this host, where the kernel
-// drops a dead process's lock: its holder is alive (a second job on the folder, which torchrun
-// restarts after its refusal, joined the first's saves and cleaned its save in progress).
+// attempt's, kept by a network filesystem), never past a live process on this host that holds
+// it (a second job on the folder, which torchrun restarts after its refusal, joined the first's
+// saves and cleaned its save in progress).
 TEST(Checkpoint, ARestartGoesPastAnotherNodesLockNeverPastOneHeldHere) {
   const std::string dir = testing_dist::temp_dir("lock_restart");
   const Logger log;
@@ -412,5 +412,15 @@ TEST(Checkpoint, ARestartGoesPastAnotherNodesLockNeverPastOneHeldHere) {
   EXPECT_EQ(error_of(true), "(no error)");
   EXPECT_NE(error_of(false).find("(process 123 on node-that-died holds"), std::string::npos)
       << error_of(false);
+  // This host's name with a pid no process has (a pod rescheduled under its name elsewhere).
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string no_such_process = "999999999 " + std::string(host);
+  const int fd2 = ::open((dir + "/.lock").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd2, 0);
+  ASSERT_EQ(::write(fd2, no_such_process.data(), no_such_process.size()),
+            static_cast<ssize_t>(no_such_process.size()));
+  ::close(fd2);
+  EXPECT_EQ(error_of(true), "(no error)");
   std::filesystem::remove_all(dir);
 }

@@ -207,7 +207,8 @@ TEST(Data, ASampleOfAnotherShapeThanItsBatchIsAnError) {
     } catch (const UsageError& e) {
       error = e.what();
     }
-    EXPECT_NE(error.find("sample 5's input has shape [1, 2, 2], the batch's first [3, 2, 2]"), std::string::npos)
+    EXPECT_NE(error.find("sample 5's input has shape [1, 2, 2], the batch's first [3, 2, 2]"),
+              std::string::npos)
         << workers << " workers: " << error;
   }
 }

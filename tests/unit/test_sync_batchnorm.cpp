@@ -157,7 +157,8 @@ TEST(DdpThreads, SyncBatchNormWithAParameterSomeRanksLeaveOut) {
     trainer.fit(train, nullptr);
     std::lock_guard<std::mutex> lock(mu);
     used[static_cast<size_t>(ctx.rank())] = net->used;
-    for (const auto& p : net->parameters()) params[static_cast<size_t>(ctx.rank())].push_back(p.detach().clone());
+    for (const auto& p : net->parameters())
+      params[static_cast<size_t>(ctx.rank())].push_back(p.detach().clone());
   });
   ASSERT_NE(used[0], used[1]) << "the test needs a step where one rank uses gate and the other not";
   ASSERT_EQ(params[0].size(), params[1].size());

@@ -360,6 +360,37 @@ TEST(Trainer, RanksWhoseCopiesOfTheNamedCheckpointDifferStopTogether) {
   });
 }
 
+// The Trainer compares a named checkpoint too (it compared auto's choices only): ranks that
+// each name another folder's checkpoint (steps 2 and 3 of two runs) stop together before
+// anything is loaded. Before, each resumed its own.
+TEST(Trainer, RanksThatNameDifferentCheckpointsStopTogether) {
+  const std::string dir = testing_dist::temp_dir("trainer_named_differs");
+  std::vector<std::string> named;
+  for (int r = 0; r < 2; ++r) {
+    TrainerOptions first = quiet_fp32(8, 1);
+    first.checkpoint.dir = dir + "/rank" + std::to_string(r);
+    first.loop.max_steps = 2 + r;
+    named.push_back(train_user_net(1, first).result.last_checkpoint);
+    ASSERT_FALSE(named.back().empty());
+  }
+  std::vector<std::string> errors(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions mine = quiet_fp32(8, 1);
+    mine.checkpoint.dir = dir + "/rank" + std::to_string(ctx.rank());
+    mine.checkpoint.resume_from = named[static_cast<size_t>(ctx.rank())];
+    try {
+      Trainer trainer(ctx, std::move(model), *optimizer, mine);
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks chose different checkpoints from"), std::string::npos) << e;
+  std::filesystem::remove_all(dir);
+}
+
 // A resume of an explicit checkpoint that is damaged changes nothing on disk: the claim verifies
 // it whole before it sets this run's later checkpoints aside (Note [A run claims its checkpoint
 // folder]), and refuses it as the user's to replace (a usage error, which a launcher does not
