@@ -24,9 +24,10 @@ namespace {
 // broadcast it (a greyscale (1, H, W) image copied into each of the RGB batch's 3 channels).
 void put_sample(at::Tensor row, const at::Tensor& sample, int64_t index, const char* what) {
   if (sample.sizes() != row.sizes())
-    throw UsageError(str("sample ", index, "'s ", what, " has shape ", sample.sizes(), ", the batch's first ",
-                         row.sizes(), ": every sample of a dataset needs one shape (a Dataset of the ",
-                         "program's returns them so; a batch is its samples stacked)"));
+    throw UsageError(ddptrain::str("sample ", index, "'s ", what, " has shape ", sample.sizes(),
+                                   ", the batch's first ", row.sizes(),
+                                   ": every sample of a dataset needs one shape (a Dataset of the ",
+                                   "program's returns them so; a batch is its samples stacked)"));
   if (sample.is_contiguous() && sample.device().is_cpu() && sample.scalar_type() == row.scalar_type())
     std::memcpy(row.data_ptr(), sample.data_ptr(), sample.nbytes());
   else
