@@ -97,7 +97,7 @@ def summary(name, measured):
 
 def python_sps(name):
     path = os.path.join(logs, name + ".log")
-    m = re.search(r"reference samples/s: ([0-9.]+)", open(path).read()) if os.path.exists(path) else None
+    m = re.search(r"reference samples/s: ([0-9.]+)", open(path, errors="replace").read()) if os.path.exists(path) else None
     if not m:
         rep["missing"].append(name)
     return float(m.group(1)) if m else None
@@ -135,9 +135,8 @@ def cuda_tests():
     return out if found else None
 
 
-def sections():
-    """Everything but the GPU facts and the warnings: a bug or an odd log here costs its own
-    sections (report_error says where), not the report."""
+def tests_and_resnet_sections():
+    """The CUDA tests, the levers they vouch for and MiniResNet against Python DDP."""
     rep["cuda_tests"] = cuda_tests()
     # The levers the GPT and Llama runs took (auto where their CUDA tests passed), and why.
     levers_path = os.path.join(logs, "levers.json")
@@ -158,10 +157,13 @@ def sections():
     rep["ratio_ddptrain_over_python"] = ratios
 
 
+def gpt_sections():
+    """#27's GPT-2 124M against PyTorch, the levers, the deterministic runs, and #31's Llama."""
+
     def pytorch_run(name):
         """bench/nanogpt.py's JSON line (the last line of its log that parses)."""
         path = os.path.join(logs, name + ".log")
-        for line in reversed(open(path).read().splitlines() if os.path.exists(path) else []):
+        for line in reversed(open(path, errors="replace").read().splitlines() if os.path.exists(path) else []):
             try:
                 return json.loads(line)
             except ValueError:
@@ -248,6 +250,10 @@ def sections():
     }
 
 
+def profile_sections():
+    """The profiled runs' tables and the ZeRO runs."""
+
+
     def profile_table(name):
         """A profiled run's table (scripts/profile_table.py), or None and its name in `missing`."""
         path = os.path.join(logs, name + ".json")
@@ -269,11 +275,14 @@ def sections():
         rep["gpt2_124m_zero"] = {f"stage{z}": summary(f"gpt_zero{z}", measured) for z in (1, 2, 3)}
 
 
-try:
-    sections()
-except Exception:  # noqa: BLE001 - a partial report beats none
-    import traceback
-    rep["report_error"] = traceback.format_exc()[-2000:]
+# Each part on its own: a bug or an odd log in one costs its own sections (report_error says
+# which and where), not the report's others.
+for part in (tests_and_resnet_sections, gpt_sections, profile_sections):
+    try:
+        part()
+    except Exception:  # noqa: BLE001 - a partial report beats none
+        import traceback
+        rep.setdefault("report_error", {})[part.__name__] = traceback.format_exc()[-2000:]
 
 
 def torch_warnings():

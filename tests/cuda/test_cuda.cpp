@@ -272,6 +272,40 @@ TEST_F(Cuda, NcclProcessGroupAndDdp) {
   ctx.shutdown();
 }
 
+// --gradient_as_bucket_view, which every GPT and Llama run of the GPU check takes: the
+// gradients are views of NCCL's buckets and fused AdamW steps them in place. Three steps train
+// bitwise as with copies of the buckets (world 1: the all-reduce sums one rank's).
+TEST_F(Cuda, GradientsAsBucketViewsStepAsCopiesUnderFusedAdamW) {
+  EnvContract env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = testing_common::free_port();
+  DistContext ctx(env, {"nccl", std::chrono::seconds(60)});
+  torch::manual_seed(9);
+  const auto x = torch::randn({8, 3, 32, 32}, kGpu);
+  const auto y = torch::randint(0, 10, {8}, torch::TensorOptions(kGpu).dtype(at::kLong));
+  std::vector<std::vector<at::Tensor>> params;
+  for (const bool views : {false, true}) {
+    torch::manual_seed(8);
+    MiniResNet m(MiniResNetOptions{3, 10, 0.25});
+    m->to(kGpu);
+    DdpSetup setup;
+    setup.reducer.gradient_as_bucket_view = views;
+    DistributedDataParallel ddp(m.ptr(), ctx, setup);
+    FusedAdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.1));
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : m->parameters()) p.mutable_grad().reset();
+      torch::nn::functional::cross_entropy(m->forward(x), y).backward();
+      opt.step();
+    }
+    std::vector<at::Tensor> out;
+    for (const auto& p : m->parameters()) out.push_back(p.detach().cpu());
+    params.push_back(out);
+  }
+  ASSERT_EQ(params[0].size(), params[1].size());
+  for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(at::equal(params[0][i], params[1][i])) << i;
+  ctx.shutdown();
+}
+
 // Note [Waiting on NCCL]: a wait makes the stream wait, not the host. With a quarter second of GPU
 // work queued ahead of an all-reduce, DistContext::wait returns before the all-reduce has
 // completed (given a timeout, c10d's wait held the host until it had: every step's backward
