@@ -139,7 +139,11 @@ preflight() {
 machine() {
   nvidia-smi -L || { echo "no GPU: nvidia-smi found none (this check needs an NVIDIA GPU machine)"; return 1; }
   "$PY" -c 'import sys, torch; ok = torch.cuda.is_available()
-print("torch sees", torch.cuda.get_device_name(0) if ok else "NO CUDA DEVICE"); sys.exit(0 if ok else 1)'
+print("torch sees", torch.cuda.get_device_name(0) if ok else "NO CUDA DEVICE"); sys.exit(0 if ok else 1)' || return 1
+  # The facts the report needs, now: a check killed before its end still brings them back (not
+  # fatal: without them the report measures them at its end).
+  "$PY" scripts/gpu_report.py --facts "$LOGS/machine_facts.json" || echo "no machine facts now: the report measures them"
+  return 0
 }
 configure_and_build() {
   local prefix

@@ -15,16 +15,6 @@ import time
 
 from cuda_levers import gtest_results  # the same reading of gtest's JSON as the levers' choice
 
-logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
-skipped_tsv = os.path.join(logs, "skipped_runs.tsv")  # runs gpu-check.sh left out on purpose, and why
-rep["skipped_runs"] = dict(line.rstrip("\n").split("\t", 1) for line in open(skipped_tsv)
-                           if "\t" in line) if os.path.exists(skipped_tsv) else {}
-binary_txt = os.path.join(logs, "binary.txt")  # which ddptrain ran: the carried one or one built there
-if os.path.exists(binary_txt):
-    rep["binary"] = open(binary_txt).read().strip()
-
-
 def records(name):
     """A metrics file's records; a line cut short (a run killed while writing) or not an object
     is left out."""
@@ -60,6 +50,26 @@ def measured_matmul_peaks():
         torch.cuda.synchronize()
         peaks[name] = 2 * 8192**3 * n / (time.perf_counter() - t0)
     return peaks
+
+
+# gpu_report.py --facts FILE: the GPU machine's facts (torch, the GPU, the matmul peaks), written
+# by gpu-check.sh's first stage, so a report made elsewhere from the logs of a check that was
+# killed before its end still has them.
+if len(sys.argv) == 3 and sys.argv[1] == "--facts":
+    import torch
+    json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+               else "none", "matmul_peaks": measured_matmul_peaks()}, open(sys.argv[2], "w"))
+    sys.exit(0)
+
+logs, report_path, total_s, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+rep = {"total_s": total_s, "failed_stages": failed, "missing": []}
+skipped_tsv = os.path.join(logs, "skipped_runs.tsv")  # runs gpu-check.sh left out on purpose, and why
+rep["skipped_runs"] = dict(line.rstrip("\n").split("\t", 1) for line in open(skipped_tsv)
+                           if "\t" in line) if os.path.exists(skipped_tsv) else {}
+binary_txt = os.path.join(logs, "binary.txt")  # which ddptrain ran: the carried one or one built there
+if os.path.exists(binary_txt):
+    rep["binary"] = open(binary_txt).read().strip()
+
 
 
 def summary(name, measured):
@@ -103,14 +113,19 @@ def python_sps(name):
     return float(m.group(1)) if m else None
 
 
-try:
-    import torch
-    rep["torch"] = torch.__version__
-    rep["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    measured = measured_matmul_peaks()
-except Exception as e:  # a report without the GPU facts beats no report
-    rep["torch_error"] = str(e)
-    measured = {}
+facts_json = os.path.join(logs, "machine_facts.json")  # the GPU machine's, from the check's first stage
+if os.path.exists(facts_json):
+    facts = json.load(open(facts_json))
+    rep["torch"], rep["gpu"], measured = facts["torch"], facts["gpu"], facts["matmul_peaks"]
+else:
+    try:
+        import torch
+        rep["torch"] = torch.__version__
+        rep["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+        measured = measured_matmul_peaks()
+    except Exception as e:  # a report without the GPU facts beats no report
+        rep["torch_error"] = str(e)
+        measured = {}
 
 
 def cuda_tests():

@@ -134,6 +134,23 @@ if skip_rep.get("skipped_runs") != {"gpt_aten_norm": "--fused_norm runs off here
         or (skip_rep.get("gpt2_124m_bf16_b64_block1024") or {}).get("lever_fused_norm_over_aten", 0) is not None:
     failures.append(f"gpu_report.py with a skipped run: {skip_rep!r}")
 
+# The GPU machine's facts, written by the check's first stage (gpu_report.py --facts), are the
+# report's wherever it is made (a check killed before its end: the report made here from its
+# logs named this machine's torch and no GPU); the facts file itself is what --facts writes.
+logs = tempfile.mkdtemp(prefix="machine_facts_")
+facts = os.path.join(logs, "machine_facts.json")
+subprocess.run([python, os.path.join(src, "scripts/gpu_report.py"), "--facts", facts], capture_output=True)
+wrote = json.load(open(facts)) if os.path.exists(facts) else {}
+if set(wrote) != {"torch", "gpu", "matmul_peaks"}:
+    failures.append(f"gpu_report.py --facts wrote {wrote!r}")
+json.dump({"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "matmul_peaks": {"bf16": 8.0e14}}, open(facts, "w"))
+facts_report = os.path.join(logs, "report.json")
+subprocess.run([python, os.path.join(src, "scripts/gpu_report.py"), logs, facts_report, "1"], capture_output=True)
+facts_rep = json.load(open(facts_report)) if os.path.exists(facts_report) else {}
+if (facts_rep.get("torch"), facts_rep.get("gpu"), facts_rep.get("measured_matmul_tflops")) != \
+        ("2.11.0+cu130", "NVIDIA H200", {"bf16": 800.0}):
+    failures.append(f"gpu_report.py with the machine's facts: {facts_rep!r}")
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)
