@@ -3,9 +3,20 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "ddp/sync_batchnorm.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ddptrain {
+namespace {
+
+bool has_sync_batchnorm(const torch::nn::Module& module) {
+  for (const auto& m : module.modules())
+    if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) return true;
+  return false;
+}
+
+}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  const DistContext& ctx, DdpSetup opts)
@@ -48,6 +59,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     if (t.numel() > 0 && t.storage().nbytes() == 0) continue;
     std::vector<at::Tensor> one{t};
     ctx_.broadcast(one, 0, "DDP start-up broadcast of rank 0's weights");
+  }
+  // Note [Unused parameters and collectives in backward] (train/start_measurements.cpp):
+  // SyncBatchNorm's backward all-reduces, so with find_unused_parameters every bucket waits for
+  // backward's end; a program that builds DDP itself gets this as the Trainer's runs do.
+  if (opts_.reducer.find_unused_parameters && opts_.reducer.overlap && has_sync_batchnorm(*module_)) {
+    opts_.reducer.overlap = false;
+    int64_t bytes = 0;
+    for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    ctx_.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it ",
+                        "(SyncBatchNorm all-reduces during backward): the whole gradient, ", bytes >> 20,
+                        " MiB, is held once at backward's end; leave the flag off where every rank uses ",
+                        "every parameter (Note [Unused parameters and collectives in backward])"));
   }
   reducer_ = std::make_unique<Reducer>(params_, names, ctx_, opts_.reducer);
 }

@@ -2,7 +2,6 @@
 
 #include "ddp/bucket_size.h"
 #include "ddp/fully_sharded.h"
-#include "ddp/sync_batchnorm.h"
 #include "obs/kernel_probe.h"
 #include "obs/logger.h"
 #include "obs/memory.h"
@@ -85,22 +84,12 @@ namespace {
 // NCCL waits (or mixes equal sizes). So there every bucket launches after backward: the same
 // order on every rank, for the whole unsharded gradient held once at the end of backward (a
 // warning says how much: at stage 3 that is what sharding saves).
-bool launches_must_wait_for_backward(const TrainerOptions& o, const DistContext& ctx,
-                                     const torch::nn::Module& module, int64_t grad_bytes) {
-  if (!o.ddp.overlap || !o.ddp.find_unused_parameters || !ctx.communicates()) return false;
-  std::string why;
-  if (o.zero.stage >= 3) {
-    why = "zero_stage 3 gathers units during backward";
-  } else {
-    for (const auto& m : module.modules())
-      if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) {
-        why = "SyncBatchNorm all-reduces during backward";
-        break;
-      }
-  }
-  if (why.empty()) return false;
-  ctx.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it (",
-                     why, "): the whole gradient, ", grad_bytes >> 20,
+bool launches_must_wait_for_backward(const TrainerOptions& o, const DistContext& ctx, int64_t grad_bytes) {
+  // SyncBatchNorm's all-reduces: DistributedDataParallel's own choice, for any program.
+  if (!o.ddp.overlap || !o.ddp.find_unused_parameters || !ctx.communicates() || o.zero.stage < 3)
+    return false;
+  ctx.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it ",
+                     "(zero_stage 3 gathers units during backward): the whole gradient, ", grad_bytes >> 20,
                      " MiB, is held once at backward's end; leave the flag off where every rank uses every "
                      "parameter (Note [Unused parameters and collectives in backward])"));
   return true;
@@ -129,7 +118,7 @@ DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch:
   d.reducer.gradient_as_bucket_view = o.ddp.gradient_as_bucket_view;
   d.reducer.find_unused_parameters = o.ddp.find_unused_parameters;
   d.reducer.comm_hook = o.ddp.comm_hook;
-  d.reducer.overlap = o.ddp.overlap && !launches_must_wait_for_backward(o, ctx, module, grad_bytes);
+  d.reducer.overlap = o.ddp.overlap && !launches_must_wait_for_backward(o, ctx, grad_bytes);
   d.reducer.shard_gradients = o.zero.stage >= 2 && ctx.communicates();
   if (o.zero.stage >= 3 && ctx.communicates()) {  // Note [ZeRO stage 3]: one bucket per unit
     if (units) check_unit_parameters_stay_in_their_units(module, *units);
