@@ -1,49 +1,62 @@
 #include "checkpoint/folder_lock.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "util/error.h"
 
 namespace ddptrain {
 namespace {
 
-// "pid host": who holds the lock, written by the holder once it has it.
+// This kernel's boot id: one per machine and boot, whatever the host's name (containers that
+// share the host's name share it too: one kernel, whose locks are the kernel's).
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// "pid host boot_id": who holds the lock, written by the holder once it has it.
 std::string this_process() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return str(::getpid(), " ", host);
+  return str(::getpid(), " ", host, " ", boot_id());
 }
 
 struct Holder {
   std::string name;
-  bool alive_here = false;  // named on this host, and a process of that pid lives here
+  bool alive_here = false;  // held under this kernel: a live process holds it
 };
 
 // The holder as the lock file names it: "process 123" (on this host), "process 123 on node7", or
 // "another run" where the file is empty (its holder has not written it yet, or is an older
 // ddptrain's, which wrote nothing).
 Holder holder_named_in(int fd) {
-  char buf[300] = {};
+  char buf[400] = {};
   const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  const std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-  const auto space = text.find(' ');
-  if (text.empty() || space == std::string::npos) return {"another run", false};
-  const std::string pid = text.substr(0, space), host = text.substr(space + 1);
-  const std::string mine = this_process();
-  if (text == mine) return {str("this process (", pid, "), another of its runs,"), true};
-  const bool here = host == mine.substr(mine.find(' ') + 1);
-  // A host name is not always one machine's (a pod rescheduled under its name on another node,
-  // containers that share the host's name): a pid that no process here has is another's.
-  const long number = std::strtol(pid.c_str(), nullptr, 10);
-  const bool alive = here && number > 0 && !(::kill(static_cast<pid_t>(number), 0) != 0 && errno == ESRCH);
-  return {str("process ", pid, here ? std::string() : " on " + host), alive};
+  std::istringstream text(n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string());
+  std::string pid, host, boot;
+  if (!(text >> pid >> host)) return {"another run", false};
+  text >> boot;  // none in the files of older ddptrains
+  std::istringstream me(this_process());
+  std::string my_pid, my_host, my_boot;
+  me >> my_pid >> my_host >> my_boot;
+  // A lock held under this very kernel has a live holder (the kernel drops a dead process's).
+  // The same host name under another boot id is another machine (a pod rescheduled under its
+  // name on another node) or a boot since: a holder that may be dead, as another host's.
+  const bool here = host == my_host;
+  const bool this_kernel = here && (boot.empty() || boot == my_boot);
+  if (this_kernel && pid == my_pid) return {str("this process (", pid, "), another of its runs,"), true};
+  return {str("process ", pid, here ? std::string() : " on " + host,
+              here && !this_kernel ? " (another boot)" : ""),
+          this_kernel};
 }
 
 }  // namespace

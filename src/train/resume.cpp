@@ -200,7 +200,8 @@ namespace {
 bool rotated_away(const std::string& checkpoint, const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path path(checkpoint);
+  fs::path path = fs::absolute(checkpoint, ec);  // "step_00000400" in the working folder too
+  if (ec) return false;
   if (!path.has_filename()) path = path.parent_path();  // "ck/step_00000400/"
   if (fs::exists(path, ec) || ec) return false;
   const fs::path parent = fs::weakly_canonical(path.parent_path(), ec);

@@ -280,6 +280,9 @@ TEST_F(Cuda, GradientsAsBucketViewsStepAsCopiesUnderFusedAdamW) {
   env.master_addr = "127.0.0.1";
   env.master_port = testing_common::free_port();
   DistContext ctx(env, {"nccl", std::chrono::seconds(60)});
+  // cuDNN's deterministic convolutions: the two arms may differ in nothing but the views.
+  const bool was_deterministic = at::globalContext().deterministicCuDNN();
+  at::globalContext().setDeterministicCuDNN(true);
   torch::manual_seed(9);
   const auto x = torch::randn({8, 3, 32, 32}, kGpu);
   const auto y = torch::randint(0, 10, {8}, torch::TensorOptions(kGpu).dtype(at::kLong));
@@ -303,6 +306,7 @@ TEST_F(Cuda, GradientsAsBucketViewsStepAsCopiesUnderFusedAdamW) {
   }
   ASSERT_EQ(params[0].size(), params[1].size());
   for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(at::equal(params[0][i], params[1][i])) << i;
+  at::globalContext().setDeterministicCuDNN(was_deterministic);
   ctx.shutdown();
 }
 

@@ -384,10 +384,10 @@ TEST(OptimizerShards, ARankReadsOnlyTheFilesItsParametersAreIn) {
       << "no shard files: the archive's";
 }
 
-// Note [One run per checkpoint folder]: a restart goes on past a lock another node holds (a dead
-// attempt's, kept by a network filesystem), never past a live process on this host that holds
-// it (a second job on the folder, which torchrun restarts after its refusal, joined the first's
-// saves and cleaned its save in progress).
+// Note [One run per checkpoint folder]: a restart goes on past a lock another machine holds (a
+// dead attempt's, kept by a network filesystem), never past one held under this kernel, whose
+// holder is alive (a second job on the folder, which torchrun restarts after its refusal, joined
+// the first's saves and cleaned its save in progress).
 TEST(Checkpoint, ARestartGoesPastAnotherNodesLockNeverPastOneHeldHere) {
   const std::string dir = testing_dist::temp_dir("lock_restart");
   const Logger log;
@@ -412,15 +412,27 @@ TEST(Checkpoint, ARestartGoesPastAnotherNodesLockNeverPastOneHeldHere) {
   EXPECT_EQ(error_of(true), "(no error)");
   EXPECT_NE(error_of(false).find("(process 123 on node-that-died holds"), std::string::npos)
       << error_of(false);
-  // This host's name with a pid no process has (a pod rescheduled under its name elsewhere).
+  // This host's name: under this kernel (its boot id, or none as older files) a live process
+  // holds it, a restart is refused; under another boot id it is another machine of that name (a
+  // pod rescheduled under its name elsewhere), a restart goes on.
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  const std::string no_such_process = "999999999 " + std::string(host);
-  const int fd2 = ::open((dir + "/.lock").c_str(), O_WRONLY | O_TRUNC);
-  ASSERT_GE(fd2, 0);
-  ASSERT_EQ(::write(fd2, no_such_process.data(), no_such_process.size()),
-            static_cast<ssize_t>(no_such_process.size()));
-  ::close(fd2);
+  std::ifstream boot_file("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(boot_file, boot);
+  const auto holder_named = [&](const std::string& text) {
+    const int f = ::open((dir + "/.lock").c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(f, 0);
+    ASSERT_EQ(::write(f, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(f);
+  };
+  for (const std::string& here : {"4242 " + std::string(host) + " " + boot, "4242 " + std::string(host)}) {
+    holder_named(here);
+    EXPECT_NE(error_of(true).find("is in use by another run (process 4242 holds"), std::string::npos)
+        << here << ": " << error_of(true);
+  }
+  holder_named("4242 " + std::string(host) + " another-boot");
   EXPECT_EQ(error_of(true), "(no error)");
+  EXPECT_NE(error_of(false).find("(process 4242 (another boot) holds"), std::string::npos) << error_of(false);
   std::filesystem::remove_all(dir);
 }
