@@ -281,7 +281,8 @@ def profile_sections():
         path = os.path.join(logs, name + ".json")
         if os.path.exists(path):
             return json.load(open(path))
-        rep["missing"].append(name)
+        if name not in rep["skipped_runs"]:
+            rep["missing"].append(name)
         return None
 
 

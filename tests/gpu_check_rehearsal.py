@@ -151,6 +151,19 @@ if (facts_rep.get("torch"), facts_rep.get("gpu"), facts_rep.get("measured_matmul
         ("2.11.0+cu130", "NVIDIA H200", {"bf16": 800.0}):
     failures.append(f"gpu_report.py with the machine's facts: {facts_rep!r}")
 
+# A budget that fits no run: every run is a skipped run (with why), not a failed stage, and a
+# profile of a skipped run is skipped too, not missing; the check ends 0 and says so.
+short_out = tempfile.mkdtemp(prefix="gpu_check_short_")
+r = subprocess.run([os.path.join(src, "scripts/gpu-check.sh"), short_out], cwd=src,
+                   env=dict(env, GPU_CHECK_BUDGET_S="60"), capture_output=True, text=True, timeout=300)
+short = json.load(open(os.path.join(short_out, "gpu_report.json"))) \
+    if os.path.exists(os.path.join(short_out, "gpu_report.json")) else {}
+skipped = short.get("skipped_runs", {})
+if r.returncode != 0 or short.get("failed_stages") or "the budget ran out" not in skipped.get("gpt_profile", "") \
+        or "profile_table" not in skipped or "profile_table" in short.get("missing", []) \
+        or "did not fit the budget" not in r.stdout:
+    failures.append(f"a check out of budget: exit {r.returncode}, {short!r}, {r.stdout[-1000:]}")
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)
