@@ -2,7 +2,10 @@
 // a UsageError whose message names the flag, the value and the fix.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -340,4 +343,30 @@ TEST(Config, AnOptionErrorNamesTheFieldOrItsFlag) {
   const int x = 0;
   const OptionError literal({{&x, "loop.x"}}, "{0}='" + OptionError::literal("{1}{0:3}{{") + "' {7} {0}");
   EXPECT_EQ(std::string(literal.what()), "TrainerOptions::loop.x='{1}{0:3}{{' {7} TrainerOptions::loop.x");
+}
+
+// --init_from_hf: a flag the command line gives must agree with the folder's config.json, a
+// value equal to the flag's default included. Before, --rope_theta 10000 (the default) beside a
+// config's 500000 gave way to the config without a word, while --rope_theta 20000 was refused.
+TEST(Config, AFlagGivenBesideInitFromHfAgreesWithTheConfigEvenAtItsDefault) {
+  const std::string dir = testing::TempDir() + "hf_flags_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json")
+      << R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64,
+    "rope_theta": 500000.0})";
+  std::ofstream(dir + "/model.safetensors") << "";  // not read while the flags resolve
+  for (const char* theta : {"10000", "20000"}) {
+    const std::string e = usage_error_of(
+        {"--model", "llama", "--dataset", "tokens", "--init_from_hf", dir, "--rope_theta", theta});
+    EXPECT_NE(e.find(std::string("--rope_theta=") + theta + " differs from"), std::string::npos) << e;
+    EXPECT_NE(e.find("500000"), std::string::npos) << e;
+  }
+  EXPECT_EQ(usage_error_of(
+                {"--model", "llama", "--dataset", "tokens", "--init_from_hf", dir, "--rope_theta", "500000"}),
+            "<no error>");
+  EXPECT_EQ(resolve_train_config({"--model", "llama", "--dataset", "tokens", "--init_from_hf", dir})
+                .model.rope_theta,
+            500000.0);
+  std::filesystem::remove_all(dir);
 }
