@@ -18,6 +18,28 @@ bool has_sync_batchnorm(const torch::nn::Module& module) {
 
 }  // namespace
 
+// Note [Unused parameters and collectives in backward]: with find_unused_parameters a bucket
+// holding a parameter this rank's forward left out is launched only when backward ends, and
+// which parameters those are may differ between the ranks. Where backward runs collectives of
+// its own (zero_stage 3's gathers of each unit, SyncBatchNorm's all-reduces), ranks whose
+// buckets launch at other points would issue them in other orders: Gloo aborts on the sizes,
+// NCCL waits (or mixes equal sizes). So there every bucket launches after backward: the same
+// order on every rank, for the whole unsharded gradient held once at the end of backward (a
+// warning says how much: at stage 3 that is what sharding saves).
+void DistributedDataParallel::launch_buckets_after_backward_if_needed() {
+  const char* why = opts_.backward_has_collectives ? "zero_stage 3 gathers units during backward"
+                    : has_sync_batchnorm(*module_) ? "SyncBatchNorm all-reduces during backward"
+                                                   : nullptr;
+  if (why == nullptr) return;
+  opts_.reducer.overlap = false;
+  int64_t bytes = 0;
+  for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  ctx_.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it (",
+                      why, "): the whole gradient, ", bytes >> 20,
+                      " MiB, is held once at backward's end; leave the flag off where every rank uses every "
+                      "parameter (Note [Unused parameters and collectives in backward])"));
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  const DistContext& ctx, DdpSetup opts)
     : module_(std::move(module)), ctx_(ctx), opts_(opts) {
@@ -60,18 +82,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     std::vector<at::Tensor> one{t};
     ctx_.broadcast(one, 0, "DDP start-up broadcast of rank 0's weights");
   }
-  // Note [Unused parameters and collectives in backward] (train/start_measurements.cpp):
-  // SyncBatchNorm's backward all-reduces, so with find_unused_parameters every bucket waits for
-  // backward's end; a program that builds DDP itself gets this as the Trainer's runs do.
-  if (opts_.reducer.find_unused_parameters && opts_.reducer.overlap && has_sync_batchnorm(*module_)) {
-    opts_.reducer.overlap = false;
-    int64_t bytes = 0;
-    for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    ctx_.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it ",
-                        "(SyncBatchNorm all-reduces during backward): the whole gradient, ", bytes >> 20,
-                        " MiB, is held once at backward's end; leave the flag off where every rank uses ",
-                        "every parameter (Note [Unused parameters and collectives in backward])"));
-  }
+  if (opts_.reducer.find_unused_parameters && opts_.reducer.overlap)
+    launch_buckets_after_backward_if_needed();
   reducer_ = std::make_unique<Reducer>(params_, names, ctx_, opts_.reducer);
 }
 

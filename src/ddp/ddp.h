@@ -26,6 +26,10 @@ namespace ddptrain {
 struct DdpSetup {
   ReducerOptions reducer;
   bool broadcast_buffers = true;
+  /// Backward runs collectives besides the buckets' (zero_stage 3 gathers units there; DDP finds
+  /// SyncBatchNorm itself): with find_unused_parameters every bucket then waits for backward's
+  /// end (Note [Unused parameters and collectives in backward]).
+  bool backward_has_collectives = false;
 };
 
 class DistributedDataParallel {
@@ -72,6 +76,7 @@ class DistributedDataParallel {
 
  private:
   void verify_replicas(const std::vector<std::string>& names);
+  void launch_buckets_after_backward_if_needed();
 
   std::shared_ptr<torch::nn::Module> module_;
   const DistContext& ctx_;

@@ -74,42 +74,17 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
   return m;
 }
 
-namespace {
-
-// Note [Unused parameters and collectives in backward]: with find_unused_parameters a bucket
-// holding a parameter this rank's forward left out is launched only when backward ends, and
-// which parameters those are may differ between the ranks. Where backward runs collectives of
-// its own (zero_stage 3's gathers of each unit, SyncBatchNorm's all-reduces), ranks whose
-// buckets launch at other points would issue them in other orders: Gloo aborts on the sizes,
-// NCCL waits (or mixes equal sizes). So there every bucket launches after backward: the same
-// order on every rank, for the whole unsharded gradient held once at the end of backward (a
-// warning says how much: at stage 3 that is what sharding saves).
-bool launches_must_wait_for_backward(const TrainerOptions& o, const DistContext& ctx, int64_t grad_bytes) {
-  // SyncBatchNorm's all-reduces: DistributedDataParallel's own choice, for any program.
-  if (!o.ddp.overlap || !o.ddp.find_unused_parameters || !ctx.communicates() || o.zero.stage < 3)
-    return false;
-  ctx.log().warn(str("find_unused_parameters: gradient buckets are reduced after backward, not during it ",
-                     "(zero_stage 3 gathers units during backward): the whole gradient, ", grad_bytes >> 20,
-                     " MiB, is held once at backward's end; leave the flag off where every rank uses every "
-                     "parameter (Note [Unused parameters and collectives in backward])"));
-  return true;
-}
-
-}  // namespace
-
 DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch::nn::Module& module,
                    const Units* units, double backward_s) {
   DdpSetup d;
   std::vector<at::Tensor> trainable;
-  int64_t grad_bytes = 0;
   for (const auto& p : unique_parameters(module))
-    if (p.requires_grad()) {
-      trainable.push_back(p);
-      grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    }
+    if (p.requires_grad()) trainable.push_back(p);
   if (o.ddp.bucket_cap_mb) {
     d.reducer.bucket_cap_bytes = static_cast<size_t>(*o.ddp.bucket_cap_mb * (1 << 20));
   } else if (ctx.communicates() && ctx.world_size() > 1) {
+    int64_t grad_bytes = 0;
+    for (const auto& p : trainable) grad_bytes += p.numel() * static_cast<int64_t>(p.element_size());
     const BucketCapChoice c = agreed_bucket_cap(ctx, grad_bytes, backward_s);
     ctx.log().info(c.why);
     d.reducer.bucket_cap_bytes = c.cap_bytes;
@@ -118,11 +93,12 @@ DdpSetup ddp_setup(const TrainerOptions& o, const DistContext& ctx, const torch:
   d.reducer.gradient_as_bucket_view = o.ddp.gradient_as_bucket_view;
   d.reducer.find_unused_parameters = o.ddp.find_unused_parameters;
   d.reducer.comm_hook = o.ddp.comm_hook;
-  d.reducer.overlap = o.ddp.overlap && !launches_must_wait_for_backward(o, ctx, grad_bytes);
+  d.reducer.overlap = o.ddp.overlap;
   d.reducer.shard_gradients = o.zero.stage >= 2 && ctx.communicates();
   if (o.zero.stage >= 3 && ctx.communicates()) {  // Note [ZeRO stage 3]: one bucket per unit
     if (units) check_unit_parameters_stay_in_their_units(module, *units);
     d.reducer.buckets = unit_buckets(trainable, units);
+    d.backward_has_collectives = true;  // the units' gathers
   }
   d.broadcast_buffers = o.ddp.broadcast_buffers;
   return d;
