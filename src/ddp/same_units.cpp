@@ -1,12 +1,12 @@
 #include "ddp/same_units.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "dist/every_rank.h"
 #include "util/error.h"
 #include "util/fnv.h"
 #include "util/strings.h"
@@ -48,21 +48,11 @@ std::string describe(const Record& r) {
 }
 
 std::vector<Record> gather(const Record& mine, const DistContext& ctx) {
-  const at::Tensor t = at::empty({3}, at::kLong);
-  int64_t* v = t.data_ptr<int64_t>();
-  v[0] = static_cast<int64_t>(mine.place);
-  v[1] = mine.count;
-  std::memcpy(&v[2], &mine.hash, sizeof mine.hash);
-  std::vector<at::Tensor> per_rank(static_cast<size_t>(ctx.world_size()));
-  for (auto& p : per_rank) p = at::empty({3}, at::kLong);
-  ctx.all_gather(t, per_rank, "zero_stage 3: the ranks' units (Note [The ranks build the same units])");
   std::vector<Record> out;
-  for (const auto& p : per_rank) {
-    const int64_t* w = p.data_ptr<int64_t>();
-    Record r{static_cast<Place>(w[0]), w[1], 0};
-    std::memcpy(&r.hash, &w[2], sizeof r.hash);
-    out.push_back(r);
-  }
+  for (const auto& v :
+       gathered_values(ctx, {static_cast<int64_t>(mine.place), mine.count, static_cast<int64_t>(mine.hash)},
+                       "zero_stage 3: the ranks' units (Note [The ranks build the same units])"))
+    out.push_back(Record{static_cast<Place>(v[0]), v[1], static_cast<uint64_t>(v[2])});
   return out;
 }
 

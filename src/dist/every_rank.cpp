@@ -41,4 +41,18 @@ std::string ranks_could_not(int64_t failed_ranks, const std::string& what, const
              then);
 }
 
+std::vector<std::vector<int64_t>> gathered_values(const DistContext& ctx, const std::vector<int64_t>& mine,
+                                                  const char* what) {
+  const at::Tensor t = at::tensor(mine, at::kLong);
+  std::vector<at::Tensor> per_rank(static_cast<size_t>(ctx.world_size()));
+  for (auto& p : per_rank) p = at::empty_like(t);
+  ctx.all_gather(t, per_rank, what);
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& p : per_rank) {
+    const at::Tensor c = p.cpu().contiguous();
+    out.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  }
+  return out;
+}
+
 }  // namespace ddptrain

@@ -26,6 +26,11 @@ using FailedElsewhere = std::function<std::string(int64_t failed_ranks)>;
 /// "2 ranks could not <what> (its log says why)<then>": the message of most FailedElsewhere.
 std::string ranks_could_not(int64_t failed_ranks, const std::string& what, const std::string& then = "");
 
+/// Every rank's `mine` (one length on every rank), in rank order: one all_gather (`what` names
+/// it). The ranks' comparisons of what they hold (data, units, checkpoints) read it. A collective.
+std::vector<std::vector<int64_t>> gathered_values(const DistContext& ctx, const std::vector<int64_t>& mine,
+                                                  const char* what);
+
 /// Runs `work` on this rank, then tells every rank whether any rank's work threw (Note [A failure
 /// on some ranks stops every rank]; `what` names the collective). `sums` ride in the same
 /// all-reduce: the result is their sums over the ranks. A collective.

@@ -8,6 +8,7 @@
 
 #include "checkpoint/abandoned_mark.h"
 #include "checkpoint/checkpoint.h"
+#include "dist/every_rank.h"
 #include "util/error.h"
 #include "util/fnv.h"
 #include "util/strings.h"
@@ -341,17 +342,15 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
                                 const std::string& manifest, const std::string& root,
                                 const std::string& flag) {
   if (ctx.world_size() == 1) return;
-  const at::Tensor mine =
-      at::tensor({static_cast<int64_t>(fnv1a(chosen)), static_cast<int64_t>(fnv1a(manifest))}, at::kLong);
-  std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
-  for (auto& t : all) t = at::zeros_like(mine);
-  ctx.all_gather(mine, all, "the checkpoint each rank chose (Note [One checkpoint for every rank])");
+  const auto all =
+      gathered_values(ctx, {static_cast<int64_t>(fnv1a(chosen)), static_cast<int64_t>(fnv1a(manifest))},
+                      "the checkpoint each rank chose (Note [One checkpoint for every rank])");
   // The contents decide (copies alike under other paths load the same state); the names say
   // which mistake it was.
   std::string other_name, other_contents;
   for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r][1].item<int64_t>() == all[0][1].item<int64_t>()) continue;
-    if (all[r][0].item<int64_t>() != all[0][0].item<int64_t>())
+    if (all[r][1] == all[0][1]) continue;
+    if (all[r][0] != all[0][0])
       other_name += str(other_name.empty() ? "" : ", ", r);
     else
       other_contents += str(other_contents.empty() ? "" : ", ", r);

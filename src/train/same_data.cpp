@@ -35,15 +35,13 @@ void check_ranks_hold_the_same_data(const DistContext& ctx, const std::vector<Na
   std::vector<int64_t> mine;
   for (const auto& [name, data] : splits)
     for (const int64_t v : split_fields(data)) mine.push_back(v);
-  const at::Tensor t = at::tensor(mine, at::kLong);
-  std::vector<at::Tensor> all(static_cast<size_t>(ctx.world_size()));
-  for (auto& a : all) a = at::zeros_like(t);
-  ctx.all_gather(t, all, "each rank's data sizes (Note [Every rank holds the same data])");
+  const auto all =
+      gathered_values(ctx, mine, "each rank's data sizes (Note [Every rank holds the same data])");
   for (size_t s = 0; s < splits.size(); ++s) {
-    const int64_t* first = all[0].data_ptr<int64_t>() + s * kSplitFields;
+    const int64_t* first = all[0].data() + s * kSplitFields;
     std::string differ;
     for (size_t r = 1; r < all.size(); ++r) {
-      const int64_t* other = all[r].data_ptr<int64_t>() + s * kSplitFields;
+      const int64_t* other = all[r].data() + s * kSplitFields;
       if (!std::equal(first, first + kSplitFields, other))
         differ += str(differ.empty() ? "" : "; ", "rank ", r, ": ", described(other));
     }
