@@ -2,7 +2,7 @@
 // folder as `ddptrain train` does. Before, a Trainer took no lock (a second run on the folder
 // cleaned the first's save in progress as leftovers), and set an abandoned branch aside only
 // once its resume had loaded (a restart of an attempt that died before then continued the
-// branch).
+// branch). And the ranks' choices of a checkpoint compared (Note [One checkpoint for every rank]).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +11,7 @@
 
 #include "checkpoint/abandoned_mark.h"
 #include "train/folder_claim.h"
+#include "train/resume.h"
 #include "trainer_fixtures.h"
 
 namespace ddptrain {
@@ -205,3 +206,58 @@ TEST(Trainer, AnotherRunsIncompleteCheckpointsAreAnotherRunsToo) {
 
 }  // namespace
 }  // namespace ddptrain
+
+// Note [One checkpoint for every rank]: a checkpoint every rank names alike whose copies differ
+// (node-local folders where one node keeps an older job's save of that step): every rank stops
+// naming the ranks whose manifest differs. Before, each loaded its own, after DDP's one
+// broadcast of the weights: replicas apart for the whole run.
+TEST(Trainer, RanksWhoseCopiesOfTheNamedCheckpointDifferStopTogether) {
+  std::vector<std::string> errors(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    const std::string manifest =
+        ctx.rank() == 0 ? R"({"files": {"model.pt": [100, 7]}})" : R"({"files": {"model.pt": [100, 8]}})";
+    try {
+      check_ranks_chose_the_same(ctx, "/ck/step_00000600", manifest, "/ck/step_00000600", "--resume_from");
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks' copies of '/ck/step_00000600' differ: rank(s) 1 hold other files"),
+              std::string::npos)
+        << e;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {  // the same copies: no error
+    check_ranks_chose_the_same(ctx, "/ck/step_00000600", "{}", "/ck/step_00000600", "--resume_from");
+  });
+}
+
+// The Trainer compares a named checkpoint too (it compared auto's choices only): ranks that
+// each name another folder's checkpoint (steps 2 and 3 of two runs) stop together before
+// anything is loaded. Before, each resumed its own.
+TEST(Trainer, RanksThatNameDifferentCheckpointsStopTogether) {
+  const std::string dir = testing_dist::temp_dir("trainer_named_differs");
+  std::vector<std::string> named;
+  for (int r = 0; r < 2; ++r) {
+    TrainerOptions first = quiet_fp32(8, 1);
+    first.checkpoint.dir = dir + "/rank" + std::to_string(r);
+    first.loop.max_steps = 2 + r;
+    named.push_back(train_user_net(1, first).result.last_checkpoint);
+    ASSERT_FALSE(named.back().empty());
+  }
+  std::vector<std::string> errors(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions mine = quiet_fp32(8, 1);
+    mine.checkpoint.dir = dir + "/rank" + std::to_string(ctx.rank());
+    mine.checkpoint.resume_from = named[static_cast<size_t>(ctx.rank())];
+    try {
+      Trainer trainer(ctx, std::move(model), *optimizer, mine);
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks chose different checkpoints from"), std::string::npos) << e;
+  std::filesystem::remove_all(dir);
+}
