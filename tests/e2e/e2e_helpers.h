@@ -63,6 +63,25 @@ inline std::vector<std::string> launch(int nproc, int port, const std::vector<st
   return a;
 }
 
+// `launch` with the launcher's restart budget: a failed group is restarted up to
+// max_restarts times.
+inline std::vector<std::string> launch_restarting(int nproc, int port, int max_restarts,
+                                                  const std::vector<std::string>& worker) {
+  std::vector<std::string> a = launch(nproc, port, worker);
+  a.insert(a.begin() + 2, {"--max_restarts", std::to_string(max_restarts)});
+  return a;
+}
+
+// The environment of an injected fault (src/util/fault.h): rank `rank` does `what` ("KILL":
+// SIGKILL, "THROW": an error) right after optimizer step `step`, in launch attempt `attempt`
+// only (-1: in every attempt).
+inline std::map<std::string, std::string> fault_at_step(const std::string& what, int step, int rank,
+                                                        int attempt = 0) {
+  return {{"DDPTRAIN_FAULT_" + what + "_AT_STEP", std::to_string(step)},
+          {"DDPTRAIN_FAULT_RANK", std::to_string(rank)},
+          {"DDPTRAIN_FAULT_ATTEMPT", std::to_string(attempt)}};
+}
+
 // The fingerprint each rank logs at the end, by launcher prefix ("[r] ...").
 inline std::map<int, std::string> fingerprints(const std::string& out) {
   std::map<int, std::string> fp;

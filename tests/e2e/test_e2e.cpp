@@ -470,8 +470,8 @@ TEST(E2E, GptLearnsTextAndResumesExactly) {
   EXPECT_FALSE(lines_with(full.output, "val perplexity").empty()) << full.output;
   EXPECT_FALSE(lines_with(full.output, "final validation loss").empty()) << full.output;
   // The same run, killed after its step-20 checkpoint (mid-epoch 1), then resumed.
-  ProcResult first = run(launch(2, port, gpt(b, {"--save_every_steps", "20"})),
-                         {{"DDPTRAIN_FAULT_KILL_AT_STEP", "25"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult first =
+      run(launch(2, port, gpt(b, {"--save_every_steps", "20"})), fault_at_step("KILL", 25, 1), 300);
   ASSERT_NE(first.exit_code, 0) << first.output;
   ASSERT_TRUE(fs::is_directory(b + "/step_00000020")) << first.output;
   ProcResult resumed = run(

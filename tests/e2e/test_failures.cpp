@@ -40,8 +40,7 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   ASSERT_EQ(full.exit_code, 0) << full.output;
 
   // Rank 1 SIGKILLs itself after step 12 (mid-epoch 1 of 2); the last checkpoint is step 10.
-  ProcResult killed = run(launch(2, port, tiny_train(b, extra)),
-                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult killed = run(launch(2, port, tiny_train(b, extra)), fault_at_step("KILL", 12, 1), 300);
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("FAILED: rank 1 (pid"), std::string::npos) << killed.output;
   EXPECT_NE(killed.output.find("killed by signal 9"), std::string::npos) << killed.output;
@@ -90,10 +89,8 @@ TEST(E2E, KilledMidEpochThenResumedAutoEqualsUninterrupted) {
   // The same failure under `launch --max_restarts 1`: the launcher restarts the group, which
   // resumes by itself, and the run ends equal to the uninterrupted one.
   std::string c = fresh_dir("midepoch_c");
-  auto restart_cmd = launch(2, port, tiny_train(c, extra));
-  restart_cmd.insert(restart_cmd.begin() + 2, {"--max_restarts", "1"});
   ProcResult restarted =
-      run(restart_cmd, {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+      run(launch_restarting(2, port, 1, tiny_train(c, extra)), fault_at_step("KILL", 12, 1), 300);
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_NE(restarted.output.find("restarting the workers (restart 1 of 1) after rank 1"), std::string::npos)
       << restarted.output;
@@ -112,24 +109,16 @@ TEST(E2E, ARestartBeforeTheFirstSaveResumesTheCheckpointTheFirstAttemptResumed) 
   const std::vector<std::string> resume = {"--resume_from", a + "/epoch_0001"};  // step 8 of 16
   ProcResult whole = run(launch(2, port, tiny_train(fresh_dir("fallback_whole"), resume)), {}, 300);
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  auto cmd = launch(2, port, tiny_train(fresh_dir("fallback_c"), resume));
-  cmd.insert(cmd.begin() + 2, {"--max_restarts", "1"});
-  ProcResult restarted = run(
-      cmd,
-      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "10"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
-      300);
+  ProcResult restarted = run(launch_restarting(2, port, 1, tiny_train(fresh_dir("fallback_c"), resume)),
+                             fault_at_step("KILL", 10, 1), 300);
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_FALSE(lines_with(restarted.output, "; resuming from " + a + "/epoch_0001 (resume_fallback)").empty())
       << restarted.output;
   EXPECT_EQ(fingerprints(whole.output).at(0), fingerprints(restarted.output).at(0));
   // A group that saves nothing (--checkpoint_dir ''): a restart starts it again from scratch
   // (it was refused: the launcher's --resume_from auto needs a folder).
-  auto none = launch(2, port, tiny_train("", {"--epochs", "1"}));
-  none.insert(none.begin() + 2, {"--max_restarts", "1"});
-  ProcResult again = run(
-      none,
-      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "3"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
-      300);
+  ProcResult again =
+      run(launch_restarting(2, port, 1, tiny_train("", {"--epochs", "1"})), fault_at_step("KILL", 3, 1), 300);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("restarting the workers (restart 1 of 1)"), std::string::npos) << again.output;
 }
@@ -148,12 +137,8 @@ TEST(E2E, ARestartAfterRotationDeletedTheResumedCheckpointResumesTheNewest) {
   };
   ProcResult whole = run(launch(2, port, tiny_train(w, resumed_in(w))), {}, 300);
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  auto cmd = launch(2, port, tiny_train(c, resumed_in(c)));
-  cmd.insert(cmd.begin() + 2, {"--max_restarts", "1"});
-  ProcResult restarted = run(
-      cmd,
-      {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "0"}},
-      300);
+  ProcResult restarted =
+      run(launch_restarting(2, port, 1, tiny_train(c, resumed_in(c))), fault_at_step("KILL", 12, 1), 300);
   ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
   EXPECT_FALSE(std::filesystem::exists(c + "/epoch_0001")) << "the test needs the rotation to delete it";
   EXPECT_FALSE(lines_with(restarted.output, "resume_fallback " + c + "/epoch_0001 is gone").empty())
@@ -224,12 +209,8 @@ TEST(E2E, KilledDuringSaveAtEachStageThePreviousCheckpointSurvives) {
 
 TEST(E2E, RestartBudgetIsExactAndRootCauseIsReported) {
   std::string ckpt = fresh_dir("budget");
-  auto cmd = launch(2, free_port(), tiny_train(ckpt));
-  cmd.insert(cmd.begin() + 2, {"--max_restarts", "2"});
-  ProcResult r = run(
-      cmd,
-      {{"DDPTRAIN_FAULT_THROW_AT_STEP", "1"}, {"DDPTRAIN_FAULT_RANK", "1"}, {"DDPTRAIN_FAULT_ATTEMPT", "-1"}},
-      300);
+  ProcResult r =
+      run(launch_restarting(2, free_port(), 2, tiny_train(ckpt)), fault_at_step("THROW", 1, 1, -1), 300);
   std::printf("restart budget 2, a worker that always raises: exit %d after %.1f s (3 attempts)\n",
               r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;

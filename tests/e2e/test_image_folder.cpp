@@ -127,8 +127,7 @@ TEST(ImageFolder, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachImageOn
   // and the checkpoint of step 9 is 2 steps into epoch 2.
   ProcResult w = run(launch(2, free_port(), args(whole, {})), {}, 300);
   ASSERT_EQ(w.exit_code, 0) << w.output;
-  ProcResult k = run(launch(2, free_port(), args(cut, {})),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "11"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(2, free_port(), args(cut, {})), fault_at_step("KILL", 11, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   const std::string other = fresh_dir("folder_other_world");
   fs::copy(cut + "/ck", other + "/ck", fs::copy_options::recursive);
@@ -169,8 +168,7 @@ TEST(Webdataset, ShardsTrainOnTheFoldersBatchesAndAKilledRunResumesBitwiseAndAtA
   const std::string whole = fresh_dir("wds_folder_whole"), cut = fresh_dir("wds_cut");
   ProcResult w = run(launch(2, free_port(), args(as_folder(data), whole, {})), {}, 300);
   ASSERT_EQ(w.exit_code, 0) << w.output;
-  ProcResult k = run(launch(2, free_port(), args(shards, cut, {})),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "11"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(2, free_port(), args(shards, cut, {})), fault_at_step("KILL", 11, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   const std::string other = fresh_dir("wds_other_world");
   fs::copy(cut + "/ck", other + "/ck", fs::copy_options::recursive);

@@ -22,8 +22,7 @@ TEST(TensorBoard, AResumeReplacesTheStepsItTrainsAgain) {
       "--save_every_steps", "4",        "--metrics_file", dir + "/m.jsonl",
       "--tensorboard_dir",  dir + "/tb"};
   const int port = free_port();
-  ProcResult killed = run(launch(2, port, tiny_train(dir, flags)),
-                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult killed = run(launch(2, port, tiny_train(dir, flags)), fault_at_step("KILL", 7, 1), 300);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   std::vector<std::string> again = flags;
   again.insert(again.end(), {"--resume_from", "auto"});

@@ -80,8 +80,7 @@ TEST(TokenShards, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachWindowO
   EXPECT_EQ(evaluated, 2) << "the validation shards are evaluated after each epoch";
   EXPECT_EQ(traced_samples(whole + "/trace", 2, 1).size(), 56u);
   // Rank 1 SIGKILLs itself after step 11: the checkpoint of step 9 is 2 steps into epoch 2.
-  ProcResult k = run(launch(2, free_port(), shard_train(data, cut)),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "11"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(2, free_port(), shard_train(data, cut)), fault_at_step("KILL", 11, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   const std::string other = fresh_dir("shards_other_world");
   fs::copy(cut + "/ck", other + "/ck", fs::copy_options::recursive);

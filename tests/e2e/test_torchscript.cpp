@@ -280,8 +280,7 @@ TEST(TorchScript, BatchNormAndDropoutResumeBitwiseAfterSigkill) {
   ProcResult full = run(job("full"), {}, 180);
   ASSERT_EQ(full.exit_code, 0) << full.output;
   ASSERT_EQ(step_values(dir + "/full/m.jsonl", "loss").size(), 8u);  // 2 epochs x 4 steps
-  ProcResult killed =
-      run(job("cut"), {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 180);
+  ProcResult killed = run(job("cut"), fault_at_step("KILL", 7, 1), 180);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   ProcResult resumed = run(job("cut", {"--resume_from", "auto"}), {}, 180);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

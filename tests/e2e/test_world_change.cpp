@@ -87,9 +87,7 @@ void resume_at_other_world(int from, int to, int every, int kill,
   saving.insert(saving.end(), flags.begin(), flags.end());
   ProcResult w = run(launch(from, free_port(), traced(whole, saving)), {}, 300);
   ASSERT_EQ(w.exit_code, 0) << w.output;
-  ProcResult k =
-      run(launch(from, free_port(), traced(cut, saving)),
-          {{"DDPTRAIN_FAULT_KILL_AT_STEP", std::to_string(kill)}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(from, free_port(), traced(cut, saving)), fault_at_step("KILL", kill, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   const int64_t saved_step = kill / every * every;
   char name[32];
@@ -206,8 +204,7 @@ TEST(WorldChange, BackAtTheEpochsWorldSizeTheRestIsNotTrainedTwice) {
 TEST(WorldChange, KeepGlobalBatchChangesTheAccumulation) {
   const std::string cut = fresh_dir("world_keep_cut");
   const std::vector<std::string> accum = {"--save_every_steps", "3", "--grad_accum_steps", "2"};
-  ProcResult k = run(launch(2, free_port(), traced(cut, accum)),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "4"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(2, free_port(), traced(cut, accum)), fault_at_step("KILL", 4, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   std::vector<std::string> args = traced(fresh_dir("world_keep4"), accum, cut + "/ck");
   args.insert(args.end(), {"--resume_from", "auto", "--keep_global_batch"});
@@ -260,8 +257,7 @@ TEST(WorldChange, TheStepScheduleEndsAtItsLastStepAfterAnyResume) {
       "--lr_schedule",      "step_cosine", "--warmup_steps", "2", "--max_steps", "12",
       "--save_every_steps", "6",           "--log_interval", "1"};
   const std::string cut = fresh_dir("sched_cut");
-  ProcResult k = run(launch(2, free_port(), traced(cut, sched)),
-                     {{"DDPTRAIN_FAULT_KILL_AT_STEP", "7"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult k = run(launch(2, free_port(), traced(cut, sched)), fault_at_step("KILL", 7, 1), 300);
   ASSERT_NE(k.exit_code, 0) << k.output;
   for (int world : {3, 2}) {
     const std::string dir = fresh_dir("sched_resumed" + std::to_string(world));

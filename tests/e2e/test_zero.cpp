@@ -79,8 +79,8 @@ TEST(Zero, KilledMidEpochResumesBitwiseAtAnyStage) {
   const std::vector<std::string> every5 = {"--dataset_size", "512", "--save_every_steps", "5"};
   ProcResult full = run(launch(2, free_port(), zero_train(whole, 3, every5)), {}, 300);
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  ProcResult killed = run(launch(2, free_port(), zero_train(cut, 3, every5)),
-                          {{"DDPTRAIN_FAULT_KILL_AT_STEP", "12"}, {"DDPTRAIN_FAULT_RANK", "1"}}, 300);
+  ProcResult killed =
+      run(launch(2, free_port(), zero_train(cut, 3, every5)), fault_at_step("KILL", 12, 1), 300);
   ASSERT_NE(killed.exit_code, 0) << killed.output;
   for (int stage : {3, 2, 1, 0}) {
     const std::string dir = fresh_dir("zero_resumed" + std::to_string(stage));

@@ -407,27 +407,6 @@ TEST(Trainer, ClippingTakesTheNormOfWhatTheOptimizerSteps) {
   EXPECT_GT(fresh->b->weight.sub(params[0][2]).abs().max().item<double>(), 0.0) << "b was not trained";
 }
 
-namespace {
-
-// UserNet built for ZeRO-3 without ever holding all of it (Note [Units sharded as built]): its
-// unit `a` goes to the sink as soon as it is built, before `b` is drawn.
-struct UserNetBuiltSharded : torch::nn::Module {
-  explicit UserNetBuiltSharded(UnitSink* sink) : units_(sink) {
-    a = register_module("a", torch::nn::Linear(8, 16));
-    units_.add(a.ptr(), "a");
-    b = register_module("b", torch::nn::Linear(16, 4));
-    units_.clear_sink();
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    return b(torch::tanh(units_.run(0, [&] { return a(x); })));
-  }
-  Units& units() { return units_; }
-  torch::nn::Linear a{nullptr}, b{nullptr};
-  Units units_;
-};
-
-}  // namespace
-
 // A library user's module sharded as it is built (ShardAsBuilt, public: ddp/shard_as_built.h;
 // its Fill gives each unit its initial weights) trains at stage 3 as the same module built
 // whole and sharded by the Trainer: a rank never holds every unit at once.
@@ -450,7 +429,8 @@ TEST(Trainer, AModuleShardedAsBuiltTrainsAsOneBuiltWhole) {
       const auto to = unit.parameters();
       for (size_t i = 0; i < to.size(); ++i) to[i].copy_(from[i]);
     });
-    const auto net = std::make_shared<UserNetBuiltSharded>(&sink);  // draws in both threads at once: filled
+    const auto net = std::make_shared<UserNet>(UserNetShape{false, UnitBackward::kReadsParameters, 16,
+                                                            &sink});  // draws in both threads at once: filled
     {
       torch::NoGradGuard no_grad;
       net->b->weight.copy_(initial->b->weight);

@@ -44,27 +44,10 @@ std::vector<std::string> errors_of_stage_three(const std::function<Trainable(con
   return errors;
 }
 
-// Units of a given shape, handed to a sink as they are built (Note [Units sharded as built]).
-struct PairBuiltSharded : torch::nn::Module {
-  PairBuiltSharded(UnitSink* sink, int64_t hidden, bool b_is_a_unit) : units_(sink) {
-    a = register_module("a", torch::nn::Linear(8, hidden));
-    units_.add(a.ptr(), "a");
-    b = register_module("b", torch::nn::Linear(hidden, 4));
-    if (b_is_a_unit) units_.add(b.ptr(), "b");
-    units_.clear_sink();
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
-    return units_.size() > 1 ? units_.run(1, [&] { return b(h); }) : b(h);
-  }
-  Units& units() { return units_; }
-  torch::nn::Linear a{nullptr}, b{nullptr};
-  Units units_;
-};
-
 Trainable built_sharded(const DistContext& ctx, bool with_sink, int64_t hidden, bool b_is_a_unit) {
   ShardAsBuilt sink(ctx);
-  return trainable(std::make_shared<PairBuiltSharded>(with_sink ? &sink : nullptr, hidden, b_is_a_unit));
+  return trainable(std::make_shared<UserNet>(
+      UserNetShape{b_is_a_unit, UnitBackward::kReadsParameters, hidden, with_sink ? &sink : nullptr}));
 }
 
 bool says(const std::string& e, const std::string& what) { return e.find(what) != std::string::npos; }
@@ -75,7 +58,7 @@ bool says(const std::string& e, const std::string& what) { return e.find(what) !
 // the ranks gathered different shards in the first forward (Gloo aborted the process).
 TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
   const auto errors = errors_of_stage_three([](const DistContext& ctx) {
-    const std::shared_ptr<UserNet> net = make_net(/*b_is_a_unit=*/ctx.rank() == 1);
+    const std::shared_ptr<UserNet> net = make_net({/*b_is_a_unit=*/ctx.rank() == 1});
     return trainable(net);
   });
   for (const std::string& e : errors) {
@@ -88,8 +71,8 @@ TEST(Trainer, ZeroStageThreeRefusesUnitsThatDifferBetweenTheRanks) {
 // backward while rank 0 would (DDP's check compares parameters, not units).
 TEST(Trainer, ZeroStageThreeRefusesAUnitBackwardThatDiffersBetweenTheRanks) {
   const auto errors = errors_of_stage_three([](const DistContext& ctx) {
-    const std::shared_ptr<UserNet> net =
-        make_net(false, ctx.rank() == 1 ? UnitBackward::kReadsNoParameters : UnitBackward::kReadsParameters);
+    const std::shared_ptr<UserNet> net = make_net(
+        {false, ctx.rank() == 1 ? UnitBackward::kReadsNoParameters : UnitBackward::kReadsParameters});
     return trainable(net);
   });
   for (const std::string& e : errors) {

@@ -23,16 +23,24 @@
 
 namespace ddptrain::trainer_test {
 
+// How UserNet is built: the ZeRO stage 3 tests build it differently on some ranks.
+struct UserNetShape {
+  bool b_is_a_unit = false;                                  // b a unit too
+  UnitBackward a_backward = UnitBackward::kReadsParameters;  // what a's backward reads
+  int64_t hidden = 16;                                       // a's outputs, b's inputs
+  UnitSink* sink = nullptr;  // units sharded as built (Note [Units sharded as built])
+};
+
 // Not MiniResNet, no BatchNorm: two linear layers. The first is a unit (Note [Units]): run
-// through Units::run, so zero_stage 3 gathers it on its own; b is the root unit's.
+// through Units::run, so zero_stage 3 gathers it on its own; b is the root unit's. With a sink,
+// unit a goes to it as soon as it is built, before b is drawn.
 struct UserNet : torch::nn::Module {
-  /// b_is_a_unit: b a unit too; a_backward: what a's backward reads (ZeRO stage 3 tests of
-  /// units that differ between the ranks).
-  explicit UserNet(bool b_is_a_unit = false, UnitBackward a_backward = UnitBackward::kReadsParameters) {
-    a = register_module("a", torch::nn::Linear(8, 16));
-    b = register_module("b", torch::nn::Linear(16, 4));
-    units_.add(a.ptr(), "", a_backward);
-    if (b_is_a_unit) units_.add(b.ptr());
+  explicit UserNet(const UserNetShape& shape = {}) : units_(shape.sink) {
+    a = register_module("a", torch::nn::Linear(8, shape.hidden));
+    units_.add(a.ptr(), "a", shape.a_backward);
+    b = register_module("b", torch::nn::Linear(shape.hidden, 4));
+    if (shape.b_is_a_unit) units_.add(b.ptr(), "b");
+    units_.clear_sink();
   }
   at::Tensor forward(const at::Tensor& x) {
     const at::Tensor h = torch::tanh(units_.run(0, [&] { return a(x); }));
@@ -60,12 +68,11 @@ class UserData : public Dataset {
 };
 
 // The default generator is process-wide: ranks-as-threads must not draw from it at once.
-inline std::shared_ptr<UserNet> make_net(bool b_is_a_unit = false,
-                                         UnitBackward a_backward = UnitBackward::kReadsParameters) {
+inline std::shared_ptr<UserNet> make_net(const UserNetShape& shape = {}) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   torch::manual_seed(5);
-  return std::make_shared<UserNet>(b_is_a_unit, a_backward);
+  return std::make_shared<UserNet>(shape);
 }
 
 inline TrainerOptions quiet_fp32(int batch_size, int epochs) {
