@@ -36,6 +36,19 @@ def gtest_results(path):
     return out
 
 
+def skipped_reason(logs, stage):
+    """Why gpu-check.sh's skip_run left `stage` out (LOGS/skipped_runs.tsv), or None."""
+    try:
+        with open(os.path.join(logs, "skipped_runs.tsv")) as f:
+            for line in f:
+                name, _, why = line.rstrip("\n").partition("\t")
+                if name == stage:
+                    return why
+    except OSError:
+        pass
+    return None
+
+
 def verdict(logs, group):
     """(value, why) for the lever whose tests are `group`."""
     path = os.path.join(logs, f"cuda_tests_{group}.json")
@@ -44,6 +57,9 @@ def verdict(logs, group):
     except (OSError, ValueError) as e:
         return "off", f"{os.path.basename(path)} is unreadable: {e}"
     if results is None:
+        skipped = skipped_reason(logs, f"cuda_tests_{group}")
+        if skipped is not None:  # the check left the stage out (the budget): nothing crashed
+            return "off", f"its tests did not run: {skipped}"
         return "off", f"no {os.path.basename(path)}: its tests did not finish (a crash or a time-out: see its log)"
     if results["failed"]:
         return "off", "failed: " + ", ".join(results["failed"])

@@ -122,6 +122,17 @@ for groups, want in [({"norm": {"A": ok}, "linear": {"B": ok, "C": ok}}, "auto a
     if got != want or any(not v.get("why") for v in why.values()):
         failures.append(f"cuda_levers.py on {groups!r}: {got!r} (want {want!r}), {why!r}")
 
+# A group the budget left out (skip_run) is said as such, not as a crash of its binary.
+logs = tempfile.mkdtemp(prefix="cuda_levers_skipped_")
+json.dump(gtest_json({"A": ok}), open(os.path.join(logs, "cuda_tests_norm.json"), "w"))
+open(os.path.join(logs, "skipped_runs.tsv"), "w").write(
+    "cuda_tests_linear\tthe budget ran out: 3 s of the check's 400 s left (it needs 5)\n")
+got = subprocess.run([python, os.path.join(src, "scripts/cuda_levers.py"), logs], capture_output=True,
+                     text=True).stdout.strip()
+why = json.load(open(os.path.join(logs, "levers.json"))).get("fused_linear", {}).get("why", "")
+if got != "auto off" or not why.startswith("its tests did not run: the budget ran out"):
+    failures.append(f"cuda_levers.py with the linear group budget-skipped: {got!r}, {why!r}")
+
 # A run gpu-check.sh skips on purpose (a lever off: its "before" would be gpt_padded's again) is
 # under skipped_runs with its reason, not missing, and its ratio is None, not ~1.0.
 logs = tempfile.mkdtemp(prefix="skipped_runs_")
