@@ -58,9 +58,7 @@ double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
   return base_lr * (1.0 + std::cos(M_PI * epochs_done / total_epochs)) / 2.0;
 }
 
-double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps,
-                        double min_ratio) {
-  const auto warmup = static_cast<double>(warmup_steps);
+double warmup_cosine_lr(double base_lr, double step, double warmup, double total_steps, double min_ratio) {
   if (step < warmup) return base_lr * (step + 1) / warmup;
   const double decay_steps = std::max(1.0, total_steps - warmup - 1);
   const double t = std::min(1.0, (step - warmup) / decay_steps);

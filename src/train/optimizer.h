@@ -35,10 +35,10 @@ void set_lr(torch::optim::Optimizer& opt, double lr);
 /// `epochs_done` of `total_epochs`.
 double cosine_lr(double base_lr, int epochs_done, int total_epochs);
 
-/// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps` (both in
-/// steps of the current global batch, fractional after a resume at another one: Note
-/// [Schedule horizon]); the minimum at step total_steps - 1 and after.
-double warmup_cosine_lr(double base_lr, double step, int64_t warmup_steps, double total_steps,
+/// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps` after a
+/// linear warmup of `warmup_steps` (all in steps of the current global batch, fractional after a
+/// resume at another one: Note [Schedule horizon]); the minimum at step total_steps - 1 and after.
+double warmup_cosine_lr(double base_lr, double step, double warmup_steps, double total_steps,
                         double min_ratio);
 
 /// The optimizer's per-parameter state tensors in parameter order (momentum buffers; AdamW's

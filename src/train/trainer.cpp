@@ -45,11 +45,11 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
   return "";
 }
 
-std::string schedule_line(const TrainerOptions& o, double base_lr, int64_t last_step) {
+std::string schedule_line(const TrainerOptions& o, double base_lr, const LrHorizon& h) {
   switch (o.optim.lr_schedule) {
     case LrSchedule::kStepCosine:
-      return str("lr ", base_lr, ": linear warmup over ", o.optim.warmup_steps, " steps, then cosine to ",
-                 base_lr * o.optim.min_lr_ratio, " at step ", last_step);
+      return str("lr ", base_lr, ": linear warmup over ", h.warmup(o), " steps, then cosine to ",
+                 base_lr * o.optim.min_lr_ratio, " at step ", h.last_step);
     case LrSchedule::kEpochCosine:
       return str("lr ", base_lr, ": cosine per epoch over ", o.loop.epochs, " epochs");
     case LrSchedule::kAuto:  // resolved by trainer_options_checked()
@@ -320,6 +320,11 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   state_.global_step = result.global_step = meta.global_step;
   state_.lr_step_offset = lr_step_offset(meta, world, opts_.data.batch_size, opts_.loop.grad_accum_steps);
   if (meta.extra.contains("lr_horizon")) run.resumed_horizon = LrHorizon::from_json(meta.extra["lr_horizon"]);
+  // The warmup counts in the global batch of the run that began the schedule; a checkpoint from
+  // before that was recorded: in its own run's.
+  run.warmup_batch = run.resumed_horizon && run.resumed_horizon->warmup_steps >= 0
+                         ? run.resumed_horizon->warmup_batch
+                         : checkpoint_global_batch(meta, opts_);
   if (run.resumed_horizon) {  // the checkpoint's run's next learning rate, in its own steps
     const double before =
         run.resumed_horizon->kind == LrSchedule::kEpochCosine
@@ -376,8 +381,9 @@ void Trainer::Impl::plan_schedule(Run& run) {
   int64_t last =
       state_.global_step + first_epoch + run.steps_per_epoch * (opts_.loop.epochs - run.start_epoch);
   if (opts_.loop.max_steps > 0) last = std::min(last, opts_.loop.max_steps);
-  state_.lr_horizon = LrHorizon::of(opts_, last, state_.lr_step_offset, B * K * world);
-  ctx_.log().info("schedule: " + schedule_line(opts_, base_lr_, last));
+  state_.lr_horizon = LrHorizon::of(opts_, last, state_.lr_step_offset, B * K * world, run.warmup_batch);
+  ctx_.log().info("schedule: " + schedule_line(opts_, base_lr_, state_.lr_horizon));
+  warn_of_a_warmup_past_the_end(ctx_.log(), state_.lr_horizon, opts_);
   if (!run.resumed_horizon) return;
   const double now = scheduled_lr(state_.lr_horizon, opts_, base_lr_, schedule_position());
   state_.lr_change = horizon_change(*run.resumed_horizon, state_.lr_horizon, run.resumed_lr, now);

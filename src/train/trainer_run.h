@@ -58,6 +58,7 @@ struct Trainer::Impl::Run {
   std::optional<EpochPlan> rest;             // the resumed epoch, planned at another world size
   std::optional<LrHorizon> resumed_horizon;  // the checkpoint's (Note [Schedule horizon])
   double resumed_lr = 0;                     // the learning rate its next step was to have
+  int64_t warmup_batch = 0;  // the global batch --warmup_steps counts in; 0: this run's (a fresh one)
   double train_time = 0;
   int64_t skipped_steps_before = 0;    // TrainState::skipped_steps when the epoch began
   std::optional<OwedEvaluation> owed;  // the resumed checkpoint's (Note [Evaluation owed])

@@ -308,3 +308,48 @@ TEST(WorldChange, TheStepScheduleEndsAtItsLastStepAfterAnyResume) {
   EXPECT_GT(rec.at("lr_schedule_change").at("lr_after").get<double>(), floor);
   EXPECT_NEAR(lr_by_step(longer + "/m.jsonl").rbegin()->second, floor, 1e-12);
 }
+
+// Note [Schedule horizon]: the warmup is counted by samples. A run of one epoch of 256 samples
+// (no --max_steps: the schedule's end in samples does not move) with a warmup of 6 steps of 16
+// samples, killed during the warmup at world 2 (checkpoint of step 2) and resumed at world 4 (32
+// samples a step): each resumed step's learning rate is the uninterrupted run's at the same
+// sample (it counted the warmup in the new run's steps, 6 x 32 samples, and said nothing).
+TEST(WorldChange, TheWarmupEndsAtTheSameSampleAfterAResumeAtAnotherGlobalBatch) {
+  const std::vector<std::string> sched = {
+      "--lr_schedule",  "step_cosine", "--warmup_steps",     "6", "--epochs", "1",
+      "--log_interval", "1",           "--save_every_steps", "2"};
+  const auto in = [&](const std::string& dir) {
+    std::vector<std::string> a = traced(dir, sched);
+    *std::next(std::find(a.begin(), a.end(), "--dataset_size")) = "256";  // 7 whole steps at world 4
+    return a;
+  };
+  const std::string whole = fresh_dir("warmup_whole"), cut = fresh_dir("warmup_cut");
+  ProcResult w = run(launch(2, free_port(), in(whole)), {}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  ProcResult k = run(launch(2, free_port(), in(cut)), fault_at_step("KILL", 3, 1), 300);
+  ASSERT_NE(k.exit_code, 0) << k.output;
+  const std::string dir = fresh_dir("warmup_resumed");
+  std::vector<std::string> args = in(dir);
+  args.insert(args.end(), {"--resume_from", cut + "/ck/step_00000002"});
+  ProcResult r = run(launch(4, free_port(), args), {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto uninterrupted = lr_by_step(whole + "/m.jsonl"), lrs = lr_by_step(dir + "/m.jsonl");
+  const nlohmann::json rec = run_record_of(dir + "/m.jsonl");
+  EXPECT_FALSE(rec.contains("lr_schedule_change")) << rec.dump();
+  EXPECT_EQ(rec.at("lr_schedule").at("warmup_batch").get<int64_t>(), 16) << rec.dump();
+  // Resumed step s ends at sample 32 + 32 (s - 2), the uninterrupted run's step 2s - 2 at 16 (2s - 2).
+  for (int64_t s : {3, 4}) {
+    ASSERT_TRUE(lrs.count(s) && uninterrupted.count(2 * s - 2)) << r.output;
+    EXPECT_NEAR(lrs.at(s), uninterrupted.at(2 * s - 2), 1e-12) << "resumed step " << s;
+  }
+  EXPECT_NEAR(lrs.at(4), 0.05, 1e-12) << "the warmup ends at sample 96, with step 4";
+  for (auto it = lrs.find(5); it != lrs.end() && std::next(it) != lrs.end(); ++it)
+    EXPECT_GT(it->second, std::next(it)->second) << "the cosine decays after step " << it->first;
+  EXPECT_NEAR(lrs.rbegin()->second, uninterrupted.rbegin()->second, 1e-12) << "both end at the minimum";
+  // A warmup as long as the run never comes down to the minimum: said (it was not).
+  std::vector<std::string> short_run = in(fresh_dir("warmup_past_the_end"));
+  short_run.insert(short_run.end(), {"--max_steps", "3"});
+  ProcResult p = run(launch(1, free_port(), short_run), {}, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_FALSE(lines_with(p.output, "reaches the run's last step, 3").empty()) << p.output;
+}
