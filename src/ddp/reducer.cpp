@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include <ATen/ScalarOps.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -165,29 +166,34 @@ void Reducer::on_grad_ready(size_t i) {
   DDP_CHECK(!ready_[i], "parameter '", names_[i], "' received its gradient twice in one backward pass; ",
             "a parameter may take part in the graph several times, but backward must run once per step");
   ready_[i] = 1;
-  at::Tensor& grad = params_[i].mutable_grad();
   ensure_flat(bucket_of_[i]);
-  at::Tensor view = slot(i);
-  torch::NoGradGuard no_grad;
-  if (opts_.gradient_as_bucket_view) {
-    // The gradient becomes a view into the bucket: after the all-reduce nothing is copied back.
-    if (!grad.defined() || grad.data_ptr() != view.data_ptr()) {
-      if (grad.defined())
-        view.copy_(grad);
-      else
-        view.zero_();
-      grad = view;
-    }
-  } else {
-    if (grad.defined())
-      view.copy_(grad);
-    else
-      view.zero_();
-    if (opts_.shard_gradients) grad.reset();  // in its bucket now; the full gradient is not kept
-  }
+  into_bucket(i, params_[i].mutable_grad());
   if (--pending_[bucket_of_[i]] > 0) return;
   if (on_bucket_grads_) on_bucket_grads_(bucket_of_[i]);
   if (opts_.overlap) launch_ready_buckets();
+}
+
+void Reducer::into_bucket(size_t i, at::Tensor& grad) {
+  torch::NoGradGuard no_grad;
+  at::Tensor view = slot(i);
+  const bool divides = opts_.comm_hook == CommHook::kNone;  // a hook divides its compressed copy
+  if (!grad.defined()) {
+    view.zero_();  // contributes zero; finalize() gives it the mean where another rank used it
+    return;
+  }
+  if (grad.data_ptr() == view.data_ptr()) {
+    if (divides) view.div_(ctx_.world_size());  // the bucket's view already (gradient_as_bucket_view)
+  } else if (divides) {
+    at::mul_out(view, grad, at::native::wrapped_scalar_tensor(1.0 / ctx_.world_size()));
+  } else {
+    view.copy_(grad);
+  }
+  // gradient_as_bucket_view: the gradient becomes a view into the bucket, nothing is copied back
+  // after the all-reduce; shard_gradients: the full gradient is not kept, its bucket has it.
+  if (opts_.gradient_as_bucket_view)
+    grad = view;
+  else if (opts_.shard_gradients)
+    grad.reset();
 }
 
 std::vector<char> Reducer::gradient_unused_by_all(const std::vector<char>& used) const {
@@ -235,26 +241,22 @@ void Reducer::launch(size_t b) {
 
 // Bucket b's reduced sum becomes the mean: in place, or (shard_gradients) this rank's shard,
 // after which the full bucket is released until the next backward.
-void Reducer::finish_bucket(size_t b, double inv_world) {
+void Reducer::finish_bucket(size_t b) {
   if (opts_.shard_gradients) {
     const int64_t n = ensure_shard(b).numel();
     if (!ctx_.reduce_scatters()) shard_[b].copy_(flat_[b].narrow(0, ctx_.rank() * n, n));
-    shard_[b].mul_(inv_world);
     flat_[b] = at::Tensor();
     wire_[b] = at::Tensor();
     return;
   }
-  if (opts_.comm_hook != CommHook::kNone)
-    flat_[b].copy_(wire_[b]);
-  else
-    flat_[b].mul_(inv_world);
+  if (opts_.comm_hook != CommHook::kNone) flat_[b].copy_(wire_[b]);
 }
 
 void Reducer::finish_next() {
   wait_clock_->start();
   ctx_.wait(works_[next_finish_], "gradient all_reduce");  // only now may the bucket be touched
   works_[next_finish_].reset();
-  finish_bucket(next_finish_, 1.0 / ctx_.world_size());
+  finish_bucket(next_finish_);
   ++next_finish_;
   wait_clock_->stop();
 }
@@ -271,14 +273,9 @@ void Reducer::finalize() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (ready_[i]) continue;
     if (opts_.find_unused_parameters) {
-      torch::NoGradGuard no_grad;
       at::Tensor& grad = params_[i].mutable_grad();
       used[i] = grad.defined();
-      if (grad.defined())
-        slot(i).copy_(grad);
-      else
-        slot(i).zero_();                        // contributes zero; other ranks may have used it
-      if (opts_.shard_gradients) grad.reset();  // in its bucket now, as on_grad_ready leaves it
+      into_bucket(i, grad);
       ready_[i] = 1;
       --pending_[bucket_of_[i]];
       continue;

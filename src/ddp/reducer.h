@@ -1,6 +1,7 @@
 // Reducer: averages gradients across ranks while backward is still running (the c10d
 // Reducer design). Each parameter's AccumulateGrad node gets a post-hook; when a gradient is
-// accumulated the hook copies it into its bucket's flat buffer, and when a bucket is full
+// accumulated the hook copies it into its bucket's flat buffer (divided by the world size:
+// Note [The mean before the sum]), and when a bucket is full
 // its asynchronous all-reduce is launched (buckets launch strictly in bucket order, see
 // Note [Bucket order]). At the end of backward an autograd final callback waits for every
 // bucket and leaves the global mean in param.grad().
@@ -11,6 +12,12 @@
 // Note [no_sync and accumulation]: with sync disabled the hooks do nothing, so gradients
 // simply accumulate locally in param.grad(); the next synced backward copies the accumulated
 // total into the buckets. One all-reduce per bucket per optimizer step.
+// Note [The mean before the sum]: as PyTorch's reducer (mark_variable_ready_dense), a gradient
+// is multiplied by 1/world as it is copied into its bucket (divided by world where it already
+// is the bucket's view: gradient_as_bucket_view), and the buckets' sum is the mean. Summing
+// first and dividing after rounds otherwise at a world size that is not a power of two (about
+// half of the elements at world 3): PyTorch's DDP would not be equalled bitwise. A comm hook's
+// buckets are copied as they are: the hook divides (as PyTorch's compress hooks).
 // Invariant: a bucket's flat buffer is never read or written while its Work is pending.
 #pragma once
 
@@ -99,7 +106,9 @@ class Reducer {
   at::Tensor slot(size_t param) const;
   at::Tensor& ensure_flat(size_t bucket);
   at::Tensor& ensure_shard(size_t bucket);
-  void finish_bucket(size_t bucket, double inv_world);
+  void finish_bucket(size_t bucket);
+  // Parameter i's gradient into its bucket (Note [The mean before the sum]).
+  void into_bucket(size_t i, at::Tensor& grad);
   // Waits for the oldest launched bucket not finished yet and finishes it.
   void finish_next();
 

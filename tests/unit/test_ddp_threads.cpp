@@ -191,6 +191,50 @@ TEST(DdpThreads, ReducedGradientIsTheMeanNotTheSum) {
   }
 }
 
+// Note [The mean before the sum]: at world 3 the reduced gradient is PyTorch's reducer's, each
+// rank's gradient times 1/3 summed (divided by 3 where the gradient is already the bucket's
+// view), bitwise; the sum of the gradients divided after differs at some elements, so the
+// comparison tells the two apart.
+TEST(DdpThreads, TheMeanIsTakenBeforeTheSumAsPyTorchsReducerTakesIt) {
+  for (const bool views : {false, true}) {
+    std::mutex mu;
+    int64_t after_differs = 0;
+    run_ranks(3, [&](const DistContext& ctx) {
+      std::shared_ptr<torch::nn::LinearImpl> lin, local;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        torch::manual_seed(4);
+        lin = std::make_shared<torch::nn::LinearImpl>(torch::nn::LinearOptions(256, 64).bias(false));
+        local = std::make_shared<torch::nn::LinearImpl>(torch::nn::LinearOptions(256, 64).bias(false));
+      }
+      {
+        torch::NoGradGuard no_grad;
+        local->weight.copy_(lin->weight);
+      }
+      DdpSetup setup;
+      setup.reducer.gradient_as_bucket_view = views;
+      DistributedDataParallel ddp(lin, ctx, setup);
+      for (int step = 0; step < 2; ++step) {  // step 1 with views: the gradient is the bucket's view
+        const at::Tensor x =
+            at::sin(at::arange(7 * 256, at::kFloat).reshape({7, 256}) * (0.1 + ctx.rank() + step));
+        if (lin->weight.grad().defined()) lin->weight.mutable_grad().zero_();
+        local->weight.mutable_grad().reset();
+        lin->forward(x).square().sum().backward();
+        local->forward(x).square().sum().backward();
+        const at::Tensor g = local->weight.grad();
+        std::vector<at::Tensor> before{views && step == 1 ? g.div(3) : g.mul(1.0 / 3)}, after{g.clone()};
+        ctx.all_reduce_sum(before, "test: the mean before the sum");
+        ctx.all_reduce_sum(after, "test: the mean after the sum");
+        after[0].mul_(1.0 / 3);
+        EXPECT_TRUE(at::equal(lin->weight.grad(), before[0])) << "views " << views << " step " << step;
+        std::lock_guard<std::mutex> lock(mu);
+        after_differs += lin->weight.grad().ne(after[0]).sum().item<int64_t>();
+      }
+    });
+    EXPECT_GT(after_differs, 0) << "the two orders agree here: the test cannot tell them apart";
+  }
+}
+
 // World 1: no process group by default (collectives are identities); a named backend
 // (--backend gloo|nccl under a launcher) makes one, and DDP then runs its real all-reduces,
 // as Python DDP does under torchrun, with an in-process store.
