@@ -62,6 +62,7 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
   nlohmann::json rec = {{"checkpoint", checkpoint},
                         {"dataset", word(cfg.data.dataset)},
                         {"samples", r.samples},
+                        {"eval_s", r.seconds},  // time_s counts from the metrics file's opening
                         {"threads", at::get_num_threads()},
                         {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()}};
   if (tokens) {
@@ -172,7 +173,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   refuse_training_flags(overrides);
   const std::string given = checkpoint;
   checkpoint = resolve_checkpoint(checkpoint);
-  const CheckpointMeta meta = verify_checkpoint(checkpoint);  // manifest and checksums first
+  const CheckpointMeta meta = verify_checkpoint_weights(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then a --config file given here, then
   // the flags given here.
   TrainConfig cfg = resolve_train_config(overrides, checkpoint_train_flags(checkpoint));

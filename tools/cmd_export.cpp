@@ -89,7 +89,7 @@ int cmd_export(const std::vector<std::string>& args) {
     DDP_USAGE_CHECK(!is_checkpoint_dir(p.string()), "--out='", out, "' is inside the checkpoint ", p.string(),
                     ": export to a file or folder of its own");
   checkpoint = resolve_checkpoint(checkpoint);
-  verify_checkpoint(checkpoint);  // manifest and checksums: never export damaged weights
+  verify_checkpoint_weights(checkpoint);  // manifest and checksums: never export damaged weights
   if (format == "hf") return export_hf(checkpoint, out, dtype, max_shard_mb);
   const std::string model_pt = checkpoint + "/model.pt";
   std::string bytes = read_file(model_pt);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -15,11 +16,13 @@
 #include "dist/dist_context.h"
 #include "obs/memory.h"
 #include "tools/commands.h"
+#include "tools/fatal_error.h"
 #include "train/deterministic.h"
 #include "train/stop_signal.h"
 #include "train/vector_math_first_calls.h"
 #include "util/env.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/thread_policy.h"
 
 namespace ddptrain {
@@ -73,8 +76,8 @@ int cmd_train(const std::vector<std::string>& args) {
   const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(cfg, ctx);
 
   TrainConfig copy = cfg;
-  const std::string config_json = flags_to_json(train_flags(copy)).dump(2) + "\n";
-  log.info("config: " + flags_to_json(train_flags(copy)).dump());
+  const std::string config_json = json_text(flags_to_json(train_flags(copy)), 2) + "\n";
+  log.info("config: " + json_text(flags_to_json(train_flags(copy))));
   if (ctx.is_main() && saves) {
     std::filesystem::create_directories(cfg.trainer.checkpoint.dir);
     for (const auto& f :
@@ -88,12 +91,24 @@ int cmd_train(const std::vector<std::string>& args) {
   // std::terminate: leave the flight record first, and ask the other ranks for theirs.
   static const DistContext* flight_ctx = nullptr;
   flight_ctx = &ctx;
+  // The exception's message is the error reported (it ended by abort: a core, a bare "killed by
+  // signal 6" at the launcher, and no error file for its root-cause report).
   std::set_terminate([] {
+    std::string what = "an uncaught exception (a backend thread?)";
+    if (const std::exception_ptr e = std::current_exception()) try {
+        std::rethrow_exception(e);
+      } catch (const c10::Error& x) {
+        what = x.what_without_backtrace();
+      } catch (const std::exception& x) {
+        what = x.what();
+      } catch (...) {
+      }
     try {
-      if (flight_ctx) flight_ctx->dump_flight("std::terminate: an uncaught exception (a backend thread?)");
+      if (flight_ctx) flight_ctx->dump_flight("std::terminate: " + what);
+      report_fatal(1, "std::terminate (a backend thread?): " + what);
     } catch (...) {
     }
-    std::abort();
+    std::_Exit(1);
   });
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);

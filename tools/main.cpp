@@ -25,8 +25,10 @@
 
 #include "launch/launcher.h"
 #include "tools/commands.h"
+#include "tools/fatal_error.h"
 #include "util/env.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace {
 
@@ -52,36 +54,8 @@ std::string self_exe(const char* argv0) {
   return argv0;
 }
 
-// Errors carry the rank when the environment names one, so the launcher's log says who failed.
-std::string rank_prefix() {
-  auto r = ddptrain::env::get("RANK");
-  auto w = ddptrain::env::get("WORLD_SIZE");
-  return r && w ? "[rank " + *r + "/" + *w + "] " : "";
-}
-
-// Under torchrun or our launcher, the fatal error also goes to TORCHELASTIC_ERROR_FILE in
-// torchrun's format, so the launcher's root-cause report can quote it.
 int fail(int code, const std::string& msg, bool secondary = false) {
-  // Messages of collective failures already name the rank.
-  const std::string full = msg.rfind("[rank ", 0) == 0 ? msg : rank_prefix() + msg;
-  std::fprintf(stderr, "error: %s\n", full.c_str());
-  if (auto path = ddptrain::env::get("TORCHELASTIC_ERROR_FILE")) {
-    // torchrun's root cause is the error file with the smallest timestamp, in whole seconds
-    // (ties go to the lowest rank). A secondary failure (a collective broken by another
-    // rank's death) is written from the next second on, so torchrun names the primary one.
-    if (secondary) {
-      const auto now = std::chrono::system_clock::now();
-      std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) +
-                                    std::chrono::milliseconds(10));
-    }
-    nlohmann::json j = {{"message",
-                         {{"message", full},
-                          {"extraInfo",
-                           {{"timestamp", std::to_string(std::time(nullptr))},
-                            {"secondary", secondary ? "true" : "false"}}}}}};
-    std::ofstream(*path) << j.dump() << "\n";
-  }
-  return code;
+  return ddptrain::report_fatal(code, msg, secondary);
 }
 
 }  // namespace

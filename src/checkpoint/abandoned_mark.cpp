@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -35,7 +36,7 @@ bool is_abandoned(const std::set<std::string>& marked, const std::string& checkp
 
 void write_abandoned_mark(const std::string& dir, int64_t after_step, const std::vector<std::string>& names) {
   write_file_atomic(abandoned_mark_file(dir),
-                    nlohmann::json{{"after_step", after_step}, {"checkpoints", names}}.dump(1));
+                    json_text(nlohmann::json{{"after_step", after_step}, {"checkpoints", names}}, 1));
 }
 
 void remove_abandoned_mark(const std::string& dir) {

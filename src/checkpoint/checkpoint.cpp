@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -23,6 +24,8 @@
 #include "checkpoint/checkpoint_meta.h"
 #include "checkpoint/crc32.h"
 #include "util/error.h"
+#include "util/files.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 namespace fs = std::filesystem;
@@ -105,12 +108,24 @@ std::string tensor_bytes(const at::Tensor& t) {
 
 }  // namespace
 
+// One allocation of the file's size and reads into it: a stream into a stringstream held two to
+// three times the file (its buffer grown by doubling, then copied out), for every rank reading
+// a checkpoint.
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DDP_CHECK(in.good(), "cannot read '", path, "': missing or unreadable");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DDP_CHECK(fd >= 0, "cannot read '", path, "': missing or unreadable (", std::strerror(errno), ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(str("cannot read '", path, "': not a regular file"));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  const bool read = read_fully_at(fd, bytes.data(), bytes.size(), 0);
+  const int err = errno;
+  ::close(fd);
+  DDP_CHECK(read, "cannot read '", path, "' (", read ? "" : std::strerror(err), "; it holds ", st.st_size,
+            " bytes)");
+  return bytes;
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
@@ -211,7 +226,7 @@ void publish(const std::string& root, const std::string& name, SaveInProgress& s
   const std::string final_dir = (fs::path(root) / name).string();
   stage("files_written");
   const nlohmann::json manifest = {{"format", kCheckpointFormat}, {"files", save.files}};
-  write_file_synced(save.tmp_dir + "/" + kManifest, manifest.dump(2) + "\n");
+  write_file_synced(save.tmp_dir + "/" + kManifest, json_text(manifest, 2) + "\n");
   fsync_path(save.tmp_dir, O_RDONLY | O_DIRECTORY);
   stage("manifest_written");
   if (fs::exists(final_dir)) {
@@ -318,7 +333,7 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     });
     if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run, ctx.log());
   }
-  ctx.barrier("barrier after the checkpoint save");
+  ctx.barrier("barrier after the checkpoint save", opts.write_wait);
   return final_dir;
 }
 
@@ -378,6 +393,18 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   for (const auto& [fname, entry] : manifest.at("files").items()) {
     std::optional<std::string> bytes = read_checked(dir, fname, manifest);
     if (fname == "meta.json") meta = std::move(bytes);
+  }
+  return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
+}
+
+CheckpointMeta verify_checkpoint_weights(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  std::optional<std::string> meta;
+  for (const char* fname : {"meta.json", "config.json", "model.pt"}) {
+    if (!manifest.at("files").contains(fname)) continue;
+    DDP_CHECK(fs::is_regular_file(dir + "/" + fname), "checkpoint '", dir, "': ", fname, " is missing");
+    std::optional<std::string> bytes = read_checked(dir, fname, manifest);
+    if (std::string(fname) == "meta.json") meta = std::move(bytes);
   }
   return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
 }

@@ -22,6 +22,7 @@
 // at the next start. All ranks wait at a barrier afterwards (DESIGN.md invariant 3).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -65,6 +66,9 @@ struct SaveOptions {
   /// Called by rank 0 at each stage of the save ("files_written", "manifest_written",
   /// "old_moved_aside", "renamed"): the failure tests kill the process there.
   std::function<void(const char* stage)> on_stage;
+  /// How long the other ranks wait at the save's end for rank 0's writing, at least (the
+  /// context's timeout, --dist_timeout_s, when that is longer).
+  std::chrono::seconds write_wait{1800};
 };
 
 /// The files of a checkpoint as a part with more files than `<name>.pt` sees them (Note
@@ -115,6 +119,11 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
 /// Checks the manifest, sizes and checksums (reads every file); returns the meta. Error naming
 /// the file and the reason when the checkpoint is incomplete, truncated or corrupted.
 CheckpointMeta verify_checkpoint(const std::string& dir);
+
+/// What eval and export read, checked as verify_checkpoint checks it: the manifest, and
+/// model.pt, meta.json and config.json by size and checksum. The other files may be gone (a
+/// checkpoint whose optimizer.pt was deleted to keep its weights: docs/checkpoints.md).
+CheckpointMeta verify_checkpoint_weights(const std::string& dir);
 
 /// Checks the manifest and that every file it lists is there with its size (reads no file but
 /// the manifest and meta.json); returns the meta. The checksums are checked where the files are

@@ -1,4 +1,5 @@
 #include "checkpoint/checkpoint_meta.h"
+#include "util/json_text.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -41,7 +42,7 @@ std::string meta_json(const CheckpointMeta& meta, int64_t rng_state_bytes) {
   if (meta.extra.is_object())
     for (const auto& [key, value] : meta.extra.items())
       if (!m.contains(key)) m[key] = value;
-  return m.dump(2) + "\n";
+  return json_text(m, 2) + "\n";
 }
 
 CheckpointMeta meta_from_json(const std::string& text, const std::string& dir) {

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "serialize/safetensors.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -142,16 +143,14 @@ NamedTensors read_hf_tensors(const std::string& dir) {
   return all;
 }
 
+// Every file is written aside first (".export-<name>"): a failure (a full disk, a dtype
+// safetensors lacks) leaves an earlier export in the folder whole, where it deleted that
+// export's weights before writing any. Then renamed into place, the index last, and only then
+// the earlier export's other weight files removed (they would be read instead of, or beside,
+// the new ones). The folder's other files (a tokenizer's) stay.
 void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
                      at::ScalarType dtype, int64_t max_shard_bytes) {
   fs::create_directories(dir);
-  // An earlier export's weights would be read instead of (a single file) or beside (shards) these.
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name == kSingle || name == kIndex ||
-        (name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors")))
-      fs::remove(e.path());
-  }
   NamedTensors converted;
   int64_t total = 0;
   for (const auto& [name, t] : tensors) {
@@ -161,31 +160,46 @@ void write_hf_folder(const std::string& dir, const std::string& config_json, con
   std::sort(converted.begin(), converted.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   const std::map<std::string, std::string> meta{{"format", "pt"}};
-  write_file_atomic((fs::path(dir) / "config.json").string(), config_json);
+  std::vector<std::string> written;  // in the order they go into place
+  const auto stage = [&](const std::string& name, const std::string& bytes) {
+    write_file_atomic((fs::path(dir) / (".export-" + name)).string(), bytes);
+    written.push_back(name);
+  };
   if (total <= max_shard_bytes) {
-    write_file_atomic((fs::path(dir) / kSingle).string(), safetensors_bytes(converted, meta));
-    return;
-  }
-  std::vector<NamedTensors> shards(1);
-  int64_t in_shard = 0;
-  for (auto& nt : converted) {
-    const auto bytes = static_cast<int64_t>(nt.second.nbytes());
-    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
-      shards.emplace_back();
-      in_shard = 0;
+    stage(kSingle, safetensors_bytes(converted, meta));
+  } else {
+    std::vector<NamedTensors> shards(1);
+    int64_t in_shard = 0;
+    for (auto& nt : converted) {
+      const auto bytes = static_cast<int64_t>(nt.second.nbytes());
+      if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+        shards.emplace_back();
+        in_shard = 0;
+      }
+      shards.back().push_back(nt);
+      in_shard += bytes;
     }
-    shards.back().push_back(nt);
-    in_shard += bytes;
+    nlohmann::json weight_map = nlohmann::json::object();
+    char name[64];
+    for (size_t i = 0; i < shards.size(); ++i) {
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      stage(name, safetensors_bytes(shards[i], meta));
+      for (const auto& nt : shards[i]) weight_map[nt.first] = name;
+    }
+    stage("config.json", config_json);
+    const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    stage(kIndex, json_text(index, 2) + "\n");
   }
-  nlohmann::json weight_map = nlohmann::json::object();
-  char name[64];
-  for (size_t i = 0; i < shards.size(); ++i) {
-    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-    write_file_atomic((fs::path(dir) / name).string(), safetensors_bytes(shards[i], meta));
-    for (const auto& nt : shards[i]) weight_map[nt.first] = name;
+  if (written.back() != kIndex) stage("config.json", config_json);
+  for (const std::string& name : written)
+    fs::rename(fs::path(dir) / (".export-" + name), fs::path(dir) / name);
+  const std::set<std::string> now(written.begin(), written.end());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool weights = name == kSingle || name == kIndex ||
+                         (name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors"));
+    if (weights && now.count(name) == 0) fs::remove(e.path());
   }
-  const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  write_file_atomic((fs::path(dir) / kIndex).string(), index.dump(2) + "\n");
 }
 
 }  // namespace ddptrain

@@ -9,6 +9,7 @@
 #include "serialize/python_pickle.h"
 #include "serialize/state_dict_reader.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
@@ -45,7 +46,7 @@ std::string layout_json(const torch::optim::Optimizer& full, int fields, int64_t
       {"step", *std::max_element(steps.begin(), steps.end())},  // read before steps per parameter
       {"params", params},
       {"pieces", pieces}};
-  return j.dump() + "\n";
+  return json_text(j) + "\n";
 }
 
 // The shard file's [fields, numel] rows, checked.

@@ -1,6 +1,7 @@
 #include "config/flag_table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iomanip>
 #include <limits>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "util/env.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 namespace {
@@ -102,7 +104,23 @@ Flag bind_flag(const std::string& name, double* field, const std::string& help) 
 }
 
 Flag bind_flag(const std::string& name, std::string* field, const std::string& help) {
-  return {name, FlagType::kString, help, [=](const std::string& v) { *field = v; }, [=] { return *field; },
+  return {name,
+          FlagType::kString,
+          help,
+          [=](const std::string& v) {
+            // config.json and every checkpoint record the flags in JSON, which holds UTF-8 only.
+            if (const auto at = first_invalid_utf8(v)) {
+              char byte[8];
+              std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(v[*at]));
+              throw UsageError(detail::concat("--", name, ": the value is not UTF-8 (byte ", byte,
+                                              " at offset ", *at,
+                                              "); ddptrain records its flags in JSON (config.json, each "
+                                              "checkpoint): name the file by a UTF-8 name (a symbolic link "
+                                              "will do)"));
+            }
+            *field = v;
+          },
+          [=] { return *field; },
           field};
 }
 

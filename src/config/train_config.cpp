@@ -1,5 +1,7 @@
 #include "config/train_config.h"
 
+#include <algorithm>
+
 #include <filesystem>
 
 #include "checkpoint/hf_folder.h"
@@ -442,6 +444,26 @@ LrSchedule effective_lr_schedule(const TrainConfig& c) {
   return resolved_schedule(c.trainer.optim.lr_schedule, c.optimizer.optimizer == OptimizerKind::kAdamw);
 }
 
+namespace {
+
+// A word that is no flag's value: after a switch (--use_amp false), the switch's two spellings.
+[[noreturn]] void refuse_a_positional(const std::vector<Flag>& table, const std::vector<std::string>& args,
+                                      const std::string& word) {
+  const auto at = std::find(args.begin(), args.end(), word);
+  if (at != args.begin() && at != args.end() && (at - 1)->rfind("--", 0) == 0) {
+    std::string name = (at - 1)->substr(2);
+    if (name.rfind("no-", 0) == 0) name = name.substr(3);
+    const Flag* flag = find_flag(table, name);
+    if (flag != nullptr && flag->type == FlagType::kBool)
+      throw UsageError(str("unexpected argument '", word, "' after --", name,
+                           ": a switch takes no value; pass --", name, " to turn it on or --no-", name,
+                           " to turn it off"));
+  }
+  throw UsageError(str("unexpected argument '", word, "'; flags start with -- (see ddptrain train --help)"));
+}
+
+}  // namespace
+
 TrainConfig resolve_train_config(const std::vector<std::string>& args, const std::vector<std::string>& base) {
   TrainConfig c;
   auto table = train_flags(c);
@@ -457,11 +479,11 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args, const std
     apply_toml_file(table, probe.program.config);
   }
   auto positional = parse_flags(table, args);
-  DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
-                  "'; flags start with -- (see ddptrain train --help)");
-  // Recorded as an absolute path (config.json): eval and resumes from another folder find it.
-  if (!c.model.model_path.empty())
-    c.model.model_path = std::filesystem::absolute(c.model.model_path).lexically_normal().string();
+  if (!positional.empty()) refuse_a_positional(table, args, positional[0]);
+  // Recorded as absolute paths (config.json): eval, export and resumes from another folder find
+  // them (a glob stays a glob: its folder is made absolute).
+  for (std::string* path : {&c.model.model_path, &c.data.data_dir, &c.data.data_path, &c.data.val_path})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   // A Hugging Face folder as --init_from is --init_from_hf: its weights need its sizes and activation.
   if (c.model.init_from_hf.empty() && is_hf_folder(c.trainer.checkpoint.init_from))
     c.model.init_from_hf = c.trainer.checkpoint.init_from;

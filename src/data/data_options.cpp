@@ -89,7 +89,8 @@ void reject_unused(const DataOptions& d) {
     throw OptionError(
         {{&d.dataset_size, "dataset_size"}, {&d.dataset, "dataset"}},
         str("{0}=", d.dataset_size, " sizes the generated datasets (synthetic, tokens); {1:", kind,
-            "} has as many samples as its data: drop it (to train on fewer, stop early with max_steps)"),
+            "} has as many samples as its data: drop it (to train on fewer, stop early with max_steps: "
+            "--max_steps)"),
         kDataOwner);
 }
 

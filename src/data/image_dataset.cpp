@@ -55,8 +55,9 @@ Example ImageDataset::get(int64_t index) const {
       return {image(i, epoch), at::scalar_tensor(label(i), at::kLong)};
     } catch (const ImageError& e) {
       if (opts_.bad_images == BadImagePolicy::kError)
-        throw UsageError(str(kind_, " '", name(i), "' does not decode: ", e.what(),
-                             "; replace or remove it, or skip such images (bad_images=skip)"));
+        throw UsageError(
+            str(kind_, " '", name(i), "' does not decode: ", e.what(),
+                "; replace or remove it, or skip such images (bad_images=skip: --bad_images skip)"));
       last = name(i) + ": " + e.what();
       std::lock_guard<std::mutex> lock(bad_mu_);
       if (bad_.insert(i).second) reported_.push_back(last);

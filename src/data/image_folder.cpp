@@ -58,7 +58,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw Error(str("cannot open image file '", path, "': ", std::strerror(errno),
-                    " (Note [A read that fails is not a bad image]: bad_images=skip does not skip it)"));
+                    " (Note [A read that fails is not a bad image]: bad_images=skip (--bad_images skip) does "
+                    "not skip it)"));
   struct stat st {};
   std::vector<uint8_t> bytes;
   errno = 0;
@@ -69,7 +70,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   if (!ok)
     throw Error(str("cannot read image file '", path,
                     "': ", err != 0 ? std::strerror(err) : "it became shorter while read",
-                    " (Note [A read that fails is not a bad image]: bad_images=skip does not skip it)"));
+                    " (Note [A read that fails is not a bad image]: bad_images=skip (--bad_images skip) does "
+                    "not skip it)"));
   return bytes;
 }
 

@@ -34,7 +34,8 @@ struct Batch {
 
 class Loader {
  public:
-  Loader(const Dataset& dataset, LoaderOptions opts) : dataset_(dataset), opts_(opts) {}
+  /// OptionError for options that would hang or divide by zero (LoaderOptions::validate).
+  Loader(const Dataset& dataset, LoaderOptions opts) : dataset_(dataset), opts_(opts) { opts_.validate(); }
   ~Loader() { stop(); }
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

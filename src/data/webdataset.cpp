@@ -67,7 +67,8 @@ std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
   const int fd = ::open(shards_[static_cast<size_t>(im.shard)].c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)  // Note [A read that fails is not a bad image]
     throw Error(str("cannot open tar shard '", shards_[static_cast<size_t>(im.shard)],
-                    "': ", std::strerror(errno), " (bad_images=skip does not skip a read that fails)"));
+                    "': ", std::strerror(errno),
+                    " (bad_images=skip (--bad_images skip) does not skip a read that fails)"));
   std::vector<uint8_t> out(static_cast<size_t>(im.size));
   errno = 0;
   const bool ok = read_fully_at(fd, out.data(), out.size(), im.offset);
@@ -76,7 +77,7 @@ std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
   if (!ok)
     throw Error(str("cannot read ", name(index), " (", im.size, " bytes at offset ", im.offset,
                     "): ", err != 0 ? std::strerror(err) : "the shard is shorter than its index says",
-                    " (bad_images=skip does not skip a read that fails)"));
+                    " (bad_images=skip (--bad_images skip) does not skip a read that fails)"));
   return out;
 }
 

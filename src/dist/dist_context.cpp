@@ -1,5 +1,7 @@
 #include "dist/dist_context.h"
 
+#include <algorithm>
+
 #include <torch/cuda.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -117,8 +119,16 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
                       "build) serves a store it cannot talk to. Run it under the torchrun of torch ",
                       TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
                       ", or with `ddptrain launch`, or use the build of that torch"));
+    // Rank 0 serves the store: what it waited for is the other ranks.
     throw Error(str(where, "rendezvous at ", env_.master_addr, ":", env_.master_port, " failed: ", msg,
-                    " (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the port free?)"));
+                    so.isServer
+                        ? str(" (this rank serves the rendezvous and the others did not all arrive: are the "
+                              "job's ",
+                              env_.world_size,
+                              " ranks started, with this MASTER_ADDR/MASTER_PORT and "
+                              "WORLD_SIZE?)")
+                        : std::string(" (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the "
+                                      "port free?)")));
   }
 }
 
@@ -142,12 +152,15 @@ void DistContext::release() {
   store_.reset();
 }
 
-void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
+void DistContext::wait(const compat::WorkHandle& work, const char* what) const { wait(work, what, timeout_); }
+
+void DistContext::wait(const compat::WorkHandle& work, const char* what,
+                       std::chrono::milliseconds timeout) const {
   // c10::Error's what() carries a C++ backtrace: keep the message only.
   auto fail = [&](const char* msg) {
     recorder_->complete_work(work.get(), false);
     const std::string reason =
-        str(what, " failed (", backend_name_, ", timeout ", timeout_.count() / 1000, " s): ", msg);
+        str(what, " failed (", backend_name_, ", timeout ", timeout.count() / 1000, " s): ", msg);
     if (watchdog_) {  // Note [Flight recorder]
       const std::string verdict = watchdog_->raise(reason);
       log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ",
@@ -159,7 +172,7 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   try {
     recorder_->wait_begins(work.get());
     if (host_waits(backend_name_))
-      work->wait(timeout_);
+      work->wait(timeout);
     else
       work->wait();  // the stream's wait only: no timeout given (Note [Waiting on NCCL])
     recorder_->complete_work(work.get(), true);
@@ -302,11 +315,13 @@ compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::ve
                    [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
 }
 
-void DistContext::barrier(const char* what) const {
+void DistContext::barrier(const char* what) const { barrier(what, timeout_); }
+
+void DistContext::barrier(const char* what, std::chrono::milliseconds at_least) const {
   if (!pg_) return;
   c10d::BarrierOptions o;
-  o.timeout = timeout_;
-  wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what);
+  o.timeout = std::max(timeout_, at_least);
+  wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what, o.timeout);
 }
 
 void DistContext::dump_flight(const std::string& reason) const {

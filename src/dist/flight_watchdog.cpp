@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "dist/flight_verdict.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 namespace {
@@ -62,7 +63,7 @@ void FlightWatchdog::write(const std::string& reason) {
     std::filesystem::create_directories(dir_);
     std::error_code ec;
     write_flight_file(dir_ + "/flight_rank" + std::to_string(rank_) + ".json",
-                      recorder_.to_json(rank_, world_, reason).dump(1), ec);
+                      json_text(recorder_.to_json(rank_, world_, reason), 1), ec);
     if (ec) throw std::filesystem::filesystem_error("rename", ec);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_,
@@ -84,7 +85,7 @@ bool FlightWatchdog::answer_launcher() {
   nlohmann::json p = recorder_.progress();
   p["rank"] = rank_;
   p["flight_dir"] = dir_;
-  std::string text = p.dump();
+  std::string text = json_text(p);
   if (text == last_progress_) return false;
   write_flight_file(flight_progress_path(launch_dir_, rank_), text,
                     ec);  // failing: the launch folder is gone

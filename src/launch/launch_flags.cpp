@@ -59,7 +59,15 @@ std::vector<std::string> parse_launch_args(const std::vector<std::string>& args,
   DDP_USAGE_CHECK(split < args.size(), "launch needs the worker command: add `train [train flags]` ",
                   "(or `eval --checkpoint DIR`, or any PROGRAM [ARGS...]) after the launch flags");
   auto table = launch_flags(*opts);
-  auto positional = parse_flags(table, {args.begin(), args.begin() + static_cast<long>(split)});
+  std::vector<std::string> positional;
+  try {
+    positional = parse_flags(table, {args.begin(), args.begin() + static_cast<long>(split)});
+  } catch (const UsageError& e) {  // most often a worker's flag before the command
+    if (std::string(e.what()).rfind("unknown", 0) != 0) throw;
+    throw UsageError(str(e.what(),
+                         " (launch's flags come before the worker command and the command's own after ",
+                         "it: ddptrain launch --nproc_per_node 2 train --epochs 1)"));
+  }
   DDP_USAGE_CHECK(positional.empty(), "unexpected argument '", positional.empty() ? "" : positional[0],
                   "' before `train`; see ddptrain launch --help");
   DDP_USAGE_CHECK(opts->nproc_per_node >= 1, "--nproc_per_node=", opts->nproc_per_node,

@@ -6,6 +6,7 @@
 
 #include "models/hf_config_fields.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -188,7 +189,7 @@ std::string hf_gpt2_config_json(const GptConfig& c, const std::string& dtype) {
        {std::pair{"bos_token_id", c.bos_token_id}, std::pair{"eos_token_id", c.eos_token_id}})
     j[key] = id >= 0 ? nlohmann::json(id) : nlohmann::json();
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;  // generate() stops at each
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace ddptrain

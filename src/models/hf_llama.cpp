@@ -6,6 +6,7 @@
 
 #include "models/hf_config_fields.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -308,7 +309,7 @@ std::string hf_llama_config_json(const LlamaConfig& c, const std::string& dtype)
     j["attention_bias"] = c.attention_bias == AttentionBias::kAll;
     j["mlp_bias"] = false;
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace ddptrain

@@ -86,6 +86,14 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     {
       at::AutoGradMode grad(true);
       compat::AutocastGuard autocast(replay->device.type(), replay->autocast_dtype, replay->autocast);
+      // A forward that ran without autocast replays without it, whatever region the backward
+      // runs in (else its gradients were of a bf16 forward: torch.utils.checkpoint sets it too).
+      struct Restore {
+        at::DeviceType device;
+        bool on;
+        ~Restore() { compat::AutocastGuard::set_enabled(device, on); }
+      } restore{replay->device.type(), compat::AutocastGuard::is_enabled(replay->device.type())};
+      if (!replay->autocast) compat::AutocastGuard::set_enabled(replay->device.type(), false);
       out = replay->fn(x);
     }
     set_rng(at::detail::getDefaultCPUGenerator(), cpu_now);

@@ -69,9 +69,35 @@ ScriptModel::ScriptModel(torch::jit::Module module, std::string name, int64_t fl
 
 at::Tensor ScriptModel::forward(const at::Tensor& x) {
   const c10::IValue out = module_.forward({x});
+  hold_replaced_buffers();
   DDP_USAGE_CHECK(out.isTensor(), "'", name_, "': its forward returns ", out.tagKind(),
                   ", not one tensor of logits");
   return out.toTensor();
+}
+
+// See Note [A buffer the scripted forward replaces].
+void ScriptModel::hold_replaced_buffers() {
+  const auto held = named_buffers(/*recurse=*/true);
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
+    const at::Tensor* mine = held.find(b.name);
+    if (mine == nullptr || b.value.unsafeGetTensorImpl() == mine->unsafeGetTensorImpl()) continue;
+    DDP_USAGE_CHECK(b.value.sizes() == mine->sizes() && b.value.scalar_type() == mine->scalar_type(), "'",
+                    name_, "': its forward replaced buffer '", b.name, "' ", mine->sizes(), " ",
+                    mine->scalar_type(), " by one of ", b.value.sizes(), " ", b.value.scalar_type(),
+                    "; ddptrain holds each buffer as the module was loaded (to broadcast and checkpoint it): "
+                    "keep its shape and dtype, or update it in place");
+    {
+      torch::NoGradGuard no_grad;
+      mine->copy_(b.value);
+    }
+    torch::jit::Module owner = module_;
+    std::string rest = b.name;
+    for (size_t dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+      owner = owner.attr(rest.substr(0, dot)).toModule();
+      rest = rest.substr(dot + 1);
+    }
+    owner.setattr(rest, *mine);
+  }
 }
 
 std::string ScriptModel::describe() const { return str("torchscript ", name_); }

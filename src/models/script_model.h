@@ -4,6 +4,12 @@
 // same tensors, so DDP, the optimizer, checkpoints and to(device) see what the scripted code
 // computes with, and model.pt has the keys of the Python module's state_dict. Its forward is
 // the scripted forward; train()/eval() set the scripted module's mode too.
+// Note [A buffer the scripted forward replaces]: a forward that assigns a buffer anew
+// (self.ema = 0.9 * self.ema + ...) points the scripted module at another tensor, while the
+// mirror, DDP's buffer broadcast and checkpoints hold the first: the ranks drifted apart and
+// model.pt kept the initial value. After each forward the new value is copied into the held
+// tensor and the module pointed back at it (PyTorch's DDP re-reads its buffers before each
+// broadcast for the same case); one of another shape or dtype is a usage error naming it.
 // A library user passes a module loaded (or built) in C++ the same way:
 //   auto net = std::make_shared<ddptrain::ScriptModel>(torch::jit::load("net.pt"), "net.pt");
 //   ddptrain::Trainer trainer(ctx, ddptrain::trainable(net), sgd, opts);
@@ -31,6 +37,7 @@ class ScriptModel : public Model {
   void train(bool on = true) override;
 
  private:
+  void hold_replaced_buffers();
   torch::jit::Module module_;
   std::string name_;  // its file, or the library user's name for it
   int64_t flops_per_sample_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 
@@ -49,7 +50,7 @@ bool ChromeTrace::write() {
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   std::ofstream out(path_);
   DDP_CHECK(out.good(), "cannot write the profiler trace '", path_, "'");
-  out << doc.dump() << '\n';
+  out << json_text(doc) << '\n';
   written_ = true;
   return true;
 }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 
@@ -34,7 +37,9 @@ MetricsWriter::MetricsWriter(const std::string& path, bool is_main) {
   char stamp[32];
   std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &utc);
   run_ = std::string(stamp) + "-" + std::to_string(::getpid());
-  DDP_CHECK(out_->good(), "cannot open the metrics file '", path, "' for writing");
+  if (!out_->good())
+    throw UsageError(str("cannot open the metrics file '", path, "' for writing (", std::strerror(errno),
+                         "): give a --metrics_file this user can write"));
 }
 
 void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::json record) {
@@ -45,7 +50,7 @@ void MetricsWriter::write(const char* kind, int64_t step, int epoch, nlohmann::j
   record["run"] = run_;
   record["time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   record["unix_time"] = unix_seconds();
-  *out_ << record.dump() << '\n' << std::flush;
+  *out_ << json_text(record) << '\n' << std::flush;
 }
 
 }  // namespace ddptrain

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace ddptrain {
 namespace {
@@ -70,12 +72,14 @@ uint32_t masked_crc32c(const void* data, size_t n) {
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir, bool is_main) {
   if (dir.empty() || !is_main) return;
-  std::filesystem::create_directories(dir);
+  create_output_folder(dir, "the TensorBoard folder");
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(unix_seconds())) + "." + host;
   out_ = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::app);
-  DDP_CHECK(out_->good(), "cannot open the TensorBoard event file '", path_, "'");
+  if (!out_->good())
+    throw UsageError(str("cannot open the TensorBoard event file '", path_, "' (", std::strerror(errno),
+                         "): give a --tensorboard_dir this user can write"));
   std::string e = event_header(unix_seconds(), 0);
   bytes_field(e, 3, "brain.Event:2");
   write_record(e);

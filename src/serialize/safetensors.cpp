@@ -14,6 +14,7 @@
 #include "obs/logger.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/json_text.h"
 
 namespace ddptrain {
 namespace {
@@ -215,7 +216,7 @@ std::string safetensors_bytes(const NamedTensors& tensors,
         {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
-  std::string json = header.dump();
+  std::string json = json_text(header);
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string out;
   out.reserve(8 + json.size() + offset);

@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "obs/logger.h"
 #include "util/clock.h"
+#include "util/error.h"
 
 namespace ddptrain {
 namespace {
@@ -26,6 +27,10 @@ bool stop_agreed(const EvalOptions& opts, const DistContext& ctx) {
 
 EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test,
                     const EvalOptions& opts, const DistContext& ctx) {
+  // The same options on every rank: each throws before any collective.
+  check_option_positive(opts.batch_size, "batch_size", "pass e.g. {0:64}", "EvalOptions");
+  check_option_non_negative(opts.num_workers, "num_workers", "pass {0:0} to load in this thread",
+                            "EvalOptions");
   torch::NoGradGuard no_grad;
   model.module->eval();
   std::vector<int64_t> mine;
@@ -44,6 +49,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   int64_t read = 0;  // samples of `mine` taken so far
   bool stopped = false;
   while (auto batch = loader.next()) {
+    if (objective.check_targets) objective.check_targets(batch->targets);
     at::Tensor output = model.forward(batch->inputs.to(ctx.device()));
     at::Tensor targets = batch->targets.to(ctx.device());
     const int64_t rows = batch->inputs.size(0), counted = std::clamp<int64_t>(per_rank - read, 0, rows);
@@ -75,10 +81,10 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   model.module->train();
   const double n = std::max(sums[0][2].item<double>(), 1.0);
   EvalResult r{sums[0][0].item<double>() / n, objective.correct ? sums[0][1].item<double>() / n : -1.0,
-               static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0};
+               static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0,
+               seconds_since(t0)};
   ctx.log().info(str("evaluation ", r.interrupted ? "interrupted by a signal after " : "took ",
-                     r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", seconds_since(t0)),
-                     " s"));
+                     r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", r.seconds), " s"));
   return r;
 }
 

@@ -21,6 +21,7 @@ struct EvalResult {
   double accuracy = -1;      // -1 when the objective has no `correct`
   int64_t samples = 0;       // over all ranks: the size of the test split, unless interrupted
   bool interrupted = false;  // a rank was asked to stop (stop_requested) and stopped early
+  double seconds = 0;        // the evaluation's wall time on this rank, the final all-reduce included
 };
 
 struct EvalOptions {

@@ -19,15 +19,17 @@ std::string shape_of(const at::Tensor& t) {
 std::string wanted_output(const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
   if (loss == LossKind::kMse) return shape_of(targets) + ", the targets' shape";
   std::string s = shape_of(targets);
-  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + ">= " + std::to_string(shape.num_classes) +
-      ")";
+  // Token logits may hold more rows than the data's vocabulary (padded: Note [Padded vocabulary]);
+  // a classifier's are its classes, no more (the extra ones took part in the loss and the argmax).
+  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + (shape.is_tokens() ? ">= " : "") +
+      std::to_string(shape.num_classes) + ")";
   return s + (shape.is_tokens() ? ": (B, T, vocab) logits" : ": (B, classes) logits");
 }
 
 bool output_fits(const at::Tensor& out, const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
   if (loss == LossKind::kMse) return out.sizes() == targets.sizes();
   return out.dim() == targets.dim() + 1 && out.sizes().slice(0, targets.dim()) == targets.sizes() &&
-         out.size(-1) >= shape.num_classes;
+         (shape.is_tokens() ? out.size(-1) >= shape.num_classes : out.size(-1) == shape.num_classes);
 }
 
 }  // namespace

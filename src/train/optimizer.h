@@ -4,7 +4,8 @@
 //    dimensions only (weight matrices, convolution kernels, embeddings), none on biases and
 //    normalisation weights, as GPT-2/nanoGPT; two parameter groups in that order (an empty
 //    one is left out).
-// Schedules: epoch_cosine is the reference's CosineAnnealingLR stepped per epoch;
+// Schedules: epoch_cosine is the reference's CosineAnnealingLR stepped per epoch, in its closed
+// form (Python's recursive step() differs in the last bit of the rate now and then);
 // step_cosine rises linearly over the warmup steps to --lr, then follows a half cosine down to
 // lr·min_lr_ratio at the last step, computed from the optimizer step and the run's horizon
 // (so a resumed run has the same learning rates, and reaches the minimum at its last step
@@ -31,8 +32,8 @@ std::unique_ptr<torch::optim::Optimizer> build_optimizer(const OptimizerOptions&
 /// Sets every parameter group's learning rate.
 void set_lr(torch::optim::Optimizer& opt, double lr);
 
-/// The reference's per-epoch cosine annealing (eta_min 0): the learning rate after
-/// `epochs_done` of `total_epochs`.
+/// The reference's per-epoch cosine annealing (eta_min 0) in closed form: the learning rate
+/// after `epochs_done` of `total_epochs`.
 double cosine_lr(double base_lr, int epochs_done, int total_epochs);
 
 /// step_cosine: the learning rate of optimizer step `step` (0-based) of `total_steps` after a

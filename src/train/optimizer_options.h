@@ -17,8 +17,10 @@ inline const Choices<OptimizerKind>& optimizer_choices() {
 inline const char* word(OptimizerKind v) { return optimizer_choices().word(v); }
 
 // Which implementation steps the optimizer (Note [Fused optimizers], optim/fused_optimizers.h).
-// auto: fused on CUDA (what pays there: one kernel per group), the loop on CPU (bitwise
-// Python's default there, and the golden runs'); on: fused on every device (LibTorch >= 2.4);
+// auto: fused on CUDA (what pays there: one kernel per group), the loop on CPU (the golden
+// runs', and for SGD bitwise Python's default there; Python's CPU AdamW moves its first moment
+// with lerp_, LibTorch's with mul_ and add_: the last bit of some elements); on: fused on every
+// device (LibTorch >= 2.4);
 // off: torch::optim's loop everywhere.
 enum class FusedOptimizer { kAuto, kOn, kOff };
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "util/json_text.h"
 #include "util/strings.h"
 
 namespace ddptrain {
@@ -85,7 +86,7 @@ void record_evaluation_made(const DistContext& ctx, const std::string& dir, int 
   const nlohmann::json made = {
       {"epoch", epoch}, {"loss", ev.loss}, {"accuracy", ev.accuracy}, {"samples", ev.samples}};
   try {
-    write_file_atomic((std::filesystem::path(dir) / kEvaluationMadeFile).string(), made.dump(2) + "\n");
+    write_file_atomic((std::filesystem::path(dir) / kEvaluationMadeFile).string(), json_text(made, 2) + "\n");
   } catch (const std::exception& err) {
     ctx.log().warn(str("could not record in '", dir, "' that epoch ", epoch, "'s evaluation was made (",
                        err.what(), "): a run resumed from it evaluates epoch ", epoch, " again"));

@@ -1,6 +1,7 @@
 #include "train/stop_signal.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -8,10 +9,30 @@ namespace ddptrain {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<long long> g_first_ns{0};  // CLOCK_MONOTONIC at the first signal
 
+long long now_ns() {
+  struct timespec t {};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
+
+// Note [A second stop signal]: the first SIGTERM/SIGINT asks for a stop at the next step the
+// ranks agree on; a rank held in a collective (a peer hung) reaches none until the timeout
+// (--dist_timeout_s, 600 s by default), and a bare `ddptrain train` could then be ended by
+// SIGKILL only. A second signal 2 s or more after the first ends the process by that signal
+// (as a launcher escalates after its grace). Closer ones are one request: a terminal's Ctrl-C
+// reaches a launcher's workers in its process group (torchrun's) as SIGINT, and the
+// launcher's forwarded SIGTERM follows at once.
 void on_stop_signal(int sig) {
   int expected = 0;
-  g_stop_signal.compare_exchange_strong(expected, sig);
+  if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+    g_first_ns.store(now_ns());
+    return;
+  }
+  if (now_ns() - g_first_ns.load() < 2000000000LL) return;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 namespace ddptrain {
 
 SampleTrace::SampleTrace(const std::string& dir, int rank, int world) {
-  std::filesystem::create_directories(dir);
+  create_output_folder(dir, "the sample trace folder");
   const std::string path = dir + "/rank" + std::to_string(rank) + ".txt";
   out_.open(path, std::ios::app);
   DDP_CHECK(out_.good(), "cannot open the sample trace file '", path, "'");

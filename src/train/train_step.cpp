@@ -10,6 +10,7 @@
 #include "ddp/zero_optimizer.h"
 #include "kernels/fused_cross_entropy.h"
 #include "optim/grad_clip.h"
+#include "util/error.h"
 #include "util/torch_compat.h"
 
 namespace ddptrain {
@@ -83,6 +84,15 @@ Objective Objective::classification(FusedLoss fused) {
   o.correct = [last](const at::Tensor& logits, const at::Tensor& targets) {
     at::Tensor count = last->take(logits, targets);
     return count.defined() ? count : logits.argmax(-1).eq(targets).sum();
+  };
+  o.check_targets = [](const at::Tensor& targets) {
+    if (targets.numel() == 0 || targets.is_floating_point()) return;  // the fit check names float targets
+    const int64_t lowest = targets.min().item<int64_t>();             // on the host
+    DDP_USAGE_CHECK(
+        lowest >= 0, "a target of ", lowest, lowest == -100 ? " (PyTorch's ignore_index)" : "",
+        ": ddptrain's cross-entropy counts every target, as its mean and accuracy do, and ignores "
+        "none; give class or token ids from 0, or an Objective whose loss ignores what it "
+        "should (Objective::loss, train/trainable.h)");
   };
   return o;
 }

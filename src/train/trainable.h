@@ -91,9 +91,14 @@ struct Objective {
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> loss;
   /// The number of correct predictions (a scalar tensor), or empty: no accuracy.
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> correct;
+  /// Checks a batch's targets while they are on the host (before the copy to the device: no
+  /// device sync); UsageError for targets the loss cannot take. Empty: none checked.
+  std::function<void(const at::Tensor& targets)> check_targets;
 
   /// Cross-entropy of class (B, C) or next-token (B, T, V) logits; `fused` for the latter
-  /// (Note [Fused cross-entropy]: its backward overwrites the logits, read them before).
+  /// (Note [Fused cross-entropy]: its backward overwrites the logits, read them before). Every
+  /// target counts: a negative one (PyTorch's ignore_index, -100) is refused by check_targets,
+  /// as the eager loss would skip it, the fused one stop on it and the mean count it.
   static Objective classification(FusedLoss fused = FusedLoss::kAuto);
   /// The mean squared error of outputs and float targets of the same shape; no accuracy.
   static Objective mean_squared_error();

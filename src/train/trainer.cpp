@@ -265,9 +265,9 @@ void Trainer::Impl::describe_data(Run& run) {
   if (const int64_t left = run.sampler.num_samples() % opts_.data.batch_size; left != 0)
     log.info(opts_.data.drop_last
                  ? str("each epoch drops each rank's last ", left, left == 1 ? " sample" : " samples",
-                       " (a partial batch; drop_last=false trains it)")
+                       " (a partial batch; drop_last=false, --no-drop_last, trains it)")
                  : str("each epoch's last batch holds ", left, left == 1 ? " sample" : " samples",
-                       " per rank (drop_last=false)"));
+                       " per rank (drop_last=false: --no-drop_last)"));
   if (run.batches % K != 0)
     log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K,
                  " micro-batches instead of ", K, " (its loss is averaged over ", run.batches % K, ")"));

@@ -100,6 +100,7 @@ bool Trainer::Impl::train_epoch(Run& run) {
     enter(run, StepTimer::kData);  // Note [Loop phases]
     auto batch = run.loader.next();
     DDP_ASSERT(batch.has_value(), "loader ended early at micro-batch ", micro);
+    if (objective_.check_targets) objective_.check_targets(batch->targets);
     // From pinned memory on CUDA: the copies overlap with the work queued before them.
     at::Tensor inputs = batch->inputs.to(ctx_.device(), /*non_blocking=*/pinned);
     if (opts_.channels_last && inputs.dim() == 4) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);

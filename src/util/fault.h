@@ -11,6 +11,8 @@
 //   DDPTRAIN_FAULT_TERM_IN_EVAL=E   ... sends itself SIGTERM there (a stop request during it);
 //   DDPTRAIN_FAULT_KILL_IN_SAVE=STAGE@N  rank 0 SIGKILLs itself at STAGE of the checkpoint
 //                                   save after step N (stages: checkpoint.h SaveOptions);
+//   DDPTRAIN_FAULT_SLOW_SAVE=S@N     rank 0 sleeps S seconds once the files of the save after
+//                                   step N are written (a slow file system);
 //   DDPTRAIN_FAULT_ATTEMPT=A        only in launch attempt A (TORCHELASTIC_RESTART_COUNT,
 //                                   default 0); -1: in every attempt.
 #pragma once
@@ -36,6 +38,8 @@ struct FaultPlan {
   int64_t term_in_eval_epoch = -1;
   std::string kill_in_save_stage;
   int64_t kill_in_save_step = -1;
+  int64_t slow_save_s = 0;
+  int64_t slow_save_step = -1;
   int rank = 0;
 
   static FaultPlan from_env() {
@@ -54,6 +58,11 @@ struct FaultPlan {
     if (const auto at = save.find('@'); at != std::string::npos) {
       f.kill_in_save_stage = save.substr(0, at);
       f.kill_in_save_step = std::stoll(save.substr(at + 1));
+    }
+    const std::string slow = env::get("DDPTRAIN_FAULT_SLOW_SAVE").value_or("");
+    if (const auto at = slow.find('@'); at != std::string::npos) {
+      f.slow_save_s = std::stoll(slow.substr(0, at));
+      f.slow_save_step = std::stoll(slow.substr(at + 1));
     }
     f.rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_RANK", 0, 1 << 20).value_or(0));
     return f;
@@ -86,6 +95,8 @@ struct FaultPlan {
   /// Called by rank 0 at each stage of a checkpoint save.
   void in_save(int64_t global_step, const char* stage) const {
     if (global_step == kill_in_save_step && kill_in_save_stage == stage) ::kill(::getpid(), SIGKILL);
+    if (global_step == slow_save_step && std::string(stage) == "files_written")
+      ::sleep(static_cast<unsigned>(slow_save_s));
   }
 };
 

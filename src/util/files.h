@@ -18,11 +18,21 @@
 
 namespace ddptrain {
 
+/// Creates an output folder (and those above it); UsageError naming `what` (e.g. "the metrics
+/// file's folder"), the folder and the reason when it cannot be made.
+inline void create_output_folder(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw UsageError(detail::concat("cannot create ", what, " '", dir, "' (", ec.message(),
+                                    "): give a path this user can write"));
+}
+
 /// Creates the folder an output file will go in (nothing for a bare file name), as every
 /// output flag promises: --metrics_file, export --out, plot -o.
 inline void create_parent_folder(const std::string& file) {
   const std::filesystem::path parent = std::filesystem::path(file).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
+  if (!parent.empty()) create_output_folder(parent.string(), "the folder of '" + file + "'");
 }
 
 /// The files a pattern names (glob(3), sorted by name; a plain path names itself). UsageError

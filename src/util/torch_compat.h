@@ -134,8 +134,6 @@ class AutocastGuard {
     return d == at::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
 #endif
   }
-
- private:
   static void set_enabled(at::DeviceType d, bool on) {
 #if TORCH_VERSION_MAJOR >= 2
     at::autocast::set_autocast_enabled(d, on);
@@ -146,6 +144,8 @@ class AutocastGuard {
       at::autocast::set_cpu_enabled(on);
 #endif
   }
+
+ private:
   static void set_dtype(at::DeviceType d, at::ScalarType t) {
 #if TORCH_VERSION_MAJOR >= 2
     at::autocast::set_autocast_dtype(d, t);

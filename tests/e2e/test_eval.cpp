@@ -46,6 +46,8 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
     ASSERT_EQ(records.size(), 1u) << "world " << world << ": " << r.output;
     EXPECT_EQ(records[0].value("kind", ""), "eval");
     EXPECT_EQ(records[0].at("samples").get<int64_t>(), 10000) << "world " << world;
+    // How long the evaluation took (time_s is from the metrics file's opening, written after it).
+    EXPECT_GT(records[0].at("eval_s").get<double>(), records[0].at("time_s").get<double>());
     accs.push_back(records[0].at("test_acc").get<double>());
     losses.push_back(records[0].at("test_loss").get<double>());
   }
@@ -240,4 +242,33 @@ TEST(E2E, AnEvaluationThatFailsLosesNothing) {
       run(launch(2, free_port(), gpt(ck, ck + "/m4.jsonl", {"--resume_from", "auto"})), {}, 300);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_TRUE(epochs_of(ck + "/m4.jsonl").empty()) << again.output;
+}
+
+// docs/checkpoints.md: a checkpoint whose optimizer.pt was deleted to keep its weights. eval and
+// export read only model.pt, meta.json and config.json (export stopped: "optimizer.pt is
+// missing"); model.pt damaged still stops both.
+TEST(Eval, EvalAndExportTakeACheckpointWhoseOptimizerStateWasDeleted) {
+  const std::string ckpt = fresh_dir("weights_only");
+  ProcResult t =
+      run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size", "64",
+           "--max_steps", "2", "--num_workers", "1", "--eval_every", "0", "--checkpoint_dir", ckpt},
+          {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string step = ckpt + "/step_00000002";
+  ASSERT_TRUE(fs::remove(step + "/optimizer.pt"));
+  ProcResult e = run({binary(), "eval", "--checkpoint", step, "--batch_size", "1000"}, {}, 300);
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+  ProcResult x = run(
+      {binary(), "export", "--checkpoint", step, "--out", ckpt + "/w.safetensors", "--format", "safetensors"},
+      {}, 300);
+  EXPECT_EQ(x.exit_code, 0) << x.output;
+  EXPECT_TRUE(fs::exists(ckpt + "/w.safetensors"));
+  {
+    std::fstream f(step + "/model.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  ProcResult damaged = run({binary(), "export", "--checkpoint", step, "--out", ckpt + "/d.pt"}, {}, 300);
+  EXPECT_NE(damaged.exit_code, 0) << damaged.output;
+  EXPECT_NE(damaged.output.find("model.pt fails its CRC-32 check"), std::string::npos) << damaged.output;
 }

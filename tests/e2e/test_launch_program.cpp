@@ -67,6 +67,11 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
       run({binary(), "launch", "--nnodes", "2", "--node_rank", "0", "--max_restarts", "1", "true"}, {}, 60);
   EXPECT_EQ(nodes.exit_code, 2) << nodes.output;
   EXPECT_NE(nodes.output.find("--max_restarts=1 with --nnodes=2"), std::string::npos) << nodes.output;
+  // A worker's flag before the command: where it goes (it said only "unknown option").
+  ProcResult early = run({binary(), "launch", "--nproc_per_node", "2", "--epochs", "1", "train"}, {}, 60);
+  EXPECT_EQ(early.exit_code, 2) << early.output;
+  EXPECT_NE(early.output.find("launch's flags come before the worker command"), std::string::npos)
+      << early.output;
 }
 
 namespace {

@@ -418,8 +418,35 @@ TEST(TorchScript, AModuleThatDoesNotFitTheDataIsAUsageErrorOnEveryRank) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   for (const std::string rank : {"[0] error: [rank 0/2]", "[1] error: [rank 1/2]"})
     EXPECT_EQ(lines_with(r.output, rank + " --model_path").size(), 1u) << rank << "\n" << r.output;
-  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, >= 10)"),
+  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, 10)"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(lines_with(r.output, "DDP: world").empty()) << "not stopped before DDP began: " << r.output;
+  // More logits than the data's classes: refused too (it trained, the extra classes in the loss
+  // and the accuracy's argmax).
+  ProcResult many = run(launch(2, free_port(), script_train(dir, save_script(dir, "many_classes"))), {}, 120);
+  EXPECT_EQ(many.exit_code, 2) << many.output;
+  EXPECT_NE(many.output.find("its output has shape (2, 12); --loss cross_entropy needs (2, 10)"),
+            std::string::npos)
+      << many.output;
+}
+
+// Note [A buffer the scripted forward replaces]: a module whose forward assigns its buffer `ema`
+// anew, trained 2 steps at world 2: the checkpoint holds the value the forward made (it held
+// the initial 0 for ever, and each rank's module its own value), and the ranks end equal.
+TEST(TorchScript, ABufferTheForwardAssignsAnewIsCheckpointedAndSharedByTheRanks) {
+  const std::string dir = fresh_dir("torchscript_ema");
+  const std::string ema = save_script(dir, "ema");
+  ProcResult r = run(launch(2, free_port(), script_train(dir, ema, {"--max_steps", "2"})), {}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto fp = fingerprints(r.output);
+  ASSERT_EQ(fp.size(), 2u) << r.output;
+  EXPECT_EQ(fp.at(0), fp.at(1)) << "the ranks' buffers parted";
+  ProcResult value =
+      run({python(), script_py(), "buffer", dir + "/ck/step_00000002/model.pt", "ema"}, {}, 120);
+  ASSERT_EQ(value.exit_code, 0) << value.output;
+  const size_t at = value.output.find("VALUE ");
+  ASSERT_NE(at, std::string::npos) << value.output;
+  EXPECT_NE(std::stod(value.output.substr(at + 6)), 0.0)
+      << "model.pt holds the initial ema: " << value.output;
 }

@@ -443,3 +443,23 @@ TEST(UserIntent, AnotherBatchSizeOnResumeTrainsEachSampleOnce) {
   std::iota(each_once.begin(), each_once.end(), 0);
   EXPECT_EQ(epoch1, each_once) << "a sample of epoch 1 repeated or skipped";
 }
+
+// The README's quick start names its data relatively (--data_dir mydata): config.json records the
+// data paths absolute, as --model_path, so eval finds them from any folder (it read 'corpus.txt'
+// from where eval ran, and its error told the user to write the file).
+TEST(UserIntent, EvalFindsDataNamedRelativelyFromAnyFolder) {
+  const std::string dir = fresh_dir("relative_data");
+  std::filesystem::copy_file(kGplText, dir + "/corpus.txt");
+  std::vector<std::string> train = gpt_text_train(dir + "/ck", {"--max_steps", "1", "--eval_every", "0"});
+  *std::next(std::find(train.begin(), train.end(), "--data_path")) = "corpus.txt";
+  train.insert(train.begin(), binary());
+  std::string cmd = "cd '" + dir + "' && exec";
+  for (const std::string& a : train) cmd += " '" + a + "'";
+  ProcResult t = run({"/bin/sh", "-c", cmd}, {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const nlohmann::json config = nlohmann::json::parse(read_text(dir + "/ck/config.json"));
+  EXPECT_EQ(config.at("data_path").get<std::string>(), dir + "/corpus.txt") << config.dump();
+  ProcResult e =
+      run({"/bin/sh", "-c", "cd / && exec '" + binary() + "' eval --checkpoint '" + dir + "/ck'"}, {}, 300);
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+}

@@ -9,11 +9,14 @@ Any python with torch 1.13 or 2.x (the build's: each file is made by the torch i
       no_params      a forward without parameters
       two_inputs     forward(x, y)
       few_classes    (B, 3, H, W) -> (B, 4) logits
+      many_classes   (B, 3, H, W) -> (B, 12) logits
+      ema            net with a buffer `ema` its forward assigns anew in training
   script_model.py save_mini_resnet PATH WIDTH   the reference MiniResNet (tests/python/reference.py), scripted
   script_model.py newer PATH OUT           PATH with its archive's version records set to 99 (a file
                                            as a newer torch would write it)
   script_model.py load_weights MODEL_PT [KIND]  load ddptrain's model.pt into KIND (strict); prints LOADED
   script_model.py same SCRIPT_PT MODEL_PT  the scripted file's weights equal model.pt's (exit 1 if not)
+  script_model.py buffer MODEL_PT NAME     prints VALUE and the one-element tensor NAME of model.pt
   script_model.py close A_PT B_PT ATOL     two state_dict files agree within ATOL (exit 1 naming the first
                                            tensor that does not)
   script_model.py regression_data DIR      DIR/train.pt and test.pt: images and float targets (N, 2)
@@ -39,6 +42,20 @@ class Net(nn.Module):
         h = F.silu(self.norm(self.stem(x)))
         h = self.body(h)
         return self.head(h.mean(dim=(2, 3)))
+
+
+class EmaNet(nn.Module):
+    """Net with a buffer its forward assigns anew (not in place): the inputs' running mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = Net()
+        self.register_buffer("ema", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.ema = 0.5 * self.ema + 0.5 * x.mean()
+        return self.net(x)
 
 
 class BnNet(nn.Module):
@@ -130,7 +147,8 @@ class FlatLinear(nn.Module):
 
 
 KINDS = {"flat_linear": FlatLinear, "fmnist_linear": lambda: FlatLinear(1), "net": Net, "bn": BnNet, "lm": TinyLM, "regressor": Regressor, "no_params": NoParams,
-         "two_inputs": TwoInputs, "few_classes": lambda: Net(classes=4)}
+         "two_inputs": TwoInputs, "few_classes": lambda: Net(classes=4),
+         "many_classes": lambda: Net(classes=12), "ema": EmaNet}
 
 
 def newer(path, out):
@@ -189,6 +207,8 @@ def main() -> None:
         diff = max((script[k] - trained[k]).abs().max().item() for k in script)
         print("max diff", diff)
         sys.exit(0 if diff < 1e-12 and set(script) == set(trained) else 1)
+    elif what == "buffer":
+        print("VALUE", torch.load(path, weights_only=True)[sys.argv[3]].item())
     elif what == "close":
         close(path, sys.argv[3], sys.argv[4])
     elif what == "regression_data":

@@ -207,6 +207,26 @@ TEST(Recompute, GradientsAndBuffersBitwiseEqualToAPlainBackwardWithDropout) {
   EXPECT_EQ(r0, r1) << "recompute left the RNG elsewhere";
 }
 
+// A forward run without autocast and its backward run inside an autocast region (a library
+// user's loop): the replay runs without autocast too, so the gradients are the fp32 forward's,
+// bitwise those of a plain backward (the replay ran in bf16: another forward's gradients).
+TEST(Recompute, AForwardWithoutAutocastReplaysWithoutItInsideAnAutocastRegion) {
+  torch::manual_seed(5);
+  const at::Tensor weight = torch::randn({64, 64}).requires_grad_();
+  const at::Tensor x = torch::randn({8, 64});
+  const auto fn = [&](const at::Tensor& in) { return at::tanh(at::mm(in, weight)); };
+  auto grad_of = [&](bool recomputed) {
+    weight.mutable_grad().reset();
+    const at::Tensor y = recomputed ? recompute(fn, x, {weight}, {}) : fn(x);
+    compat::AutocastGuard autocast(c10::kCPU, at::kBFloat16, true);
+    y.square().sum().backward();
+    return weight.grad().clone();
+  };
+  const at::Tensor plain = grad_of(false), recomputed = grad_of(true);
+  EXPECT_EQ(recomputed.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(plain, recomputed)) << "max diff " << (plain - recomputed).abs().max().item<double>();
+}
+
 TEST(Recompute, HoldsLessActivationMemory) {
   // What the forward leaves for backward (activations), and the peak during backward.
   install_cpu_memory_accounting();

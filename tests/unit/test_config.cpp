@@ -12,6 +12,7 @@
 
 #include "config/train_config.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 using namespace ddptrain;
 
@@ -369,4 +370,33 @@ TEST(Config, AFlagGivenBesideInitFromHfAgreesWithTheConfigEvenAtItsDefault) {
                 .model.rope_theta,
             500000.0);
   std::filesystem::remove_all(dir);
+}
+
+// A flag's value is recorded in JSON (config.json, each checkpoint), which holds UTF-8 only: a
+// path named in Latin-1 is a usage error naming the flag and the byte (nlohmann's dump threw
+// and the run ended at its first log line with a JSON exception).
+// A value after a switch: the switch's two spellings (it said only "unexpected argument 'false'").
+TEST(Config, AValueGivenToASwitchNamesItsTwoSpellings) {
+  EXPECT_NE(
+      usage_error_of({"--use_amp", "false"}).find("after --use_amp: a switch takes no value; pass --use_amp"),
+      std::string::npos);
+  EXPECT_NE(
+      usage_error_of({"--batch_size", "8", "stray"}).find("unexpected argument 'stray'; flags start with --"),
+      std::string::npos);
+}
+
+TEST(Config, AFlagThatIsNotUtf8IsAUsageErrorNamingIt) {
+  EXPECT_NE(usage_error_of({"--dataset", "text", "--data_path", "corpus-\xe9.txt"})
+                .find("--data_path: the value is not UTF-8 (byte 0xE9 at offset 7)"),
+            std::string::npos);
+  EXPECT_EQ(first_invalid_utf8("plain/ascii.txt"), std::nullopt);
+  EXPECT_EQ(first_invalid_utf8("caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80"), std::nullopt);  // é € 😀
+  EXPECT_EQ(first_invalid_utf8("ab\xc0\x80"), 2u);                                           // overlong
+  EXPECT_EQ(first_invalid_utf8("\xed\xa0\x80"), 0u);                                         // a surrogate
+  EXPECT_EQ(first_invalid_utf8("x\xe2\x82"), 1u);                                            // cut short
+  EXPECT_EQ(first_invalid_utf8("\xf4\x90\x80\x80"), 0u);                                     // above U+10FFFF
+  EXPECT_EQ(first_invalid_utf8("a\x80"), 1u);  // a lone continuation byte
+  // Written with U+FFFD where a string holds such bytes (a class folder's name): no exception.
+  const nlohmann::json j = {{"class", std::string("caf\xe9")}};
+  EXPECT_EQ(nlohmann::json::parse(json_text(j)).at("class").get<std::string>(), "caf\xef\xbf\xbd");
 }

@@ -127,6 +127,23 @@ TEST(Data, LoaderOrderIndependentOfWorkers) {
   EXPECT_TRUE(runs[0][0][0].equal(ds.get(102).input));
 }
 
+// The Loader is public (data/loader.h): options that hung next() for ever (no workers, no batch
+// prefetched) or divided by zero (SIGFPE) are an OptionError naming the field, at construction.
+TEST(Data, ALoaderOfOptionsThatCannotWorkIsRefusedByName) {
+  SyntheticDataset ds(16, {1, 4, 4, 5});
+  const auto refused = [&](LoaderOptions o, const std::string& field) {
+    try {
+      Loader loader(ds, o);
+      ADD_FAILURE() << field << " was taken";
+    } catch (const OptionError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused({0, 1, 2, true}, "batch_size=0 must be > 0");
+  refused({4, -1, 2, true}, "num_workers=-1 must be >= 0");
+  refused({4, 1, 0, true}, "prefetch_factor=0 must be > 0");
+}
+
 TEST(Data, LoaderSkipAndEarlyStop) {
   SyntheticDataset ds(64, {1, 2, 2, 3});
   std::vector<int64_t> idx(64);

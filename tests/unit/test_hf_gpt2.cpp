@@ -122,6 +122,15 @@ TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json") ||
                fs::exists(out + "/model-00001-of-00002.safetensors"));
   EXPECT_TRUE(is_hf_folder(out));
+  // An export that fails (a tensor safetensors cannot hold) leaves the folder's export whole (it
+  // deleted the weights first, then wrote config.json and stopped).
+  NamedTensors bad = gpt_to_hf(state);
+  bad.emplace_back("z.complex", at::zeros({2}, at::kComplexFloat));
+  EXPECT_THROW(write_hf_folder(out, "{\"broken\": true}", bad, at::kFloat, 30 << 10), Error);
+  EXPECT_EQ(read_hf_config(out).count("broken"), 0u) << "config.json of the failed export";
+  const NamedTensors kept = gpt_from_hf(read_hf_tensors(out), c, out);
+  for (size_t i = 0; i < state.size(); ++i)
+    EXPECT_TRUE(kept[i].second.equal(state[i].second)) << state[i].first;
   write_hf_folder(half, hf_gpt2_config_json(c, "bfloat16"), gpt_to_hf(state), at::kBFloat16, 1 << 30);
   ASSERT_TRUE(fs::exists(half + "/model.safetensors"));
   for (const auto& [name, t] : read_hf_tensors(half)) EXPECT_EQ(t.scalar_type(), at::kBFloat16) << name;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "golden.h"
 #include "models/mini_resnet.h"
@@ -14,6 +15,7 @@
 #include "obs/mfu.h"
 #include "obs/tensorboard.h"
 #include "serialize/python_pickle.h"
+#include "util/error.h"
 
 using namespace ddptrain;
 
@@ -118,6 +120,32 @@ TEST(Metrics, ARecordAfterACutLineStartsALineOfItsOwn) {
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(nlohmann::json::parse(lines[2]).at("kind"), "run");
+  std::filesystem::remove(path);
+}
+
+// An output that cannot be written is a usage error (exit 2) naming the path and the reason (a
+// file-system exception ended the run with exit 1); a record holding bytes that are not UTF-8
+// is written (nlohmann's dump threw).
+TEST(Metrics, AnOutputThatCannotBeWrittenIsAUsageErrorNamingIt) {
+  const auto refused = [](const std::function<void()>& open, const std::string& what) {
+    try {
+      open();
+      ADD_FAILURE() << what << " opened";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused([] { MetricsWriter("/proc/ddptrain_nope/m.jsonl", true); },
+          "cannot create the folder of '/proc/ddptrain_nope/m.jsonl'");
+  refused([] { TensorBoardWriter("/proc/ddptrain_nope/tb", true); },
+          "cannot create the TensorBoard folder '/proc/ddptrain_nope/tb'");
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("ddptrain_metrics_latin1_" + std::to_string(::getpid()) + ".jsonl");
+  MetricsWriter(path, true).write("eval", 1, 1, {{"checkpoint", std::string("ck-\xe9")}});
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(nlohmann::json::parse(line).at("checkpoint").get<std::string>(), "ck-\xef\xbf\xbd");
   std::filesystem::remove(path);
 }
 

@@ -94,6 +94,19 @@ TEST(Trainer, EvaluationCountsEachTestSampleOnceWhenTheRanksShareItUnevenly) {
     EXPECT_EQ(by_world[world].accuracy, by_world[1].accuracy) << "world " << world;
   }
   EXPECT_GT(by_world[1].loss, 0.0);
+  // evaluate() is public: options that would hang its loader are refused by name.
+  testing_dist::run_world(1, [&](const DistContext& ctx) {
+    const Trainable model = native(make_net());
+    for (const auto& [o, field] : {std::pair{EvalOptions{0, 0, {}}, "EvalOptions::batch_size=0"},
+                                   std::pair{EvalOptions{8, -2, {}}, "EvalOptions::num_workers=-2"}}) {
+      try {
+        evaluate(model, Objective::classification(), UserData(33, false), o, ctx);
+        ADD_FAILURE() << field << " was taken";
+      } catch (const OptionError& e) {
+        EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      }
+    }
+  });
 }
 
 // A checkpoint taken mid-epoch continues that epoch's order, drawn over the training set's

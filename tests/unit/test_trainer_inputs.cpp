@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "train/evaluate.h"
 #include "train/same_data.h"
 #include "trainer_fixtures.h"
 
@@ -127,4 +128,38 @@ TEST(Trainer, AProfileTracesTheStepsItIsGiven) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A target of -100 (PyTorch's ignore_index, as Hugging Face masks labels): the eager loss
+// skipped it while the evaluation's mean counted it, the fused CPU loss stopped on it and the
+// CUDA one asserted. Refused by name on the host, in training and in evaluate(), before the
+// batch goes to the device.
+TEST(Trainer, ATargetOfIgnoreIndexIsRefusedByName) {
+  struct Masked : UserData {
+    Masked() : UserData(96, false) {}
+    Example get(int64_t i) const override {
+      Example e = UserData::get(i);
+      if (i == 41) e.target = at::tensor(-100, at::kLong).reshape({});
+      return e;
+    }
+  };
+  testing_dist::run_world(1, [&](const DistContext& ctx) {
+    const auto net = make_net();
+    const auto optimizer = make_optimizer(*net, /*adamw=*/false);
+    Trainer trainer(ctx, trainable(net), *optimizer, quiet_fp32(8, 1));
+    Masked data;
+    try {
+      trainer.fit(data, nullptr);
+      ADD_FAILURE() << "trained on a target of -100";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("a target of -100 (PyTorch's ignore_index)"), std::string::npos)
+          << e.what();
+    }
+    try {
+      evaluate(trainable(net), Objective::classification(), data, {8, 0, {}}, ctx);
+      ADD_FAILURE() << "evaluated a target of -100";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("a target of -100"), std::string::npos) << e.what();
+    }
+  });
 }
