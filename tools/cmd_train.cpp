@@ -105,7 +105,9 @@ int cmd_train(const std::vector<std::string>& args) {
       }
     try {
       if (flight_ctx) flight_ctx->dump_flight("std::terminate: " + what);
-      report_fatal(1, "std::terminate (a backend thread?): " + what);
+      // A connection a peer closed: that peer's failure is the root cause, not this one.
+      report_fatal(1, "std::terminate (a backend thread?): " + what,
+                   what.find("by peer") != std::string::npos);
     } catch (...) {
     }
     std::_Exit(1);

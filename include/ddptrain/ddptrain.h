@@ -34,6 +34,11 @@
 //    build whole on a rank: construct its Units with a ShardAsBuilt (ddp/shard_as_built.h;
 //    its Fill gives each unit its initial weights), and each unit is sharded as it is built
 //    (Note [Units sharded as built]).
+//  - build_model (models/build_model.h): the CLI's models (mini_resnet, gpt, llama) from
+//    ModelOptions (models/model_options.h) and the data's shape; hf_model_options,
+//    load_hf_weights and save_hf_folder (checkpoint/hf_models.h): GPT-2 and Llama-family
+//    models from and to Hugging Face folders (config.json + safetensors) that transformers
+//    loads, as `ddptrain train --init_from_hf` and `ddptrain export --format hf` do.
 //  - ScriptModel (models/script_model.h): a TorchScript module (scripted in Python, loaded
 //    with torch::jit::load) as a module the Trainer and DDP train: trainable(make_shared<
 //    ScriptModel>(torch::jit::load("net.pt"), "net.pt")).
@@ -63,6 +68,7 @@
 #include <memory>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/hf_models.h"
 #include "data/datasets.h"
 #include "data/distributed_sampler.h"
 #include "data/image_folder.h"
@@ -73,6 +79,7 @@
 #include "ddp/shard_as_built.h"
 #include "ddp/sync_batchnorm.h"
 #include "dist/dist_context.h"
+#include "models/build_model.h"
 #include "models/recompute.h"
 #include "models/script_model.h"
 #include "obs/memory.h"

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -115,16 +116,19 @@ std::string read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   DDP_CHECK(fd >= 0, "cannot read '", path, "': missing or unreadable (", std::strerror(errno), ")");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a pipe (<(...)): read as a stream
     ::close(fd);
-    throw Error(str("cannot read '", path, "': not a regular file"));
+    std::ifstream in(path, std::ios::binary);
+    DDP_CHECK(in.good(), "cannot read '", path, "': missing or unreadable");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  errno = 0;
   const bool read = read_fully_at(fd, bytes.data(), bytes.size(), 0);
   const int err = errno;
   ::close(fd);
-  DDP_CHECK(read, "cannot read '", path, "' (", read ? "" : std::strerror(err), "; it holds ", st.st_size,
-            " bytes)");
+  DDP_CHECK(read, "cannot read '", path, "' of ", st.st_size,
+            " bytes: ", err != 0 ? std::strerror(err) : "it ended before them (changed while read?)");
   return bytes;
 }
 
@@ -333,7 +337,10 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     });
     if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run, ctx.log());
   }
-  ctx.barrier("barrier after the checkpoint save", opts.write_wait);
+  // The others wait for rank 0's writing through the store, up to write_wait, then meet.
+  ctx.wait_for_main(str("checkpoint ", final_dir, " at step ", meta.global_step, " written"),
+                    opts.write_wait);
+  ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }
 

@@ -1,6 +1,8 @@
 #include "checkpoint/hf_folder.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -8,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "serialize/safetensors.h"
 #include "util/error.h"
+#include "util/files.h"
 #include "util/json_text.h"
 #include "util/strings.h"
 
@@ -136,21 +139,13 @@ void HfFolderTensors::read_into(const std::string& name, const at::Tensor& dest)
   });
 }
 
-NamedTensors read_hf_tensors(const std::string& dir) {
-  const HfFolderTensors folder(dir);
-  NamedTensors all;
-  for (const StoredTensor& t : folder.tensors()) all.emplace_back(t.name, folder.read(t.name));
-  return all;
-}
+namespace {
 
-// Every file is written aside first (".export-<name>"): a failure (a full disk, a dtype
-// safetensors lacks) leaves an earlier export in the folder whole, where it deleted that
-// export's weights before writing any. Then renamed into place, the index last, and only then
-// the earlier export's other weight files removed (they would be read instead of, or beside,
-// the new ones). The folder's other files (a tokenizer's) stay.
-void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
-                     at::ScalarType dtype, int64_t max_shard_bytes) {
-  fs::create_directories(dir);
+// The files of an export written as ".export-<name>" in dir; their names, in the order they go
+// into place (the weights, config.json, the index last).
+std::vector<std::string> stage_hf_files(const std::string& dir, const std::string& config_json,
+                                        const NamedTensors& tensors, at::ScalarType dtype,
+                                        int64_t max_shard_bytes) {
   NamedTensors converted;
   int64_t total = 0;
   for (const auto& [name, t] : tensors) {
@@ -160,37 +155,70 @@ void write_hf_folder(const std::string& dir, const std::string& config_json, con
   std::sort(converted.begin(), converted.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   const std::map<std::string, std::string> meta{{"format", "pt"}};
-  std::vector<std::string> written;  // in the order they go into place
+  std::vector<std::string> written;
   const auto stage = [&](const std::string& name, const std::string& bytes) {
     write_file_atomic((fs::path(dir) / (".export-" + name)).string(), bytes);
     written.push_back(name);
   };
   if (total <= max_shard_bytes) {
     stage(kSingle, safetensors_bytes(converted, meta));
-  } else {
-    std::vector<NamedTensors> shards(1);
-    int64_t in_shard = 0;
-    for (auto& nt : converted) {
-      const auto bytes = static_cast<int64_t>(nt.second.nbytes());
-      if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
-        shards.emplace_back();
-        in_shard = 0;
-      }
-      shards.back().push_back(nt);
-      in_shard += bytes;
-    }
-    nlohmann::json weight_map = nlohmann::json::object();
-    char name[64];
-    for (size_t i = 0; i < shards.size(); ++i) {
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      stage(name, safetensors_bytes(shards[i], meta));
-      for (const auto& nt : shards[i]) weight_map[nt.first] = name;
-    }
-    stage("config.json", config_json);
-    const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    stage(kIndex, json_text(index, 2) + "\n");
+    stage(kHfConfig, config_json);
+    return written;
   }
-  if (written.back() != kIndex) stage("config.json", config_json);
+  std::vector<NamedTensors> shards(1);
+  int64_t in_shard = 0;
+  for (auto& nt : converted) {
+    const auto bytes = static_cast<int64_t>(nt.second.nbytes());
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(nt);
+    in_shard += bytes;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    stage(name, safetensors_bytes(shards[i], meta));
+    for (const auto& nt : shards[i]) weight_map[nt.first] = name;
+  }
+  stage(kHfConfig, config_json);
+  const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  stage(kIndex, json_text(index, 2) + "\n");
+  return written;
+}
+
+}  // namespace
+
+NamedTensors read_hf_tensors(const std::string& dir) {
+  const HfFolderTensors folder(dir);
+  NamedTensors all;
+  for (const StoredTensor& t : folder.tensors()) all.emplace_back(t.name, folder.read(t.name));
+  return all;
+}
+
+// Every file is written aside first (".export-<name>"): a failure (a full disk, a dtype
+// safetensors lacks) leaves an earlier export in the folder whole, where it deleted that
+// export's weights before writing any, and removes what it wrote. Then renamed into place, the
+// index last, and only then the earlier export's other weight files removed (they would be
+// read instead of, or beside, the new ones). The folder's other files (a tokenizer's) stay.
+void write_hf_folder(const std::string& dir, const std::string& config_json, const NamedTensors& tensors,
+                     at::ScalarType dtype, int64_t max_shard_bytes) {
+  fs::create_directories(dir);
+  const auto remove_staged = [&] {  // an earlier failure's, or this one's
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(".export-", 0) == 0) fs::remove(e.path(), ec);
+  };
+  remove_staged();
+  std::vector<std::string> written;  // in the order they go into place
+  try {
+    written = stage_hf_files(dir, config_json, tensors, dtype, max_shard_bytes);
+  } catch (...) {
+    remove_staged();
+    throw;
+  }
   for (const std::string& name : written)
     fs::rename(fs::path(dir) / (".export-" + name), fs::path(dir) / name);
   const std::set<std::string> now(written.begin(), written.end());
@@ -200,6 +228,7 @@ void write_hf_folder(const std::string& dir, const std::string& config_json, con
                          (name.rfind("model-", 0) == 0 && ends_with(name, ".safetensors"));
     if (weights && now.count(name) == 0) fs::remove(e.path());
   }
+  DDP_CHECK(fsync_folder(dir), "cannot fsync '", dir, "': ", std::strerror(errno));
 }
 
 }  // namespace ddptrain

@@ -153,7 +153,9 @@ TrainResult train_in_library_words(const TrainConfig& cfg, const DistContext& ct
   const std::unique_ptr<torch::optim::Optimizer> optimizer =
       build_optimizer(cfg.optimizer, unique_parameters(*model));
   Trainable net = trainable(model, model->train_flops_per_sample(), model->describe());
-  check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
+  if (const std::string warning = check_model_fits_data(net, *data.train, fit_check(cfg, ctx));
+      !warning.empty())
+    log.warn(warning);
   TrainerOptions opts = trainer_options(cfg, config_json);  // the run identity: the user's flags
   add_data_identity(opts.run_identity, *data.train);        // and an image folder's classes
   if (weights_read) opts.checkpoint.init_from.clear();      // read already, into the parameters

@@ -239,8 +239,9 @@ void Reducer::launch(size_t b) {
   stats_.bytes += static_cast<int64_t>(wire_[b].nbytes());
 }
 
-// Bucket b's reduced sum becomes the mean: in place, or (shard_gradients) this rank's shard,
-// after which the full bucket is released until the next backward.
+// Bucket b's reduced sum is the mean (Note [The mean before the sum]): a comm hook's copy goes
+// back into the bucket; under shard_gradients this rank's shard is kept and the full bucket is
+// released until the next backward.
 void Reducer::finish_bucket(size_t b) {
   if (opts_.shard_gradients) {
     const int64_t n = ensure_shard(b).numel();

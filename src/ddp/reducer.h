@@ -11,7 +11,7 @@
 // hook would silently never fire. Hooks are removed in the destructor.
 // Note [no_sync and accumulation]: with sync disabled the hooks do nothing, so gradients
 // simply accumulate locally in param.grad(); the next synced backward copies the accumulated
-// total into the buckets. One all-reduce per bucket per optimizer step.
+// total into the buckets (times 1/world). One all-reduce per bucket per optimizer step.
 // Note [The mean before the sum]: as PyTorch's reducer (mark_variable_ready_dense), a gradient
 // is multiplied by 1/world as it is copied into its bucket (divided by world where it already
 // is the bucket's view: gradient_as_bucket_view), and the buckets' sum is the mean. Summing

@@ -152,10 +152,8 @@ void DistContext::release() {
   store_.reset();
 }
 
-void DistContext::wait(const compat::WorkHandle& work, const char* what) const { wait(work, what, timeout_); }
-
-void DistContext::wait(const compat::WorkHandle& work, const char* what,
-                       std::chrono::milliseconds timeout) const {
+void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
+  const std::chrono::milliseconds timeout = timeout_;
   // c10::Error's what() carries a C++ backtrace: keep the message only.
   auto fail = [&](const char* msg) {
     recorder_->complete_work(work.get(), false);
@@ -315,13 +313,30 @@ compat::WorkHandle DistContext::all_gather_async(const at::Tensor& mine, std::ve
                    [&](std::vector<at::Tensor>& ts) { return start_all_gather(*pg_, ts, timeout_); });
 }
 
-void DistContext::barrier(const char* what) const { barrier(what, timeout_); }
-
-void DistContext::barrier(const char* what, std::chrono::milliseconds at_least) const {
+void DistContext::barrier(const char* what) const {
   if (!pg_) return;
   c10d::BarrierOptions o;
-  o.timeout = std::max(timeout_, at_least);
-  wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what, o.timeout);
+  o.timeout = timeout_;
+  wait(recorded("barrier", what, {}, [&] { return pg_->barrier(o); }), what);
+}
+
+void DistContext::wait_for_main(const std::string& what, std::chrono::milliseconds at_least) const {
+  if (!pg_ || !store_) return;
+  const std::string key = "ddptrain/done/" + what;
+  if (is_main()) {
+    store_->set(key, std::vector<uint8_t>{1});
+    return;
+  }
+  const auto timeout = std::max(timeout_, at_least);
+  try {
+    store_->wait({key}, timeout);
+  } catch (const std::exception& e) {
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] waiting for rank 0: ", what,
+                              " failed (store, timeout ", timeout.count() / 1000,
+                              " s): ", c10e ? c10e->what_without_backtrace() : e.what(),
+                              " — rank 0 probably died or is stuck; see its log"));
+  }
 }
 
 void DistContext::dump_flight(const std::string& reason) const {

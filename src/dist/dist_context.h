@@ -89,15 +89,15 @@ class DistContext {
                                       const std::string& what = "all_gather") const;
   /// Blocks until every rank arrived.
   void barrier(const char* what = "barrier") const;
-  /// The same, waiting up to `at_least` where that is longer than the context's timeout: the
-  /// end of a checkpoint save, where the other ranks wait while rank 0 writes (a write longer
-  /// than a --dist_timeout_s set short to catch hangs failed the run and lost the save).
-  void barrier(const char* what, std::chrono::milliseconds at_least) const;
-  /// Waits on a Work: Gloo, the host until it completes, with the context's timeout (or
-  /// `timeout` when given); NCCL, the current CUDA stream only (Note [Waiting on NCCL]). Error
-  /// naming this rank on failure.
+  /// Rank 0 says `what` is done; the others wait for it through the rendezvous store (on the
+  /// host, whatever the backend: NCCL's barrier takes no timeout of its own), up to `at_least`
+  /// where that is longer than the context's timeout. The end of a checkpoint save, where the
+  /// others wait while rank 0 writes: a write longer than a --dist_timeout_s set short to catch
+  /// hangs failed the run and lost the save. `what` names one event of this job attempt.
+  void wait_for_main(const std::string& what, std::chrono::milliseconds at_least) const;
+  /// Waits on a Work: Gloo, the host until it completes, with the context's timeout; NCCL, the
+  /// current CUDA stream only (Note [Waiting on NCCL]). Error naming this rank on failure.
   void wait(const compat::WorkHandle& work, const char* what) const;
-  void wait(const compat::WorkHandle& work, const char* what, std::chrono::milliseconds timeout) const;
 
   /// This rank's last collectives (Note [Flight recorder]); the step loop sets its phase there.
   FlightRecorder& recorder() const { return *recorder_; }

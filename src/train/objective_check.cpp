@@ -19,17 +19,15 @@ std::string shape_of(const at::Tensor& t) {
 std::string wanted_output(const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
   if (loss == LossKind::kMse) return shape_of(targets) + ", the targets' shape";
   std::string s = shape_of(targets);
-  // Token logits may hold more rows than the data's vocabulary (padded: Note [Padded vocabulary]);
-  // a classifier's are its classes, no more (the extra ones took part in the loss and the argmax).
-  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + (shape.is_tokens() ? ">= " : "") +
-      std::to_string(shape.num_classes) + ")";
+  s = s.substr(0, s.size() - 1) + (targets.dim() ? ", " : "") + ">= " + std::to_string(shape.num_classes) +
+      ")";
   return s + (shape.is_tokens() ? ": (B, T, vocab) logits" : ": (B, classes) logits");
 }
 
 bool output_fits(const at::Tensor& out, const at::Tensor& targets, LossKind loss, const DatasetShape& shape) {
   if (loss == LossKind::kMse) return out.sizes() == targets.sizes();
   return out.dim() == targets.dim() + 1 && out.sizes().slice(0, targets.dim()) == targets.sizes() &&
-         (shape.is_tokens() ? out.size(-1) >= shape.num_classes : out.size(-1) == shape.num_classes);
+         out.size(-1) >= shape.num_classes;
 }
 
 }  // namespace
@@ -92,7 +90,7 @@ Objective objective_for(LossKind loss, FusedLoss fused) {
   return loss == LossKind::kMse ? Objective::mean_squared_error() : Objective::classification(fused);
 }
 
-void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
+std::string check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& c) {
   const auto [inputs, y] = first_samples(data, c);
   const bool float_targets = y.is_floating_point();
   DDP_USAGE_CHECK(c.loss != LossKind::kMse || float_targets, c.loss_name, " mse needs float targets; ",
@@ -100,13 +98,22 @@ void check_model_fits_data(const Trainable& model, const Dataset& data, const Fi
                   " cross_entropy, or save float labels");
   DDP_USAGE_CHECK(c.loss != LossKind::kCrossEntropy || !float_targets, c.data_name, " has float targets ",
                   shape_of(y), ": pass ", c.loss_name, " mse, or save int64 class indices for cross-entropy");
-  if (!c.run_forward) return;
+  if (!c.run_forward) return "";
   const at::Tensor x = on_device(inputs, c);
   const at::Tensor out = forward_once(model, x, c);
   DDP_USAGE_CHECK(output_fits(out, y, c.loss, data.shape()), c.model_name, ": on a batch of ", shape_of(x),
                   " inputs from ", c.data_name, " its output has shape ", shape_of(out), "; ", c.loss_name,
                   " ", c.loss, " needs ", wanted_output(y, c.loss, data.shape()),
                   ". Change the module's output (or the data)");
+  // Token logits may hold more rows than the vocabulary (padded: Note [Padded vocabulary]); a
+  // classifier's extra logits are classes the data may lack (a webdataset's count is its highest
+  // label + 1), which take part in the loss's softmax and the accuracy's argmax.
+  const int64_t classes = data.shape().num_classes;
+  if (c.loss != LossKind::kCrossEntropy || data.shape().is_tokens() || out.size(-1) == classes) return "";
+  return c10::str(
+      c.model_name, " gives ", out.size(-1), " logits for ", c.data_name, "'s ", classes, " classes: the ",
+      out.size(-1) - classes,
+      " more are never targets here, but take part in the loss's softmax and the accuracy's argmax");
 }
 
 void check_objective_fits(const Trainable& model, const Dataset& data, const Objective& objective,

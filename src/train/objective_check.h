@@ -31,8 +31,9 @@ struct FitCheck {
 /// and the shapes).
 std::string cause_of(const std::string& what);
 
-/// UsageError naming the model, the data, the shapes and the fix when they do not fit.
-void check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& check);
+/// UsageError naming the model, the data, the shapes and the fix when they do not fit; a
+/// warning for the log where they fit with more logits than the data's classes, else "".
+std::string check_model_fits_data(const Trainable& model, const Dataset& data, const FitCheck& check);
 
 /// The Trainer's check for any objective (check.loss and check.run_forward unused): one
 /// forward of the data's first two samples, in eval mode without gradients, and the

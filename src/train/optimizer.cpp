@@ -1,5 +1,6 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/optim/adamw.h>
@@ -59,7 +60,9 @@ double cosine_lr(double base_lr, int epochs_done, int total_epochs) {
 }
 
 double warmup_cosine_lr(double base_lr, double step, double warmup, double total_steps, double min_ratio) {
-  if (step < warmup) return base_lr * (step + 1) / warmup;
+  // The rate at the step's last sample: never above base_lr where a resume at another global
+  // batch made the warmup fractional (step 3.33 of a 4-step warmup ends past its end).
+  if (step < warmup) return base_lr * std::min(1.0, (step + 1) / warmup);
   const double decay_steps = std::max(1.0, total_steps - warmup - 1);
   const double t = std::min(1.0, (step - warmup) / decay_steps);
   const double min_lr = base_lr * min_ratio;

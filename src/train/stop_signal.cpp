@@ -25,12 +25,12 @@ long long now_ns() {
 // reaches a launcher's workers in its process group (torchrun's) as SIGINT, and the
 // launcher's forwarded SIGTERM follows at once.
 void on_stop_signal(int sig) {
+  const long long now = now_ns();
+  long long unset = 0;
+  g_first_ns.compare_exchange_strong(unset, now);  // before the signal: a second one reads a time
   int expected = 0;
-  if (g_stop_signal.compare_exchange_strong(expected, sig)) {
-    g_first_ns.store(now_ns());
-    return;
-  }
-  if (now_ns() - g_first_ns.load() < 2000000000LL) return;
+  if (g_stop_signal.compare_exchange_strong(expected, sig)) return;
+  if (now - g_first_ns.load() < 2000000000LL) return;
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -40,6 +40,9 @@ void on_stop_signal(int sig) {
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);  // one handler at a time: the other signal waits for this one's end
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sigaddset(&sa.sa_mask, SIGINT);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
   // `ddptrain train ... | tee log` and a Ctrl-C: tee ends first, and the next log line (the stop

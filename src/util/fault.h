@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "util/env.h"
@@ -95,8 +96,11 @@ struct FaultPlan {
   /// Called by rank 0 at each stage of a checkpoint save.
   void in_save(int64_t global_step, const char* stage) const {
     if (global_step == kill_in_save_step && kill_in_save_stage == stage) ::kill(::getpid(), SIGKILL);
-    if (global_step == slow_save_step && std::string(stage) == "files_written")
+    if (global_step == slow_save_step && std::string(stage) == "files_written") {
+      std::fprintf(stderr, "injected fault: a save that takes %lld s more\n",
+                   static_cast<long long>(slow_save_s));
       ::sleep(static_cast<unsigned>(slow_save_s));
+    }
   }
 };
 

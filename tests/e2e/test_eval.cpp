@@ -47,7 +47,7 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
     EXPECT_EQ(records[0].value("kind", ""), "eval");
     EXPECT_EQ(records[0].at("samples").get<int64_t>(), 10000) << "world " << world;
     // How long the evaluation took (time_s is from the metrics file's opening, written after it).
-    EXPECT_GT(records[0].at("eval_s").get<double>(), records[0].at("time_s").get<double>());
+    EXPECT_GT(records[0].at("eval_s").get<double>(), 0.05);  // 10,000 images: not the writer's microseconds
     accs.push_back(records[0].at("test_acc").get<double>());
     losses.push_back(records[0].at("test_loss").get<double>());
   }

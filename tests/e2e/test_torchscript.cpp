@@ -418,16 +418,15 @@ TEST(TorchScript, AModuleThatDoesNotFitTheDataIsAUsageErrorOnEveryRank) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   for (const std::string rank : {"[0] error: [rank 0/2]", "[1] error: [rank 1/2]"})
     EXPECT_EQ(lines_with(r.output, rank + " --model_path").size(), 1u) << rank << "\n" << r.output;
-  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, 10)"),
+  EXPECT_NE(r.output.find("its output has shape (2, 4); --loss cross_entropy needs (2, >= 10)"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(lines_with(r.output, "DDP: world").empty()) << "not stopped before DDP began: " << r.output;
-  // More logits than the data's classes: refused too (it trained, the extra classes in the loss
-  // and the accuracy's argmax).
+  // More logits than the data's classes (the data may lack the top ones): trained, and said (it
+  // was not: the extra classes take part in the loss and the accuracy's argmax).
   ProcResult many = run(launch(2, free_port(), script_train(dir, save_script(dir, "many_classes"))), {}, 120);
-  EXPECT_EQ(many.exit_code, 2) << many.output;
-  EXPECT_NE(many.output.find("its output has shape (2, 12); --loss cross_entropy needs (2, 10)"),
-            std::string::npos)
+  EXPECT_EQ(many.exit_code, 0) << many.output;
+  EXPECT_NE(many.output.find("gives 12 logits for --dataset synthetic's 10 classes"), std::string::npos)
       << many.output;
 }
 

@@ -207,6 +207,10 @@ TEST(Gpt, WarmupCosineScheduleAndAdamWGroups) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(1.0, 10, 10, 110, 0.1), 1.0);
   EXPECT_NEAR(warmup_cosine_lr(1.0, 109, 10, 110, 0.1), 0.1, 1e-12);
   EXPECT_NEAR(warmup_cosine_lr(1.0, 59, 10, 110, 0.1), 0.55, 0.01);  // half way down
+  // A warmup made fractional by a resume at another global batch (4 steps, the position 3.33):
+  // the rate at the step's last sample, never above the base (it was 1.083).
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(1.0, 10.0 / 3.0, 4.0, 20.0, 0.1), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(1.0, 1.0 / 3.0, 4.0, 20.0, 0.1), (4.0 / 3.0) / 4.0);
   for (int64_t s = 10; s < 109; ++s)
     EXPECT_GE(warmup_cosine_lr(1.0, s, 10, 110, 0.1), warmup_cosine_lr(1.0, s + 1, 10, 110, 0.1)) << s;
 

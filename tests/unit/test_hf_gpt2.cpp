@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint/hf_folder.h"
+#include "checkpoint/hf_models.h"
 #include "checkpoint/weights_file.h"
 #include "hf_fixtures.h"
 #include "models/build_model.h"
@@ -128,6 +129,8 @@ TEST(HfGpt2, AnExportLoadsInTransformersWithTheSameLogitsAndReadsBackBitwise) {
   bad.emplace_back("z.complex", at::zeros({2}, at::kComplexFloat));
   EXPECT_THROW(write_hf_folder(out, "{\"broken\": true}", bad, at::kFloat, 30 << 10), Error);
   EXPECT_EQ(read_hf_config(out).count("broken"), 0u) << "config.json of the failed export";
+  for (const auto& e : fs::directory_iterator(out))
+    EXPECT_NE(e.path().filename().string().rfind(".export-", 0), 0u) << e.path() << " left behind";
   const NamedTensors kept = gpt_from_hf(read_hf_tensors(out), c, out);
   for (size_t i = 0; i < state.size(); ++i)
     EXPECT_TRUE(kept[i].second.equal(state[i].second)) << state[i].first;
@@ -218,6 +221,40 @@ TEST(HfGpt2, APaddedVocabularyLoadsPaddedAndExportsTheRealRows) {
     const at::Tensor want = original[name].to(at::kFloat);
     EXPECT_TRUE(t.sizes() == want.sizes() && t.equal(want)) << name << " changed in the round trip";
   }
+}
+
+// checkpoint/hf_models.h, the library's three calls: a folder's options, the model build_model
+// makes of them with the folder's weights loaded gives transformers' logits, and saved as a
+// folder (in shards) it is what transformers loads, with every tensor as the folder had it.
+TEST(HfGpt2, TheLibrarysCallsLoadAndSaveAFolderAsTheCommandsDo) {
+  SKIP_WITHOUT_TRANSFORMERS();
+  const std::string src = hf_dir("hf_library_src"), out = hf_dir("hf_library_out");
+  ASSERT_EQ(hf_python("make " + src + " 20KB"), "");
+  const ModelOptions o = hf_model_options(src);
+  EXPECT_EQ(o.model, ModelKind::kGpt);
+  DatasetShape data;
+  data.num_classes = 96;  // the folder's vocabulary
+  data.block_size = 16;
+  const std::shared_ptr<Model> model = build_model(o, data);
+  const Logger log(0, 1);
+  load_hf_weights(*model, src, log);
+  model->eval();
+  const at::Tensor ours = model->forward(tokens(2, 16, 96)).detach();
+  EXPECT_LT((ours - transformers_logits(src, 2, 16, 96).first).abs().max().item<double>(), 1e-5);
+  save_hf_folder(*model, o, out, at::kFloat, 30 << 10);
+  ASSERT_TRUE(fs::exists(out + "/model.safetensors.index.json")) << "not in shards";
+  const NamedTensors original = read_hf_tensors(src);
+  std::map<std::string, at::Tensor> saved;
+  for (auto& [name, t] : read_hf_tensors(out)) saved[name] = t;
+  size_t compared = 0;
+  for (const auto& [name, t] : original) {
+    if (!saved.count(name)) continue;  // a tied lm_head the folder stores and transformers ties
+    EXPECT_TRUE(saved[name].equal(t.to(at::kFloat))) << name << " changed";
+    ++compared;
+  }
+  EXPECT_GE(compared + 1, original.size()) << "tensors of the folder not saved";
+  EXPECT_LT((ours - transformers_logits(out, 2, 16, 96).first).abs().max().item<double>(), 1e-5);
+  EXPECT_THROW(hf_model_options(hf_dir("hf_library_empty")), UsageError);
 }
 
 // gpt_layout names Gpt's tensors without building it (a loader plans a folder before the model
