@@ -337,9 +337,9 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
     });
     if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run, ctx.log());
   }
-  // The others wait for rank 0's writing through the store, up to write_wait, then meet.
-  ctx.wait_for_main(str("checkpoint ", final_dir, " at step ", meta.global_step, " written"),
-                    opts.write_wait);
+  // The others wait for rank 0's writing through the store, up to write_wait, then meet. The
+  // event is named by what every rank knows alike (a node's folder may be named otherwise).
+  ctx.wait_for_main(str("checkpoint ", name, " at step ", meta.global_step, " written"), opts.write_wait);
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }
