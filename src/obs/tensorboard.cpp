@@ -75,7 +75,10 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, bool is_main) {
   create_output_folder(dir, "the TensorBoard folder");
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
-  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(unix_seconds())) + "." + host;
+  // As SummaryWriter names it, with the process: two jobs on a host writing into one folder in
+  // the same second appended to one file.
+  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(unix_seconds())) + "." + host +
+          "." + std::to_string(::getpid());
   out_ = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::app);
   if (!out_->good())
     throw UsageError(str("cannot open the TensorBoard event file '", path_, "' (", std::strerror(errno),

@@ -40,11 +40,14 @@ void on_stop_signal(int sig) {
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);  // one handler at a time: the other signal waits for this one's end
-  sigaddset(&sa.sa_mask, SIGTERM);
-  sigaddset(&sa.sa_mask, SIGINT);
+  sigemptyset(&sa.sa_mask);  // one handler at a time: another signal waits for this one's end
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&sa.sa_mask, sig);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  // A hang-up (the ssh session of a bare `ddptrain train` gone) stops and saves as SIGTERM does,
+  // as under `ddptrain launch`; unless it is ignored (nohup): then the run goes on.
+  struct sigaction old {};
+  if (::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(SIGHUP, &sa, nullptr);
   // `ddptrain train ... | tee log` and a Ctrl-C: tee ends first, and the next log line (the stop
   // being said) would end the process by SIGPIPE before its save. Ignored, the write fails.
   ::signal(SIGPIPE, SIG_IGN);

@@ -1,4 +1,5 @@
-// Graceful stop on SIGTERM/SIGINT: the signal is recorded instead of killing the process;
+// Graceful stop on SIGTERM/SIGINT (and SIGHUP, unless it is ignored: nohup): the signal is
+// recorded instead of killing the process;
 // the trainer stops at the next step boundary that every rank agrees on, writes a
 // checkpoint (checkpoint.on_signal; --checkpoint_on_signal) and the process exits with 128 + signal.
 // A second signal 2 s or more later ends the process at once (Note [A second stop signal]).
@@ -12,7 +13,7 @@ namespace ddptrain {
 /// Installs the handlers (idempotent), and ignores SIGPIPE (a closed output must not end the
 /// run before it saves).
 void install_stop_handlers();
-/// The first SIGTERM/SIGINT received, or 0.
+/// The first SIGTERM/SIGINT/SIGHUP received, or 0.
 int stop_signal();
 
 }  // namespace ddptrain

@@ -548,3 +548,35 @@ TEST(E2E, ASecondStopSignalEndsARankHeldInACollective) {
   wait_for(pids[1], 10);
   EXPECT_EQ(code, 128 + SIGINT) << log_of_rank0();
 }
+
+// A bare `ddptrain train` whose terminal hangs up (ssh gone) stops after its step and saves, as
+// under `ddptrain launch` (SIGHUP's default ended it unsaved); under nohup (SIGHUP ignored when it
+// starts) the run goes on.
+TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
+  for (const bool ignored : {false, true}) {
+    const std::string ckpt = fresh_dir(ignored ? "hangup_nohup" : "hangup");
+    std::string cmd = std::string(ignored ? "trap '' HUP; " : "") + "exec '" + binary() + "'";
+    for (const std::string& a : tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}))
+      cmd += " '" + a + "'";
+    const pid_t pid = spawn({"/bin/sh", "-c", cmd}, ckpt + "/out.log");
+    const auto log = [&] { return read_text(ckpt + "/out.log"); };
+    for (int i = 0; i < 600 && log().find("global step 2/") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_NE(log().find("global step 2/"), std::string::npos) << log();
+    ::kill(pid, SIGHUP);
+    const int code = wait_for(pid, ignored ? 3 : 60);
+    if (ignored) {
+      EXPECT_EQ(code, -1) << "a hang-up under nohup ended the run: " << log();
+      ::kill(pid, SIGKILL);
+      wait_for(pid, 10);
+      continue;
+    }
+    EXPECT_EQ(code, 128 + SIGHUP) << log();
+    EXPECT_NE(log().find("stopping after step"), std::string::npos) << log();
+    bool saved = false;
+    for (const auto& e : std::filesystem::directory_iterator(ckpt))
+      saved |= e.path().filename().string().rfind("step_", 0) == 0 &&
+               std::filesystem::exists(e.path() / "manifest.json");
+    EXPECT_TRUE(saved) << log();
+  }
+}

@@ -16,6 +16,7 @@
 #include "obs/tensorboard.h"
 #include "serialize/python_pickle.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 using namespace ddptrain;
 
@@ -147,6 +148,16 @@ TEST(Metrics, AnOutputThatCannotBeWrittenIsAUsageErrorNamingIt) {
   ASSERT_TRUE(std::getline(in, line));
   EXPECT_EQ(nlohmann::json::parse(line).at("checkpoint").get<std::string>(), "ck-\xef\xbf\xbd");
   std::filesystem::remove(path);
+}
+
+// The event file's name holds the process id (SummaryWriter's too): two jobs writing into one
+// folder in the same second shared one file.
+TEST(TensorBoard, TheEventFileIsNamedWithItsProcess) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("ddptrain_tb_" + std::to_string(::getpid()));
+  const TensorBoardWriter tb(dir, true);
+  EXPECT_TRUE(ends_with(tb.path(), "." + std::to_string(::getpid()))) << tb.path();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TensorBoard, Crc32cKnownValues) {
