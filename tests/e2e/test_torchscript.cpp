@@ -227,8 +227,10 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
 }
 
 // The same scripted file trained 3 steps by Python DDP (torchrun, PyTorch's sampler, SGD with
-// momentum and weight decay, cross-entropy) and by ddptrain: the same weights, at world 2 and 3.
-static void trains_the_same_file_as_python_ddp(int world, int steps) {
+// momentum and weight decay, cross-entropy) and by ddptrain: the same weights, bitwise at world 2
+// (tests/python/script_ddp.py makes ddptrain's check forward too: the scripted module's first call
+// decides its graph executor's plan), within 1e-9 at world 3.
+static void trains_the_same_file_as_python_ddp(int world, int steps, const char* tolerance) {
   const std::string dir = fresh_dir("torchscript_parity" + std::to_string(world));
   const std::string net = save_script(dir, "net");
   ProcResult ours =
@@ -260,7 +262,7 @@ static void trains_the_same_file_as_python_ddp(int world, int steps) {
   const std::string step = dir + "/ck/step_0000000" + std::to_string(steps) + "/model.pt";
   const std::string trained =
       std::filesystem::exists(step) ? step : dir + "/ck/epoch_0001/model.pt";  // its end
-  ProcResult close = run({python(), script_py(), "close", dir + "/python.pt", trained, "1e-5"}, {}, 120);
+  ProcResult close = run({python(), script_py(), "close", dir + "/python.pt", trained, tolerance}, {}, 120);
   EXPECT_EQ(close.exit_code, 0) << close.output;
   std::printf("ddptrain vs Python DDP after %d steps at world %d: %s\n", steps, world, close.output.c_str());
   // Not trivially equal: both moved away from the file's weights.
@@ -272,10 +274,13 @@ static void trains_the_same_file_as_python_ddp(int world, int steps) {
 
 TEST(TorchScript, TrainsTheSameFileAsPythonDdpDoes) {
   SCOPED_TRACE("world 2");
-  trains_the_same_file_as_python_ddp(2, 3);
+  trains_the_same_file_as_python_ddp(2, 3, "0");  // bitwise
+  // At world 3 PyTorch's DDP reduces its first step in one bucket in registration order, then
+  // rebuilds the buckets in the order the gradients came (ddptrain's from the start: Note [Bucket
+  // order]); Gloo's ring sums three values in an order set by their place in the bucket: ~1e-11.
+  // Its epoch: 2 steps of 8 samples a rank (ddptrain drops the last 6).
   SCOPED_TRACE("world 3");
-  trains_the_same_file_as_python_ddp(
-      3, 2);  // its epoch: 2 steps of 8 samples a rank (ddptrain drops the last 6)
+  trains_the_same_file_as_python_ddp(3, 2, "1e-9");
 }
 
 // BatchNorm (running statistics broadcast from rank 0) and dropout (each rank's generator, in

@@ -38,8 +38,18 @@ def main():
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = DDP(torch.jit.load(a.script_pt))
     data = SyntheticDataset(a.dataset_size, 3, a.image_size, 10)
+    module = torch.jit.load(a.script_pt)
+    # ddptrain's check of a module's output before training (train/objective_check.cpp): one
+    # forward of the first two samples, in eval mode without gradients. It is the scripted
+    # module's first call, its graph executor's profiling run: without it here, Python's executor
+    # took TorchScript's autodiff formulas from the second call on (SiLU's backward rounds
+    # otherwise than ATen's) while ddptrain's kept ATen's, and the weights parted at step 2.
+    with torch.no_grad():
+        module.eval()
+        module(torch.stack([data[0][0], data[1][0]]))
+        module.train()
+    model = DDP(module)
     sampler = DistributedSampler(data, world, rank, shuffle=True, seed=a.seed)
     loader = DataLoader(data, a.batch_size, sampler=sampler, drop_last=True, num_workers=a.num_workers)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=1e-4)
@@ -63,11 +73,14 @@ def main():
             print(f"python samples/s: {rate:.1f}", flush=True)
     if rank == 0:
         torch.save(model.module.state_dict(), a.out_pt)
-    # Every rank past its last use of the group (rank 0's save included) before any tears it down:
-    # a rank destroying its Gloo group while a peer is still in it aborted once at exit
-    # ("terminate called without an active exception", torch 2.15).
+    # Every rank past its last use of the group (rank 0's save included), then out without
+    # tearing the Gloo group down: its teardown at exit aborted now and then, after the barrier
+    # too ("terminate called without an active exception", torch 2.15), and the test reads the
+    # exit code.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
