@@ -125,7 +125,9 @@ TEST(CheckpointFolder, RanksThatCountRestartsDifferentlyAgreeItIsARestart) {
     std::ifstream in(ck + "/rank" + std::to_string(r) + ".log");
     const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(code, 0) << "rank " << r << ":\n" << log;
-    if (r == 0) EXPECT_FALSE(lines_with(log, "resuming from " + ck + "/epoch_0001").empty()) << log;
+    if (r == 0) {
+      EXPECT_FALSE(lines_with(log, "resuming from " + ck + "/epoch_0001").empty()) << log;
+    }
   }
   EXPECT_TRUE(fs::exists(ck + "/epoch_0002"));
   EXPECT_FALSE(fs::exists(ck + "/.superseded")) << "epoch 1 was set aside as a fresh start's";

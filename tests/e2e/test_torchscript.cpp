@@ -229,7 +229,7 @@ TEST(TorchScript, BadInputsAreUsageErrors) {
 // The same scripted file trained 3 steps by Python DDP (torchrun, PyTorch's sampler, SGD with
 // momentum and weight decay, cross-entropy) and by ddptrain: the same weights, bitwise at world 2
 // (tests/python/script_ddp.py makes ddptrain's check forward too: the scripted module's first call
-// decides its graph executor's plan), within 1e-9 at world 3.
+// decides its graph executor's plan), within 1e-7 at world 3.
 static void trains_the_same_file_as_python_ddp(int world, int steps, const char* tolerance) {
   const std::string dir = fresh_dir("torchscript_parity" + std::to_string(world));
   const std::string net = save_script(dir, "net");
@@ -277,10 +277,11 @@ TEST(TorchScript, TrainsTheSameFileAsPythonDdpDoes) {
   trains_the_same_file_as_python_ddp(2, 3, "0");  // bitwise
   // At world 3 PyTorch's DDP reduces its first step in one bucket in registration order, then
   // rebuilds the buckets in the order the gradients came (ddptrain's from the start: Note [Bucket
-  // order]); Gloo's ring sums three values in an order set by their place in the bucket: ~1e-11.
+  // order]); Gloo's ring sums three values in an order set by their place in the bucket: 1.5e-11
+  // on LibTorch 2.15, 7.5e-9 on 1.13.
   // Its epoch: 2 steps of 8 samples a rank (ddptrain drops the last 6).
   SCOPED_TRACE("world 3");
-  trains_the_same_file_as_python_ddp(3, 2, "1e-9");
+  trains_the_same_file_as_python_ddp(3, 2, "1e-7");
 }
 
 // BatchNorm (running statistics broadcast from rank 0) and dropout (each rank's generator, in
