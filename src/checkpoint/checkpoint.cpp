@@ -1,9 +1,5 @@
 #include "checkpoint/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <ATen/CPUGeneratorImpl.h>
 #ifdef USE_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -12,20 +8,17 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/abandoned_mark.h"
 #include "checkpoint/checkpoint_meta.h"
 #include "checkpoint/crc32.h"
+#include "checkpoint/durable_files.h"
 #include "util/error.h"
-#include "util/files.h"
 #include "util/json_text.h"
 
 namespace ddptrain {
@@ -33,33 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kManifest = "manifest.json";
-
-void fsync_path(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags);
-  DDP_CHECK(fd >= 0, "cannot open '", path, "' to fsync: ", std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  DDP_CHECK(rc == 0, "fsync of '", path, "' failed: ", std::strerror(errno));
-}
-
-void write_file_synced(const std::string& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  DDP_CHECK(fd >= 0, "cannot create '", path, "': ", std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      throw Error(detail::concat("writing '", path, "' failed: ", std::strerror(e), " (disk full?)"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  int rc = ::fsync(fd);
-  ::close(fd);
-  DDP_CHECK(rc == 0, "fsync of '", path, "' failed: ", std::strerror(errno));
-}
 
 // The generator of the rank's GPU, when it trains on one (dropout there draws from it; the
 // CPU's draws everything else): its state is checkpointed beside the CPU's (cuda_rng_states.bin),
@@ -108,43 +74,6 @@ std::string tensor_bytes(const at::Tensor& t) {
 }
 
 }  // namespace
-
-// One allocation of the file's size and reads into it: a stream into a stringstream held two to
-// three times the file (its buffer grown by doubling, then copied out), for every rank reading
-// a checkpoint.
-std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  DDP_CHECK(fd >= 0, "cannot read '", path, "': missing or unreadable (", std::strerror(errno), ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a pipe (<(...)): read as a stream
-    ::close(fd);
-    std::ifstream in(path, std::ios::binary);
-    DDP_CHECK(in.good(), "cannot read '", path, "': missing or unreadable");
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  errno = 0;
-  const bool read = read_fully_at(fd, bytes.data(), bytes.size(), 0);
-  const int err = errno;
-  ::close(fd);
-  DDP_CHECK(read, "cannot read '", path, "' of ", st.st_size,
-            " bytes: ", err != 0 ? std::strerror(err) : "it ended before them (changed while read?)");
-  return bytes;
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  try {
-    write_file_synced(tmp, bytes);
-    fs::rename(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);  // a failed write leaves nothing behind
-    throw;
-  }
-  fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
-             O_RDONLY | O_DIRECTORY);
-}
 
 void clean_checkpoint_leftovers(const std::string& root, const Logger& log) {
   std::error_code ec;
@@ -231,7 +160,7 @@ void publish(const std::string& root, const std::string& name, SaveInProgress& s
   stage("files_written");
   const nlohmann::json manifest = {{"format", kCheckpointFormat}, {"files", save.files}};
   write_file_synced(save.tmp_dir + "/" + kManifest, json_text(manifest, 2) + "\n");
-  fsync_path(save.tmp_dir, O_RDONLY | O_DIRECTORY);
+  fsync_folder(save.tmp_dir);
   stage("manifest_written");
   if (fs::exists(final_dir)) {
     // Replacing a checkpoint of the same name: move the old one aside first so that a
@@ -246,7 +175,7 @@ void publish(const std::string& root, const std::string& name, SaveInProgress& s
     fs::rename(save.tmp_dir, final_dir);
   }
   stage("renamed");
-  fsync_path(root, O_RDONLY | O_DIRECTORY);
+  fsync_folder(root);
 }
 
 // Resume's rule (train/run_identity.h): no flag both identities record differs (one recorded
@@ -365,12 +294,21 @@ nlohmann::json read_manifest(const std::string& dir) {
   return manifest;
 }
 
-// Every file the manifest lists is there with its size (no contents read).
-void check_file_sizes(const std::string& dir, const nlohmann::json& manifest) {
-  for (const auto& [fname, entry] : manifest.at("files").items()) {
+// The files a manifest lists.
+std::vector<std::string> listed_files(const nlohmann::json& manifest) {
+  std::vector<std::string> files;
+  for (const auto& [fname, entry] : manifest.at("files").items()) files.push_back(fname);
+  return files;
+}
+
+// Each of `files` (listed by the manifest) is there with its size (no contents read).
+void check_file_sizes(const std::string& dir, const nlohmann::json& manifest,
+                      const std::vector<std::string>& files) {
+  for (const std::string& fname : files) {
     const std::string path = dir + "/" + fname;
     DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "': ", fname, " is missing");
-    const uint64_t want = entry.at("bytes").get<uint64_t>(), have = fs::file_size(path);
+    const uint64_t want = manifest.at("files").at(fname).at("bytes").get<uint64_t>(),
+                   have = fs::file_size(path);
     DDP_CHECK(have == want, "checkpoint '", dir, "': ", fname, " has ", have, " bytes but the manifest says ",
               want, " (truncated or replaced)");
   }
@@ -393,31 +331,39 @@ std::optional<std::string> read_checked(const std::string& dir, const std::strin
 
 }  // namespace
 
-CheckpointMeta verify_checkpoint(const std::string& dir) {
-  const nlohmann::json manifest = read_manifest(dir);
-  check_file_sizes(dir, manifest);
+namespace {
+
+// `files` of the checkpoint (listed by its manifest) there with their sizes, then each read once
+// and checked against the manifest; the checkpoint's meta.
+CheckpointMeta verify_files(const std::string& dir, const nlohmann::json& manifest,
+                            const std::vector<std::string>& files) {
+  check_file_sizes(dir, manifest, files);
   std::optional<std::string> meta;
-  for (const auto& [fname, entry] : manifest.at("files").items()) {
+  for (const std::string& fname : files) {
     std::optional<std::string> bytes = read_checked(dir, fname, manifest);
     if (fname == "meta.json") meta = std::move(bytes);
   }
   return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
 }
 
+}  // namespace
+
+CheckpointMeta verify_checkpoint(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  return verify_files(dir, manifest, listed_files(manifest));
+}
+
 CheckpointMeta verify_checkpoint_weights(const std::string& dir) {
   const nlohmann::json manifest = read_manifest(dir);
-  std::optional<std::string> meta;
-  for (const char* fname : {"meta.json", "config.json", "model.pt"}) {
-    if (!manifest.at("files").contains(fname)) continue;
-    DDP_CHECK(fs::is_regular_file(dir + "/" + fname), "checkpoint '", dir, "': ", fname, " is missing");
-    std::optional<std::string> bytes = read_checked(dir, fname, manifest);
-    if (std::string(fname) == "meta.json") meta = std::move(bytes);
-  }
-  return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
+  std::vector<std::string> files;
+  for (const char* fname : {"meta.json", "config.json", "model.pt"})
+    if (manifest.at("files").contains(fname)) files.push_back(fname);
+  return verify_files(dir, manifest, files);
 }
 
 CheckpointMeta check_checkpoint_complete(const std::string& dir) {
-  check_file_sizes(dir, read_manifest(dir));
+  const nlohmann::json manifest = read_manifest(dir);
+  check_file_sizes(dir, manifest, listed_files(manifest));
   return read_checkpoint_meta(dir);
 }
 
@@ -500,7 +446,7 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx,
                                const std::vector<CheckpointPart>& parts) {
   check_part_names(parts);
   const nlohmann::json manifest = read_manifest(dir);
-  check_file_sizes(dir, manifest);
+  check_file_sizes(dir, manifest, listed_files(manifest));
   const auto read = [&dir, &manifest](const std::string& file) { return read_checked(dir, file, manifest); };
   const std::optional<std::string> meta_text = read("meta.json");
   DDP_CHECK(meta_text.has_value(), "checkpoint '", dir, "': its manifest lists no meta.json");

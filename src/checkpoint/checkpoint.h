@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/durable_files.h"
 #include "dist/dist_context.h"
 #include "serialize/python_pickle.h"
 
@@ -167,11 +168,5 @@ CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, t
 
 /// Removes leftovers of interrupted saves (`.tmp-*`, `.old-*`); rank 0 calls it at start.
 void clean_checkpoint_leftovers(const std::string& root, const Logger& log);
-
-/// Writes bytes to path via a temporary file, fsync and rename.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
-/// Reads a whole file; Error naming it when missing.
-std::string read_file(const std::string& path);
 
 }  // namespace ddptrain

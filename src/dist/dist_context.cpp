@@ -153,12 +153,11 @@ void DistContext::release() {
 }
 
 void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
-  const std::chrono::milliseconds timeout = timeout_;
   // c10::Error's what() carries a C++ backtrace: keep the message only.
   auto fail = [&](const char* msg) {
     recorder_->complete_work(work.get(), false);
     const std::string reason =
-        str(what, " failed (", backend_name_, ", timeout ", timeout.count() / 1000, " s): ", msg);
+        str(what, " failed (", backend_name_, ", timeout ", timeout_.count() / 1000, " s): ", msg);
     if (watchdog_) {  // Note [Flight recorder]
       const std::string verdict = watchdog_->raise(reason);
       log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ",
@@ -170,7 +169,7 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
   try {
     recorder_->wait_begins(work.get());
     if (host_waits(backend_name_))
-      work->wait(timeout);
+      work->wait(timeout_);
     else
       work->wait();  // the stream's wait only: no timeout given (Note [Waiting on NCCL])
     recorder_->complete_work(work.get(), true);

@@ -1,7 +1,6 @@
 // Small file-system helpers: the writers of output files, and the readers of shards.
 #pragma once
 
-#include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,16 +60,6 @@ inline std::string first_file_in_both(const std::vector<std::string>& a, const s
   for (const std::string& x : a)
     if (::stat(x.c_str(), &st) == 0 && in_b.count({st.st_dev, st.st_ino}) != 0) return x;
   return "";
-}
-
-/// fsyncs a folder (its entries: renames and removals in it survive a power loss); false when it
-/// cannot be opened or synced (errno says why).
-inline bool fsync_folder(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
 }
 
 /// Reads `size` bytes at `offset` of the open file `fd`, however the kernel splits the read;

@@ -1,0 +1,124 @@
+// Waits and signals: what a rank does while another makes it wait (a rendezvous a peer never
+// reaches, a long checkpoint write, a peer hung in a collective) and on a stop or hang-up signal.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "e2e_helpers.h"
+#include "proc.h"
+
+using namespace ddptrain::e2e;
+
+// Rank 0 started alone (its peer never came): it serves the rendezvous, so its error says the
+// others did not arrive (it asked whether rank 0 was running), within the timeout.
+TEST(E2E, RankZeroAloneAtTheRendezvousSaysTheOthersDidNotArrive) {
+  std::vector<std::string> cmd = tiny_train(fresh_dir("alone"), {"--dist_timeout_s", "3"});
+  cmd.insert(cmd.begin(), binary());
+  ProcResult r = run(cmd,
+                     {{"RANK", "0"},
+                      {"WORLD_SIZE", "2"},
+                      {"LOCAL_RANK", "0"},
+                      {"LOCAL_WORLD_SIZE", "2"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(free_port())}},
+                     60);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, 30.0) << r.output;
+  EXPECT_NE(r.output.find("this rank serves the rendezvous and the others did not all arrive"),
+            std::string::npos)
+      << r.output;
+}
+
+// The other ranks wait at a save's end while rank 0 writes: a write longer than a short
+// --dist_timeout_s (set to catch hangs sooner) is waited for, up to SaveOptions::write_wait
+// (rank 1 failed the barrier and the launcher killed rank 0 in its save: the save was lost).
+TEST(E2E, ASaveLongerThanTheCollectiveTimeoutIsWaitedFor) {
+  const std::string ckpt = fresh_dir("slow_save");
+  ProcResult r =
+      run(launch(2, free_port(),
+                 tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2", "--max_steps", "3"})),
+          {{"DDPTRAIN_FAULT_SLOW_SAVE", "6@2"}}, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
+  EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
+}
+
+// Note [A second stop signal]: rank 0 waits in a collective for rank 1, which hangs (ignoring
+// signals); started by hand, no launcher tears it down. A first SIGINT asks for a stop it cannot
+// reach (rank 0 lives on); a second one 3 s later ends it by SIGINT within seconds (it waited
+// for the 600 s timeout, or a SIGKILL).
+TEST(E2E, ASecondStopSignalEndsARankHeldInACollective) {
+  const std::string ckpt = fresh_dir("second_signal");
+  const std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> argv = {binary()};
+    auto t = tiny_train(ckpt, {"--log_interval", "1"});
+    argv.insert(argv.end(), t.begin(), t.end());
+    pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
+                         {{"RANK", std::to_string(r)},
+                          {"WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", port},
+                          {"DDPTRAIN_FAULT_HANG_AT_STEP", "2"},
+                          {"DDPTRAIN_FAULT_RANK", "1"}}));
+  }
+  const auto log_of_rank0 = [&] {
+    std::ifstream in(ckpt + "/rank0.log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // Step 2's line needs rank 1 (its numbers are reduced): the run is then at step 2's end.
+  for (int i = 0; i < 600 && log_of_rank0().find("global step 1/") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(log_of_rank0().find("global step 1/"), std::string::npos) << log_of_rank0();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(pids[0], SIGINT);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_TRUE(alive(pids[0])) << "one signal ended it: " << log_of_rank0();
+  ::kill(pids[0], SIGINT);
+  const int code = wait_for(pids[0], 15);
+  for (pid_t p : pids) ::kill(p, SIGKILL);
+  wait_for(pids[1], 10);
+  EXPECT_EQ(code, 128 + SIGINT) << log_of_rank0();
+}
+
+// A bare `ddptrain train` whose terminal hangs up (ssh gone) stops after its step and saves, as
+// under `ddptrain launch` (SIGHUP's default ended it unsaved); under nohup (SIGHUP ignored when it
+// starts) the run goes on.
+TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
+  for (const bool ignored : {false, true}) {
+    const std::string ckpt = fresh_dir(ignored ? "hangup_nohup" : "hangup");
+    std::string cmd = std::string(ignored ? "trap '' HUP; " : "") + "exec '" + binary() + "'";
+    for (const std::string& a : tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}))
+      cmd += " '" + a + "'";
+    const pid_t pid = spawn({"/bin/sh", "-c", cmd}, ckpt + "/out.log");
+    const auto log = [&] { return read_text(ckpt + "/out.log"); };
+    for (int i = 0; i < 600 && log().find("global step 2/") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_NE(log().find("global step 2/"), std::string::npos) << log();
+    ::kill(pid, SIGHUP);
+    const int code = wait_for(pid, ignored ? 3 : 60);
+    if (ignored) {
+      EXPECT_EQ(code, -1) << "a hang-up under nohup ended the run: " << log();
+      ::kill(pid, SIGKILL);
+      wait_for(pid, 10);
+      continue;
+    }
+    EXPECT_EQ(code, 128 + SIGHUP) << log();
+    EXPECT_NE(log().find("stopping after step"), std::string::npos) << log();
+    bool saved = false;
+    for (const auto& e : std::filesystem::directory_iterator(ckpt))
+      saved |= e.path().filename().string().rfind("step_", 0) == 0 &&
+               std::filesystem::exists(e.path() / "manifest.json");
+    EXPECT_TRUE(saved) << log();
+  }
+}
