@@ -76,8 +76,9 @@ int cmd_train(const std::vector<std::string>& args) {
   const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(cfg, ctx);
 
   TrainConfig copy = cfg;
-  const std::string config_json = json_text(flags_to_json(train_flags(copy)), 2) + "\n";
-  log.info("config: " + json_text(flags_to_json(train_flags(copy))));
+  const nlohmann::json flags = flags_to_json(train_flags(copy));
+  const std::string config_json = json_text(flags, 2) + "\n";
+  log.info("config: " + json_text(flags));
   if (ctx.is_main() && saves) {
     std::filesystem::create_directories(cfg.trainer.checkpoint.dir);
     for (const auto& f :

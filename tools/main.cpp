@@ -10,25 +10,18 @@
 // main() only dispatches and maps errors to exit codes: 2 for usage errors, 1 otherwise.
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
 #include <cstdio>
-#include <ctime>
 #include <exception>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <c10/util/Exception.h>
-#include <nlohmann/json.hpp>
 
 #include "launch/launcher.h"
 #include "tools/commands.h"
 #include "tools/fatal_error.h"
-#include "util/env.h"
 #include "util/error.h"
-#include "util/json_text.h"
 
 namespace {
 
@@ -52,10 +45,6 @@ std::string self_exe(const char* argv0) {
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n > 0) return std::string(buf, static_cast<size_t>(n));
   return argv0;
-}
-
-int fail(int code, const std::string& msg, bool secondary = false) {
-  return ddptrain::report_fatal(code, msg, secondary);
 }
 
 }  // namespace
@@ -82,12 +71,12 @@ int main(int argc, char** argv) {
     throw ddptrain::UsageError("unknown command '" + cmd +
                                "'; use train, launch, eval, inspect, export or plot (see ddptrain --help)");
   } catch (const ddptrain::UsageError& e) {
-    return fail(2, e.what());
+    return ddptrain::report_fatal(2, e.what());
   } catch (const ddptrain::CollectiveError& e) {
-    return fail(1, e.what(), /*secondary=*/true);
+    return ddptrain::report_fatal(1, e.what(), /*secondary=*/true);
   } catch (const c10::Error& e) {
-    return fail(1, e.what_without_backtrace());
+    return ddptrain::report_fatal(1, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return fail(1, e.what());
+    return ddptrain::report_fatal(1, e.what());
   }
 }
