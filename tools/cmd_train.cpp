@@ -39,6 +39,12 @@ void set_intra_op_threads(const TrainConfig& cfg, const DistContext& ctx) {
             "lower --threads (Note [OpenMP threads of ranks that share cores])"));
 }
 
+namespace {
+
+int train_in(TrainConfig& cfg, DistContext& ctx);
+
+}  // namespace
+
 int cmd_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     TrainConfig defaults;
@@ -60,7 +66,26 @@ int cmd_train(const std::vector<std::string>& args) {
 
   DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
   dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);
+  // Note [A rank's failure ends the job]: another rank's error is this one's, reported after it.
+  dist_opts.on_peer_failure = [](const std::string& first) {
+    report_fatal(1, "the job failed first on " + first + "; this rank ends too", /*secondary=*/true);
+    std::_Exit(1);
+  };
   DistContext ctx(env, dist_opts);
+  try {
+    return train_in(cfg, ctx);
+  } catch (const c10::Error& e) {
+    ctx.announce_failure(e.what_without_backtrace());
+    throw;
+  } catch (const std::exception& e) {
+    ctx.announce_failure(e.what());
+    throw;
+  }
+}
+
+namespace {
+
+int train_in(TrainConfig& cfg, DistContext& ctx) {
   const Logger& log = ctx.log();
   if (cfg.program.deterministic)
     log.info(
@@ -106,6 +131,7 @@ int cmd_train(const std::vector<std::string>& args) {
       }
     try {
       if (flight_ctx) flight_ctx->dump_flight("std::terminate: " + what);
+      if (flight_ctx) flight_ctx->announce_failure(what);
       // A connection a peer closed: that peer's failure is the root cause, not this one.
       report_fatal(1, "std::terminate (a backend thread?): " + what,
                    what.find("by peer") != std::string::npos);
@@ -136,5 +162,7 @@ int cmd_train(const std::vector<std::string>& args) {
   ctx.shutdown();
   return code;
 }
+
+}  // namespace
 
 }  // namespace ddptrain

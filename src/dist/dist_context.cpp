@@ -10,6 +10,7 @@
 #include "dist/backend_factory.h"
 #include "dist/device_checking_backend.h"
 #include "dist/flight_watchdog.h"
+#include "dist/peer_failure.h"
 #include "util/error.h"
 
 #ifdef USE_CUDA
@@ -101,6 +102,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
+    if (opts.on_peer_failure)  // Note [A rank's failure ends the job]
+      peer_watch_ = std::make_unique<PeerFailureWatch>(store_, log_, opts.peer_failure_grace, opts.on_peer_failure);
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
@@ -146,7 +149,8 @@ void DistContext::shutdown() {
 }
 
 void DistContext::release() {
-  watchdog_.reset();  // it polls the store
+  peer_watch_.reset();  // they poll the store
+  watchdog_.reset();
   // Dropping the last reference joins Gloo's worker threads; store after the group.
   pg_.reset();
   store_.reset();
@@ -163,8 +167,11 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
       log_.warn(str("flight recorder (records in ", watchdog_->dir(), "; `ddptrain inspect hang ",
                     watchdog_->dir(), "`): ", verdict.substr(0, verdict.size() - 1)));
     }
+    // Note [A rank's failure ends the job]: the failure another rank announced is the cause.
+    const std::optional<std::string> first = store_ ? announced_failure(*store_) : std::nullopt;
     throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", reason,
-                              " — another rank probably died or is stuck; see its log"));
+                              first ? " — the job failed first on " + *first
+                                    : std::string(" — another rank probably died or is stuck; see its log")));
   };
   try {
     recorder_->wait_begins(work.get());
@@ -336,6 +343,14 @@ void DistContext::wait_for_main(const std::string& what, std::chrono::millisecon
                               " s): ", c10e ? c10e->what_without_backtrace() : e.what(),
                               " — rank 0 probably died or is stuck; see its log"));
   }
+}
+
+void DistContext::announce_failure(const std::string& reason) const {
+  if (!pg_ || !store_ || env_.world_size == 1) return;
+  if (peer_watch_) peer_watch_->stop();
+  // Rank 0's store ends with its process (under torchrun's agent store it outlives it).
+  ddptrain::announce_failure(*store_, env_.rank, env_.world_size, reason,
+                             /*wait_for_peers=*/is_main() && !env_.use_agent_store);
 }
 
 void DistContext::dump_flight(const std::string& reason) const {

@@ -22,6 +22,7 @@
 namespace ddptrain {
 
 class FlightWatchdog;
+class PeerFailureWatch;
 
 struct DistOptionsResolved {
   std::string backend = "auto";  // auto | gloo | nccl
@@ -31,6 +32,12 @@ struct DistOptionsResolved {
   std::optional<at::Device> strict_device = std::nullopt;
   /// Collectives each rank remembers (Note [Flight recorder]); 0: none.
   size_t flight_recorder = 64;
+  /// What this rank does once another rank announced its failure (Note [A rank's failure ends
+  /// the job]), called from a watch thread after peer_failure_grace unless the context is gone
+  /// by then; the CLI reports it and ends the process. Unset: no watch (the rank learns it at
+  /// its next collective, on NCCL only at the timeout).
+  std::function<void(const std::string& announcement)> on_peer_failure = nullptr;
+  std::chrono::milliseconds peer_failure_grace{5000};
 };
 
 class DistContext {
@@ -108,6 +115,11 @@ class DistContext {
   /// std::terminate handler when a backend thread threw); nothing without a flight folder.
   void dump_flight(const std::string& reason) const;
 
+  /// This rank ends with an error: tells the others through the store (Note [A rank's failure
+  /// ends the job]); the first announcement of the job stays. Rank 0 serving the store waits
+  /// (at most 2 s) until the others have read it. Never throws; nothing at world 1.
+  void announce_failure(const std::string& reason) const;
+
   /// How many collectives so far had a tensor staged to the backend's device.
   int64_t staged_collectives() const { return staged_; }
 
@@ -150,6 +162,7 @@ class DistContext {
 
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<FlightWatchdog> watchdog_;
+  std::unique_ptr<PeerFailureWatch> peer_watch_;
 };
 
 }  // namespace ddptrain

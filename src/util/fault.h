@@ -4,6 +4,8 @@
 //                                   itself right after optimizer step N;
 //   DDPTRAIN_FAULT_THROW_AT_STEP=N  ... throws an error there instead;
 //   DDPTRAIN_FAULT_HANG_AT_STEP=N   ... hangs there (sleeps forever, ignoring SIGTERM);
+//   DDPTRAIN_FAULT_HANG_RANK=R      the rank that hangs, when another than DDPTRAIN_FAULT_RANK's
+//                                   (one rank hangs while another throws);
 //   DDPTRAIN_FAULT_NAN_AT_STEP=N    ... makes its loss NaN in the micro-batches of step N;
 //   DDPTRAIN_FAULT_MISMATCH_AT_STEP=N ... issues a broadcast the others do not before step N's
 //                                   first forward (ranks disagree on a collective);
@@ -42,6 +44,7 @@ struct FaultPlan {
   int64_t slow_save_s = 0;
   int64_t slow_save_step = -1;
   int rank = 0;
+  int hang_rank = 0;
 
   static FaultPlan from_env() {
     FaultPlan f;
@@ -66,15 +69,15 @@ struct FaultPlan {
       f.slow_save_step = std::stoll(slow.substr(at + 1));
     }
     f.rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_RANK", 0, 1 << 20).value_or(0));
+    f.hang_rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_HANG_RANK", 0, 1 << 20).value_or(f.rank));
     return f;
   }
   /// Called after each optimizer step.
   void after_step(int rank, int64_t global_step) const {
-    if (rank != this->rank) return;
-    if (global_step == kill_at_step) ::kill(::getpid(), SIGKILL);
-    if (global_step == throw_at_step)
+    if (rank == this->rank && global_step == kill_at_step) ::kill(::getpid(), SIGKILL);
+    if (rank == this->rank && global_step == throw_at_step)
       throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step ", global_step));
-    if (global_step == hang_at_step) {
+    if (rank == hang_rank && global_step == hang_at_step) {
       ::signal(SIGTERM, SIG_IGN);
       ::signal(SIGINT, SIG_IGN);
       for (;;) ::pause();

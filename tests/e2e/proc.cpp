@@ -109,7 +109,9 @@ int wait_for(pid_t pid, int timeout_s) {
   auto t0 = Clock::now();
   int status = 0;
   while (Clock::now() - t0 < std::chrono::seconds(timeout_s)) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return decode(status);
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) return decode(status);
+    if (got < 0) return -1;  // not a child (any more): reaped by an earlier wait
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return -1;

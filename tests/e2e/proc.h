@@ -25,7 +25,8 @@ ProcResult run(const std::vector<std::string>& argv, const std::map<std::string,
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path,
             const std::map<std::string, std::string>& env = {});
 
-/// Waits up to timeout_s for pid; returns its exit code (128+signal) or -1 on timeout.
+/// Waits up to timeout_s for pid; returns its exit code (128+signal), or -1 on timeout or at
+/// once when pid is no child (an earlier wait reaped it).
 int wait_for(pid_t pid, int timeout_s);
 
 /// Direct children of pid (from /proc).

@@ -122,3 +122,55 @@ TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
     EXPECT_TRUE(saved) << log();
   }
 }
+
+// Note [A rank's failure ends the job]: one rank fails (an error after step 2) while the other is
+// held where no backend error reaches it (here: its own code, hung and deaf to signals; on NCCL:
+// a collective, until --dist_timeout_s). The held one ends within seconds, exit 1, its error
+// file naming the failed rank's error as the cause; the failed rank's names its own. Both ways:
+// rank 0 serves the store, so its failure must be read before it ends.
+TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
+  for (const int failing : {1, 0}) {
+    const int held = 1 - failing;
+    const std::string ckpt = fresh_dir("peer_failure_" + std::to_string(failing));
+    const std::string port = std::to_string(free_port());
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> argv = {binary()};
+      auto t = tiny_train(ckpt, {"--log_interval", "1"});
+      argv.insert(argv.end(), t.begin(), t.end());
+      pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
+                           {{"RANK", std::to_string(r)},
+                            {"WORLD_SIZE", "2"},
+                            {"MASTER_ADDR", "127.0.0.1"},
+                            {"MASTER_PORT", port},
+                            {"TORCHELASTIC_ERROR_FILE", ckpt + "/error" + std::to_string(r) + ".json"},
+                            {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
+                            {"DDPTRAIN_FAULT_RANK", std::to_string(failing)},
+                            {"DDPTRAIN_FAULT_HANG_AT_STEP", "2"},
+                            {"DDPTRAIN_FAULT_HANG_RANK", std::to_string(held)}}));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const int failed_code = wait_for(pids[failing], 120);
+    const int held_code = wait_for(pids[held], 30);
+    const double held_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const int r : {failing, held})
+      if ((r == failing ? failed_code : held_code) == -1) {  // still running: end it
+        ::kill(pids[r], SIGKILL);
+        wait_for(pids[r], 10);
+      }
+    const std::string logs = read_text(ckpt + "/rank0.log") + read_text(ckpt + "/rank1.log");
+    EXPECT_EQ(failed_code, 1) << logs;
+    EXPECT_EQ(held_code, 1) << "the held rank did not end by itself: " << logs;
+    EXPECT_LT(held_s, 60.0) << logs;
+    const auto error_of = [&](int r) {
+      return nlohmann::json::parse(read_text(ckpt + "/error" + std::to_string(r) + ".json"))["message"];
+    };
+    const nlohmann::json held_error = error_of(held);
+    EXPECT_NE(held_error["message"].get<std::string>().find(
+                  "the job failed first on rank " + std::to_string(failing) + "/2: injected fault"),
+              std::string::npos)
+        << held_error;
+    EXPECT_EQ(held_error["extraInfo"]["secondary"], "true") << held_error;
+    EXPECT_NE(error_of(failing)["message"].get<std::string>().find("injected fault"), std::string::npos) << logs;
+  }
+}
