@@ -350,7 +350,8 @@ void DistContext::announce_failure(const std::string& reason) const {
   if (peer_watch_) peer_watch_->stop();
   // Rank 0's store ends with its process (under torchrun's agent store it outlives it).
   ddptrain::announce_failure(*store_, env_.rank, env_.world_size, reason,
-                             /*wait_for_peers=*/is_main() && !env_.use_agent_store);
+                             /*wait_for_peers=*/is_main() && !env_.use_agent_store,
+                             /*already_read=*/peer_watch_ && peer_watch_->read_one());
 }
 
 void DistContext::dump_flight(const std::string& reason) const {

@@ -16,13 +16,13 @@ std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; 
 }  // namespace
 
 bool announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool wait_for_peers,
-                      std::chrono::milliseconds wait) {
+                      bool already_read, std::chrono::milliseconds wait) {
   // A long message (a backtrace) is cut: the peers quote it in one line.
   const std::string mine =
       str("rank ", rank, "/", world, ": ", reason.size() > 600 ? reason.substr(0, 600) + "..." : reason);
   try {
     if (store.compareSet(kFailed, {}, bytes(mine)) != bytes(mine)) {
-      store.add(kSeen, 1);  // another's came first: this rank has seen it (its watch is stopped)
+      if (!already_read) store.add(kSeen, 1);  // another's came first: this rank has read it
       return false;
     }
     const auto until = std::chrono::steady_clock::now() + wait;
@@ -84,6 +84,7 @@ void PeerFailureWatch::loop() {
   }
   try {
     store_->add(kSeen, 1);
+    read_one_ = true;
   } catch (const std::exception&) {
   }
   log_.error(str("the job failed on another rank (", *failure, "); this rank ends in ", grace_.count() / 1000.0,

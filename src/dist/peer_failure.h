@@ -14,6 +14,7 @@
 // fails names the announced error too (DistContext::wait).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -29,11 +30,12 @@
 namespace ddptrain {
 
 /// Writes "rank R/W: reason" as the job's failure unless one is there already; true when this
-/// announcement is the first. With wait_for_peers (this rank serves the store) it then waits,
-/// at most `wait`, until the other world - 1 ranks have read it. Never throws (the store may be
-/// gone).
+/// announcement is the first (else the one there counts as read by this rank, unless
+/// already_read: its watch counted it). With wait_for_peers (this rank serves the store) the
+/// first then waits, at most `wait`, until the other world - 1 ranks have read it. Never throws
+/// (the store may be gone).
 bool announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool wait_for_peers,
-                      std::chrono::milliseconds wait = std::chrono::milliseconds(2000));
+                      bool already_read, std::chrono::milliseconds wait = std::chrono::milliseconds(2000));
 
 /// The job's announced failure, if any (nullopt also when the store is gone).
 std::optional<std::string> announced_failure(c10d::Store& store);
@@ -51,6 +53,8 @@ class PeerFailureWatch {
 
   /// This rank announced the failure itself: stop watching.
   void stop();
+  /// Whether it read another rank's announcement (and counted itself as having read it).
+  bool read_one() const { return read_one_; }
 
  private:
   void loop();
@@ -64,6 +68,7 @@ class PeerFailureWatch {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::atomic<bool> read_one_{false};
   std::thread thread_;
 };
 
