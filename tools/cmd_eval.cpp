@@ -41,7 +41,7 @@ std::string resolve_checkpoint(const std::string& dir) {
   DDP_USAGE_CHECK(fs::is_directory(dir), "--checkpoint='", dir, "' is a file; ", fix);
   if (is_checkpoint_dir(dir)) return dir;
   const Logger log(0, 1);
-  const auto newest = find_latest_checkpoint(dir, log);
+  const auto newest = find_latest_checkpoint(dir, log, /*weights_only=*/true);  // optimizer.pt may be gone
   DDP_USAGE_CHECK(newest.has_value(), "--checkpoint='", dir,
                   "' is not a checkpoint (no manifest.json: not one, or ",
                   "its save was interrupted) and holds no valid checkpoint; ", fix);

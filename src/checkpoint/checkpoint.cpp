@@ -122,22 +122,35 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
 
 namespace {
 
-// Rank 0's side of a save in progress: the temporary folder and the manifest's entries.
+// A save in progress. Rank 0's side: the temporary folder and the manifest's entries. Every
+// rank's: the events that say rank 0's writing so far is done (PartFiles::sync).
 struct SaveInProgress {
   std::string tmp_dir;
   nlohmann::json files = nlohmann::json::object();
+  std::function<void(const char*)> stage = [](const char*) {};
+  std::string event;  // names this save among the job's (its checkpoint's name and step)
+  int syncs = 0;
   void write(const std::string& file, const std::string& bytes) {
     write_file_synced(tmp_dir + "/" + file, bytes);
     files[file] = {{"bytes", bytes.size()}, {"crc32", crc32_of(bytes)}};
+    stage(("written:" + file).c_str());
+  }
+  // Every rank: rank 0's writing so far is done, waited for on the store (up to `wait`).
+  void sync(const DistContext& ctx, std::chrono::milliseconds wait) {
+    ctx.wait_for_main(str(event, ": files written (", ++syncs, ")"), wait);
   }
 };
 
 // Every rank, part by part: its archive (rank 0 writes it) and its further files, each written
-// as soon as it is made, so that rank 0 never holds more than one file's bytes.
-void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& parts, SaveInProgress& save) {
+// as soon as it is made, so that rank 0 never holds more than one file's bytes. Before the
+// collectives of a next part, the others wait for rank 0's writing through the store.
+void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& parts, SaveInProgress& save,
+                 std::chrono::milliseconds write_wait) {
+  const auto sync = [&] { save.sync(ctx, write_wait); };
   for (const auto& part : parts) {
     if (part.before_save) part.before_save();
     if (ctx.is_main()) save.write(part.name + ".pt", part.save());
+    sync();
     if (part.save_more) {
       const std::string prefix = part.name + ".";
       part.save_more(PartFiles{[&](const std::string& file, const std::string& bytes) {
@@ -147,7 +160,8 @@ void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& part
                                  if (ctx.is_main()) save.write(file, bytes);
                                },
                                {},
-                               {}});
+                               {},
+                               sync});
     }
     if (part.after_save) part.after_save();
   }
@@ -250,25 +264,25 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   const std::optional<at::Generator> gpu = gpu_generator(ctx);
   const at::Tensor gpu_rng = gpu ? gather_generator_states(ctx, *gpu) : at::Tensor();
   SaveInProgress save;
+  // Events are named by what every rank knows alike (a node's folder may be named otherwise).
+  save.event = str("checkpoint ", name, " at step ", meta.global_step);
+  if (opts.on_stage) save.stage = opts.on_stage;
   if (ctx.is_main()) {  // See Note [Atomic checkpoints].
     save.tmp_dir = (fs::path(root) / (".tmp-" + name)).string();
     fs::remove_all(save.tmp_dir);
     fs::create_directories(save.tmp_dir);
   }
-  write_parts(ctx, parts, save);
+  write_parts(ctx, parts, save, opts.write_wait);
   if (ctx.is_main()) {
     save.write("rng_states.bin", tensor_bytes(rng));
     if (gpu_rng.defined()) save.write("cuda_rng_states.bin", tensor_bytes(gpu_rng));
     save.write("meta.json", meta_json(meta, rng.size(1)));
     save.write("config.json", config_json);
-    publish(root, name, save, [&](const char* s) {
-      if (opts.on_stage) opts.on_stage(s);
-    });
+    publish(root, name, save, save.stage);
     if (opts.keep > 0) keep_newest(root, final_dir, opts.keep, meta.run, ctx.log());
   }
-  // The others wait for rank 0's writing through the store, up to write_wait, then meet. The
-  // event is named by what every rank knows alike (a node's folder may be named otherwise).
-  ctx.wait_for_main(str("checkpoint ", name, " at step ", meta.global_step, " written"), opts.write_wait);
+  // The others wait for rank 0's writing through the store, up to write_wait, then meet.
+  ctx.wait_for_main(save.event + " written", opts.write_wait);
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;
 }
@@ -353,17 +367,26 @@ CheckpointMeta verify_checkpoint(const std::string& dir) {
   return verify_files(dir, manifest, listed_files(manifest));
 }
 
-CheckpointMeta verify_checkpoint_weights(const std::string& dir) {
-  const nlohmann::json manifest = read_manifest(dir);
+namespace {
+
+// What eval and export read of a checkpoint (the files the manifest lists of these).
+std::vector<std::string> weight_files(const nlohmann::json& manifest) {
   std::vector<std::string> files;
   for (const char* fname : {"meta.json", "config.json", "model.pt"})
     if (manifest.at("files").contains(fname)) files.push_back(fname);
-  return verify_files(dir, manifest, files);
+  return files;
 }
 
-CheckpointMeta check_checkpoint_complete(const std::string& dir) {
+}  // namespace
+
+CheckpointMeta verify_checkpoint_weights(const std::string& dir) {
   const nlohmann::json manifest = read_manifest(dir);
-  check_file_sizes(dir, manifest, listed_files(manifest));
+  return verify_files(dir, manifest, weight_files(manifest));
+}
+
+CheckpointMeta check_checkpoint_complete(const std::string& dir, bool weights_only) {
+  const nlohmann::json manifest = read_manifest(dir);
+  check_file_sizes(dir, manifest, weights_only ? weight_files(manifest) : listed_files(manifest));
   return read_checkpoint_meta(dir);
 }
 
@@ -374,7 +397,7 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
 }
 
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log,
-                                              std::vector<CheckpointEntry>* incomplete) {
+                                              std::vector<CheckpointEntry>* incomplete, bool weights_only) {
   std::vector<CheckpointEntry> complete;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return complete;
@@ -382,7 +405,7 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Log
     if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
     const std::string dir = e.path().string();
     try {
-      complete.push_back({dir, check_checkpoint_complete(dir)});
+      complete.push_back({dir, check_checkpoint_complete(dir, weights_only)});
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
       if (incomplete) try {
@@ -398,10 +421,13 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Log
 }
 
 const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
-                                            const Logger& log) {
+                                            const Logger& log, bool weights_only) {
   for (const CheckpointEntry* c : newest_first) {
     try {
-      verify_checkpoint(c->dir);
+      if (weights_only)
+        verify_checkpoint_weights(c->dir);
+      else
+        verify_checkpoint(c->dir);
       return c;
     } catch (const std::exception& err) {
       log.warn(str("skipping an invalid checkpoint: ", err.what()));
@@ -410,8 +436,9 @@ const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEn
   return nullptr;
 }
 
-std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log) {
-  const auto all = list_checkpoints(root, log);
+std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log,
+                                                  bool weights_only) {
+  const auto all = list_checkpoints(root, log, nullptr, weights_only);
   const std::set<std::string> abandoned = abandoned_checkpoints(root);
   std::vector<const CheckpointEntry*> newest_first;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
@@ -422,7 +449,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, const
     log.warn(str("skipping ", it->dir, ": a start of its run abandoned it (", abandoned_mark_file(root),
                  "; Note [A branch a run abandons]); name it to use it"));
   }
-  const CheckpointEntry* newest = newest_that_verifies(newest_first, log);
+  const CheckpointEntry* newest = newest_that_verifies(newest_first, log, weights_only);
   if (!newest) return std::nullopt;
   return newest->dir;
 }

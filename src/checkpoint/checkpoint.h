@@ -64,11 +64,13 @@ struct CheckpointEntry {
 
 struct SaveOptions {
   int keep = 3;  // complete checkpoints kept in the directory; 0 = all
-  /// Called by rank 0 at each stage of the save ("files_written", "manifest_written",
-  /// "old_moved_aside", "renamed"): the failure tests kill the process there.
+  /// Called by rank 0 at each stage of the save ("written:<file>" after each file,
+  /// "files_written", "manifest_written", "old_moved_aside", "renamed"): the failure tests kill
+  /// the process there.
   std::function<void(const char* stage)> on_stage;
-  /// How long the other ranks wait at the save's end for rank 0's writing, at least (the
-  /// context's timeout, --dist_timeout_s, when that is longer).
+  /// How long the other ranks wait for rank 0's writing (at the save's end, and after a file
+  /// that a collective follows), at least (the context's timeout, --dist_timeout_s, when that
+  /// is longer).
   std::chrono::seconds write_wait{1800};
 };
 
@@ -79,6 +81,11 @@ struct PartFiles {
   std::function<void(const std::string& file, const std::string& bytes)> write;
   std::function<std::optional<std::string>(const std::string& file)> read;
   std::string dir;  // the checkpoint's folder (loading), for messages
+  /// Saving: every rank, in the same order, as a collective; returns once rank 0 has written
+  /// its files so far. Called between a write of rank 0's and a collective, it makes the others
+  /// wait for the writing on the store (SaveOptions::write_wait), not in the collective, whose
+  /// --dist_timeout_s a long write would pass. Unset: nothing to wait for.
+  std::function<void()> sync = nullptr;
 };
 
 /// One named part of a checkpoint: the file `<name>.pt`. `save` gives its bytes (rank 0
@@ -128,8 +135,9 @@ CheckpointMeta verify_checkpoint_weights(const std::string& dir);
 
 /// Checks the manifest and that every file it lists is there with its size (reads no file but
 /// the manifest and meta.json); returns the meta. The checksums are checked where the files are
-/// read: verify_checkpoint, load_checkpoint (Note [Checkpoints read once]).
-CheckpointMeta check_checkpoint_complete(const std::string& dir);
+/// read: verify_checkpoint, load_checkpoint (Note [Checkpoints read once]). weights_only: the
+/// files verify_checkpoint_weights reads.
+CheckpointMeta check_checkpoint_complete(const std::string& dir, bool weights_only = false);
 
 /// Whether dir looks like one checkpoint (it has a manifest; not verified), rather than a
 /// folder of them.
@@ -142,19 +150,23 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 /// (oldest first), warning about the invalid ones it skips; empty when root holds none or does
 /// not exist. `incomplete`: also the skipped ones whose meta.json reads, so whose run they are
 /// is known (Note [Run identity]; a user who deleted a run's optimizer.pt files to keep only its
-/// weights has such a folder).
+/// weights has such a folder). weights_only: complete as eval and export read them
+/// (check_checkpoint_complete's weights_only).
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log,
-                                              std::vector<CheckpointEntry>* incomplete = nullptr);
+                                              std::vector<CheckpointEntry>* incomplete = nullptr,
+                                              bool weights_only = false);
 
-/// The first of `newest_first` that verifies (verify_checkpoint), warning about each that does
-/// not; null when none does.
+/// The first of `newest_first` that verifies (verify_checkpoint; weights_only:
+/// verify_checkpoint_weights), warning about each that does not; null when none does.
 const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
-                                            const Logger& log);
+                                            const Logger& log, bool weights_only = false);
 
 /// The newest checkpoint in root that verifies (by optimizer step), past those a start of their
 /// run abandoned (checkpoint/abandoned_mark.h); nullopt when there is none. Verifies from the
-/// newest down, so older checkpoints are not read.
-std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log);
+/// newest down, so older checkpoints are not read. weights_only: as eval and export read it (a
+/// checkpoint whose optimizer.pt was deleted counts).
+std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log,
+                                                  bool weights_only = false);
 
 /// Restores every part and this rank's RNG state from a checkpoint, each file read once and
 /// checked against the manifest as it is read (Note [Checkpoints read once]). Error when it

@@ -97,6 +97,7 @@ void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer
     std::vector<at::Tensor> t{r == ctx.rank() ? mine : at::empty_like(mine)};
     ctx.broadcast(t, r, "ZeRO optimizer shard for a checkpoint");  // Note [Optimizer shard files]
     if (ctx.is_main()) files.write(shard_file(name, r), pickle_tensors({{"state", t[0].cpu()}}));
+    if (files.sync && r + 1 < ctx.world_size()) files.sync();  // the next broadcast waits for the write
   }
   if (ctx.is_main()) files.write(layout_file(name), layout_json(full, fields, mine.size(1), steps, by_rank));
 }

@@ -11,10 +11,21 @@
 
 namespace ddptrain {
 
+namespace {
+
+// A safetensors file tensor by tensor, straight into each tensor (no copy of the file held).
+NamedTensors read_safetensors_file(const std::string& path) {
+  const SafetensorsFile file(path);
+  NamedTensors out;
+  for (const SafetensorsEntry& e : file.entries()) out.emplace_back(e.name, file.read(e));
+  return out;
+}
+
+}  // namespace
+
 NamedTensors read_weights_file(const std::string& path, const Logger& log) {
-  const std::string bytes = read_file(path);
   NamedTensors tensors =
-      is_safetensors(bytes) ? read_safetensors(bytes, path) : unpickle_tensors(bytes, path);
+      is_safetensors_file(path) ? read_safetensors_file(path) : unpickle_tensors(read_file(path), path);
   const std::string prefix = "module.";
   const bool wrapped = !tensors.empty() && std::all_of(tensors.begin(), tensors.end(), [&](const auto& nt) {
     return nt.first.rfind(prefix, 0) == 0;

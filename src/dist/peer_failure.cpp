@@ -17,9 +17,12 @@ std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; 
 
 bool announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool wait_for_peers,
                       bool already_read, std::chrono::milliseconds wait) {
-  // A long message (a backtrace) is cut: the peers quote it in one line.
-  const std::string mine =
-      str("rank ", rank, "/", world, ": ", reason.size() > 600 ? reason.substr(0, 600) + "..." : reason);
+  // A long message (a backtrace) is cut: the peers quote it in one line. Its own "[rank r/w] "
+  // prefix (a collective's error) is said once.
+  std::string why = reason;
+  const std::string prefix = str("[rank ", rank, "/", world, "] ");
+  if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+  const std::string mine = str("rank ", rank, "/", world, ": ", why.size() > 600 ? why.substr(0, 600) + "..." : why);
   try {
     if (store.compareSet(kFailed, {}, bytes(mine)) != bytes(mine)) {
       if (!already_read) store.add(kSeen, 1);  // another's came first: this rank has read it

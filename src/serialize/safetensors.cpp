@@ -144,6 +144,17 @@ bool is_safetensors(const std::string& bytes) {
   return bytes.size() >= 10 && header_length(bytes) <= bytes.size() - 8 && bytes[8] == '{';
 }
 
+bool is_safetensors_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  std::string head(9, '\0');
+  const bool ok = ::fstat(fd, &st) == 0 && st.st_size >= 10 && read_fully_at(fd, head.data(), 9, 0) &&
+                  header_length(head) <= static_cast<uint64_t>(st.st_size) - 8 && head[8] == '{';
+  ::close(fd);
+  return ok;
+}
+
 NamedTensors read_safetensors(const std::string& bytes, const std::string& origin) {
   DDP_CHECK(is_safetensors(bytes), origin, ": not a safetensors file (truncated, or another format)");
   const uint64_t n = header_length(bytes);

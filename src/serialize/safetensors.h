@@ -51,6 +51,8 @@ std::string safetensors_bytes(const NamedTensors& tensors,
 
 /// Whether bytes look like a safetensors file (a header length that fits, then '{').
 bool is_safetensors(const std::string& bytes);
+/// Whether the file at path looks like one (read: its first 9 bytes); false when unreadable.
+bool is_safetensors_file(const std::string& path);
 
 /// The tensors of a safetensors file, sorted by name (CPU). Error naming origin and what is
 /// wrong (truncated, a dtype we do not read, offsets outside the data).

@@ -13,8 +13,9 @@
 //   DDPTRAIN_FAULT_TERM_IN_EVAL=E   ... sends itself SIGTERM there (a stop request during it);
 //   DDPTRAIN_FAULT_KILL_IN_SAVE=STAGE@N  rank 0 SIGKILLs itself at STAGE of the checkpoint
 //                                   save after step N (stages: checkpoint.h SaveOptions);
-//   DDPTRAIN_FAULT_SLOW_SAVE=S@N     rank 0 sleeps S seconds once the files of the save after
-//                                   step N are written (a slow file system);
+//   DDPTRAIN_FAULT_SLOW_SAVE=S@N[@STAGE]  rank 0 sleeps S seconds once the files of the save
+//                                   after step N are written (a slow file system), or at STAGE
+//                                   of it (e.g. written:model.pt);
 //   DDPTRAIN_FAULT_ATTEMPT=A        only in launch attempt A (TORCHELASTIC_RESTART_COUNT,
 //                                   default 0); -1: in every attempt.
 #pragma once
@@ -43,6 +44,7 @@ struct FaultPlan {
   int64_t kill_in_save_step = -1;
   int64_t slow_save_s = 0;
   int64_t slow_save_step = -1;
+  std::string slow_save_stage = "files_written";
   int rank = 0;
   int hang_rank = 0;
 
@@ -66,7 +68,9 @@ struct FaultPlan {
     const std::string slow = env::get("DDPTRAIN_FAULT_SLOW_SAVE").value_or("");
     if (const auto at = slow.find('@'); at != std::string::npos) {
       f.slow_save_s = std::stoll(slow.substr(0, at));
-      f.slow_save_step = std::stoll(slow.substr(at + 1));
+      const auto stage = slow.find('@', at + 1);
+      f.slow_save_step = std::stoll(slow.substr(at + 1, stage == std::string::npos ? std::string::npos : stage - at - 1));
+      if (stage != std::string::npos) f.slow_save_stage = slow.substr(stage + 1);
     }
     f.rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_RANK", 0, 1 << 20).value_or(0));
     f.hang_rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_HANG_RANK", 0, 1 << 20).value_or(f.rank));
@@ -99,7 +103,7 @@ struct FaultPlan {
   /// Called by rank 0 at each stage of a checkpoint save.
   void in_save(int64_t global_step, const char* stage) const {
     if (global_step == kill_in_save_step && kill_in_save_stage == stage) ::kill(::getpid(), SIGKILL);
-    if (global_step == slow_save_step && std::string(stage) == "files_written") {
+    if (global_step == slow_save_step && slow_save_stage == stage) {
       std::fprintf(stderr, "injected fault: a save that takes %lld s more\n",
                    static_cast<long long>(slow_save_s));
       ::sleep(static_cast<unsigned>(slow_save_s));

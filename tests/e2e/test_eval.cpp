@@ -246,7 +246,8 @@ TEST(E2E, AnEvaluationThatFailsLosesNothing) {
 
 // docs/checkpoints.md: a checkpoint whose optimizer.pt was deleted to keep its weights. eval and
 // export read only model.pt, meta.json and config.json (export stopped: "optimizer.pt is
-// missing"); model.pt damaged still stops both.
+// missing"), also as the newest of a folder (it was skipped as invalid for an older one);
+// model.pt damaged still stops both.
 TEST(Eval, EvalAndExportTakeACheckpointWhoseOptimizerStateWasDeleted) {
   const std::string ckpt = fresh_dir("weights_only");
   ProcResult t =
@@ -263,6 +264,13 @@ TEST(Eval, EvalAndExportTakeACheckpointWhoseOptimizerStateWasDeleted) {
       {}, 300);
   EXPECT_EQ(x.exit_code, 0) << x.output;
   EXPECT_TRUE(fs::exists(ckpt + "/w.safetensors"));
+  ProcResult folder = run({binary(), "eval", "--checkpoint", ckpt, "--batch_size", "1000", "--metrics_file",
+                           ckpt + "/eval.jsonl"},
+                          {}, 300);
+  ASSERT_EQ(folder.exit_code, 0) << folder.output;
+  const auto records = read_jsonl(ckpt + "/eval.jsonl");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["checkpoint"], step) << folder.output;
   {
     std::fstream f(step + "/model.pt", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);

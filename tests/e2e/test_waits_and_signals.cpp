@@ -52,6 +52,21 @@ TEST(E2E, ASaveLongerThanTheCollectiveTimeoutIsWaitedFor) {
   EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
 }
 
+// Under ZeRO, the optimizer's shards are broadcast to rank 0 one by one while it writes them: the
+// others wait for each write on the store (PartFiles::sync), not in the next collective, whose
+// short --dist_timeout_s a write of rank 0's passes (a 6 s write of model.pt under a 3 s
+// timeout failed the save, since the shard broadcast came next).
+TEST(E2E, AZeroSavesPartsLongerThanTheCollectiveTimeoutAreWaitedFor) {
+  const std::string ckpt = fresh_dir("slow_zero_save");
+  ProcResult r = run(launch(2, free_port(),
+                            tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2", "--max_steps", "3",
+                                              "--zero_stage", "1"})),
+                     {{"DDPTRAIN_FAULT_SLOW_SAVE", "6@2@written:model.pt"}}, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
+  EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
+}
+
 // Note [A second stop signal]: rank 0 waits in a collective for rank 1, which hangs (ignoring
 // signals); started by hand, no launcher tears it down. A first SIGINT asks for a stop it cannot
 // reach (rank 0 lives on); a second one 3 s later ends it by SIGINT within seconds (it waited
