@@ -43,6 +43,10 @@ namespace {
 
 int train_in(TrainConfig& cfg, DistContext& ctx);
 
+// The context std::terminate's handler reports through, while it lives (a backend thread that
+// throws ends the process there).
+const DistContext* flight_ctx = nullptr;
+
 }  // namespace
 
 int cmd_train(const std::vector<std::string>& args) {
@@ -72,8 +76,14 @@ int cmd_train(const std::vector<std::string>& args) {
     std::_Exit(1);
   };
   DistContext ctx(env, dist_opts);
+  struct ForgetContext {
+    ~ForgetContext() { flight_ctx = nullptr; }
+  } forget;  // before ctx ends
   try {
     return train_in(cfg, ctx);
+  } catch (const CollectiveError& e) {  // broken by another rank's failure, or a hang
+    ctx.announce_failure(e.what(), /*secondary=*/true);
+    throw;
   } catch (const c10::Error& e) {
     ctx.announce_failure(e.what_without_backtrace());
     throw;
@@ -115,7 +125,6 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
   if (saves) ctx.set_flight_dir(cfg.trainer.checkpoint.dir);  // Note [Flight recorder]
   // A backend thread that throws (Gloo on a collective mismatch) ends the process through
   // std::terminate: leave the flight record first, and ask the other ranks for theirs.
-  static const DistContext* flight_ctx = nullptr;
   flight_ctx = &ctx;
   // The exception's message is the error reported (it ended by abort: a core, a bare "killed by
   // signal 6" at the launcher, and no error file for its root-cause report).
@@ -130,11 +139,11 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
       } catch (...) {
       }
     try {
-      if (flight_ctx) flight_ctx->dump_flight("std::terminate: " + what);
-      if (flight_ctx) flight_ctx->announce_failure(what);
       // A connection a peer closed: that peer's failure is the root cause, not this one.
-      report_fatal(1, "std::terminate (a backend thread?): " + what,
-                   what.find("by peer") != std::string::npos);
+      const bool secondary = what.find("by peer") != std::string::npos;
+      if (flight_ctx) flight_ctx->dump_flight("std::terminate: " + what);
+      if (flight_ctx) flight_ctx->announce_failure(what, secondary);
+      report_fatal(1, "std::terminate (a backend thread?): " + what, secondary);
     } catch (...) {
     }
     std::_Exit(1);

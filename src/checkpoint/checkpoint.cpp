@@ -162,6 +162,7 @@ void write_parts(const DistContext& ctx, const std::vector<CheckpointPart>& part
                                {},
                                {},
                                sync});
+      sync();
     }
     if (part.after_save) part.after_save();
   }

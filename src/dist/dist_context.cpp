@@ -1,6 +1,7 @@
 #include "dist/dist_context.h"
 
 #include <algorithm>
+#include <thread>
 
 #include <torch/cuda.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -103,7 +104,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]
-      peer_watch_ = std::make_unique<PeerFailureWatch>(store_, log_, opts.peer_failure_grace, opts.on_peer_failure);
+      peer_watch_ = std::make_unique<PeerFailureWatch>(store_, env_.rank, log_, opts.peer_failure_grace,
+                                                       opts.on_peer_failure);
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
@@ -168,9 +170,9 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
                     watchdog_->dir(), "`): ", verdict.substr(0, verdict.size() - 1)));
     }
     // Note [A rank's failure ends the job]: the failure another rank announced is the cause.
-    const std::optional<std::string> first = store_ ? announced_failure(*store_) : std::nullopt;
+    const std::optional<AnnouncedFailure> first = store_ ? announced_failure(*store_) : std::nullopt;
     throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", reason,
-                              first ? " — the job failed first on " + *first
+                              first ? " — the job failed first on " + first->text
                                     : std::string(" — another rank probably died or is stuck; see its log")));
   };
   try {
@@ -328,30 +330,42 @@ void DistContext::barrier(const char* what) const {
 
 void DistContext::wait_for_main(const std::string& what, std::chrono::milliseconds at_least) const {
   if (!pg_ || !store_) return;
-  const std::string key = "ddptrain/done/" + what;
+  const std::string key = str("ddptrain/done/", ++main_events_, ": ", what);
   if (is_main()) {
     store_->set(key, std::vector<uint8_t>{1});
     return;
   }
   const auto timeout = std::max(timeout_, at_least);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] waiting for rank 0: ", what);
+  // Polled, not one blocking wait: a TCPStore client holds its lock for a wait's length, which
+  // would hold this rank's failure watch too (Note [A rank's failure ends the job]).
+  std::string why = "timed out";
   try {
-    store_->wait({key}, timeout);
+    for (auto pause = std::chrono::milliseconds(1); std::chrono::steady_clock::now() < until;
+         pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
+      if (store_->check({key})) return;
+      if (const auto failure = announced_failure(*store_))
+        throw CollectiveError(str(where, " — the job failed first on ", failure->text));
+      std::this_thread::sleep_for(pause);
+    }
+  } catch (const CollectiveError&) {
+    throw;
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
-    throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] waiting for rank 0: ", what,
-                              " failed (store, timeout ", timeout.count() / 1000,
-                              " s): ", c10e ? c10e->what_without_backtrace() : e.what(),
-                              " — rank 0 probably died or is stuck; see its log"));
+    why = c10e ? c10e->what_without_backtrace() : e.what();
   }
+  throw CollectiveError(str(where, " failed (store, timeout ", timeout.count() / 1000, " s): ", why,
+                            " — rank 0 probably died or is stuck; see its log"));
 }
 
-void DistContext::announce_failure(const std::string& reason) const {
+void DistContext::announce_failure(const std::string& reason, bool secondary) const {
   if (!pg_ || !store_ || env_.world_size == 1) return;
   if (peer_watch_) peer_watch_->stop();
+  ddptrain::announce_failure(*store_, env_.rank, env_.world_size, reason, secondary);
   // Rank 0's store ends with its process (under torchrun's agent store it outlives it).
-  ddptrain::announce_failure(*store_, env_.rank, env_.world_size, reason,
-                             /*wait_for_peers=*/is_main() && !env_.use_agent_store,
-                             /*already_read=*/peer_watch_ && peer_watch_->read_one());
+  if (is_main() && !env_.use_agent_store)
+    wait_until_read(*store_, env_.rank, env_.world_size, std::chrono::milliseconds(2000));
 }
 
 void DistContext::dump_flight(const std::string& reason) const {

@@ -100,7 +100,9 @@ class DistContext {
   /// host, whatever the backend: NCCL's barrier takes no timeout of its own), up to `at_least`
   /// where that is longer than the context's timeout. The end of a checkpoint save, where the
   /// others wait while rank 0 writes: a write longer than a --dist_timeout_s set short to catch
-  /// hangs failed the run and lost the save. `what` names one event of this job attempt.
+  /// hangs failed the run and lost the save. Every rank calls it as a collective (the events
+  /// are numbered). The others poll the store, so the failure watch is not held behind a
+  /// blocking wait, and a failure announced meanwhile is a CollectiveError naming it.
   void wait_for_main(const std::string& what, std::chrono::milliseconds at_least) const;
   /// Waits on a Work: Gloo, the host until it completes, with the context's timeout; NCCL, the
   /// current CUDA stream only (Note [Waiting on NCCL]). Error naming this rank on failure.
@@ -116,9 +118,10 @@ class DistContext {
   void dump_flight(const std::string& reason) const;
 
   /// This rank ends with an error: tells the others through the store (Note [A rank's failure
-  /// ends the job]); the first announcement of the job stays. Rank 0 serving the store waits
+  /// ends the job]); the job's first announcement stays, except that a primary one replaces a
+  /// secondary one (a collective broken by another's failure). Rank 0 serving the store waits
   /// (at most 2 s) until the others have read it. Never throws; nothing at world 1.
-  void announce_failure(const std::string& reason) const;
+  void announce_failure(const std::string& reason, bool secondary = false) const;
 
   /// How many collectives so far had a tensor staged to the backend's device.
   int64_t staged_collectives() const { return staged_; }
@@ -145,6 +148,7 @@ class DistContext {
   compat::CommHandle pg_;
   std::optional<at::Device> strict_device_;
   mutable int64_t staged_ = 0;
+  mutable int64_t main_events_ = 0;  // wait_for_main's calls: every rank numbers them alike
 
   /// Runs op on tensors the backend takes: the given ones, or staged copies written back after
   /// its (waited) Work, which it returns.

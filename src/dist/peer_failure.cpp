@@ -9,49 +9,68 @@ namespace ddptrain {
 namespace {
 
 const std::string kFailed = "ddptrain/failed";
-const std::string kSeen = "ddptrain/failed_seen";
+
+// Set by each rank that has read the job's failure (its watch, or its own announcement).
+std::string read_key(int rank) { return str("ddptrain/failed_read/", rank); }
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
+// Stored as one letter, P(rimary) or S(econdary), then the text.
+std::optional<AnnouncedFailure> decode(const std::vector<uint8_t>& v) {
+  if (v.empty()) return std::nullopt;
+  return AnnouncedFailure{std::string(v.begin() + 1, v.end()), v[0] == 'S'};
+}
+
 }  // namespace
 
-bool announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool wait_for_peers,
-                      bool already_read, std::chrono::milliseconds wait) {
+void announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool secondary) {
   // A long message (a backtrace) is cut: the peers quote it in one line. Its own "[rank r/w] "
   // prefix (a collective's error) is said once.
   std::string why = reason;
   const std::string prefix = str("[rank ", rank, "/", world, "] ");
   if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-  const std::string mine = str("rank ", rank, "/", world, ": ", why.size() > 600 ? why.substr(0, 600) + "..." : why);
+  const std::vector<uint8_t> mine = bytes(str(secondary ? "S" : "P", "rank ", rank, "/", world, ": ",
+                                              why.size() > 600 ? why.substr(0, 600) + "..." : why));
   try {
-    if (store.compareSet(kFailed, {}, bytes(mine)) != bytes(mine)) {
-      if (!already_read) store.add(kSeen, 1);  // another's came first: this rank has read it
-      return false;
-    }
-    const auto until = std::chrono::steady_clock::now() + wait;
-    while (wait_for_peers && store.add(kSeen, 0) < world - 1 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return true;
+    const std::vector<uint8_t> there = store.compareSet(kFailed, {}, mine);
+    if (there != mine && !secondary && decode(there) && decode(there)->secondary)
+      store.compareSet(kFailed, there, mine);  // the root cause replaces a failure it caused
+    store.set(read_key(rank), bytes("1"));
   } catch (const std::exception&) {  // the store is gone: so is rank 0, whom the others see go
-    return false;
   }
 }
 
-std::optional<std::string> announced_failure(c10d::Store& store) {
+std::optional<AnnouncedFailure> announced_failure(c10d::Store& store) {
   try {
     if (!store.check({kFailed})) return std::nullopt;
-    const std::vector<uint8_t> v = store.get(kFailed);
-    return std::string(v.begin(), v.end());
+    return decode(store.get(kFailed));
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
 
-PeerFailureWatch::PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, Logger log,
+void wait_until_read(c10d::Store& store, int rank, int world, std::chrono::milliseconds wait) {
+  std::vector<std::string> others;
+  for (int r = 0; r < world; ++r)
+    if (r != rank) others.push_back(read_key(r));
+  const auto until = std::chrono::steady_clock::now() + wait;
+  try {
+    while (!store.check(others) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } catch (const std::exception&) {
+  }
+}
+
+PeerFailureWatch::PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, int rank, Logger log,
                                    std::chrono::milliseconds grace,
                                    std::function<void(const std::string&)> on_failure,
                                    std::chrono::milliseconds poll)
-    : store_(std::move(store)), log_(log), grace_(grace), poll_(poll), on_failure_(std::move(on_failure)) {
+    : store_(std::move(store)),
+      rank_(rank),
+      log_(log),
+      grace_(grace),
+      poll_(poll),
+      on_failure_(std::move(on_failure)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -74,7 +93,8 @@ bool PeerFailureWatch::stopped_within(std::chrono::milliseconds d) {
 }
 
 void PeerFailureWatch::loop() {
-  std::optional<std::string> failure;
+  const std::string own = str("rank ", rank_, "/");
+  std::optional<AnnouncedFailure> failure;
   while (!failure) {
     if (stopped_within(poll_)) return;
     try {
@@ -84,16 +104,22 @@ void PeerFailureWatch::loop() {
     }
     failure = announced_failure(*store_);
     if (!failure) return;
+    if (failure->text.rfind(own, 0) == 0) return;  // this rank's own, announced as it stopped us
   }
   try {
-    store_->add(kSeen, 1);
-    read_one_ = true;
+    store_->set(read_key(rank_), bytes("1"));
   } catch (const std::exception&) {
   }
-  log_.error(str("the job failed on another rank (", *failure, "); this rank ends in ", grace_.count() / 1000.0,
-                 " s unless it ends by itself first (Note [A rank's failure ends the job])"));
+  log_.error(str("the job failed on another rank (", failure->text, "); this rank ends in ",
+                 grace_.count() / 1000.0, " s unless it ends by itself first (Note [A rank's failure ends the job])"));
   if (stopped_within(grace_)) return;
-  on_failure_(*failure);
+  // A primary error may have replaced a secondary one meanwhile.
+  if (auto now = announced_failure(*store_)) failure = std::move(now);
+  try {
+    on_failure_(failure->text);
+  } catch (const std::exception& e) {
+    log_.error(str("on_peer_failure threw: ", e.what()));
+  }
 }
 
 }  // namespace ddptrain

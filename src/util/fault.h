@@ -13,6 +13,7 @@
 //   DDPTRAIN_FAULT_TERM_IN_EVAL=E   ... sends itself SIGTERM there (a stop request during it);
 //   DDPTRAIN_FAULT_KILL_IN_SAVE=STAGE@N  rank 0 SIGKILLs itself at STAGE of the checkpoint
 //                                   save after step N (stages: checkpoint.h SaveOptions);
+//   DDPTRAIN_FAULT_THROW_IN_SAVE=STAGE@N  rank 0 throws an error there instead;
 //   DDPTRAIN_FAULT_SLOW_SAVE=S@N[@STAGE]  rank 0 sleeps S seconds once the files of the save
 //                                   after step N are written (a slow file system), or at STAGE
 //                                   of it (e.g. written:model.pt);
@@ -42,6 +43,8 @@ struct FaultPlan {
   int64_t term_in_eval_epoch = -1;
   std::string kill_in_save_stage;
   int64_t kill_in_save_step = -1;
+  std::string throw_in_save_stage;
+  int64_t throw_in_save_step = -1;
   int64_t slow_save_s = 0;
   int64_t slow_save_step = -1;
   std::string slow_save_stage = "files_written";
@@ -64,6 +67,11 @@ struct FaultPlan {
     if (const auto at = save.find('@'); at != std::string::npos) {
       f.kill_in_save_stage = save.substr(0, at);
       f.kill_in_save_step = std::stoll(save.substr(at + 1));
+    }
+    const std::string throws = env::get("DDPTRAIN_FAULT_THROW_IN_SAVE").value_or("");
+    if (const auto at = throws.find('@'); at != std::string::npos) {
+      f.throw_in_save_stage = throws.substr(0, at);
+      f.throw_in_save_step = std::stoll(throws.substr(at + 1));
     }
     const std::string slow = env::get("DDPTRAIN_FAULT_SLOW_SAVE").value_or("");
     if (const auto at = slow.find('@'); at != std::string::npos) {
@@ -103,6 +111,9 @@ struct FaultPlan {
   /// Called by rank 0 at each stage of a checkpoint save.
   void in_save(int64_t global_step, const char* stage) const {
     if (global_step == kill_in_save_step && kill_in_save_stage == stage) ::kill(::getpid(), SIGKILL);
+    if (global_step == throw_in_save_step && throw_in_save_stage == stage)
+      throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_IN_SAVE) at ", stage, " after step ",
+                                 global_step));
     if (global_step == slow_save_step && slow_save_stage == stage) {
       std::fprintf(stderr, "injected fault: a save that takes %lld s more\n",
                    static_cast<long long>(slow_save_s));
