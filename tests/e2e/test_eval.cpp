@@ -246,7 +246,7 @@ TEST(E2E, AnEvaluationThatFailsLosesNothing) {
 
 // docs/checkpoints.md: a checkpoint whose optimizer.pt was deleted to keep its weights. eval and
 // export read only model.pt, meta.json and config.json (export stopped: "optimizer.pt is
-// missing"), also as the newest of a folder (it was skipped as invalid for an older one);
+// missing"), also as the newest of a folder (skipped as invalid, it left the folder with none);
 // model.pt damaged still stops both.
 TEST(Eval, EvalAndExportTakeACheckpointWhoseOptimizerStateWasDeleted) {
   const std::string ckpt = fresh_dir("weights_only");
