@@ -81,15 +81,13 @@ int cmd_train(const std::vector<std::string>& args) {
   } forget;  // before ctx ends
   try {
     return train_in(cfg, ctx);
-  } catch (const CollectiveError& e) {  // broken by another rank's failure, or a hang
-    ctx.announce_failure(e.what(), /*secondary=*/true);
-    throw;
-  } catch (const c10::Error& e) {
-    ctx.announce_failure(e.what_without_backtrace());
-    throw;
-  } catch (const std::exception& e) {
-    ctx.announce_failure(e.what());
-    throw;
+  } catch (...) {
+    // Reported here, before the others hear of it and before the backend's teardown (which may
+    // take a while): torchrun's and the launcher's root cause is the earliest error file.
+    const FatalError f = describe_fatal(std::current_exception());
+    report_fatal(f.code, f.message, f.secondary);
+    ctx.announce_failure(f.message, f.secondary);
+    return f.code;
   }
 }
 

@@ -12,9 +12,11 @@
 #include <string>
 #include <thread>
 
+#include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
 #include "util/env.h"
+#include "util/error.h"
 #include "util/json_text.h"
 
 namespace ddptrain {
@@ -49,6 +51,30 @@ inline int report_fatal(int code, const std::string& msg, bool secondary = false
     std::ofstream(*path) << json_text(j) << "\n";
   }
   return code;
+}
+
+/// What an exception that ends a command says: its exit code (2 for a usage error, else 1), its
+/// message, and whether it is secondary (a collective another rank's failure broke).
+struct FatalError {
+  int code = 1;
+  std::string message;
+  bool secondary = false;
+};
+
+inline FatalError describe_fatal(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const UsageError& e) {
+    return {2, e.what(), false};
+  } catch (const CollectiveError& e) {
+    return {1, e.what(), true};
+  } catch (const c10::Error& e) {
+    return {1, e.what_without_backtrace(), false};
+  } catch (const std::exception& e) {
+    return {1, e.what(), false};
+  } catch (...) {
+    return {1, "an exception that is not a std::exception", false};
+  }
 }
 
 }  // namespace ddptrain

@@ -16,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <c10/util/Exception.h>
-
 #include "launch/launcher.h"
 #include "tools/commands.h"
 #include "tools/fatal_error.h"
@@ -70,13 +68,8 @@ int main(int argc, char** argv) {
     }
     throw ddptrain::UsageError("unknown command '" + cmd +
                                "'; use train, launch, eval, inspect, export or plot (see ddptrain --help)");
-  } catch (const ddptrain::UsageError& e) {
-    return ddptrain::report_fatal(2, e.what());
-  } catch (const ddptrain::CollectiveError& e) {
-    return ddptrain::report_fatal(1, e.what(), /*secondary=*/true);
-  } catch (const c10::Error& e) {
-    return ddptrain::report_fatal(1, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return ddptrain::report_fatal(1, e.what());
+  } catch (...) {
+    const ddptrain::FatalError f = ddptrain::describe_fatal(std::current_exception());
+    return ddptrain::report_fatal(f.code, f.message, f.secondary);
   }
 }

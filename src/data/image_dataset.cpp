@@ -46,11 +46,10 @@ Example ImageDataset::get(int64_t index) const {
   const int64_t epoch = epoch_.load();
   std::string last;
   for (int64_t tries = 0; tries < size(); ++tries) {
+    // Each image is tried again, even one that failed before: whether a JPEG decodes can depend
+    // on its crop (a region decode stops below the box), so skipping what failed once would make
+    // the samples depend on this process's history (a resumed run, another world size).
     const int64_t i = (index + tries) % size();
-    {
-      std::lock_guard<std::mutex> lock(bad_mu_);
-      if (bad_.count(i) != 0) continue;
-    }
     try {
       return {image(i, epoch), at::scalar_tensor(label(i), at::kLong)};
     } catch (const ImageError& e) {
@@ -63,8 +62,7 @@ Example ImageDataset::get(int64_t index) const {
       if (bad_.insert(i).second) reported_.push_back(last);
     }
   }
-  throw UsageError(
-      str("no image in ", source_, " decodes (", last.empty() ? "all were skipped before" : last, ")"));
+  throw UsageError(str("no image in ", source_, " decodes (", last, ")"));
 }
 
 std::vector<std::string> ImageDataset::take_skipped() const {

@@ -1,6 +1,7 @@
 #include "data/webdataset.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,16 @@
 #include "util/fnv.h"
 
 namespace ddptrain {
+namespace {
+
+template <class Identity>
+Identity identity_of(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
 
 // Note [Shards indexed at open]
 // webdataset reads a shard from its start to its end, one sample after another, and shuffles
@@ -29,7 +40,11 @@ WebDatasetDataset::WebDatasetDataset(const std::string& pattern, ImageOptions op
     : ImageDataset(opts, "image", str("tar shards '", pattern, "'")),
       shards_(files_matching(pattern, "tar shard", "shards/train-*.tar")) {
   int64_t max_label = -1;
-  for (size_t s = 0; s < shards_.size(); ++s)
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    struct stat st {};
+    DDP_USAGE_CHECK(::stat(shards_[s].c_str(), &st) == 0, "cannot stat tar shard '", shards_[s],
+                    "': ", std::strerror(errno));
+    identities_.push_back(identity_of<ShardIdentity>(st));
     for (const WdsSample& w : webdataset_samples(shards_[s])) {
       DDP_USAGE_CHECK(num_classes <= 0 || w.label < num_classes, "tar shard '", shards_[s], "', sample '",
                       w.key, "': label ", w.label, " is not below the training split's ", num_classes,
@@ -41,6 +56,7 @@ WebDatasetDataset::WebDatasetDataset(const std::string& pattern, ImageOptions op
       ends_.push_back(names_.size());
       max_label = std::max(max_label, w.label);
     }
+  }
   num_classes_ = num_classes > 0 ? num_classes : static_cast<int>(max_label + 1);
 }
 
@@ -69,11 +85,19 @@ std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
     throw Error(str("cannot open tar shard '", shards_[static_cast<size_t>(im.shard)],
                     "': ", std::strerror(errno),
                     " (bad_images=skip (--bad_images skip) does not skip a read that fails)"));
-  std::vector<uint8_t> out(static_cast<size_t>(im.size));
+  struct stat st {};
+  const bool same =
+      ::fstat(fd, &st) == 0 && identity_of<ShardIdentity>(st) == identities_[static_cast<size_t>(im.shard)];
+  std::vector<uint8_t> out(static_cast<size_t>(same ? im.size : 0));
   errno = 0;
-  const bool ok = read_fully_at(fd, out.data(), out.size(), im.offset);
+  const bool ok = same && read_fully_at(fd, out.data(), out.size(), im.offset);
   const int err = errno;
   ::close(fd);
+  if (!same)
+    throw Error(str("tar shard '", shards_[static_cast<size_t>(im.shard)],
+                    "' changed since this run indexed it at its start (another file, or written anew: its "
+                    "inode, size or modification time differ): its samples would be read at the old "
+                    "offsets; restart the run once the shards are final"));
   if (!ok)
     throw Error(str("cannot read ", name(index), " (", im.size, " bytes at offset ", im.offset,
                     "): ", err != 0 ? std::strerror(err) : "the shard is shorter than its index says",

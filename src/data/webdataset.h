@@ -42,7 +42,17 @@ class WebDatasetDataset : public ImageDataset {
     int64_t offset = 0;  // of its bytes in the shard
     int64_t size = 0;
   };
+  /// A shard as indexed: a shard replaced since (another file, or written anew) is an error
+  /// at its next read, not the new file's bytes at the old index's offsets.
+  struct ShardIdentity {
+    uint64_t device = 0, inode = 0;
+    int64_t size = 0, mtime_ns = 0;
+    bool operator==(const ShardIdentity& o) const {
+      return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+    }
+  };
   std::vector<std::string> shards_;
+  std::vector<ShardIdentity> identities_;  // per shard, when indexed
   std::vector<Image> images_;
   std::string names_;         // each sample's image member name, back to back
   std::vector<size_t> ends_;  // where each name ends in names_

@@ -111,7 +111,8 @@ void PeerFailureWatch::loop() {
   } catch (const std::exception&) {
   }
   log_.error(str("the job failed on another rank (", failure->text, "); this rank ends in ",
-                 grace_.count() / 1000.0, " s unless it ends by itself first (Note [A rank's failure ends the job])"));
+                 grace_.count() / 1000.0,
+                 " s unless it ends by itself first (Note [A rank's failure ends the job])"));
   if (stopped_within(grace_)) return;
   // A primary error may have replaced a secondary one meanwhile.
   if (auto now = announced_failure(*store_)) failure = std::move(now);

@@ -54,8 +54,8 @@ class PeerFailureWatch {
  public:
   /// Polls `store` every `poll`; once another rank's failure is announced, logs it, waits
   /// `grace` (ended early by stop() or the destructor) and calls on_failure(announcement).
-  PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, int rank, Logger log, std::chrono::milliseconds grace,
-                   std::function<void(const std::string&)> on_failure,
+  PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, int rank, Logger log,
+                   std::chrono::milliseconds grace, std::function<void(const std::string&)> on_failure,
                    std::chrono::milliseconds poll = std::chrono::milliseconds(500));
   ~PeerFailureWatch();
   PeerFailureWatch(const PeerFailureWatch&) = delete;

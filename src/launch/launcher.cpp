@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "launch/line_pump.h"
 #include "launch/output_sink.h"
@@ -143,11 +144,35 @@ struct Teardown {
   std::string stall, verdict;  // Note [Stall seen by the launcher]
 };
 
-void signal_all(std::vector<Worker>& workers, int sig) {
-  for (auto& w : workers)
-    // Its group: a script's program too; the worker alone before its setsid ran (or where it
-    // left the group).
-    if (!w.exited && ::kill(-w.pid, sig) != 0 && errno == ESRCH) ::kill(w.pid, sig);
+// Signals each worker's process group: a script's program too; the worker alone before its
+// setsid ran (or where it left the group). in_teardown: also the group of a worker already
+// reaped, where its children live on (a script that SIGTERM ended while the program it ran
+// ignores it or is stuck: it held the port, the GPU and the folder's lock into the restart).
+void signal_all(std::vector<Worker>& workers, int sig, bool in_teardown = true) {
+  for (auto& w : workers) {
+    if (w.exited && !in_teardown) continue;
+    if (::kill(-w.pid, sig) != 0 && errno == ESRCH && !w.exited) ::kill(w.pid, sig);
+  }
+}
+
+// After a teardown: SIGKILL to every worker's group, then until none has a process left (at most
+// wait_s), so that a restart or the launcher's exit leaves nothing of this attempt running.
+void end_groups(const std::vector<Worker>& workers, int wait_s, OutputSink& err) {
+  for (const auto& w : workers) ::kill(-w.pid, SIGKILL);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  for (;;) {
+    std::vector<int> left;
+    for (const auto& w : workers)
+      if (::kill(-w.pid, 0) == 0) left.push_back(w.rank);
+    if (left.empty()) return;
+    if (std::chrono::steady_clock::now() >= until) {
+      for (int rank : left)
+        say(err, "launch: processes of rank %d's group outlived SIGKILL by %d s (in uninterruptible I/O?)\n",
+            rank, wait_s);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // Whether a worker's end is a failure of its own: not a clean exit, nor what the launcher asked
@@ -200,6 +225,15 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSi
 // kill_grace_s between SIGTERM and SIGKILL.
 void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig,
                     OutputSink& err) {
+  if (t.forwarded == 0 && t.term_sent != std::chrono::steady_clock::time_point{}) {
+    // The group is being stopped already (a worker failed, a stall): nothing is left to save, and
+    // the signal's longer grace would only keep hung workers alive.
+    if (t.killed) return;
+    say(err, "launch: got %s while stopping the workers; sending SIGKILL\n", strsignal(sig));
+    signal_all(workers, SIGKILL);
+    t.killed = true;
+    return;
+  }
   if (t.forwarded != 0) {
     // A second signal, not the same one delivered twice (a hang-up reaches the launcher from its
     // shell and from the kernel), which would kill the save the first one asked for.
@@ -229,7 +263,8 @@ void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const Launc
       if (!w.exited)
         say(err, "launch: rank %d (pid %d) did not stop within %d s of %s; sending SIGKILL\n", w.rank, w.pid,
             grace, t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
-    signal_all(workers, SIGKILL);
+    // A clean end's leftovers (a child holding a pipe) are left alone, as torchrun leaves them.
+    signal_all(workers, SIGKILL, /*in_teardown=*/t.first_failed >= 0 || t.forwarded != 0);
     t.grace_expired = t.forwarded != 0;
     t.killed = true;
   }
@@ -311,6 +346,7 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
     if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{})
       t.term_sent = std::chrono::steady_clock::now();
   }
+  if (t.first_failed >= 0 || t.forwarded != 0) end_groups(workers, 10, err);
   for (auto& w : workers) {
     w.out->flush();
     w.err->flush();

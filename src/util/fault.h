@@ -77,7 +77,8 @@ struct FaultPlan {
     if (const auto at = slow.find('@'); at != std::string::npos) {
       f.slow_save_s = std::stoll(slow.substr(0, at));
       const auto stage = slow.find('@', at + 1);
-      f.slow_save_step = std::stoll(slow.substr(at + 1, stage == std::string::npos ? std::string::npos : stage - at - 1));
+      f.slow_save_step =
+          std::stoll(slow.substr(at + 1, stage == std::string::npos ? std::string::npos : stage - at - 1));
       if (stage != std::string::npos) f.slow_save_stage = slow.substr(stage + 1);
     }
     f.rank = static_cast<int>(env::get_int("DDPTRAIN_FAULT_RANK", 0, 1 << 20).value_or(0));

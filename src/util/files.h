@@ -35,10 +35,13 @@ inline void create_parent_folder(const std::string& file) {
   if (!parent.empty()) create_output_folder(parent.string(), "the folder of '" + file + "'");
 }
 
-/// The files a pattern names (glob(3), sorted by name; a plain path names itself). UsageError
-/// naming the pattern when it matches nothing; `example` is a pattern that would.
+/// The files a pattern names (glob(3), sorted by name; a plain path names itself, also one with
+/// glob's characters in its name: 'train[1].bin'). UsageError naming the pattern when it matches
+/// nothing; `example` is a pattern that would.
 inline std::vector<std::string> files_matching(const std::string& pattern, const char* kind,
                                                const char* example) {
+  struct stat st {};
+  if (::stat(pattern.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return {pattern};
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> files;

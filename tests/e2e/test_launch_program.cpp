@@ -216,6 +216,24 @@ TEST(LaunchProgram, AScriptsOwnProgramStopsWithIt) {
   }
 }
 
+// After a worker's failure, the group of a script that SIGTERM ended is killed too: its program,
+// deaf to SIGTERM here (a trainer stuck in a collective), is gone when the launcher exits or
+// restarts. Before, the launcher signalled only groups whose worker it had not reaped: the
+// program ran on, orphaned, holding the port, the GPU and the checkpoint folder's lock.
+TEST(LaunchProgram, AFailuresTeardownEndsAReapedScriptsProgram) {
+  const std::string dir = fresh_dir("launch_orphan");
+  const std::string script = "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + dir +
+                             "/child ] && break; sleep 0.05; done; exit 3; fi; "
+                             "(trap '' TERM; exec sleep 300) & echo $! > " +
+                             dir + "/child.tmp; mv " + dir + "/child.tmp " + dir + "/child; wait";
+  ProcResult r = run(launch_sh(script, {"--kill_grace_s", "1"}), {}, 60);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/child")) << r.output;
+  const pid_t child = std::stoi(read_text(dir + "/child"));
+  EXPECT_FALSE(alive(child)) << "rank 0's program " << child << " outlived the launcher: " << r.output;
+  if (alive(child)) ::kill(child, SIGKILL);
+}
+
 // Note [Stall seen by the launcher]: a wait is timed by the launcher's clock from when it saw
 // it, and an exited worker's last progress is not watched. (a) Rank 1 leaves a progress file
 // with a wait of long ago and exits; rank 0 works on for 8 s (--stall_s 1). (b) Rank 0 shows a

@@ -59,8 +59,8 @@ TEST(E2E, ASaveLongerThanTheCollectiveTimeoutIsWaitedFor) {
 TEST(E2E, AZeroSavesPartsLongerThanTheCollectiveTimeoutAreWaitedFor) {
   const std::string ckpt = fresh_dir("slow_zero_save");
   ProcResult r = run(launch(2, free_port(),
-                            tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2", "--max_steps", "3",
-                                              "--zero_stage", "1"})),
+                            tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2",
+                                              "--max_steps", "3", "--zero_stage", "1"})),
                      {{"DDPTRAIN_FAULT_SLOW_SAVE", "6@2@written:model.pt"}}, 180);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
@@ -181,12 +181,13 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
       return nlohmann::json::parse(read_text(ckpt + "/error" + std::to_string(r) + ".json"))["message"];
     };
     const nlohmann::json held_error = error_of(held);
-    EXPECT_NE(held_error["message"].get<std::string>().find(
-                  "the job failed first on rank " + std::to_string(failing) + "/2: injected fault"),
+    EXPECT_NE(held_error["message"].get<std::string>().find("the job failed first on rank " +
+                                                            std::to_string(failing) + "/2: injected fault"),
               std::string::npos)
         << held_error;
     EXPECT_EQ(held_error["extraInfo"]["secondary"], "true") << held_error;
-    EXPECT_NE(error_of(failing)["message"].get<std::string>().find("injected fault"), std::string::npos) << logs;
+    EXPECT_NE(error_of(failing)["message"].get<std::string>().find("injected fault"), std::string::npos)
+        << logs;
   }
 }
 
@@ -222,7 +223,8 @@ TEST(E2E, ARankWaitingForRankZerosWriteEndsNamingRankZerosError) {
   EXPECT_EQ(code1, 1) << logs;
   const std::string error1 =
       nlohmann::json::parse(read_text(ckpt + "/error1.json"))["message"]["message"].get<std::string>();
-  EXPECT_NE(error1.find("waiting for rank 0: checkpoint step_00000002 at step 2"), std::string::npos) << error1;
+  EXPECT_NE(error1.find("waiting for rank 0: checkpoint step_00000002 at step 2"), std::string::npos)
+      << error1;
   EXPECT_NE(error1.find("the job failed first on rank 0/2: injected fault (DDPTRAIN_FAULT_THROW_IN_SAVE)"),
             std::string::npos)
       << error1;

@@ -171,6 +171,28 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
   EXPECT_TRUE(lenient.take_skipped().empty());
 }
 
+// A sample is a function of (seed, epoch, index) and the file: an image that failed once is
+// tried again when it is drawn again, not skipped for the rest of the process. Whether a JPEG's
+// crop decodes can depend on the crop (a region decode stops below its box, and an error in the
+// rows below it is not met), so the skip made the samples depend on what this process had met
+// before: a resumed run, or another rank, trained other samples. Shown here with a file that
+// is bad when first drawn and readable at the next draw.
+TEST(ImageFolder, AnImageThatFailedOnceIsTriedAgainWhenDrawnAgain) {
+  const std::string root = folder_tree("folder_bad_once", {{"a/0.jpg", ""}, {"b/1.png", "tall.png"}});
+  const std::string jpg = images_slurp(images_dir() + "/photo.jpg");
+  std::ofstream(root + "/a/0.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 3);
+  ImageFolderOptions o = small(/*random_crop=*/true);
+  o.bad_images = BadImagePolicy::kSkip;
+  ImageFolderDataset seen(root, o);
+  EXPECT_EQ(seen.get(0).target.item<int64_t>(), 1) << "replaced by the next sample";
+  std::ofstream(root + "/a/0.jpg", std::ios::binary | std::ios::trunc) << jpg;
+  ImageFolderDataset fresh(root, o);
+  const Example a = seen.get(0), b = fresh.get(0);
+  EXPECT_EQ(a.target.item<int64_t>(), 0) << "skipped for having failed before";
+  EXPECT_TRUE(a.input.equal(b.input));
+  EXPECT_EQ(seen.take_skipped().size(), 1u);
+}
+
 // Note [A read that fails is not a bad image]: a file listed but gone when read (a network
 // filesystem's stall reads the same: an error of the read, not of the image) stops the run
 // under bad_images=skip too, naming the file; skipped, it would be replaced on this rank only

@@ -15,6 +15,7 @@
 #include "data/datasets.h"
 #include "data/token_datasets.h"
 #include "util/error.h"
+#include "util/files.h"
 
 using namespace ddptrain;
 namespace fs = std::filesystem;
@@ -276,4 +277,14 @@ TEST(TokenShards, MutatedFilesOpenOrFailNamingTheFile) {
   EXPECT_GT(opened, 0);
   EXPECT_GT(refused, 0);
   EXPECT_EQ(open_fds(), fds_before) << "a refused file's descriptor stayed open";
+}
+
+// A path that names a file is that file, also when its name holds glob's characters:
+// 'train[1].bin' read train1.bin (a bracket is a character class), or matched nothing.
+TEST(TokenShards, AFileNamedWithGlobCharactersIsThatFile) {
+  const std::string d = shards_dir("glob_chars");
+  std::ofstream(d + "/train[1].bin") << "x";
+  std::ofstream(d + "/train1.bin") << "y";
+  EXPECT_EQ(files_matching(d + "/train[1].bin", "file", "x"), std::vector<std::string>{d + "/train[1].bin"});
+  EXPECT_EQ(files_matching(d + "/train[0-9].bin", "file", "x"), std::vector<std::string>{d + "/train1.bin"});
 }

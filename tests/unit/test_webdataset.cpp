@@ -314,6 +314,26 @@ TEST(Webdataset, AnImageThatDoesNotDecodeIsNamedOrSkippedAndReportedOnce) {
   EXPECT_TRUE(lenient.take_skipped().empty()) << "reported once";
 }
 
+// A shard replaced after the index was built (a sync's rename, a conversion run again) is named
+// at its next read: its samples were read at the old index's offsets, another member's bytes
+// under the old label.
+TEST(Webdataset, AShardReplacedDuringTheRunIsNamedNotReadAtTheOldOffsets) {
+  const std::string d = wds_dir("wds_replaced");
+  const std::string png = images_slurp(images_dir() + "/wide.png");
+  images_put(d + "/s.tar", tar_of({{"a.png", png}, {"a.cls", "0"}}));
+  WebDatasetDataset data(d + "/s.tar", small());
+  data.get(0);
+  images_put(d + "/new.tar", tar_of({{"b.txt", "x"}, {"a.png", png}, {"a.cls", "1"}}));
+  fs::rename(d + "/new.tar", d + "/s.tar");
+  std::string e;
+  try {
+    data.get(0);
+  } catch (const Error& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("tar shard '" + d + "/s.tar' changed since this run indexed it"), std::string::npos) << e;
+}
+
 TEST(Webdataset, MutatedShardsIndexOrFailNamingTheShard) {
   const std::string d = wds_dir("wds_fuzz");
   const std::string jpg = images_slurp(images_dir() + "/grey.jpg"),
