@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,18 @@ void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t 
   ImageOptions io = image_options(o, seed);
   auto train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
   if (std::filesystem::is_directory(dir + "/val")) {
+    // A val/ that is train/ (or holds it, or lies in it) under another name, through a link,
+    // would score the model on the images it trains on.
+    namespace fs = std::filesystem;
+    const fs::path t = fs::canonical(dir + "/train"), v = fs::canonical(dir + "/val");
+    const auto within = [](const fs::path& inner, const fs::path& outer) {
+      const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+      return o == outer.end();
+    };
+    DDP_USAGE_CHECK(!within(v, t) && !within(t, v), "folder '", dir, "': val/ (", v.string(), ") and train/ (",
+                    t.string(),
+                    ") are the same images or one holds the other, through a link: the validation split would "
+                    "score the model on images it trains on; give val/ images of its own");
     io.random_crop = false;
     s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io, train->classes());
   }

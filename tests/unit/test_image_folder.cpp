@@ -132,6 +132,18 @@ TEST(ImageFolder, FoldersItCannotReadAreNamed) {
   o.data_dir = flat;
   const std::string e4 = folder_error([&] { make_datasets(o); });
   EXPECT_NE(e4.find("has no train/ folder"), std::string::npos) << e4;
+  // A val/ that is train/ through a link scores the model on its training images: refused.
+  const std::string linked = folder_tree("folder_linked_val", {{"train/a/x.png", "wide.png"}});
+  std::filesystem::create_directory_symlink(linked + "/train", linked + "/val");
+  o.data_dir = linked;
+  o.image_size = 32;
+  const std::string e9 = folder_error([&] { make_datasets(o); });
+  EXPECT_NE(e9.find("are the same images or one holds the other"), std::string::npos) << e9;
+  std::filesystem::remove(linked + "/val");
+  std::filesystem::create_directory_symlink(linked + "/train/a", linked + "/val");
+  EXPECT_NE(folder_error([&] { make_datasets(o); }).find("one holds the other"), std::string::npos);
+  o.data_dir = flat;
+  o.image_size = 0;
   o.resize_size = 100;
   const std::string e5 = folder_error([&] { o.validate(); });
   EXPECT_NE(e5.find("DataOptions::resize_size=100 is below DataOptions::image_size=224"), std::string::npos)
