@@ -156,10 +156,11 @@ void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t 
       const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
       return o == outer.end();
     };
-    DDP_USAGE_CHECK(!within(v, t) && !within(t, v), "folder '", dir, "': val/ (", v.string(), ") and train/ (",
-                    t.string(),
-                    ") are the same images or one holds the other, through a link: the validation split would "
-                    "score the model on images it trains on; give val/ images of its own");
+    DDP_USAGE_CHECK(
+        !within(v, t) && !within(t, v), "folder '", dir, "': val/ (", v.string(), ") and train/ (",
+        t.string(),
+        ") are the same images or one holds the other, through a link: the validation split would "
+        "score the model on images it trains on; give val/ images of its own");
     io.random_crop = false;
     s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io, train->classes());
   }
