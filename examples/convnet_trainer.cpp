@@ -2,6 +2,8 @@
 // resume, evaluation, the agreed stop on Ctrl-C, metrics. On 2 processes:
 //   ddptrain launch --nproc_per_node 2 ./convnet_trainer [DATA_DIR [MAX_STEPS]]
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include <ddptrain/ddptrain.h>
 #include <torch/torch.h>
@@ -26,7 +28,14 @@ int main(int argc, char** argv) try {
   ddptrain::install_stop_handlers();          // SIGINT/SIGTERM: every rank stops after the same step
   ddptrain::install_cpu_memory_accounting();  // before any tensor: the peak memory per epoch on CPU
   torch::manual_seed(0);                      // the same initial weights on every rank
-  auto ctx = ddptrain::join();
+  ddptrain::DistOptionsResolved dist;
+  // Another rank's error ends this one within seconds (on NCCL it would wait in its next
+  // collective until the timeout); fit() announces this rank's own.
+  dist.on_peer_failure = [](const std::string& first) {
+    std::fprintf(stderr, "convnet_trainer: the job failed first on %s\n", first.c_str());
+    std::_Exit(1);
+  };
+  auto ctx = ddptrain::join(dist);
   auto net = std::make_shared<ConvNet>();
   net->to(ctx->device());  // the rank's device: its GPU where there is one
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
@@ -51,6 +60,9 @@ int main(int argc, char** argv) try {
                 static_cast<long long>(r.global_step));
   ctx->shutdown();
   return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
+} catch (const ddptrain::UsageError& e) {  // exit 2: launch does not restart a run of bad options
+  std::fprintf(stderr, "convnet_trainer: %s\n", e.what());
+  return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "convnet_trainer: %s\n", e.what());
   return 1;

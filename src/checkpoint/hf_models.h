@@ -4,7 +4,7 @@
 //   auto model = ddptrain::build_model(o, my_tokens.shape());              // models/build_model.h
 //   ddptrain::load_hf_weights(*model, "gpt2-folder", ctx->log());
 //   ... train it (Trainer) ...
-//   ddptrain::save_hf_folder(*model, o, "out-folder");                     // transformers loads it
+//   if (ctx->is_main()) ddptrain::save_hf_folder(*model, o, "out-folder"); // transformers loads it
 // A folder is config.json and model.safetensors, or its shards with model.safetensors.index.json
 // (GPT2LMHeadModel; LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM).
 #pragma once
@@ -34,7 +34,8 @@ void load_hf_weights(torch::nn::Module& model, const std::string& dir, const Log
 /// Trainer's fit() returns) as a Hugging Face folder that transformers' from_pretrained loads:
 /// config.json, and model.safetensors or its shards above max_shard_bytes; floating tensors in
 /// `dtype` (kFloat or kBFloat16). The folder's other files (a tokenizer's) stay; an earlier
-/// export there is replaced once the new one is written whole.
+/// export there is replaced once the new one is written whole. One process writes a folder:
+/// call it on rank 0 only (two would delete and rename each other's staged files).
 void save_hf_folder(const torch::nn::Module& model, const ModelOptions& o, const std::string& dir,
                     at::ScalarType dtype = at::kFloat, int64_t max_shard_bytes = int64_t{5000} << 20);
 

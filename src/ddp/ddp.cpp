@@ -40,6 +40,16 @@ void DistributedDataParallel::launch_buckets_after_backward_if_needed() {
                       "parameter (Note [Unused parameters and collectives in backward])"));
 }
 
+void DistributedDataParallel::check_still_frozen() const {
+  for (size_t i = 0; i < frozen_.size(); ++i)
+    DDP_USAGE_CHECK(!frozen_[i].requires_grad(), "parameter '", frozen_names_[i],
+                    "' was frozen (requires_grad false) when DistributedDataParallel (the Trainer) was built "
+                    "and requires a gradient now: its gradient is not reduced, so each rank would step it "
+                    "with its own and the replicas would part; set requires_grad before building the "
+                    "Trainer and its optimizer (a later unfreezing is another run: TrainerOptions::init_from "
+                    "from this one's checkpoint)");
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  const DistContext& ctx, DdpSetup opts)
     : module_(std::move(module)), ctx_(ctx), opts_(opts) {

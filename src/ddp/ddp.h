@@ -56,6 +56,10 @@ class DistributedDataParallel {
   /// Communication counters since the last call.
   ReducerStats take_stats();
   size_t num_buckets() const { return reducer_ ? reducer_->buckets().size() : 0; }
+  /// UsageError naming a parameter that was frozen (requires_grad false) when DDP was built
+  /// and requires a gradient now: DDP does not reduce it, so each rank would step it with its
+  /// own gradient and the replicas would part, silently. The Trainer calls it at each epoch.
+  void check_still_frozen() const;
   /// The parameters DDP reduces (those that require grad, in the module's order) and its
   /// buckets of them (indices into that list; none without a process group).
   const std::vector<at::Tensor>& parameters() const { return params_; }

@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "obs/logger.h"
+#include "train/training_modes.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -32,6 +33,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   check_option_non_negative(opts.num_workers, "num_workers", "pass {0:0} to load in this thread",
                             "EvalOptions");
   torch::NoGradGuard no_grad;
+  const TrainingModes modes(*model.module);  // Note [Each module keeps its mode]
   model.module->eval();
   std::vector<int64_t> mine;
   for (int64_t i = ctx.rank(); i < test.size(); i += ctx.world_size()) mine.push_back(i);
@@ -78,7 +80,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   std::vector<at::Tensor> sums{
       torch::tensor({loss_sum, correct, predictions, samples, stopped ? 1.0 : 0.0}, torch::kDouble)};
   ctx.all_reduce_sum(sums, "evaluation all_reduce");
-  model.module->train();
+  modes.restore();
   const double n = std::max(sums[0][2].item<double>(), 1.0);
   EvalResult r{sums[0][0].item<double>() / n, objective.correct ? sums[0][1].item<double>() / n : -1.0,
                static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0,

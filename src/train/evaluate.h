@@ -31,8 +31,9 @@ struct EvalOptions {
 };
 
 /// The objective's mean loss and accuracy over every prediction of the test split (per
-/// predicted token for token data: perplexity = exp(loss)); the module is put back in train
-/// mode afterwards. Logs its start, progress every 10 s and its duration. A collective.
+/// predicted token for token data: perplexity = exp(loss)); each module is put back in the mode
+/// it had (Note [Each module keeps its mode]). Logs its start, progress every 10 s and its duration. A
+/// collective.
 EvalResult evaluate(const Trainable& model, const Objective& objective, const Dataset& test,
                     const EvalOptions& opts, const DistContext& ctx);
 

@@ -4,6 +4,7 @@
 
 #include <torch/nn/functional/loss.h>
 
+#include "train/training_modes.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -50,11 +51,11 @@ namespace {
 
 at::Tensor forward_once(const Trainable& model, const at::Tensor& inputs, const FitCheck& c) {
   torch::NoGradGuard no_grad;
-  const bool was_training = model.module->is_training();
-  model.module->eval();  // no running statistics updated, no dropout drawn from the RNG
+  const TrainingModes modes(*model.module);  // Note [Each module keeps its mode]
+  model.module->eval();                      // no running statistics updated, no dropout drawn from the RNG
   try {
     at::Tensor out = model.forward(inputs);
-    model.module->train(was_training);
+    modes.restore();
     return out;
   } catch (const UsageError&) {
     throw;

@@ -89,7 +89,8 @@ class Trainer {
   /// agreed stop; resumes first when opts.checkpoint.resume_from names a checkpoint. Once per
   /// Trainer (a UsageError the second time): a Trainer is one run, its position, schedule and
   /// resume that run's; another run is another Trainer (init_from or resume_from say where
-  /// it starts).
+  /// it starts). An error it throws is announced to the other ranks first
+  /// (DistContext::announce_failure; Note [A rank's failure ends the job]).
   TrainResult fit(Dataset& train, const Dataset* test = nullptr);
 
   /// The precision it trains in (chosen at construction: train/precision.h).

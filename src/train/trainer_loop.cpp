@@ -38,9 +38,10 @@ void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
 void Trainer::Impl::schedule_lrs(double position) {
   auto& groups = optimizer_.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
-    const double base =
-        g < group_base_lr_.size() ? group_base_lr_[g] : base_lr_;  // a group added later: group 0's
-    groups[g].options().set_lr(scheduled_lr(state_.lr_horizon, opts_, base, position));
+    // A group added during the run (a backbone unfrozen at 1e-5): the rate it was added with is
+    // its base (it was group 0's, silently).
+    if (g == group_base_lr_.size()) group_base_lr_.push_back(groups[g].options().get_lr());
+    groups[g].options().set_lr(scheduled_lr(state_.lr_horizon, opts_, group_base_lr_[g], position));
   }
 }
 
@@ -83,7 +84,8 @@ bool Trainer::Impl::train_epoch(Run& run) {
   if (opts_.optim.lr_schedule == LrSchedule::kEpochCosine) schedule_lrs(epoch);
   const int64_t first_micro = start_epoch_data(run, epoch);
   const int64_t batches = run.pos.batches;
-  model_.module->train();
+  ddp_->check_still_frozen();
+  run.modes.restore();  // Note [Each module keeps its mode]
   zero_grad_set_to_none(optimizer_);
   run.sums = EpochSums(ctx_.device());
   run.skipped_steps_before = state_.skipped_steps;

@@ -17,6 +17,7 @@
 #include "train/run_reporter.h"
 #include "train/stop_vote.h"
 #include "train/trainer_impl.h"
+#include "train/training_modes.h"
 #include "train/unreadable_samples.h"
 
 namespace ddptrain {
@@ -33,7 +34,8 @@ struct Trainer::Impl::Run {
         steps_per_epoch((batches + t.opts_.loop.grad_accum_steps - 1) /
                         t.opts_.loop.grad_accum_steps),  // Note [Partial accumulation groups]
         vote(t.ctx_, t.opts_.stop_requested),
-        sums(t.ctx_.device()) {}
+        sums(t.ctx_.device()),
+        modes(modes_to_train_in(*t.model_.module)) {}
   static LoaderOptions loader_options(const Impl& t) {
     LoaderOptions lo = t.opts_.data;
     lo.pin_memory = t.ctx_.device().is_cuda();
@@ -50,6 +52,7 @@ struct Trainer::Impl::Run {
   EpochPosition pos;
   EpochSums sums;
   UnreadableSamples unreadable;  // Note [Unreadable samples counted once]
+  TrainingModes modes;           // each epoch starts with them (Note [Each module keeps its mode])
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::shared_ptr<CheckpointPolicy> checkpoints;
   std::shared_ptr<RunReporter> reporter;  // the first of callbacks

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include <torch/nn/modules/batchnorm.h>
 #include <nlohmann/json.hpp>
 
 #include "train/evaluate.h"
@@ -60,6 +61,90 @@ TEST(Trainer, AnOutputThatDoesNotFitTheLossIsAUsageErrorOnEveryRank) {
         << m;
     EXPECT_EQ(m, messages[0]) << "the ranks disagree";
   }
+}
+
+// A frozen backbone kept in eval mode (the usual fine-tuning): its BatchNorm's statistics must
+// not change. Note [Each module keeps its mode]: training and evaluation keep its mode. Before,
+// the Trainer's train() at each epoch and after each evaluation set it back into training mode:
+// it normalised with batch statistics and updated its running ones.
+struct FrozenNormNet : torch::nn::Module {
+  FrozenNormNet() {
+    norm = register_module("norm", torch::nn::BatchNorm1d(8));
+    head = register_module("head", torch::nn::Linear(8, 4));
+    norm->eval();
+    for (auto& p : norm->parameters()) p.requires_grad_(false);
+  }
+  at::Tensor forward(const at::Tensor& x) { return head(norm(x)); }
+  torch::nn::BatchNorm1d norm{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+
+TEST(Trainer, ASubmoduleInEvalModeStaysSoThroughTrainingAndEvaluation) {
+  TrainerOptions o = quiet_fp32(8, 2);
+  o.loop.eval_every = 1;
+  std::mutex mu;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    std::shared_ptr<FrozenNormNet> net;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      torch::manual_seed(5);
+      net = std::make_shared<FrozenNormNet>();
+    }
+    const at::Tensor mean = net->norm->running_mean.clone(), var = net->norm->running_var.clone();
+    torch::optim::SGD optimizer(net->head->parameters(), torch::optim::SGDOptions(0.1));
+    UserData train(96, /*regression=*/false), test(40, /*regression=*/false);
+    Trainer trainer(ctx, trainable(net), optimizer, o);
+    const TrainResult r = trainer.fit(train, &test);
+    const bool norm_training = net->norm->is_training(),
+               rest_training = net->is_training() && net->head->is_training();
+    // evaluate() on its own leaves each module in its mode too (a collective: outside the lock).
+    net->eval();
+    evaluate(trainable(net), Objective::classification(), test, {}, ctx);
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(r.evaluated);
+    EXPECT_FALSE(norm_training) << "rank " << ctx.rank();
+    EXPECT_TRUE(rest_training) << "rank " << ctx.rank();
+    EXPECT_TRUE(net->norm->running_mean.equal(mean)) << "rank " << ctx.rank();
+    EXPECT_TRUE(net->norm->running_var.equal(var)) << "rank " << ctx.rank();
+    EXPECT_FALSE(net->is_training()) << "evaluate() put an eval-mode model into training mode";
+  });
+}
+
+// A parameter frozen when the Trainer was built and unfrozen later (a callback at an epoch's
+// end) is not one DDP reduces: each rank would step it with its own gradient. The next epoch
+// stops with a UsageError naming it, on every rank.
+struct Unfreeze : Callback {
+  explicit Unfreeze(at::Tensor p) : param(std::move(p)) {}
+  void on_epoch_end(const TrainState&, const EpochEvent&) override { param.requires_grad_(true); }
+  at::Tensor param;
+};
+
+TEST(Trainer, AParameterUnfrozenDuringTheRunIsAUsageError) {
+  TrainerOptions o = quiet_fp32(8, 2);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    std::shared_ptr<FrozenNormNet> net;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      torch::manual_seed(5);
+      net = std::make_shared<FrozenNormNet>();
+    }
+    torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
+    UserData train(96, /*regression=*/false);
+    Trainer trainer(ctx, trainable(net), optimizer, o);
+    trainer.add_callback(std::make_shared<Unfreeze>(net->norm->weight));
+    try {
+      trainer.fit(train, nullptr);
+    } catch (const UsageError& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+    }
+  });
+  ASSERT_EQ(errors.size(), 2u);
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("parameter 'norm.weight' was frozen (requires_grad false) when"), std::string::npos)
+        << e;
 }
 
 TEST(Trainer, AUserLossCallbacksAndEvaluationWithoutAccuracy) {

@@ -61,6 +61,43 @@ std::vector<RankFit> fit_where_only_rank_zero_has_a_checkpoint(const std::string
 
 }  // namespace
 
+// A parameter group added during the run (a callback at epoch 1's end, at 0.01 where group 0
+// has 0.1) is scheduled from the rate it was added with. Before, from group 0's base rate.
+TEST(Trainer, AGroupAddedDuringTheRunIsScheduledFromItsOwnRate) {
+  struct AddGroup : Callback {
+    AddGroup(torch::optim::Optimizer& o, std::vector<at::Tensor> p) : optimizer(o), params(std::move(p)) {}
+    void on_epoch_end(const TrainState& s, const EpochEvent&) override {
+      if (s.epoch == 1) optimizer.add_param_group({params, std::make_unique<torch::optim::SGDOptions>(0.01)});
+    }
+    void on_step_end(const TrainState& s, const StepEvent&) override {
+      std::vector<double> now;
+      for (auto& g : s.optimizer.param_groups()) now.push_back(g.options().get_lr());
+      seen.push_back(now);
+    }
+    torch::optim::Optimizer& optimizer;
+    std::vector<at::Tensor> params;
+    std::vector<std::vector<double>> seen;
+  };
+  testing_dist::run_world(1, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    auto* net = dynamic_cast<UserNet*>(model.module.get());
+    ASSERT_NE(net, nullptr);
+    torch::optim::SGD optimizer(net->a->parameters(), torch::optim::SGDOptions(0.1));
+    TrainerOptions o = quiet_fp32(16, 3);
+    o.optim.lr_schedule = LrSchedule::kEpochCosine;
+    Trainer trainer(ctx, std::move(model), optimizer, o, Objective::classification());
+    auto add = std::make_shared<AddGroup>(optimizer, net->b->parameters());
+    trainer.add_callback(add);
+    UserData train(96, false);
+    trainer.fit(train, nullptr);
+    ASSERT_EQ(add->seen.size(), 18u);
+    for (size_t i = 6; i < 18; ++i) {
+      ASSERT_EQ(add->seen[i].size(), 2u) << "step " << i + 1;
+      EXPECT_NEAR(add->seen[i][1], add->seen[i][0] * 0.1, 1e-15) << "step " << i + 1;
+    }
+  });
+}
+
 // A library user's optimizer with two parameter groups of their own learning rates: the
 // schedule scales each from its own initial rate, as PyTorch's schedulers do (each group's
 // initial_lr). Before, every group was set to group 0's scheduled rate from the first step.
