@@ -30,7 +30,7 @@ int main(int argc, char** argv) try {
   torch::manual_seed(0);                      // the same initial weights on every rank
   ddptrain::DistOptionsResolved dist;
   // Another rank's error ends this one within seconds (on NCCL it would wait in its next
-  // collective until the timeout); fit() announces this rank's own.
+  // collective until the timeout); this rank announces its own (below).
   dist.on_peer_failure = [](const std::string& first) {
     std::fprintf(stderr, "convnet_trainer: the job failed first on %s\n", first.c_str());
     std::_Exit(1);
@@ -53,7 +53,13 @@ int main(int argc, char** argv) try {
   opts.checkpoint.resume_from = "auto";  // this run's newest checkpoint there, if any
 
   ddptrain::Trainer trainer(*ctx, ddptrain::trainable(net), sgd, opts);
-  const ddptrain::TrainResult r = trainer.fit(train, &test);
+  ddptrain::TrainResult r;
+  try {
+    r = trainer.fit(train, &test);
+  } catch (const std::exception& e) {  // this run ends: the other ranks end too
+    ctx->announce_failure(e.what(), dynamic_cast<const ddptrain::CollectiveError*>(&e) != nullptr);
+    throw;
+  }
   if (ctx->is_main() &&
       r.evaluated)  // a resume with nothing left to train evaluates nothing (the log says why)
     std::printf("test accuracy %.4f after %lld steps\n", r.test_accuracy,

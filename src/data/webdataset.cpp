@@ -21,8 +21,7 @@ namespace {
 
 template <class Identity>
 Identity identity_of(const struct stat& st) {
-  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-          static_cast<int64_t>(st.st_size),
+  return {static_cast<int64_t>(st.st_size),
           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
@@ -96,7 +95,7 @@ std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
   if (!same)
     throw Error(str("tar shard '", shards_[static_cast<size_t>(im.shard)],
                     "' changed since this run indexed it at its start (another file, or written anew: its "
-                    "inode, size or modification time differ): its samples would be read at the old "
+                    "size or modification time differs): its samples would be read at the old "
                     "offsets; restart the run once the shards are final"));
   if (!ok)
     throw Error(str("cannot read ", name(index), " (", im.size, " bytes at offset ", im.offset,

@@ -43,13 +43,11 @@ class WebDatasetDataset : public ImageDataset {
     int64_t size = 0;
   };
   /// A shard as indexed: a shard replaced since (another file, or written anew) is an error
-  /// at its next read, not the new file's bytes at the old index's offsets.
+  /// at its next read, not the new file's bytes at the old index's offsets. By size and
+  /// modification time (FUSE mounts of object stores give a file new inode numbers over time).
   struct ShardIdentity {
-    uint64_t device = 0, inode = 0;
     int64_t size = 0, mtime_ns = 0;
-    bool operator==(const ShardIdentity& o) const {
-      return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
-    }
+    bool operator==(const ShardIdentity& o) const { return size == o.size && mtime_ns == o.mtime_ns; }
   };
   std::vector<std::string> shards_;
   std::vector<ShardIdentity> identities_;  // per shard, when indexed

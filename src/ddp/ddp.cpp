@@ -41,6 +41,7 @@ void DistributedDataParallel::launch_buckets_after_backward_if_needed() {
 }
 
 void DistributedDataParallel::check_still_frozen() const {
+  if (!ctx_.communicates()) return;  // nothing is reduced: the optimizer steps what it holds
   for (size_t i = 0; i < frozen_.size(); ++i)
     DDP_USAGE_CHECK(!frozen_[i].requires_grad(), "parameter '", frozen_names_[i],
                     "' was frozen (requires_grad false) when DistributedDataParallel (the Trainer) was built "

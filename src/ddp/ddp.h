@@ -59,6 +59,7 @@ class DistributedDataParallel {
   /// UsageError naming a parameter that was frozen (requires_grad false) when DDP was built
   /// and requires a gradient now: DDP does not reduce it, so each rank would step it with its
   /// own gradient and the replicas would part, silently. The Trainer calls it at each epoch.
+  /// Nothing without a process group (one process: nothing is reduced).
   void check_still_frozen() const;
   /// The parameters DDP reduces (those that require grad, in the module's order) and its
   /// buckets of them (indices into that list; none without a process group).

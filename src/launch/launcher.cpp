@@ -60,6 +60,7 @@ struct GroupResult {
   pid_t failed_pid = -1;
   int status = 0;
   int forwarded = 0;    // a signal the launcher received and forwarded
+  int interrupted = 0;  // a signal received while the workers were being stopped: no restart
   std::string message;  // the failed worker's error, from its error file
 };
 
@@ -138,6 +139,7 @@ struct Teardown {
   int first_failed = -1;
   std::vector<int> failure_order;  // ranks that failed, in the order reaped
   int forwarded = 0;               // a signal received and forwarded
+  int interrupted = 0;             // a signal received during a failure's teardown
   std::chrono::steady_clock::time_point term_sent{};
   bool killed = false;
   bool grace_expired = false;  // killed because a worker outlasted the grace after a forwarded signal
@@ -155,20 +157,34 @@ void signal_all(std::vector<Worker>& workers, int sig, bool in_teardown = true) 
   }
 }
 
-// After a teardown: SIGKILL to every worker's group, then until none has a process left (at most
-// wait_s), so that a restart or the launcher's exit leaves nothing of this attempt running.
-void end_groups(const std::vector<Worker>& workers, int wait_s, OutputSink& err) {
+// The ranks whose groups still hold a process; orphans of theirs reparented to the launcher
+// (when it is PID 1: a container's entrypoint) are reaped first, or their zombies would count.
+std::vector<int> groups_left(const std::vector<Worker>& workers) {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  std::vector<int> left;
+  for (const auto& w : workers)
+    if (::kill(-w.pid, 0) == 0) left.push_back(w.rank);
+  return left;
+}
+
+// After a teardown, every worker reaped: what is left in their groups (a script's program) gets
+// until kill_at to end (the grace its signal gave: a save in progress), or less at a signal, then
+// SIGKILL, and the launcher waits (at most 10 s) until none has a process left, so that a restart
+// or the launcher's exit leaves nothing of this attempt running.
+void end_groups(const std::vector<Worker>& workers, std::chrono::steady_clock::time_point kill_at,
+                OutputSink& err) {
+  while (!groups_left(workers).empty() && std::chrono::steady_clock::now() < kill_at && g_signal.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   for (const auto& w : workers) ::kill(-w.pid, SIGKILL);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
-    std::vector<int> left;
-    for (const auto& w : workers)
-      if (::kill(-w.pid, 0) == 0) left.push_back(w.rank);
+    const std::vector<int> left = groups_left(workers);
     if (left.empty()) return;
     if (std::chrono::steady_clock::now() >= until) {
       for (int rank : left)
-        say(err, "launch: processes of rank %d's group outlived SIGKILL by %d s (in uninterruptible I/O?)\n",
-            rank, wait_s);
+        say(err, "launch: processes of rank %d's group outlived SIGKILL by 10 s (in uninterruptible I/O?)\n",
+            rank);
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -225,9 +241,10 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSi
 // kill_grace_s between SIGTERM and SIGKILL.
 void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig,
                     OutputSink& err) {
-  if (t.forwarded == 0 && t.term_sent != std::chrono::steady_clock::time_point{}) {
+  if (t.forwarded == 0 && t.first_failed >= 0) {
     // The group is being stopped already (a worker failed, a stall): nothing is left to save, and
-    // the signal's longer grace would only keep hung workers alive.
+    // the signal's longer grace would only keep hung workers alive. No restart follows.
+    t.interrupted = sig;
     if (t.killed) return;
     say(err, "launch: got %s while stopping the workers; sending SIGKILL\n", strsignal(sig));
     signal_all(workers, SIGKILL);
@@ -293,6 +310,7 @@ void stop_if_stalled(std::vector<Worker>& workers, Teardown& t, StallWatch& watc
 GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, const std::string& error_dir) {
   GroupResult r;
   r.forwarded = t.forwarded;
+  r.interrupted = t.interrupted;
   if (t.first_failed < 0) return r;
   if (!t.stall.empty()) {
     r.first_failed = t.first_failed;
@@ -346,7 +364,12 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
     if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{})
       t.term_sent = std::chrono::steady_clock::now();
   }
-  if (t.first_failed >= 0 || t.forwarded != 0) end_groups(workers, 10, err);
+  if (t.first_failed >= 0 || t.forwarded != 0)
+    end_groups(workers,
+               t.killed
+                   ? std::chrono::steady_clock::now()
+                   : t.term_sent + std::chrono::seconds(t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s),
+               err);
   for (auto& w : workers) {
     w.out->flush();
     w.err->flush();
@@ -433,6 +456,10 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       throw;
     }
     if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
+    if (r.interrupted != 0) {  // a signal while the failed attempt was being stopped
+      say(err, "launch: not restarting: got %s\n", strsignal(r.interrupted));
+      break;
+    }
     if (const int sig = g_signal.load(); sig != 0) {  // came as the group ended: no new group
       say(err, "launch: not restarting: got %s\n", strsignal(sig));
       break;

@@ -197,16 +197,7 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
     std::shared_ptr<CheckpointFolderClaim>& claim;
     ~Release() { claim.reset(); }
   } release{impl_->claim_};
-  try {
-    return impl_->fit(train, test);
-  } catch (const std::exception& e) {
-    // The other ranks hear of it (Note [A rank's failure ends the job]); a collective another
-    // rank's failure broke is not the root cause.
-    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
-    impl_->ctx_.announce_failure(c10e ? c10e->what_without_backtrace() : e.what(),
-                                 dynamic_cast<const CollectiveError*>(&e) != nullptr);
-    throw;
-  }
+  return impl_->fit(train, test);
 }
 
 const Precision& Trainer::precision() const { return impl_->start_.precision; }

@@ -89,7 +89,7 @@ class Trainer {
   /// agreed stop; resumes first when opts.checkpoint.resume_from names a checkpoint. Once per
   /// Trainer (a UsageError the second time): a Trainer is one run, its position, schedule and
   /// resume that run's; another run is another Trainer (init_from or resume_from say where
-  /// it starts). An error it throws is announced to the other ranks first
+  /// it starts). A program that ends on an error it throws tells the other ranks
   /// (DistContext::announce_failure; Note [A rank's failure ends the job]).
   TrainResult fit(Dataset& train, const Dataset* test = nullptr);
 

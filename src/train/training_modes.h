@@ -10,6 +10,7 @@
 // submodules take the mode the whole takes.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -21,7 +22,7 @@ class TrainingModes {
  public:
   /// Each module's mode now: the root's and every descendant's.
   explicit TrainingModes(torch::nn::Module& root) {
-    for (const auto& m : root.modules(/*include_self=*/true)) modes_.emplace_back(m.get(), m->is_training());
+    for (const auto& m : root.modules(/*include_self=*/true)) modes_.emplace_back(m, m->is_training());
   }
   /// Each module back in the mode it had. Parents first (modules() lists them so): a parent's
   /// train() sets its descendants, whose own modes follow.
@@ -30,7 +31,8 @@ class TrainingModes {
   }
 
  private:
-  std::vector<std::pair<torch::nn::Module*, bool>> modes_;
+  std::vector<std::pair<std::shared_ptr<torch::nn::Module>, bool>>
+      modes_;  // held: a callback may replace one
 };
 
 /// The modes fit() trains with: the model's own, after putting a model wholly in eval mode into
