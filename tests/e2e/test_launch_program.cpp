@@ -234,6 +234,32 @@ TEST(LaunchProgram, AFailuresTeardownEndsAReapedScriptsProgram) {
   if (alive(child)) ::kill(child, SIGKILL);
 }
 
+// A Ctrl-C while a failure's teardown waits for a hung worker (deaf to SIGTERM and SIGINT): the
+// launcher sends SIGKILL at once and does not restart (--max_restarts 2), exit the failure's code.
+// Before, the signal was forwarded as a stop: the hung worker got the 60 s --signal_grace_s.
+TEST(LaunchProgram, ASignalDuringAFailuresTeardownEndsItWithoutARestart) {
+  const std::string dir = fresh_dir("launch_teardown_signal");
+  const std::string script = "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + dir +
+                             "/held ] && break; sleep 0.05; done; exit 3; fi; "
+                             "trap '' TERM INT; touch " +
+                             dir + "/held; while true; do sleep 0.1; done";
+  std::vector<std::string> cmd = launch_sh(script, {"--max_restarts", "2", "--kill_grace_s", "30"});
+  const pid_t launcher = spawn(cmd, dir + "/launch.log");
+  const auto log = [&] { return read_text(dir + "/launch.log"); };
+  for (int i = 0; i < 600 && log().find("stopping the other workers") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(log().find("stopping the other workers"), std::string::npos) << log();
+  const auto start = std::chrono::steady_clock::now();
+  ::kill(launcher, SIGINT);
+  const int code = wait_for(launcher, 20);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (code == -1) ::kill(-launcher, SIGKILL);
+  EXPECT_EQ(code, 3) << log();
+  EXPECT_LT(s, 15.0) << log();
+  EXPECT_NE(log().find("not restarting: got Interrupt"), std::string::npos) << log();
+  EXPECT_EQ(log().find("restarting the workers"), std::string::npos) << log();
+}
+
 // Note [Stall seen by the launcher]: a wait is timed by the launcher's clock from when it saw
 // it, and an exited worker's last progress is not watched. (a) Rank 1 leaves a progress file
 // with a wait of long ago and exits; rank 0 works on for 8 s (--stall_s 1). (b) Rank 0 shows a
