@@ -17,15 +17,11 @@
 #include "util/fnv.h"
 
 namespace ddptrain {
-namespace {
 
-template <class Identity>
-Identity identity_of(const struct stat& st) {
+WebDatasetDataset::ShardIdentity WebDatasetDataset::identity_of(const struct stat& st) {
   return {static_cast<int64_t>(st.st_size),
           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
-
-}  // namespace
 
 // Note [Shards indexed at open]
 // webdataset reads a shard from its start to its end, one sample after another, and shuffles
@@ -43,7 +39,7 @@ WebDatasetDataset::WebDatasetDataset(const std::string& pattern, ImageOptions op
     struct stat st {};
     DDP_USAGE_CHECK(::stat(shards_[s].c_str(), &st) == 0, "cannot stat tar shard '", shards_[s],
                     "': ", std::strerror(errno));
-    identities_.push_back(identity_of<ShardIdentity>(st));
+    identities_.push_back(identity_of(st));
     for (const WdsSample& w : webdataset_samples(shards_[s])) {
       DDP_USAGE_CHECK(num_classes <= 0 || w.label < num_classes, "tar shard '", shards_[s], "', sample '",
                       w.key, "': label ", w.label, " is not below the training split's ", num_classes,
@@ -85,8 +81,7 @@ std::vector<uint8_t> WebDatasetDataset::bytes(int64_t index) const {
                     "': ", std::strerror(errno),
                     " (bad_images=skip (--bad_images skip) does not skip a read that fails)"));
   struct stat st {};
-  const bool same =
-      ::fstat(fd, &st) == 0 && identity_of<ShardIdentity>(st) == identities_[static_cast<size_t>(im.shard)];
+  const bool same = ::fstat(fd, &st) == 0 && identity_of(st) == identities_[static_cast<size_t>(im.shard)];
   std::vector<uint8_t> out(static_cast<size_t>(same ? im.size : 0));
   errno = 0;
   const bool ok = same && read_fully_at(fd, out.data(), out.size(), im.offset);

@@ -18,6 +18,8 @@
 
 #include "data/image_dataset.h"
 
+struct stat;
+
 namespace ddptrain {
 
 class WebDatasetDataset : public ImageDataset {
@@ -49,6 +51,7 @@ class WebDatasetDataset : public ImageDataset {
     int64_t size = 0, mtime_ns = 0;
     bool operator==(const ShardIdentity& o) const { return size == o.size && mtime_ns == o.mtime_ns; }
   };
+  static ShardIdentity identity_of(const struct stat& st);
   std::vector<std::string> shards_;
   std::vector<ShardIdentity> identities_;  // per shard, when indexed
   std::vector<Image> images_;

@@ -51,6 +51,15 @@ struct FaultPlan {
   int rank = 0;
   int hang_rank = 0;
 
+  /// A variable's STAGE@N into stage and step (left as they are when it is unset).
+  static void stage_at_step(const char* name, std::string& stage, int64_t& step) {
+    const std::string v = env::get(name).value_or("");
+    if (const auto at = v.find('@'); at != std::string::npos) {
+      stage = v.substr(0, at);
+      step = std::stoll(v.substr(at + 1));
+    }
+  }
+
   static FaultPlan from_env() {
     FaultPlan f;
     const long long attempt = env::get_int("DDPTRAIN_FAULT_ATTEMPT", -1, 1 << 20).value_or(0);
@@ -63,16 +72,8 @@ struct FaultPlan {
     f.throw_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_THROW_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.term_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_TERM_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.hang_at_step = env::get_int("DDPTRAIN_FAULT_HANG_AT_STEP", 0, INT64_MAX).value_or(-1);
-    const std::string save = env::get("DDPTRAIN_FAULT_KILL_IN_SAVE").value_or("");
-    if (const auto at = save.find('@'); at != std::string::npos) {
-      f.kill_in_save_stage = save.substr(0, at);
-      f.kill_in_save_step = std::stoll(save.substr(at + 1));
-    }
-    const std::string throws = env::get("DDPTRAIN_FAULT_THROW_IN_SAVE").value_or("");
-    if (const auto at = throws.find('@'); at != std::string::npos) {
-      f.throw_in_save_stage = throws.substr(0, at);
-      f.throw_in_save_step = std::stoll(throws.substr(at + 1));
-    }
+    stage_at_step("DDPTRAIN_FAULT_KILL_IN_SAVE", f.kill_in_save_stage, f.kill_in_save_step);
+    stage_at_step("DDPTRAIN_FAULT_THROW_IN_SAVE", f.throw_in_save_stage, f.throw_in_save_step);
     const std::string slow = env::get("DDPTRAIN_FAULT_SLOW_SAVE").value_or("");
     if (const auto at = slow.find('@'); at != std::string::npos) {
       f.slow_save_s = std::stoll(slow.substr(0, at));

@@ -85,6 +85,12 @@ std::vector<std::string> launch_sh(const std::string& script, const std::vector<
   return cmd;
 }
 
+// A script's start: rank 1 waits (at most 30 s) until `marker` exists, then fails with exit 3.
+std::string rank1_fails_after(const std::string& marker) {
+  return "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + marker +
+         " ] && break; sleep 0.05; done; exit 3; fi; ";
+}
+
 std::string quoted(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
@@ -222,10 +228,9 @@ TEST(LaunchProgram, AScriptsOwnProgramStopsWithIt) {
 // program ran on, orphaned, holding the port, the GPU and the checkpoint folder's lock.
 TEST(LaunchProgram, AFailuresTeardownEndsAReapedScriptsProgram) {
   const std::string dir = fresh_dir("launch_orphan");
-  const std::string script = "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + dir +
-                             "/child ] && break; sleep 0.05; done; exit 3; fi; "
-                             "(trap '' TERM; exec sleep 300) & echo $! > " +
-                             dir + "/child.tmp; mv " + dir + "/child.tmp " + dir + "/child; wait";
+  const std::string script = rank1_fails_after(dir + "/child") +
+                             "(trap '' TERM; exec sleep 300) & echo $! > " + dir + "/child.tmp; mv " + dir +
+                             "/child.tmp " + dir + "/child; wait";
   ProcResult r = run(launch_sh(script, {"--kill_grace_s", "1"}), {}, 60);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   ASSERT_TRUE(std::filesystem::exists(dir + "/child")) << r.output;
@@ -239,10 +244,8 @@ TEST(LaunchProgram, AFailuresTeardownEndsAReapedScriptsProgram) {
 // Before, the signal was forwarded as a stop: the hung worker got the 60 s --signal_grace_s.
 TEST(LaunchProgram, ASignalDuringAFailuresTeardownEndsItWithoutARestart) {
   const std::string dir = fresh_dir("launch_teardown_signal");
-  const std::string script = "if [ \"$RANK\" = 1 ]; then for i in $(seq 600); do [ -e " + dir +
-                             "/held ] && break; sleep 0.05; done; exit 3; fi; "
-                             "trap '' TERM INT; touch " +
-                             dir + "/held; while true; do sleep 0.1; done";
+  const std::string script = rank1_fails_after(dir + "/held") + "trap '' TERM INT; touch " + dir +
+                             "/held; while true; do sleep 0.1; done";
   std::vector<std::string> cmd = launch_sh(script, {"--max_restarts", "2", "--kill_grace_s", "30"});
   const pid_t launcher = spawn(cmd, dir + "/launch.log");
   const auto log = [&] { return read_text(dir + "/launch.log"); };

@@ -18,6 +18,57 @@
 
 using namespace ddptrain::e2e;
 
+namespace {
+
+// Two ranks of tiny_train(ckpt, flags) started by hand (no launcher tears them down): rank r's
+// output in ckpt/rank<r>.log, its error file in ckpt/error<r>.json, `env` added to each.
+std::vector<pid_t> spawn_two_ranks(const std::string& ckpt, const std::vector<std::string>& flags,
+                                   std::map<std::string, std::string> env) {
+  env["WORLD_SIZE"] = "2";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> argv = {binary()};
+    const auto t = tiny_train(ckpt, flags);
+    argv.insert(argv.end(), t.begin(), t.end());
+    env["RANK"] = std::to_string(r);
+    env["TORCHELASTIC_ERROR_FILE"] = ckpt + "/error" + std::to_string(r) + ".json";
+    pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log", env));
+  }
+  return pids;
+}
+
+// wait_for(pid, timeout_s); a process still running then is SIGKILLed and reaped (-1 returned).
+int wait_or_kill(pid_t pid, int timeout_s) {
+  const int code = wait_for(pid, timeout_s);
+  if (code == -1) {
+    ::kill(pid, SIGKILL);
+    wait_for(pid, 10);
+  }
+  return code;
+}
+
+// The message of rank r's error file in ckpt (spawn_two_ranks').
+nlohmann::json error_of(const std::string& ckpt, int r) {
+  return nlohmann::json::parse(read_text(ckpt + "/error" + std::to_string(r) + ".json"))["message"];
+}
+
+// Two ranks under `launch` with a 3 s collective timeout save after step 2 while rank 0's write
+// is slowed by 6 s (DDPTRAIN_FAULT_SLOW_SAVE=`slow`): the save is waited for and completes.
+void expect_a_slow_save_waited_for(const std::string& name, std::vector<std::string> flags,
+                                   const std::string& slow) {
+  const std::string ckpt = fresh_dir(name);
+  flags.insert(flags.end(), {"--dist_timeout_s", "3", "--save_every_steps", "2", "--max_steps", "3"});
+  ProcResult r =
+      run(launch(2, free_port(), tiny_train(ckpt, flags)), {{"DDPTRAIN_FAULT_SLOW_SAVE", slow}}, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
+  EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
+}
+
+}  // namespace
+
 // Rank 0 started alone (its peer never came): it serves the rendezvous, so its error says the
 // others did not arrive (it asked whether rank 0 was running), within the timeout.
 TEST(E2E, RankZeroAloneAtTheRendezvousSaysTheOthersDidNotArrive) {
@@ -42,14 +93,7 @@ TEST(E2E, RankZeroAloneAtTheRendezvousSaysTheOthersDidNotArrive) {
 // --dist_timeout_s (set to catch hangs sooner) is waited for, up to SaveOptions::write_wait
 // (rank 1 failed the barrier and the launcher killed rank 0 in its save: the save was lost).
 TEST(E2E, ASaveLongerThanTheCollectiveTimeoutIsWaitedFor) {
-  const std::string ckpt = fresh_dir("slow_save");
-  ProcResult r =
-      run(launch(2, free_port(),
-                 tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2", "--max_steps", "3"})),
-          {{"DDPTRAIN_FAULT_SLOW_SAVE", "6@2"}}, 180);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
-  EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
+  expect_a_slow_save_waited_for("slow_save", {}, "6@2");
 }
 
 // Under ZeRO, the optimizer's shards are broadcast to rank 0 one by one while it writes them: the
@@ -57,14 +101,7 @@ TEST(E2E, ASaveLongerThanTheCollectiveTimeoutIsWaitedFor) {
 // short --dist_timeout_s a write of rank 0's passes (a 6 s write of model.pt under a 3 s
 // timeout failed the save, since the shard broadcast came next).
 TEST(E2E, AZeroSavesPartsLongerThanTheCollectiveTimeoutAreWaitedFor) {
-  const std::string ckpt = fresh_dir("slow_zero_save");
-  ProcResult r = run(launch(2, free_port(),
-                            tiny_train(ckpt, {"--dist_timeout_s", "3", "--save_every_steps", "2",
-                                              "--max_steps", "3", "--zero_stage", "1"})),
-                     {{"DDPTRAIN_FAULT_SLOW_SAVE", "6@2@written:model.pt"}}, 180);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(ckpt + "/step_00000002/manifest.json")) << r.output;
-  EXPECT_NE(r.output.find("injected fault: a save that takes 6 s more"), std::string::npos) << r.output;
+  expect_a_slow_save_waited_for("slow_zero_save", {"--zero_stage", "1"}, "6@2@written:model.pt");
 }
 
 // Note [A second stop signal]: rank 0 waits in a collective for rank 1, which hangs (ignoring
@@ -73,20 +110,8 @@ TEST(E2E, AZeroSavesPartsLongerThanTheCollectiveTimeoutAreWaitedFor) {
 // for the 600 s timeout, or a SIGKILL).
 TEST(E2E, ASecondStopSignalEndsARankHeldInACollective) {
   const std::string ckpt = fresh_dir("second_signal");
-  const std::string port = std::to_string(free_port());
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> argv = {binary()};
-    auto t = tiny_train(ckpt, {"--log_interval", "1"});
-    argv.insert(argv.end(), t.begin(), t.end());
-    pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
-                         {{"RANK", std::to_string(r)},
-                          {"WORLD_SIZE", "2"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"MASTER_PORT", port},
-                          {"DDPTRAIN_FAULT_HANG_AT_STEP", "2"},
-                          {"DDPTRAIN_FAULT_RANK", "1"}}));
-  }
+  const std::vector<pid_t> pids = spawn_two_ranks(
+      ckpt, {"--log_interval", "1"}, {{"DDPTRAIN_FAULT_HANG_AT_STEP", "2"}, {"DDPTRAIN_FAULT_RANK", "1"}});
   const auto log_of_rank0 = [&] {
     std::ifstream in(ckpt + "/rank0.log");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -147,46 +172,26 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
   for (const int failing : {1, 0}) {
     const int held = 1 - failing;
     const std::string ckpt = fresh_dir("peer_failure_" + std::to_string(failing));
-    const std::string port = std::to_string(free_port());
-    std::vector<pid_t> pids;
-    for (int r = 0; r < 2; ++r) {
-      std::vector<std::string> argv = {binary()};
-      auto t = tiny_train(ckpt, {"--log_interval", "1"});
-      argv.insert(argv.end(), t.begin(), t.end());
-      pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
-                           {{"RANK", std::to_string(r)},
-                            {"WORLD_SIZE", "2"},
-                            {"MASTER_ADDR", "127.0.0.1"},
-                            {"MASTER_PORT", port},
-                            {"TORCHELASTIC_ERROR_FILE", ckpt + "/error" + std::to_string(r) + ".json"},
-                            {"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
-                            {"DDPTRAIN_FAULT_RANK", std::to_string(failing)},
-                            {"DDPTRAIN_FAULT_HANG_AT_STEP", "2"},
-                            {"DDPTRAIN_FAULT_HANG_RANK", std::to_string(held)}}));
-    }
+    const std::vector<pid_t> pids = spawn_two_ranks(ckpt, {"--log_interval", "1"},
+                                                    {{"DDPTRAIN_FAULT_THROW_AT_STEP", "2"},
+                                                     {"DDPTRAIN_FAULT_RANK", std::to_string(failing)},
+                                                     {"DDPTRAIN_FAULT_HANG_AT_STEP", "2"},
+                                                     {"DDPTRAIN_FAULT_HANG_RANK", std::to_string(held)}});
     const auto start = std::chrono::steady_clock::now();
-    const int failed_code = wait_for(pids[failing], 120);
-    const int held_code = wait_for(pids[held], 30);
+    const int failed_code = wait_or_kill(pids[failing], 120);
+    const int held_code = wait_or_kill(pids[held], 30);
     const double held_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (const int r : {failing, held})
-      if ((r == failing ? failed_code : held_code) == -1) {  // still running: end it
-        ::kill(pids[r], SIGKILL);
-        wait_for(pids[r], 10);
-      }
     const std::string logs = read_text(ckpt + "/rank0.log") + read_text(ckpt + "/rank1.log");
     EXPECT_EQ(failed_code, 1) << logs;
     EXPECT_EQ(held_code, 1) << "the held rank did not end by itself: " << logs;
     EXPECT_LT(held_s, 20.0) << logs;  // about 6 s: seen within 0.5 s, then 5 s of grace
-    const auto error_of = [&](int r) {
-      return nlohmann::json::parse(read_text(ckpt + "/error" + std::to_string(r) + ".json"))["message"];
-    };
-    const nlohmann::json held_error = error_of(held);
+    const nlohmann::json held_error = error_of(ckpt, held);
     EXPECT_NE(held_error["message"].get<std::string>().find("the job failed first on rank " +
                                                             std::to_string(failing) + "/2: injected fault"),
               std::string::npos)
         << held_error;
     EXPECT_EQ(held_error["extraInfo"]["secondary"], "true") << held_error;
-    EXPECT_NE(error_of(failing)["message"].get<std::string>().find("injected fault"), std::string::npos)
+    EXPECT_NE(error_of(ckpt, failing)["message"].get<std::string>().find("injected fault"), std::string::npos)
         << logs;
   }
 }
@@ -197,32 +202,14 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
 // waited the 30 minutes of a save).
 TEST(E2E, ARankWaitingForRankZerosWriteEndsNamingRankZerosError) {
   const std::string ckpt = fresh_dir("failed_write");
-  const std::string port = std::to_string(free_port());
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    std::vector<std::string> argv = {binary()};
-    auto t = tiny_train(ckpt, {"--save_every_steps", "2", "--max_steps", "3"});
-    argv.insert(argv.end(), t.begin(), t.end());
-    pids.push_back(spawn(argv, ckpt + "/rank" + std::to_string(r) + ".log",
-                         {{"RANK", std::to_string(r)},
-                          {"WORLD_SIZE", "2"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"MASTER_PORT", port},
-                          {"TORCHELASTIC_ERROR_FILE", ckpt + "/error" + std::to_string(r) + ".json"},
-                          {"DDPTRAIN_FAULT_THROW_IN_SAVE", "written:model.pt@2"}}));
-  }
-  const int code0 = wait_for(pids[0], 120);
-  const int code1 = wait_for(pids[1], 30);
-  for (int r = 0; r < 2; ++r)
-    if ((r == 0 ? code0 : code1) == -1) {
-      ::kill(pids[static_cast<size_t>(r)], SIGKILL);
-      wait_for(pids[static_cast<size_t>(r)], 10);
-    }
+  const std::vector<pid_t> pids = spawn_two_ranks(ckpt, {"--save_every_steps", "2", "--max_steps", "3"},
+                                                  {{"DDPTRAIN_FAULT_THROW_IN_SAVE", "written:model.pt@2"}});
+  const int code0 = wait_or_kill(pids[0], 120);
+  const int code1 = wait_or_kill(pids[1], 30);
   const std::string logs = read_text(ckpt + "/rank0.log") + read_text(ckpt + "/rank1.log");
   EXPECT_EQ(code0, 1) << logs;
   EXPECT_EQ(code1, 1) << logs;
-  const std::string error1 =
-      nlohmann::json::parse(read_text(ckpt + "/error1.json"))["message"]["message"].get<std::string>();
+  const std::string error1 = error_of(ckpt, 1)["message"].get<std::string>();
   EXPECT_NE(error1.find("waiting for rank 0: checkpoint step_00000002 at step 2"), std::string::npos)
       << error1;
   EXPECT_NE(error1.find("the job failed first on rank 0/2: injected fault (DDPTRAIN_FAULT_THROW_IN_SAVE)"),
