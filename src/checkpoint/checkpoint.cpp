@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/abandoned_mark.h"
+#include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/checkpoint_meta.h"
 #include "checkpoint/crc32.h"
 #include "checkpoint/durable_files.h"
@@ -24,8 +25,6 @@
 namespace ddptrain {
 namespace fs = std::filesystem;
 namespace {
-
-const char* const kManifest = "manifest.json";
 
 // The generator of the rank's GPU, when it trains on one (dropout there draws from it; the
 // CPU's draws everything else): its state is checkpointed beside the CPU's (cuda_rng_states.bin),
@@ -286,173 +285,6 @@ std::string save_checkpoint(const DistContext& ctx, const std::string& root, con
   ctx.wait_for_main(save.event + " written", opts.write_wait);
   ctx.barrier("barrier after the checkpoint save");
   return final_dir;
-}
-
-namespace {
-
-// A checkpoint's manifest: the size and CRC-32 of each of its files. Error when it is missing,
-// unreadable or of another format.
-nlohmann::json read_manifest(const std::string& dir) {
-  const std::string mpath = dir + "/" + kManifest;
-  DDP_CHECK(fs::is_regular_file(mpath), "checkpoint '", dir, "' is incomplete: ", kManifest,
-            " is missing (an interrupted save?)");
-  nlohmann::json manifest;
-  try {
-    manifest = nlohmann::json::parse(read_file(mpath));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str("checkpoint '", dir, "': ", kManifest, " is corrupted (", e.what(), ")"));
-  }
-  DDP_CHECK(manifest.value("format", 0) == kCheckpointFormat, "checkpoint '", dir, "' has format ",
-            manifest.value("format", 0), "; this ddptrain reads format ", kCheckpointFormat);
-  DDP_CHECK(manifest.contains("files") && manifest["files"].is_object(), "checkpoint '", dir,
-            "': ", kManifest, " lists no files");
-  return manifest;
-}
-
-// The files a manifest lists.
-std::vector<std::string> listed_files(const nlohmann::json& manifest) {
-  std::vector<std::string> files;
-  for (const auto& [fname, entry] : manifest.at("files").items()) files.push_back(fname);
-  return files;
-}
-
-// Each of `files` (listed by the manifest) is there with its size (no contents read).
-void check_file_sizes(const std::string& dir, const nlohmann::json& manifest,
-                      const std::vector<std::string>& files) {
-  for (const std::string& fname : files) {
-    const std::string path = dir + "/" + fname;
-    DDP_CHECK(fs::is_regular_file(path), "checkpoint '", dir, "': ", fname, " is missing");
-    const uint64_t want = manifest.at("files").at(fname).at("bytes").get<uint64_t>(),
-                   have = fs::file_size(path);
-    DDP_CHECK(have == want, "checkpoint '", dir, "': ", fname, " has ", have, " bytes but the manifest says ",
-              want, " (truncated or replaced)");
-  }
-}
-
-// One file of the checkpoint, read once and checked against the manifest (its size and CRC-32);
-// nullopt when the manifest does not list it.
-std::optional<std::string> read_checked(const std::string& dir, const std::string& file,
-                                        const nlohmann::json& manifest) {
-  const nlohmann::json& files = manifest.at("files");
-  if (!files.contains(file)) return std::nullopt;
-  const std::string bytes = read_file(dir + "/" + file);
-  const uint64_t want = files[file].at("bytes").get<uint64_t>();
-  DDP_CHECK(bytes.size() == want, "checkpoint '", dir, "': ", file, " has ", bytes.size(),
-            " bytes but the manifest says ", want, " (truncated or replaced)");
-  DDP_CHECK(crc32_matches(bytes, files[file].at("crc32").get<uint32_t>()), "checkpoint '", dir, "': ", file,
-            " fails its CRC-32 check (corrupted)");
-  return bytes;
-}
-
-}  // namespace
-
-namespace {
-
-// `files` of the checkpoint (listed by its manifest) there with their sizes, then each read once
-// and checked against the manifest; the checkpoint's meta.
-CheckpointMeta verify_files(const std::string& dir, const nlohmann::json& manifest,
-                            const std::vector<std::string>& files) {
-  check_file_sizes(dir, manifest, files);
-  std::optional<std::string> meta;
-  for (const std::string& fname : files) {
-    std::optional<std::string> bytes = read_checked(dir, fname, manifest);
-    if (fname == "meta.json") meta = std::move(bytes);
-  }
-  return meta ? meta_from_json(*meta, dir) : read_checkpoint_meta(dir);
-}
-
-}  // namespace
-
-CheckpointMeta verify_checkpoint(const std::string& dir) {
-  const nlohmann::json manifest = read_manifest(dir);
-  return verify_files(dir, manifest, listed_files(manifest));
-}
-
-namespace {
-
-// What eval and export read of a checkpoint (the files the manifest lists of these).
-std::vector<std::string> weight_files(const nlohmann::json& manifest) {
-  std::vector<std::string> files;
-  for (const char* fname : {"meta.json", "config.json", "model.pt"})
-    if (manifest.at("files").contains(fname)) files.push_back(fname);
-  return files;
-}
-
-}  // namespace
-
-CheckpointMeta verify_checkpoint_weights(const std::string& dir) {
-  const nlohmann::json manifest = read_manifest(dir);
-  return verify_files(dir, manifest, weight_files(manifest));
-}
-
-CheckpointMeta check_checkpoint_complete(const std::string& dir, bool weights_only) {
-  const nlohmann::json manifest = read_manifest(dir);
-  check_file_sizes(dir, manifest, weights_only ? weight_files(manifest) : listed_files(manifest));
-  return read_checkpoint_meta(dir);
-}
-
-bool is_checkpoint_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kManifest); }
-
-CheckpointMeta read_checkpoint_meta(const std::string& dir) {
-  return meta_from_json(read_file(dir + "/meta.json"), dir);
-}
-
-std::vector<CheckpointEntry> list_checkpoints(const std::string& root, const Logger& log,
-                                              std::vector<CheckpointEntry>* incomplete, bool weights_only) {
-  std::vector<CheckpointEntry> complete;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return complete;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    if (!e.is_directory() || e.path().filename().string()[0] == '.') continue;
-    const std::string dir = e.path().string();
-    try {
-      complete.push_back({dir, check_checkpoint_complete(dir, weights_only)});
-    } catch (const std::exception& err) {
-      log.warn(str("skipping an invalid checkpoint: ", err.what()));
-      if (incomplete) try {
-          incomplete->push_back({dir, read_checkpoint_meta(dir)});
-        } catch (const std::exception&) {  // not a checkpoint whose run can be named
-        }
-    }
-  }
-  std::sort(complete.begin(), complete.end(), [](const CheckpointEntry& a, const CheckpointEntry& b) {
-    return std::tie(a.meta.global_step, a.dir) < std::tie(b.meta.global_step, b.dir);
-  });
-  return complete;
-}
-
-const CheckpointEntry* newest_that_verifies(const std::vector<const CheckpointEntry*>& newest_first,
-                                            const Logger& log, bool weights_only) {
-  for (const CheckpointEntry* c : newest_first) {
-    try {
-      if (weights_only)
-        verify_checkpoint_weights(c->dir);
-      else
-        verify_checkpoint(c->dir);
-      return c;
-    } catch (const std::exception& err) {
-      log.warn(str("skipping an invalid checkpoint: ", err.what()));
-    }
-  }
-  return nullptr;
-}
-
-std::optional<std::string> find_latest_checkpoint(const std::string& root, const Logger& log,
-                                                  bool weights_only) {
-  const auto all = list_checkpoints(root, log, nullptr, weights_only);
-  const std::set<std::string> abandoned = abandoned_checkpoints(root);
-  std::vector<const CheckpointEntry*> newest_first;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (!is_abandoned(abandoned, it->dir)) {
-      newest_first.push_back(&*it);
-      continue;
-    }
-    log.warn(str("skipping ", it->dir, ": a start of its run abandoned it (", abandoned_mark_file(root),
-                 "; Note [A branch a run abandons]); name it to use it"));
-  }
-  const CheckpointEntry* newest = newest_that_verifies(newest_first, log, weights_only);
-  if (!newest) return std::nullopt;
-  return newest->dir;
 }
 
 CheckpointMeta load_checkpoint(const std::string& dir, const DistContext& ctx, torch::nn::Module& model,

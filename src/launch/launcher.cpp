@@ -19,6 +19,7 @@
 #include "launch/output_sink.h"
 #include "launch/stall_watch.h"
 #include "launch/worker_exit.h"
+#include "launch/worker_groups.h"
 #include "launch/worker_process.h"
 #include "util/error.h"
 
@@ -146,49 +147,15 @@ struct Teardown {
   std::string stall, verdict;  // Note [Stall seen by the launcher]
 };
 
-// Signals each worker's process group: a script's program too; the worker alone before its
-// setsid ran (or where it left the group). in_teardown: also the group of a worker already
-// reaped, where its children live on (a script that SIGTERM ended while the program it ran
-// ignores it or is stuck: it held the port, the GPU and the folder's lock into the restart).
-void signal_all(std::vector<Worker>& workers, int sig, bool in_teardown = true) {
-  for (auto& w : workers) {
-    if (w.exited && !in_teardown) continue;
-    if (::kill(-w.pid, sig) != 0 && errno == ESRCH && !w.exited) ::kill(w.pid, sig);
-  }
+// The workers as their process groups see them.
+std::vector<WorkerGroup> groups_of(const std::vector<Worker>& workers) {
+  std::vector<WorkerGroup> groups;
+  for (const auto& w : workers) groups.push_back({w.rank, w.pid, w.exited});
+  return groups;
 }
 
-// The ranks whose groups still hold a process; orphans of theirs reparented to the launcher
-// (when it is PID 1: a container's entrypoint) are reaped first, or their zombies would count.
-std::vector<int> groups_left(const std::vector<Worker>& workers) {
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
-  std::vector<int> left;
-  for (const auto& w : workers)
-    if (::kill(-w.pid, 0) == 0) left.push_back(w.rank);
-  return left;
-}
-
-// After a teardown, every worker reaped: what is left in their groups (a script's program) gets
-// until kill_at to end (the grace its signal gave: a save in progress), or less at a signal, then
-// SIGKILL, and the launcher waits (at most 10 s) until none has a process left, so that a restart
-// or the launcher's exit leaves nothing of this attempt running.
-void end_groups(const std::vector<Worker>& workers, std::chrono::steady_clock::time_point kill_at,
-                OutputSink& err) {
-  while (!groups_left(workers).empty() && std::chrono::steady_clock::now() < kill_at && g_signal.load() == 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (const auto& w : workers) ::kill(-w.pid, SIGKILL);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (;;) {
-    const std::vector<int> left = groups_left(workers);
-    if (left.empty()) return;
-    if (std::chrono::steady_clock::now() >= until) {
-      for (int rank : left)
-        say(err, "launch: processes of rank %d's group outlived SIGKILL by 10 s (in uninterruptible I/O?)\n",
-            rank);
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+void signal_all(const std::vector<Worker>& workers, int sig, bool in_teardown = true) {
+  signal_groups(groups_of(workers), sig, in_teardown);
 }
 
 // Whether a worker's end is a failure of its own: not a clean exit, nor what the launcher asked
@@ -365,11 +332,11 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
       t.term_sent = std::chrono::steady_clock::now();
   }
   if (t.first_failed >= 0 || t.forwarded != 0)
-    end_groups(workers,
+    end_groups(groups_of(workers),
                t.killed
                    ? std::chrono::steady_clock::now()
                    : t.term_sent + std::chrono::seconds(t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s),
-               err);
+               g_signal, err);
   for (auto& w : workers) {
     w.out->flush();
     w.err->flush();
