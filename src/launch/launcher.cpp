@@ -62,7 +62,8 @@ struct GroupResult {
   int status = 0;
   int forwarded = 0;    // a signal the launcher received and forwarded
   int interrupted = 0;  // a signal received while the workers were being stopped: no restart
-  std::string message;  // the failed worker's error, from its error file
+  int stopped = 0;      // a signal the workers stopped on that the launcher did not forward
+  std::string message;  // the failed worker's error, from its error file; or the stop's record
 };
 
 // Starts the local workers of one attempt, each with the torchrun contract in its environment.
@@ -90,7 +91,7 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
         {"TORCHELASTIC_USE_AGENT_STORE", "False"},  // rank 0 serves the store (not an outer torchrun's)
         {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
-        {"TORCHELASTIC_ERROR_FILE", error_dir + "/error_rank" + std::to_string(w.rank) + ".json"},
+        {"TORCHELASTIC_ERROR_FILE", error_file_of(error_dir, w.rank)},
     };
     ::unlink(env.back().second.c_str());
     if (o.stall_s > 0)
@@ -141,6 +142,8 @@ struct Teardown {
   std::vector<int> failure_order;  // ranks that failed, in the order reaped
   int forwarded = 0;               // a signal received and forwarded
   int interrupted = 0;             // a signal received during a failure's teardown
+  int stopped = 0;                 // a stop the launcher did not forward (stopped_with_the_job)
+  std::string stop_message;
   std::chrono::steady_clock::time_point term_sent{};
   bool killed = false;
   bool grace_expired = false;  // killed because a worker outlasted the grace after a forwarded signal
@@ -177,9 +180,29 @@ bool failed(int st, const Teardown& t) {
   return true;
 }
 
+// Whether a worker that exited 128 + a signal the launcher did not forward stopped with the job:
+// its error file says it stopped on that signal (Note [Agreed stop]: one that another node
+// received, or one sent to this worker alone). The others stop after the same step by the vote;
+// they get the signal's grace, as after a forwarded one, and no restart follows.
+bool stopped_with_the_job(const Worker& w, Teardown& t, const std::string& error_dir, OutputSink& err) {
+  if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) <= 128) return false;
+  const int sig = WEXITSTATUS(w.status) - 128;
+  const ErrorRecord e = read_error_file(error_file_of(error_dir, w.rank));
+  if (e.stop_signal != sig) return false;
+  if (t.stopped == 0 && t.first_failed < 0 && t.forwarded == 0) {
+    t.stopped = sig;
+    t.stop_message = e.message;
+    t.term_sent = std::chrono::steady_clock::now();
+    say(err, "launch: rank %d stopped with the job on %s, which this launcher did not receive (%s)\n", w.rank,
+        strsignal(sig), e.message.c_str());
+  }
+  return true;
+}
+
 // Reaps exited workers; the first failure stops the others (SIGTERM). An exited worker's
 // progress is no longer watched for a stall.
-void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSink& err) {
+void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, const std::string& error_dir,
+          OutputSink& err) {
   for (auto& w : workers) {
     if (w.exited) continue;
     int st = 0;
@@ -187,7 +210,7 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, OutputSi
     w.exited = true;
     w.status = st;
     watch.worker_exited(w.rank);
-    if (!failed(st, t)) continue;
+    if (!failed(st, t) || stopped_with_the_job(w, t, error_dir, err)) continue;
     t.failure_order.push_back(w.rank);
     if (t.first_failed >= 0) continue;
     t.first_failed = w.rank;
@@ -240,16 +263,20 @@ void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptio
 void forward_and_escalate(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o,
                           OutputSink& err) {
   if (const int sig = g_signal.exchange(0); sig != 0) forward_signal(workers, t, o, sig, err);
-  const int grace = t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s;
+  const bool stopping = t.forwarded != 0 || t.stopped != 0;  // on a signal: the workers save
+  const int grace = stopping ? o.signal_grace_s : o.kill_grace_s;
   if (t.term_sent != std::chrono::steady_clock::time_point{} && !t.killed &&
       std::chrono::steady_clock::now() - t.term_sent > std::chrono::seconds(grace)) {
     for (auto& w : workers)
       if (!w.exited)
         say(err, "launch: rank %d (pid %d) did not stop within %d s of %s; sending SIGKILL\n", w.rank, w.pid,
-            grace, t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)" : "SIGTERM (hung?)");
+            grace,
+            t.forwarded != 0 ? "the forwarded signal (--signal_grace_s)"
+            : t.stopped != 0 ? "the job's stop (--signal_grace_s)"
+                             : "SIGTERM (hung?)");
     // A clean end's leftovers (a child holding a pipe) are left alone, as torchrun leaves them.
-    signal_all(workers, SIGKILL, /*in_teardown=*/t.first_failed >= 0 || t.forwarded != 0);
-    t.grace_expired = t.forwarded != 0;
+    signal_all(workers, SIGKILL, /*in_teardown=*/t.first_failed >= 0 || stopping);
+    t.grace_expired = stopping;
     t.killed = true;
   }
 }
@@ -278,7 +305,11 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
   GroupResult r;
   r.forwarded = t.forwarded;
   r.interrupted = t.interrupted;
-  if (t.first_failed < 0) return r;
+  if (t.first_failed < 0) {
+    r.stopped = t.stopped;
+    r.message = t.stop_message;
+    return r;
+  }
   if (!t.stall.empty()) {
     r.first_failed = t.first_failed;
     r.stall = t.stall;
@@ -291,7 +322,7 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
     for (int rank : t.failure_order) {
       const Worker& w =
           *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
-      ErrorRecord e = read_error_file(error_dir + "/error_rank" + std::to_string(rank) + ".json");
+      ErrorRecord e = read_error_file(error_file_of(error_dir, rank));
       if (pass == 0 && e.secondary) continue;
       root = &w;
       root_err = e;
@@ -318,8 +349,8 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
   Teardown t;
   for (;;) {
     pump_output(workers);
-    reap(workers, t, watch, err);
-    if (t.first_failed < 0 && t.forwarded == 0) stop_if_stalled(workers, t, watch, err);
+    reap(workers, t, watch, error_dir, err);
+    if (t.first_failed < 0 && t.forwarded == 0 && t.stopped == 0) stop_if_stalled(workers, t, watch, err);
     forward_and_escalate(workers, t, o, err);
     bool all_exited = true, all_closed = true;
     for (auto& w : workers) {
@@ -331,11 +362,11 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
     if (all_exited && t.term_sent == std::chrono::steady_clock::time_point{})
       t.term_sent = std::chrono::steady_clock::now();
   }
-  if (t.first_failed >= 0 || t.forwarded != 0)
+  const bool stopping = t.forwarded != 0 || t.stopped != 0;
+  if (t.first_failed >= 0 || stopping)
     end_groups(groups_of(workers),
-               t.killed
-                   ? std::chrono::steady_clock::now()
-                   : t.term_sent + std::chrono::seconds(t.forwarded != 0 ? o.signal_grace_s : o.kill_grace_s),
+               t.killed ? std::chrono::steady_clock::now()
+                        : t.term_sent + std::chrono::seconds(stopping ? o.signal_grace_s : o.kill_grace_s),
                g_signal, err);
   for (auto& w : workers) {
     w.out->flush();
@@ -463,6 +494,9 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
     if (code == 0) code = 1;
   } else if (r.forwarded) {
     code = 128 + r.forwarded;
+  } else if (r.stopped) {
+    say(err, "launch: stopped with the job on %s: %s\n", strsignal(r.stopped), r.message.c_str());
+    code = 128 + r.stopped;
   }
   drain_for_a_few_seconds(io);
   return code;

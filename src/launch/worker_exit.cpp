@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -18,11 +19,17 @@ ErrorRecord read_error_file(const std::string& path) {
     auto j = nlohmann::json::parse(in);
     const auto& m = j.at("message");
     if (m.is_string()) return {m.get<std::string>(), false};
-    bool secondary = m.contains("extraInfo") && m["extraInfo"].value("secondary", std::string()) == "true";
-    return {m.at("message").get<std::string>(), secondary};
+    const nlohmann::json extra = m.value("extraInfo", nlohmann::json::object());
+    const bool secondary = extra.value("secondary", std::string()) == "true";
+    const std::string stop = extra.value("stop_signal", std::string("0"));
+    return {m.at("message").get<std::string>(), secondary, std::atoi(stop.c_str())};
   } catch (const std::exception&) {
     return {};
   }
+}
+
+std::string error_file_of(const std::string& error_dir, int rank) {
+  return error_dir + "/error_rank" + std::to_string(rank) + ".json";
 }
 
 std::string describe_exit(int status) {

@@ -9,11 +9,15 @@ namespace ddptrain {
 struct ErrorRecord {
   std::string message;
   bool secondary = false;  // a consequence of another rank's failure (a broken collective)
+  int stop_signal = 0;     // not an error: the worker stopped on this signal (tools/fatal_error.h)
 };
 
 /// A torchrun-style error file ({"message": {"message": ..., "extraInfo": {...}}}); empty where
 /// it is missing or unreadable.
 ErrorRecord read_error_file(const std::string& path);
+
+/// The error file the launcher names for a worker (TORCHELASTIC_ERROR_FILE) in its folder.
+std::string error_file_of(const std::string& error_dir, int rank);
 
 /// "exited with code N" or "was killed by signal N (NAME)".
 std::string describe_exit(int status);

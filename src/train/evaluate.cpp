@@ -15,13 +15,14 @@ namespace {
 
 constexpr double kProgressEvery_s = 10;  // a progress line at most this often
 
-// Whether any rank was asked to stop (a collective beyond one rank).
-bool stop_agreed(const EvalOptions& opts, const DistContext& ctx) {
-  const bool here = opts.stop_requested && opts.stop_requested() != 0;
-  if (ctx.world_size() == 1) return here;
-  std::vector<at::Tensor> flag{torch::tensor({here ? 1.0 : 0.0}, torch::kDouble)};
-  ctx.all_reduce_sum(flag, "evaluation: whether a rank was asked to stop");
-  return flag[0].item<double>() > 0;
+// Whether any rank was asked to stop, and which (a collective beyond one rank).
+StopRequest stop_agreed(const EvalOptions& opts, const DistContext& ctx) {
+  const int here = opts.stop_requested ? opts.stop_requested() : 0;
+  if (ctx.world_size() == 1) return here != 0 ? StopRequest{here, ctx.rank()} : StopRequest{};
+  std::vector<at::Tensor> signals{at::zeros({ctx.world_size()}, at::kInt)};
+  signals[0][ctx.rank()].fill_(here);
+  ctx.all_reduce_sum(signals, "evaluation: whether a rank was asked to stop");
+  return first_request(signals[0].data_ptr<int>(), ctx.world_size());
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   auto last_report = t0;
   double loss_sum = 0, correct = 0, predictions = 0, samples = 0;
   int64_t read = 0;  // samples of `mine` taken so far
-  bool stopped = false;
+  StopRequest stop;
   while (auto batch = loader.next()) {
     if (objective.check_targets) objective.check_targets(batch->targets);
     at::Tensor output = model.forward(batch->inputs.to(ctx.device()));
@@ -66,10 +67,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
     }
     // A stop request (on any rank) ends it here on every rank; each still meets the one
     // reduction below.
-    if (stop_agreed(opts, ctx)) {
-      stopped = true;
-      break;
-    }
+    if ((stop = stop_agreed(opts, ctx))) break;
     if (seconds_since(last_report) >= kProgressEvery_s) {
       last_report = Clock::now();
       ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank,
@@ -78,12 +76,15 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   }
   loader.stop();
   std::vector<at::Tensor> sums{
-      torch::tensor({loss_sum, correct, predictions, samples, stopped ? 1.0 : 0.0}, torch::kDouble)};
+      torch::tensor({loss_sum, correct, predictions, samples, stop ? 1.0 : 0.0}, torch::kDouble)};
   ctx.all_reduce_sum(sums, "evaluation all_reduce");
   modes.restore();
   const double n = std::max(sums[0][2].item<double>(), 1.0);
-  EvalResult r{sums[0][0].item<double>() / n, objective.correct ? sums[0][1].item<double>() / n : -1.0,
-               static_cast<int64_t>(sums[0][3].item<double>()), sums[0][4].item<double>() > 0,
+  EvalResult r{sums[0][0].item<double>() / n,
+               objective.correct ? sums[0][1].item<double>() / n : -1.0,
+               static_cast<int64_t>(sums[0][3].item<double>()),
+               sums[0][4].item<double>() > 0,
+               stop,
                seconds_since(t0)};
   ctx.log().info(str("evaluation ", r.interrupted ? "interrupted by a signal after " : "took ",
                      r.interrupted ? str(r.samples, " samples, ") : "", fmt("%.1f", r.seconds), " s"));

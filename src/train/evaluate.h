@@ -12,6 +12,7 @@
 #include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "models/model.h"
+#include "train/stop_request.h"
 #include "train/trainable.h"
 
 namespace ddptrain {
@@ -21,6 +22,7 @@ struct EvalResult {
   double accuracy = -1;      // -1 when the objective has no `correct`
   int64_t samples = 0;       // over all ranks: the size of the test split, unless interrupted
   bool interrupted = false;  // a rank was asked to stop (stop_requested) and stopped early
+  StopRequest stop;          // when interrupted: the signal and the lowest rank asked
   double seconds = 0;        // the evaluation's wall time on this rank, the final all-reduce included
 };
 

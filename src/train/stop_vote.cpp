@@ -9,15 +9,21 @@ namespace ddptrain {
 StopVote::StopVote(const DistContext& ctx, std::function<int()> stop_requested)
     : ctx_(ctx),
       requested_(std::move(stop_requested)),
-      votes_{at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(ctx.device()))} {
+      votes_{at::zeros({ctx.world_size()}, at::TensorOptions().dtype(at::kInt).device(ctx.device()))} {
   if (ctx.device().is_cuda()) {
-    host_copy_ = at::zeros({1}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    host_copy_ = at::zeros({ctx.world_size()}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
     copied_.emplace(c10::DeviceType::CUDA);
   }
 }
 
+StopRequest StopVote::local_request() const {
+  const int sig = local_signal();
+  return sig != 0 ? StopRequest{sig, ctx_.rank()} : StopRequest{};
+}
+
 void StopVote::start_vote() {
-  votes_[0].fill_(local_signal() != 0 ? 1 : 0);
+  votes_[0].zero_();
+  votes_[0][ctx_.rank()].fill_(local_signal());
   pending_ = ctx_.all_reduce_sum_async(votes_, "stop vote");
   if (!copied_) return;
   // CUDA: the wait orders the current stream after the all-reduce (the host does not wait); the
@@ -30,29 +36,36 @@ void StopVote::start_vote() {
   copy_pending_ = true;
 }
 
-// The vote started at the previous step: every rank's sum (Note [Agreed stop]).
-bool StopVote::read_vote() {
+// The vote started at the previous step: every rank's signal (Note [Agreed stop]).
+StopRequest StopVote::read_vote() {
+  const int world = ctx_.world_size();
   if (copied_) {
-    if (!copy_pending_) return false;
+    if (!copy_pending_) return {};
     compat::synchronize_event(*copied_);  // the previous step's work and the copy, not what was queued since
     copy_pending_ = false;
-    return host_copy_.data_ptr<int>()[0] > 0;
+    return first_request(host_copy_.data_ptr<int>(), world);
   }
-  if (!pending_) return false;
+  if (!pending_) return {};
   ctx_.wait(pending_, "stop-signal all_reduce");  // Gloo: the sum is in host memory when this returns
   pending_.reset();
-  return votes_[0].data_ptr<int>()[0] > 0;
+  return first_request(votes_[0].data_ptr<int>(), world);
 }
 
-bool StopVote::agreed() {
-  if (ctx_.world_size() == 1) return local_signal() != 0;
-  const bool stop_now = read_vote();
-  if (!stop_now) start_vote();
-  return stop_now;
+StopRequest StopVote::before_training() {
+  if (ctx_.world_size() == 1) return local_request();
+  start_vote();
+  return read_vote();
 }
 
-bool StopVote::drain() {
-  if (ctx_.world_size() == 1) return local_signal() != 0;
+StopRequest StopVote::agreed() {
+  if (ctx_.world_size() == 1) return local_request();
+  const StopRequest stop = read_vote();
+  if (!stop) start_vote();
+  return stop;
+}
+
+StopRequest StopVote::drain() {
+  if (ctx_.world_size() == 1) return local_request();
   return read_vote();  // the pending vote, if any; none is started after it
 }
 

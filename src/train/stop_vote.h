@@ -12,6 +12,13 @@
 // and an event recorded; the next step waits for that event only (the previous step's work),
 // not for the kernels the host has queued since, and reads the host copy. On CPU (Gloo) the
 // tensor is in host memory already.
+// The vote names who was asked: each rank puts its signal in its own slot of a tensor of the
+// world's size, so every rank learns the signal and the lowest rank that received it. A rank
+// stopped by another's request says so (the log, TrainResult, the launcher's report): under
+// `ddptrain launch` on another node it would otherwise look like a worker killed by SIGTERM.
+// A request made during start-up (indexing the data, loading the checkpoint) is voted on once,
+// blocking, before the first step: the run stops there, with nothing trained and nothing saved
+// (it was acted on only at step 2, after which --checkpoint_on_signal saved).
 #pragma once
 
 #include <optional>
@@ -22,24 +29,28 @@
 #include <vector>
 
 #include "dist/dist_context.h"
+#include "train/stop_request.h"
 
 namespace ddptrain {
 
 class StopVote {
  public:
   StopVote(const DistContext& ctx, std::function<int()> stop_requested);
-  /// Called once per optimizer step on every rank: true when the vote started at the previous
-  /// step found a request on any rank.
-  bool agreed();
-  /// Waits for the pending vote, if any (at an epoch's end): true when it found a request on
-  /// any rank (the vote started at the epoch's last step: its stop is the epoch's end).
-  bool drain();
+  /// Before the first step, on every rank (a blocking vote): a request made during start-up.
+  StopRequest before_training();
+  /// Called once per optimizer step on every rank: the request the vote started at the previous
+  /// step found on any rank, if any.
+  StopRequest agreed();
+  /// Waits for the pending vote, if any (at an epoch's end): the request it found on any rank
+  /// (the vote started at the epoch's last step: its stop is the epoch's end).
+  StopRequest drain();
   /// The local request's signal, or 0.
   int local_signal() const { return requested_ ? requested_() : 0; }
 
  private:
   void start_vote();
-  bool read_vote();
+  StopRequest read_vote();
+  StopRequest local_request() const;
 
   const DistContext& ctx_;
   std::function<int()> requested_;

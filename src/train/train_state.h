@@ -33,6 +33,7 @@ struct TrainState {
                                              // device: read at log lines, Note [No host sync in a step])
   int64_t grad_bytes = 0;                    // of the parameters' gradients at the last optimizer step
   int stopped_by_signal = 0;                 // the agreed stop's signal, or 0
+  int stop_requested_by = -1;                // the rank that received it (this one where it did)
   // Note [Resume at another world size]: the epoch's order, and what was done of it before this
   // run's part; the schedule's steps taken at another global batch, in this one's; the world
   // size of the checkpoint resumed from when it differs (else 0) and what it left of its epoch.

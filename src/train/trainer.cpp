@@ -231,8 +231,9 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
     state_.lr_horizon = *run.resumed_horizon;  // the run record's: the checkpoint's schedule
   }
   run.callbacks = callbacks_for(run);
-  bool stopping = !trains;
-  if (run.owed) stopping = make_owed_evaluation(run, result) || stopping;
+  const bool stopped_at_start = trains && stop_during_start(run);
+  bool stopping = !trains || stopped_at_start;
+  if (run.owed && !stopped_at_start) stopping = make_owed_evaluation(run, result) || stopping;
   for (int epoch = run.start_epoch; epoch <= opts_.loop.epochs && !stopping; ++epoch) {
     state_.epoch = epoch;
     stopping = train_epoch(run);
@@ -242,6 +243,7 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   result.global_step = state_.global_step;
   result.run_steps = state_.run_steps;
   result.stopped_by_signal = state_.stopped_by_signal;
+  result.stop_requested_by = state_.stop_requested_by;
   gather_parameters();  // the module is whole when fit() returns
   result.fingerprint = hex_fingerprint(state_fingerprint(*model_.module));
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
@@ -251,6 +253,17 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   result.samples_per_s =
       run.train_time > 0 ? static_cast<double>(run.reporter->samples_trained()) / run.train_time : 0.0;
   return result;
+}
+
+// A stop asked for during start-up (Note [Agreed stop]): the run ends before its first step,
+// with nothing trained and nothing saved.
+bool Trainer::Impl::stop_during_start(Run& run) {
+  const StopRequest stop = run.vote.before_training();
+  if (!stop) return false;
+  record_stop(stop, run.vote.local_signal());
+  ctx_.log().warn(str("stopping before the first step on ", stop_origin(),
+                      ", received during start-up: nothing trained, nothing saved"));
+  return true;
 }
 
 // The epoch's batches as this run trains them (an error where an epoch has none), in the log.

@@ -57,6 +57,8 @@ struct TrainResult {
                                       // a collective)
   std::string nothing_to_train;       // why a resumed run had nothing left to train, or ""
   int stopped_by_signal = 0;          // the signal that stopped training early, or 0
+  int stop_requested_by = -1;         // the rank that received it: this rank where it did, else
+                                      // the lowest that did (Note [Agreed stop])
 };
 
 class Trainer {

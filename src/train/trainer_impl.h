@@ -20,6 +20,7 @@
 #include "train/loop_hooks.h"
 #include "train/start_measurements.h"
 #include "train/step_timer.h"
+#include "train/stop_request.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 
@@ -33,6 +34,7 @@ struct Trainer::Impl {
   struct Run;
   bool resume(Run& run, TrainResult& result);
   void describe_data(Run& run);
+  bool stop_during_start(Run& run);
   void plan_schedule(Run& run);
   double schedule_position() const;
   int64_t start_epoch_data(Run& run, int epoch);
@@ -47,6 +49,8 @@ struct Trainer::Impl {
   /// Every parameter group's learning rate at `position` of the schedule, each from its own
   /// initial rate (as PyTorch's schedulers, from each group's initial_lr).
   void schedule_lrs(double position);
+  void record_stop(const StopRequest& agreed, int local_signal);
+  std::string stop_origin() const;
   void end_phase(Run& run);
   void shard_parameters();
   void shard_optimizer();

@@ -35,6 +35,18 @@ void Trainer::Impl::enter(Run& run, StepTimer::Phase p) {
   ctx_.recorder().set_phase(kFlightNames[p], state_.global_step + (p == StepTimer::kStepEnd ? 0 : 1));
 }
 
+// The stop the ranks agreed on, as this rank records it: its own signal where it received one.
+void Trainer::Impl::record_stop(const StopRequest& agreed, int local_signal) {
+  state_.stopped_by_signal = local_signal != 0 ? local_signal : agreed.signal;
+  state_.stop_requested_by = local_signal != 0 ? ctx_.rank() : agreed.rank;
+}
+
+// "SIGTERM" where this rank received it, "rank 3's SIGTERM" where another did.
+std::string Trainer::Impl::stop_origin() const {
+  const std::string sig = signal_name(state_.stopped_by_signal);
+  return state_.stop_requested_by == ctx_.rank() ? sig : str("rank ", state_.stop_requested_by, "'s ", sig);
+}
+
 void Trainer::Impl::schedule_lrs(double position) {
   auto& groups = optimizer_.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -140,10 +152,10 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
   hooks_->after_step(ctx_, state_.global_step);
   ++step_in_epoch;
   bool stopping = opts_.loop.max_steps > 0 && state_.global_step >= opts_.loop.max_steps;
-  if (run.vote.agreed()) {  // Note [Agreed stop]
+  if (const StopRequest stop = run.vote.agreed()) {  // Note [Agreed stop]
     stopping = true;
-    state_.stopped_by_signal = run.vote.local_signal() != 0 ? run.vote.local_signal() : 15;
-    ctx_.log().warn(str("stopping after step ", state_.global_step, " on a signal",
+    record_stop(stop, run.vote.local_signal());
+    ctx_.log().warn(str("stopping after step ", state_.global_step, " on ", stop_origin(),
                         opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
   }
   const StepEvent e{run.pos, step_in_epoch, stepped, stopping, loss};
@@ -167,11 +179,11 @@ bool Trainer::Impl::finish_epoch(Run& run, bool stopping, TrainResult& result) {
                         (state_.epoch % opts_.loop.eval_every == 0 || state_.epoch == opts_.loop.epochs);
   // Never leave the vote pending across other collectives' tensors; a request it found (the vote
   // the epoch's last step started) stops the run here.
-  if (run.vote.drain() && state_.stopped_by_signal == 0) {
+  if (const StopRequest stop = run.vote.drain(); stop && state_.stopped_by_signal == 0) {
     stopping = true;
-    state_.stopped_by_signal = run.vote.local_signal() != 0 ? run.vote.local_signal() : 15;
-    ctx_.log().warn(str("stopping at the end of epoch ", state_.epoch, " (step ", state_.global_step,
-                        ") on a signal", opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
+    record_stop(stop, run.vote.local_signal());
+    ctx_.log().warn(str("stopping at the end of epoch ", state_.epoch, " (step ", state_.global_step, ") on ",
+                        stop_origin(), opts_.checkpoint.on_signal ? "; saving a checkpoint" : ""));
   }
   // The last forward updated each rank's BatchNorm statistics with its own data: take rank
   // 0's, so evaluation, the checkpoint and every replica agree bitwise.
@@ -224,8 +236,8 @@ void Trainer::Impl::evaluate_epoch(Run& run, EpochEvent& e, TrainResult& result)
     ctx_.log().warn("skipped an evaluation sample that does not read: " + why);
   if (ev.interrupted) {  // a stop request: stop as after a step (save, return)
     e.stopping = e.eval_interrupted = true;
-    const int sig = opts_.stop_requested ? opts_.stop_requested() : 0;
-    state_.stopped_by_signal = sig != 0 ? sig : 15;
+    record_stop(ev.stop, opts_.stop_requested ? opts_.stop_requested() : 0);
+    ctx_.log().warn(str("stopping during the evaluation on ", stop_origin()));
     return;
   }
   e.eval = ev;

@@ -216,3 +216,31 @@ TEST(E2E, ARankWaitingForRankZerosWriteEndsNamingRankZerosError) {
             std::string::npos)
       << error1;
 }
+
+// Note [Agreed stop] seen by the launcher: SIGTERM sent to one worker alone (not to the launcher,
+// --max_restarts 1) stops both ranks after the same step, saved once. Rank 1 exits 143 with the
+// stop in its error file, which the launcher takes for the job's stop: exit 143, no restart. It
+// took it for a failure and restarted the group, which resumed and trained on. The same holds
+// for a node whose launcher received no signal while another node's did.
+TEST(E2E, AWorkerStoppedOnItsOwnSignalStopsTheLaunchWithoutARestart) {
+  const std::string ckpt = fresh_dir("stop_one_worker"), log = fresh_dir("stop_one_worker_log") + "/out.log";
+  const pid_t launcher =
+      spawn(launch_restarting(2, free_port(), 1,
+                              tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"})),
+            log);
+  const auto out = [&] { return read_text(log); };
+  for (int i = 0; i < 1200 && out().find("global step 2/") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(out().find("global step 2/"), std::string::npos) << out();
+  pid_t rank1 = -1;
+  for (const pid_t p : wait_for_children(launcher, 2))
+    if (environ_of(p, "RANK") == "1") rank1 = p;
+  ASSERT_NE(rank1, -1) << out();
+  ::kill(rank1, SIGTERM);
+  EXPECT_EQ(wait_or_kill(launcher, 90), 128 + SIGTERM) << out();
+  int saved = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt))
+    saved += e.path().filename().string().rfind("step_", 0) == 0 &&
+             std::filesystem::exists(e.path() / "manifest.json");
+  EXPECT_EQ(saved, 1) << out();
+}
