@@ -65,8 +65,8 @@ int main(int argc, char** argv) try {
     std::printf("test accuracy %.4f after %lld steps\n", r.test_accuracy,
                 static_cast<long long>(r.global_step));
   ctx->shutdown();
-  return r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
-} catch (const ddptrain::UsageError& e) {  // exit 2: launch does not restart a run of bad options
+  return ddptrain::stop_exit_code(r, *ctx);  // 128 + signal, said to the launcher
+} catch (const ddptrain::UsageError& e) {    // exit 2: launch does not restart a run of bad options
   std::fprintf(stderr, "convnet_trainer: %s\n", e.what());
   return 2;
 } catch (const std::exception& e) {

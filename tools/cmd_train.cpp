@@ -18,6 +18,7 @@
 #include "tools/commands.h"
 #include "tools/fatal_error.h"
 #include "train/deterministic.h"
+#include "train/stop_record.h"
 #include "train/stop_signal.h"
 #include "train/vector_math_first_calls.h"
 #include "util/env.h"
@@ -149,13 +150,7 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);
   TrainResult r = train(cfg, ctx, config_json, claim);
-  const int code = r.stopped_by_signal ? 128 + r.stopped_by_signal : 0;
-  if (r.stopped_by_signal)
-    record_stop(
-        r.stopped_by_signal,
-        str("stopped after step ", r.global_step, " on ", signal_name(r.stopped_by_signal),
-            r.stop_requested_by == ctx.rank() ? "" : str(" that rank ", r.stop_requested_by, " received"),
-            r.last_checkpoint.empty() ? "" : "; last checkpoint " + r.last_checkpoint));
+  const int code = stop_exit_code(r, ctx);  // Note [Agreed stop]: a stop record for the launcher
   // Nothing to train (said by train()): no statistics to report, but an evaluation the
   // checkpoint owed may have been made, or stopped (Note [Evaluation owed]).
   if (!r.nothing_to_train.empty() && !r.evaluated) {

@@ -53,23 +53,6 @@ inline int report_fatal(int code, const std::string& msg, bool secondary = false
   return code;
 }
 
-/// Under torchrun or `ddptrain launch`, a rank that stopped on a signal (its own or, through the
-/// vote, another rank's: Note [Agreed stop]) says so in its error file, with "stop_signal" in
-/// extraInfo. `ddptrain launch` then takes its exit (128 + signal) for the job's stop, not a
-/// failure, where it did not forward the signal itself: a stop on another node, or a signal sent
-/// to the worker alone. torchrun, which counts every non-zero exit as a failure, quotes it as the
-/// root cause.
-inline void record_stop(int signal, const std::string& msg) {
-  const auto path = env::get("TORCHELASTIC_ERROR_FILE");
-  if (!path) return;
-  nlohmann::json j = {
-      {"message",
-       {{"message", rank_prefix() + msg},
-        {"extraInfo",
-         {{"timestamp", std::to_string(std::time(nullptr))}, {"stop_signal", std::to_string(signal)}}}}}};
-  std::ofstream(*path) << json_text(j) << "\n";
-}
-
 /// What an exception that ends a command says: its exit code (2 for a usage error, else 1), its
 /// message, and whether it is secondary (a collective another rank's failure broke).
 struct FatalError {

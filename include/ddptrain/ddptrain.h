@@ -88,6 +88,7 @@
 #include "train/deterministic.h"
 #include "train/folder_claim.h"
 #include "train/precision.h"
+#include "train/stop_record.h"
 #include "train/stop_signal.h"
 #include "train/trainable.h"
 #include "train/trainer.h"

@@ -214,9 +214,9 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, const st
     t.failure_order.push_back(w.rank);
     if (t.first_failed >= 0) continue;
     t.first_failed = w.rank;
-    if (t.forwarded != 0) {  // the others are stopping already, on the forwarded signal
+    if (t.forwarded != 0 || t.stopped != 0) {  // the others are stopping already, on the signal
       say(err, "launch: rank %d (pid %d) %s while stopping on %s\n", w.rank, w.pid, describe_exit(st).c_str(),
-          strsignal(t.forwarded));
+          strsignal(t.forwarded != 0 ? t.forwarded : t.stopped));
       continue;
     }
     signal_all(workers, SIGTERM);  // first: the message may wait on a blocked stderr
@@ -300,13 +300,14 @@ void stop_if_stalled(std::vector<Worker>& workers, Teardown& t, StallWatch& watc
 }
 
 // The root cause: the first failure (in the order reaped) that is not merely a broken
-// collective caused by another rank's death; else the first failure.
+// collective caused by another rank's death, nor a worker that had stopped (its stop record:
+// it failed after, e.g. killed in its shutdown); else the first failure.
 GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, const std::string& error_dir) {
   GroupResult r;
   r.forwarded = t.forwarded;
   r.interrupted = t.interrupted;
+  r.stopped = t.stopped;
   if (t.first_failed < 0) {
-    r.stopped = t.stopped;
     r.message = t.stop_message;
     return r;
   }
@@ -323,7 +324,7 @@ GroupResult root_cause(const std::vector<Worker>& workers, const Teardown& t, co
       const Worker& w =
           *std::find_if(workers.begin(), workers.end(), [&](const Worker& x) { return x.rank == rank; });
       ErrorRecord e = read_error_file(error_file_of(error_dir, rank));
-      if (pass == 0 && e.secondary) continue;
+      if (pass == 0 && (e.secondary || e.stop_signal != 0)) continue;  // a stop record: it stopped first
       root = &w;
       root_err = e;
       break;
@@ -453,7 +454,7 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
       drain_for_a_few_seconds(io);  // the lines and messages before it go out first
       throw;
     }
-    if (r.first_failed < 0 || r.forwarded != 0 || attempt >= o.max_restarts) break;
+    if (r.first_failed < 0 || r.forwarded != 0 || r.stopped != 0 || attempt >= o.max_restarts) break;
     if (r.interrupted != 0) {  // a signal while the failed attempt was being stopped
       say(err, "launch: not restarting: got %s\n", strsignal(r.interrupted));
       break;

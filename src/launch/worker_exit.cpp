@@ -20,9 +20,14 @@ ErrorRecord read_error_file(const std::string& path) {
     const auto& m = j.at("message");
     if (m.is_string()) return {m.get<std::string>(), false};
     const nlohmann::json extra = m.value("extraInfo", nlohmann::json::object());
-    const bool secondary = extra.value("secondary", std::string()) == "true";
-    const std::string stop = extra.value("stop_signal", std::string("0"));
-    return {m.at("message").get<std::string>(), secondary, std::atoi(stop.c_str())};
+    // torchrun's extraInfo values are strings; another tool's may be numbers or booleans.
+    const auto text = [&extra](const char* key) {
+      if (!extra.is_object() || !extra.contains(key)) return std::string();
+      const nlohmann::json& v = extra[key];
+      return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    return {m.value("message", std::string()), text("secondary") == "true",
+            std::atoi(text("stop_signal").c_str())};
   } catch (const std::exception&) {
     return {};
   }

@@ -308,3 +308,28 @@ TEST(LaunchProgram, ItsFolderIsUnderTmpdirOrTmpAndRemoved) {
       << read_text(dir + "/error_file_0");
   EXPECT_TRUE(std::filesystem::is_directory("/tmp")) << "/tmp itself was removed";
 }
+
+// Note [Agreed stop] at the launcher, with scripts for workers: rank 1 stops on a signal the
+// launcher did not forward (its stop record in TORCHELASTIC_ERROR_FILE, exit 143), and rank 0
+// then (a) stops too: the launcher exits 143, no restart (--max_restarts 1); (b) fails after
+// (exit 3: a save that failed): the failure is the exit code and the root cause, still no
+// restart: the job was asked to stop. Before (b) restarted, and the restart trained on.
+TEST(LaunchProgram, AStopTheLauncherDidNotForwardIsTheJobsStopWithoutARestart) {
+  for (const bool fails_after : {false, true}) {
+    SCOPED_TRACE(fails_after ? "rank 0 fails after" : "rank 0 stops too");
+    const std::string dir = fresh_dir(fails_after ? "launch_stop_then_failure" : "launch_stop");
+    const std::string record = R"({"message":{"message":"stopped after step 7 on SIGTERM",)"
+                               R"("extraInfo":{"timestamp":"1","stop_signal":"15"}}})";
+    const std::string script =
+        "echo $RANK >> " + dir + "/starts; if [ \"$RANK\" = 1 ]; then echo '" + record +
+        "' > \"$TORCHELASTIC_ERROR_FILE\"; touch " + dir + "/stopped; exit 143; fi; " + "while [ ! -e " +
+        dir + "/stopped ]; do sleep 0.05; done; sleep 0.5; " +
+        (fails_after ? "echo '{\"message\":\"rank 0 save failed\"}' > "
+                       "\"$TORCHELASTIC_ERROR_FILE\"; exit 3"
+                     : "echo '" + record + "' > \"$TORCHELASTIC_ERROR_FILE\"; exit 143");
+    ProcResult r = run(launch_sh(script, {"--max_restarts", "1"}), {}, 60);
+    EXPECT_EQ(r.exit_code, fails_after ? 3 : 143) << r.output;
+    EXPECT_EQ(read_text(dir + "/starts").size(), 4u)
+        << "each rank started once: " << read_text(dir + "/starts") << r.output;
+  }
+}
