@@ -37,6 +37,18 @@ struct SgdLists {
   std::vector<at::Tensor> params, grads, buffers;
 };
 
+// `t` (a gradient or a state tensor of `p`) in p's memory layout. ATen's fused kernels walk
+// the tensors' memory as one (the CPU's: another layout pairs each element with another's
+// moment) or refuse mixed strides (CUDA's). A checkpoint's state keeps the layout it was saved
+// in, while a resume with another --memory_format changes the parameters'; autograd's
+// gradients follow their parameter's. A copy only where the layouts differ (once, for a state).
+at::Tensor in_layout_of(const at::Tensor& p, const at::Tensor& t) {
+  if (t.strides() == p.strides()) return t;
+  TORCH_CHECK(t.sizes() == p.sizes(), "fused optimizer: a state or gradient of shape ", t.sizes(),
+              " for a parameter of shape ", p.sizes());
+  return at::empty_like(p, at::MemoryFormat::Preserve).copy_(t);
+}
+
 at::Tensor run_closure(const optim::Optimizer::LossClosure& closure) {
   if (!closure) return {};
   at::AutoGradMode grad(true);
@@ -66,9 +78,12 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
       }
       auto& s = static_cast<optim::AdamWParamState&>(*slot);
       s.step(s.step() + 1);
+      s.exp_avg(in_layout_of(p, s.exp_avg()));
+      s.exp_avg_sq(in_layout_of(p, s.exp_avg_sq()));
+      if (o.amsgrad()) s.max_exp_avg_sq(in_layout_of(p, s.max_exp_avg_sq()));
       auto& l = lists[list_key(p)];
       l.params.push_back(p);
-      l.grads.push_back(p.grad());
+      l.grads.push_back(in_layout_of(p, p.grad()));
       l.exp_avgs.push_back(s.exp_avg());
       l.exp_avg_sqs.push_back(s.exp_avg_sq());
       if (o.amsgrad()) l.max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
@@ -106,11 +121,13 @@ at::Tensor FusedSGD::step(LossClosure closure) {
           slot = std::move(s);
           first = true;
         }
-        buffer = static_cast<optim::SGDParamState&>(*slot).momentum_buffer();
+        auto& s = static_cast<optim::SGDParamState&>(*slot);
+        s.momentum_buffer(in_layout_of(p, s.momentum_buffer()));
+        buffer = s.momentum_buffer();
       }
       auto& l = lists[{list_key(p), first}];
       l.params.push_back(p);
-      l.grads.push_back(p.grad());
+      l.grads.push_back(in_layout_of(p, p.grad()));
       if (with_buffers) l.buffers.push_back(buffer);
     }
     for (auto& [key, l] : lists)

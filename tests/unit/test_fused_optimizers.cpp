@@ -52,8 +52,9 @@ std::vector<torch::optim::OptimizerParamGroup> adamw_groups(const std::vector<at
 }
 
 // Steps both optimizers `steps` times with the same gradients (parameter 3 has none in steps 0-4
-// and 12: a late first step, and a step without it), the learning rate changed every step as a
-// schedule does; returns the largest difference of parameters and states, relative to 1.
+// and 12: a late first step, and a step without it; each in its parameter's layout, as
+// autograd's), the learning rate changed every step as a schedule does; returns the largest
+// difference of parameters and states, relative to 1.
 double step_both(torch::optim::Optimizer& loop, const std::vector<at::Tensor>& a,
                  torch::optim::Optimizer& fused, const std::vector<at::Tensor>& b, int steps) {
   at::manual_seed(99);
@@ -61,8 +62,8 @@ double step_both(torch::optim::Optimizer& loop, const std::vector<at::Tensor>& a
     for (size_t i = 0; i < a.size(); ++i) {
       const bool none = i == 3 && (s < 5 || s == 12);
       const at::Tensor g = at::randn(a[i].sizes()) * (1.0 + s);
-      a[i].mutable_grad() = none ? at::Tensor() : g.clone();
-      b[i].mutable_grad() = none ? at::Tensor() : g.clone();
+      a[i].mutable_grad() = none ? at::Tensor() : at::empty_like(a[i], at::MemoryFormat::Preserve).copy_(g);
+      b[i].mutable_grad() = none ? at::Tensor() : at::empty_like(b[i], at::MemoryFormat::Preserve).copy_(g);
     }
     for (auto* opt : {&loop, &fused}) set_lr(*opt, 3e-3 * (1.0 - s / (2.0 * steps)));
     loop.step();
@@ -166,6 +167,37 @@ TEST(FusedOptimizers, SgdTwentyStepsEqualTheLoopWithinTheBound) {
                 c.momentum, c.dampening, c.weight_decay, c.nesterov, d);
     EXPECT_LE(d, 1e-5) << "momentum " << c.momentum << " nesterov " << c.nesterov;
     EXPECT_GT(moved(start, b), 1e-3) << "the fused optimizer did not step";
+  }
+}
+
+// A state kept in another layout than its parameter's: a checkpoint's optimizer state keeps the
+// layout it was saved in, and a resume with another --memory_format changes only the
+// parameters' (here: the 4-D weight turned channels-last after 5 steps, its moments or momentum
+// contiguous). The fused optimizers step as the loops do; before, ATen's CPU kernel paired each
+// element with another's moment (and CUDA's refused the mixed strides).
+TEST(FusedOptimizers, AStateInAnotherLayoutThanItsParameterStepsAsTheLoopDoes) {
+  SKIP_WITHOUT_FUSED_KERNELS();
+  const auto channels_last = [](const at::Tensor& p) {
+    p.set_data(p.detach().contiguous(at::MemoryFormat::ChannelsLast));
+  };
+  for (const bool adamw : {true, false}) {
+    SCOPED_TRACE(adamw ? "AdamW" : "SGD");
+    const auto a = make_params(3), b = copies(a);
+    const auto sgd = torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4);
+    std::unique_ptr<torch::optim::Optimizer> loop, fused;
+    if (adamw) {
+      loop = std::make_unique<torch::optim::AdamW>(adamw_groups(a, true), torch::optim::AdamWOptions(3e-3));
+      fused = std::make_unique<FusedAdamW>(adamw_groups(b, true), torch::optim::AdamWOptions(3e-3));
+    } else {
+      loop = std::make_unique<torch::optim::SGD>(a, sgd);
+      fused = std::make_unique<FusedSGD>(b, sgd);
+    }
+    EXPECT_LE(step_both(*loop, a, *fused, b, 5), 1e-5);
+    channels_last(a[2]);
+    channels_last(b[2]);
+    ASSERT_FALSE(b[2].is_contiguous());
+    const double d = step_both(*loop, a, *fused, b, 10);
+    EXPECT_LE(d, 1e-5);
   }
 }
 
