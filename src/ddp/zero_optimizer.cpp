@@ -264,6 +264,16 @@ void ShardedOptimizer::scatter_full_state() {
   torch::NoGradGuard no_grad;
   if (full_.state().empty()) return;  // a checkpoint taken before the first step
   stepped_ = true;
+  // The shards hold DDP's parameters only (the trainable ones): the loaded state of one frozen
+  // in this run is not kept (stage 0 keeps it in the archive), so say so.
+  int64_t dropped = 0;
+  for (const auto& group : full_.param_groups())
+    for (const at::Tensor& p : group.params())
+      dropped += !index_of_.count(p.unsafeGetTensorImpl()) && full_.state().count(compat::optimizer_state_key(p));
+  if (dropped > 0 && ctx_.is_main())
+    ctx_.log().warn(str("ZeRO: the checkpoint's optimizer state of ", dropped,
+                        " parameters frozen in this run is not kept in the shards: this run's checkpoints "
+                        "lack it, and unfreezing them later starts their state afresh (stage 0 keeps it)"));
   for (const Own& o : own_) {
     const at::Tensor& p = params_[o.piece.param];
     auto it = full_.state().find(compat::optimizer_state_key(p));
