@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,8 @@
 #include "data/datasets.h"
 #include "dist/dist_context.h"
 #include "models/build_model.h"
+#include "models/gpt.h"
+#include "models/llama.h"
 #include "obs/logger.h"
 #include "obs/metrics.h"
 #include "serialize/python_pickle.h"
@@ -107,39 +110,98 @@ std::vector<std::string> checkpoint_train_flags(const std::string& checkpoint) {
 
 namespace {
 
-// A flag eval does not read is exit 2, not ignored: eval reads the model's and the data's flags,
-// --batch_size, --num_workers, --metrics_file, the program's (threads, algorithms, loss) and the
-// backend's; the optimizer's, the loop's, checkpoints', DDP's, precision's (evaluation runs in
-// fp32, as training's evaluations) and the other reports' are training's.
-void refuse_training_flags(const std::vector<std::string>& overrides) {
+// Whether `field` (a flag's) lies within `part` of a TrainConfig.
+template <typename Part>
+bool within(const void* field, const Part& part) {
+  const auto* f = static_cast<const char*>(field);
+  const auto* begin = reinterpret_cast<const char*>(&part);
+  return f >= begin && f < begin + sizeof(part);
+}
+
+// A flag eval does not read is exit 2, not ignored, given on the command line or in a --config
+// file (`given`: flags_given): eval reads the model's and the data's flags, --batch_size,
+// --num_workers, --metrics_file, the program's (threads, algorithms, loss) and the backend's;
+// the optimizer's, the loop's, checkpoints', DDP's, precision's (evaluation runs in fp32, as
+// training's evaluations), dropout (evaluation has none) and the other reports' are training's.
+void refuse_training_flags(const std::set<std::string>& given) {
   TrainConfig c;
   const std::vector<Flag> table = train_flags(c);
-  const auto within = [](const void* field, const auto& part) {
-    const auto* f = static_cast<const char*>(field);
-    const auto* begin = reinterpret_cast<const char*>(&part);
-    return f >= begin && f < begin + sizeof(part);
-  };
   const std::set<const void*> read = {&c.trainer.data.batch_size, &c.trainer.data.num_workers,
                                       &c.trainer.report.metrics_file};
   const std::set<const void*> unread = {
-      &c.dist.flight_recorder, &c.dist.sync_bn,      &c.program.cpu_heap_keep_mb,
-      &c.program.fused_loss,   &c.data.augment,      &c.model.activation_checkpointing,
-      &c.model.memory_format,  &c.model.init_from_hf};
-  for (const std::string& a : overrides) {
-    if (a.rfind("--", 0) != 0) continue;  // a value
-    const size_t eq = a.find('=');
-    const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      &c.dist.flight_recorder, &c.dist.sync_bn,       &c.program.cpu_heap_keep_mb,
+      &c.program.fused_loss,   &c.data.augment,       &c.model.activation_checkpointing,
+      &c.model.memory_format,  &c.model.init_from_hf, &c.model.dropout};
+  for (const std::string& name : given) {
     const Flag* flag = find_flag(table, name);
-    if (flag == nullptr && name.rfind("no-", 0) == 0) flag = find_flag(table, name.substr(3));
-    if (flag == nullptr) continue;  // resolve_train_config names an unknown flag
+    if (flag == nullptr) continue;
     const void* f = flag->field;
     const bool training =
         unread.count(f) != 0 || ((within(f, c.optimizer) || within(f, c.trainer)) && read.count(f) == 0);
-    DDP_USAGE_CHECK(!training, "eval does not read --", flag->name,
-                    " (training's): drop it; eval takes the model's and the data's flags, --batch_size, "
-                    "--num_workers, --metrics_file, --threads, --deterministic, --tf32, --loss and the "
-                    "backend's");
+    DDP_USAGE_CHECK(
+        !training, "eval does not read --", flag->name,
+        " (training's; on the command line or in --config): drop it; eval takes the model's and ",
+        "the data's flags, --batch_size, --num_workers, --metrics_file, --threads, --deterministic, ",
+        "--tf32, --loss and the backend's");
   }
+}
+
+// What of a model its weights depend on: the architecture's sizes and functions; not the
+// kernels' choice, the layout, recompute, the context length, nor the token ids an export carries.
+std::string architecture(const ModelOptions& o) {
+  std::ostringstream os;
+  os.precision(17);
+  os << word(o.model);
+  if (o.model == ModelKind::kGpt) {
+    const GptConfig c = gpt_config(o);
+    os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_embd << ' ' << c.vocab_size << ' '
+       << c.vocab_multiple << ' ' << c.gelu_tanh;
+  } else if (o.model == ModelKind::kLlama) {
+    const LlamaConfig c = llama_config(o);
+    os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_kv_head << ' ' << c.n_embd << ' '
+       << c.intermediate_size << ' ' << c.vocab_size << ' ' << c.vocab_multiple << ' ' << c.rope_theta << ' '
+       << c.rms_norm_eps << ' ' << c.tie_embeddings << ' ' << static_cast<int>(c.attention_bias) << ' '
+       << c.pad_token_id;
+  } else if (o.model == ModelKind::kMiniResnet) {
+    os << ' ' << o.width;
+  }
+  return os.str();
+}
+
+// Model flags given here (or in --config) that build another model than the checkpoint's
+// config.json records: the weights are that model's, and a change that keeps every tensor's
+// shape (--n_head, --gpt_activation, --rope_theta, --rms_norm_eps) evaluated another model
+// without a word. Values that build the same model pass (--n_head 2 where the preset's is 2).
+void refuse_another_model(const TrainConfig& cfg, const std::set<std::string>& given,
+                          const std::string& checkpoint) {
+  nlohmann::json recorded;
+  try {
+    recorded = nlohmann::json::parse(read_file(checkpoint + "/config.json"));
+  } catch (const std::exception&) {
+    return;  // load_state_dict names what does not fit
+  }
+  if (!recorded.is_object() || !recorded.contains("model")) return;  // a library program's: no flags
+  TrainConfig now = cfg, base = cfg;
+  const nlohmann::json values = flags_to_json(train_flags(now));
+  std::vector<Flag> table = train_flags(base);
+  std::string changed;
+  for (const std::string& name : given) {
+    Flag* flag = nullptr;
+    for (Flag& f : table)
+      if (f.name == name) flag = &f;
+    if (flag == nullptr || !within(flag->field, base.model) || !recorded.contains(name) ||
+        recorded[name] == values.value(name, nlohmann::json()))
+      continue;
+    const nlohmann::json& v = recorded[name];
+    flag->set(v.is_string()    ? v.get<std::string>()
+              : v.is_boolean() ? (v.get<bool>() ? "true" : "false")
+                               : v.dump());
+    changed += str(changed.empty() ? "" : ", ", "--", name, "=", values.value(name, nlohmann::json()).dump(),
+                   " (trained with ", v.dump(), ")");
+  }
+  if (changed.empty() || architecture(base.model) == architecture(cfg.model)) return;
+  throw UsageError(str(changed, ": these build another model than checkpoint '", checkpoint,
+                       "' was trained as (its config.json), and its weights are that model's; drop them"));
 }
 
 }  // namespace
@@ -170,13 +232,15 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
-  refuse_training_flags(overrides);
-  const std::string given = checkpoint;
+  const std::set<std::string> given = flags_given(overrides);
+  refuse_training_flags(given);
+  const std::string named = checkpoint;
   checkpoint = resolve_checkpoint(checkpoint);
   const CheckpointMeta meta = verify_checkpoint_weights(checkpoint);  // manifest and checksums first
   // The training flags the checkpoint was written with, then a --config file given here, then
   // the flags given here.
   TrainConfig cfg = resolve_train_config(overrides, checkpoint_train_flags(checkpoint));
+  refuse_another_model(cfg, given, checkpoint);
   if (cfg.program.deterministic) use_deterministic_algorithms();       // before any CUDA work, as train
   if (cfg.program.tf32) at::globalContext().setAllowTF32CuBLAS(true);  // process-wide: the program's
   const bool path_given = std::any_of(overrides.begin(), overrides.end(),
@@ -190,7 +254,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
   // Each rank chose "the newest" in a folder on its own: a save between two listings would have
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
-  check_ranks_chose_the_same(ctx, checkpoint, given, "--checkpoint");
+  check_ranks_chose_the_same(ctx, checkpoint, named, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
   DataSplits data = open_data_on_every_rank(ctx, [&] { return datasets_from(cfg); });
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");

@@ -9,29 +9,11 @@
 #include "util/error.h"
 
 namespace ddptrain {
-namespace {
-
-// The names of the flags `args` gives (a value equal to the default included).
-std::set<std::string> flags_given(const std::vector<std::string>& args) {
-  TrainConfig scratch;
-  auto table = train_flags(scratch);
-  std::set<std::string> given;
-  for (Flag& f : table)
-    f.set = [&given, name = f.name, set = f.set](const std::string& value) {
-      given.insert(name);
-      set(value);
-    };
-  parse_flags(table, args);
-  return given;
-}
-
-}  // namespace
-
 // --init_from_hf DIR: the model (gpt or llama) and its sizes from DIR/config.json (recorded in
 // the run's config.json as plain sizes), its initial weights from DIR (the Trainer's init_from).
-// A flag the command line gives must agree with the config: one at its default value (say
-// --rope_theta 10000 beside a config's 500000) gave way to the config without a word, as
-// ModelOptions cannot tell a default from a value given.
+// A flag the command line or its --config file gives must agree with the config: one at its
+// default value (say --rope_theta 10000 beside a config's 500000) gave way to the config
+// without a word, as ModelOptions cannot tell a default from a value given.
 void from_hugging_face(TrainConfig& c, const std::vector<Flag>& table, const std::vector<std::string>& args) {
   const std::set<std::string> given = flags_given(args);
   std::string& dir = c.model.init_from_hf;

@@ -464,6 +464,21 @@ namespace {
 
 }  // namespace
 
+std::set<std::string> flags_given(const std::vector<std::string>& args) {
+  TrainConfig scratch;
+  auto table = train_flags(scratch);
+  std::set<std::string> given;
+  for (Flag& f : table)
+    f.set = [&given, name = f.name, set = f.set](const std::string& value) {
+      given.insert(name);
+      set(value);
+    };
+  parse_flags(table, args);
+  if (!scratch.program.config.empty() && std::filesystem::is_regular_file(scratch.program.config))
+    apply_toml_file(table, scratch.program.config);
+  return given;
+}
+
 TrainConfig resolve_train_config(const std::vector<std::string>& args, const std::vector<std::string>& base) {
   TrainConfig c;
   auto table = train_flags(c);

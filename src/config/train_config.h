@@ -5,6 +5,7 @@
 // the field's. Invariant: after resolve_train_config() returns, every part has validated.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ std::vector<Flag> train_flags(TrainConfig& c);
 /// [Options named by their field]).
 TrainConfig resolve_train_config(const std::vector<std::string>& args,
                                  const std::vector<std::string>& base = {});
+
+/// The names of the flags `args` gives and of the keys of the --config file it names (a value
+/// equal to the default included).
+std::set<std::string> flags_given(const std::vector<std::string>& args);
 
 /// lr_schedule as the Trainer resolves it for the optimizer this config builds.
 LrSchedule effective_lr_schedule(const TrainConfig& c);

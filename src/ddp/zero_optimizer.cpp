@@ -269,7 +269,8 @@ void ShardedOptimizer::scatter_full_state() {
   int64_t dropped = 0;
   for (const auto& group : full_.param_groups())
     for (const at::Tensor& p : group.params())
-      dropped += !index_of_.count(p.unsafeGetTensorImpl()) && full_.state().count(compat::optimizer_state_key(p));
+      dropped +=
+          !index_of_.count(p.unsafeGetTensorImpl()) && full_.state().count(compat::optimizer_state_key(p));
   if (dropped > 0 && ctx_.is_main())
     ctx_.log().warn(str("ZeRO: the checkpoint's optimizer state of ", dropped,
                         " parameters frozen in this run is not kept in the shards: this run's checkpoints "

@@ -113,7 +113,12 @@ GradScalerState GradScaler::state() const {
 
 void GradScaler::load(const GradScalerState& s) {
   scale_.fill_(s.scale);
-  growth_tracker_.fill_(static_cast<int32_t>(s.growth_tracker));
+  // A resume with a shorter growth interval than the checkpoint's count: the scale grows at the
+  // next finite step. Left as it was, the count would pass the interval, which growth must meet
+  // exactly, and the scale never grew again until an overflow.
+  const int64_t tracker =
+      std::min<int64_t>(s.growth_tracker, std::max<int64_t>(opts_.growth_interval - 1, 0));
+  growth_tracker_.fill_(static_cast<int32_t>(tracker));
 }
 
 nlohmann::json to_json(const GradScalerState& s) {

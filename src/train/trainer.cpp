@@ -318,8 +318,12 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
 bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   if (opts_.checkpoint.resume_from.empty()) return true;
   const CheckpointMeta meta = load_checkpoint(opts_.checkpoint.resume_from, ctx_, parts_);
-  if (meta.extra.contains("grad_scaler"))
-    scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
+  if (meta.extra.contains("grad_scaler") && scaler_.enabled()) {
+    const GradScalerState s = grad_scaler_state_from_json(meta.extra["grad_scaler"]);
+    scaler_.load(s);
+    ctx_.log().info(str("loss scale ", s.scale, " from the checkpoint, ", s.growth_tracker,
+                        " finite steps since its last change (--scaler_init_scale is a fresh run's)"));
+  }
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it
   const int world = ctx_.world_size();

@@ -168,6 +168,46 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
   EXPECT_GT(fs::file_size(dir + "/m.safetensors"), 0u);
 }
 
+// Eval builds the checkpoint's model: a model flag that builds another one, given on the command
+// line or in a --config file, is exit 2 naming it (--n_head 1 and --gpt_activation keep every
+// tensor's shape: it evaluated another model without a word); one that builds the same model
+// passes (--n_head 2, the debug preset's, recorded as 0). A training key in a --config file is
+// refused as the same flag is on the command line (it was applied and ignored), and so is
+// --dropout (evaluation has none).
+TEST(Eval, FlagsThatBuildAnotherModelOrOnlyTrainAreRefusedFromTheCommandLineOrAConfig) {
+  const std::string dir = fresh_dir("eval_another_model");
+  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "2"});
+  train.insert(train.begin(), binary());
+  ProcResult t = run(train, {}, 300);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto eval = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {binary(), "eval", "--checkpoint", dir};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a, {}, 120);
+  };
+  const auto config = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  struct Refused {
+    std::vector<std::string> flags;
+    std::string named;
+  };
+  for (const Refused& c :
+       std::vector<Refused>{{{"--n_head", "1"}, "--n_head=1"},
+                            {{"--gpt_activation", "gelu_tanh"}, "--gpt_activation=\"gelu_tanh\""},
+                            {{"--config", config("model.toml", "n_head = 1\n")}, "--n_head=1"},
+                            {{"--dropout", "0.5"}, "eval does not read --dropout"},
+                            {{"--config", config("train.toml", "lr = 0.5\n")}, "eval does not read --lr"}}) {
+    const ProcResult r = eval(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags[0] << ": " << r.output;
+    EXPECT_NE(r.output.find(c.named), std::string::npos) << r.output;
+  }
+  const ProcResult same = eval({"--n_head", "2", "--metrics_file", dir + "/eval.jsonl"});
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(read_jsonl(dir + "/eval.jsonl").size(), 1u) << same.output;
+}
+
 // #28 item 1 and Note [Evaluation owed]: an epoch's checkpoint is saved before its evaluation,
 // so an evaluation that fails (here an injected error on rank 0) loses none of the epoch's
 // training, and the checkpoint owes the evaluation: the resume makes it first, and writes the

@@ -126,6 +126,15 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
   EXPECT_EQ(w.exit_code, 2) << w.output;
   EXPECT_FALSE(lines_with(w.output, "--n_layer=3 differs from the 2 of --init_from_hf's config.json").empty())
       << w.output;
+  // The same in a --config file, at its default value (it gave way to the folder's gelu_new).
+  std::ofstream(dir + "/exact_gelu.toml") << "gpt_activation = \"gelu\"\n";
+  std::vector<std::string> in_config = train;
+  in_config.insert(in_config.end(),
+                   {"--config", dir + "/exact_gelu.toml", "--checkpoint_dir", dir + "/ck_toml"});
+  in_config.insert(in_config.begin(), binary());
+  ProcResult c = run(in_config, {}, 60);
+  EXPECT_EQ(c.exit_code, 2) << c.output;
+  EXPECT_FALSE(lines_with(c.output, "--gpt_activation=gelu differs from the gelu_tanh").empty()) << c.output;
   // A config.json that says more layers than its files hold (one copied from a larger model):
   // exit 2 naming the missing tensor before the model is built (it was built and filled with
   // random weights first: a 7B config's OOM, not an error).

@@ -97,6 +97,19 @@ TEST(GradScaler, GrowsAfterTheIntervalAndNeverToInf) {
   EXPECT_TRUE(std::isfinite(big.current_scale()));
 }
 
+// A checkpoint's growth count past a resumed run's shorter --scaler_growth_interval: the scale
+// grows at the next finite step. It never grew again (the count must meet the interval).
+TEST(GradScaler, ACheckpointsCountPastAShorterIntervalGrowsAtTheNextStep) {
+  GradScaler s({true, 1024.0, 2.0, 0.5, 2});
+  s.load({65536.0, 10});
+  OneParam p;
+  p.set_grad(0.5f);
+  EXPECT_TRUE(s.step(p.opt));
+  s.update();
+  EXPECT_EQ(s.current_scale(), 131072.0);
+  EXPECT_EQ(s.state().growth_tracker, 0);
+}
+
 TEST(GradScaler, UnscalesBeforeTheStepAndSkipsInfWithStateBitwiseUnchanged) {
   GradScaler s({true, 1024.0, 2.0, 0.5, 2000});
   OneParam p;
