@@ -352,6 +352,15 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
 // (checked where they differ from their defaults).
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const OptimizerOptions optimizer_defaults;
+  // A named checkpoint holds the weights: initial ones would never be read (with auto they
+  // start a run that has no checkpoint yet, as a restart's first attempt).
+  const CheckpointOptions& ck = c.trainer.checkpoint;
+  DDP_USAGE_CHECK(ck.resume_from.empty() || ck.resume_from == "auto" ||
+                      (ck.init_from.empty() && c.model.init_from_hf.empty()),
+                  "--resume_from='", ck.resume_from,
+                  "' names a checkpoint, whose weights the run resumes: --",
+                  ck.init_from.empty() ? "init_from_hf" : "init_from", " would not be read; drop it (with ",
+                  "--resume_from auto, initial weights start a run that has no checkpoint yet)");
   if (c.model.model == ModelKind::kTorchscript)
     DDP_USAGE_CHECK(
         !c.dist.sync_bn,
@@ -399,7 +408,12 @@ void reject_flags_that_do_not_apply(const TrainConfig& c) {
           c.trainer.data.prefetch_factor == trainer_defaults.data.prefetch_factor,
       "--prefetch_factor is what each loader thread prepares ahead, and --num_workers 0 has none ",
       "(batches are built in the training thread): drop --prefetch_factor, or give --num_workers");
-  const CheckpointOptions& ck = c.trainer.checkpoint;
+  const ReportOptions& report = c.trainer.report;
+  DDP_USAGE_CHECK(
+      report.enable_profiling || (report.profile_first_step == trainer_defaults.report.profile_first_step &&
+                                  report.profile_steps == trainer_defaults.report.profile_steps),
+      "--profile_first_step and --profile_steps say which steps --enable_profiling traces, and ",
+      "this run traces none: pass --enable_profiling, or drop them");
   DDP_USAGE_CHECK(
       !ck.dir.empty() || (ck.save_every == trainer_defaults.checkpoint.save_every &&
                           ck.save_every_steps == trainer_defaults.checkpoint.save_every_steps &&

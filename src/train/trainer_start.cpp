@@ -114,7 +114,11 @@ Trainable with_initial_weights(Trainable model, const TrainerOptions& o, const D
                     "to the builder's ShardAsBuilt::Fill instead");
     return model;
   }
-  if (from.empty() || !o.checkpoint.resume_from.empty()) return model;
+  if (from.empty()) return model;
+  if (!o.checkpoint.resume_from.empty()) {
+    log.info(str("init_from '", from, "' is not read: the run resumes '", o.checkpoint.resume_from, "'"));
+    return model;
+  }
   if (is_hf_folder(from)) {  // straight into the parameters, no copy of the model
     HfInitialWeights weights(from, log);
     weights.fill(*model.module);

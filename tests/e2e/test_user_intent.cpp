@@ -94,6 +94,10 @@ TEST(UserIntent, EachDatasetReadsItsOwnFilesAndUnusedFlagsAndPathsAreRefused) {
       {{"train", "--lr", "1e300"}, "--lr=1e+300 must be at most 1e6"},
       {{"train", "--resume_fallback", readme},
        "--resume_fallback='" + readme + "' is read only with --resume_from auto"},
+      {{"train", "--profile_steps", "5"}, "this run traces none: pass --enable_profiling, or drop them"},
+      // A named checkpoint holds the weights: initial ones were ignored without a word.
+      {{"train", "--resume_from", source_dir(), "--init_from", readme},
+       "names a checkpoint, whose weights the run resumes: --init_from would not be read"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {binary()};
