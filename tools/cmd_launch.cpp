@@ -6,6 +6,7 @@
 #include "config/train_config.h"
 #include "launch/launcher.h"
 #include "tools/commands.h"
+#include "util/error.h"
 #include "util/env.h"
 #include "util/thread_policy.h"
 
@@ -23,11 +24,20 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
   // The worker's help is printed once, here, not by N workers.
   if (wants_help(worker_args) && worker_args[0] == "train")
     return cmd_train({worker_args.begin() + 1, worker_args.end()});
+  DDP_USAGE_CHECK(worker_args[0] != "eval" || opts.stall_s == 0,
+                  "--stall_s watches the flight recorders of training workers; eval keeps none: drop --stall_s");
   // Validate the worker flags here too: a usage error is reported once, not by N workers.
   if (worker_args[0] == "train") {
     const TrainConfig cfg = resolve_train_config({worker_args.begin() + 1, worker_args.end()});
     opts.first_resume_from = cfg.trainer.checkpoint.resume_from;  // --config's too
     opts.worker_saves = !cfg.trainer.checkpoint.dir.empty();
+    // Note [Stall seen by the launcher]: the workers' flight recorders report their waits, in
+    // the checkpoint folder; without them the watch would see nothing, and say nothing.
+    DDP_USAGE_CHECK(opts.stall_s == 0 || (cfg.dist.flight_recorder > 0 && opts.worker_saves), "--stall_s ",
+                    opts.stall_s, " watches the workers' flight recorders, which ",
+                    cfg.dist.flight_recorder == 0 ? "--flight_recorder 0 turns off"
+                                                  : "need a --checkpoint_dir (it is '')",
+                    ": drop --stall_s, or give the workers a flight recorder and a checkpoint folder");
     if (opts.stall_s >= cfg.dist.dist_timeout_s)  // Note [Stall seen by the launcher]
       std::fprintf(stderr,
                    "launch: --stall_s %g >= --dist_timeout_s %d: the collective timeout ends a hang first\n",

@@ -67,6 +67,17 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
       run({binary(), "launch", "--nnodes", "2", "--node_rank", "0", "--max_restarts", "1", "true"}, {}, 60);
   EXPECT_EQ(nodes.exit_code, 2) << nodes.output;
   EXPECT_NE(nodes.output.find("--max_restarts=1 with --nnodes=2"), std::string::npos) << nodes.output;
+  // --stall_s where no worker keeps a flight recorder to watch: exit 2 (it watched nothing).
+  for (const std::vector<std::string>& worker :
+       std::vector<std::vector<std::string>>{{"train", "--flight_recorder", "0", "--checkpoint_dir", "/tmp/x"},
+                                             {"train", "--checkpoint_dir", ""},
+                                             {"eval", "--checkpoint", "/tmp/x"}}) {
+    std::vector<std::string> cmd = {binary(), "launch", "--nproc_per_node", "2", "--stall_s", "2"};
+    cmd.insert(cmd.end(), worker.begin(), worker.end());
+    ProcResult stall = run(cmd, {}, 60);
+    EXPECT_EQ(stall.exit_code, 2) << worker[1] << ": " << stall.output;
+    EXPECT_NE(stall.output.find("--stall_s"), std::string::npos) << stall.output;
+  }
   // A worker's flag before the command: where it goes (it said only "unknown option").
   ProcResult early = run({binary(), "launch", "--nproc_per_node", "2", "--epochs", "1", "train"}, {}, 60);
   EXPECT_EQ(early.exit_code, 2) << early.output;
