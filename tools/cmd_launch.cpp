@@ -6,8 +6,8 @@
 #include "config/train_config.h"
 #include "launch/launcher.h"
 #include "tools/commands.h"
-#include "util/error.h"
 #include "util/env.h"
+#include "util/error.h"
 #include "util/thread_policy.h"
 
 namespace ddptrain {
@@ -24,8 +24,9 @@ int cmd_launch(const std::vector<std::string>& args, const std::string& self_exe
   // The worker's help is printed once, here, not by N workers.
   if (wants_help(worker_args) && worker_args[0] == "train")
     return cmd_train({worker_args.begin() + 1, worker_args.end()});
-  DDP_USAGE_CHECK(worker_args[0] != "eval" || opts.stall_s == 0,
-                  "--stall_s watches the flight recorders of training workers; eval keeps none: drop --stall_s");
+  DDP_USAGE_CHECK(
+      worker_args[0] != "eval" || opts.stall_s == 0,
+      "--stall_s watches the flight recorders of training workers; eval keeps none: drop --stall_s");
   // Validate the worker flags here too: a usage error is reported once, not by N workers.
   if (worker_args[0] == "train") {
     const TrainConfig cfg = resolve_train_config({worker_args.begin() + 1, worker_args.end()});

@@ -99,6 +99,10 @@ Precision choose_precision(const PrecisionRequest& req, c10::Device device, bool
   } else {
     p = measured_cpu_choice(cpu);
   }
+  // A resume that trains in another precision than its checkpoint's run says so (the line named
+  // only the new one).
+  if (!req.resumed.empty() && p.name() != req.resumed && p.why.find("resumed run") == std::string::npos)
+    p.why += str("; the resumed run trained in ", req.resumed);
   return with_scaler(std::move(p), req.grad_scaler);
 }
 

@@ -51,7 +51,11 @@ std::string schedule_line(const TrainerOptions& o, double base_lr, const LrHoriz
       return str("lr ", base_lr, ": linear warmup over ", h.warmup(o), " steps, then cosine to ",
                  base_lr * o.optim.min_lr_ratio, " at step ", h.last_step);
     case LrSchedule::kEpochCosine:
-      return str("lr ", base_lr, ": cosine per epoch over ", o.loop.epochs, " epochs");
+      return str("lr ", base_lr, ": cosine per epoch over ", o.loop.epochs, " epochs",
+                 o.loop.max_steps > 0 ? str(" (max_steps ", o.loop.max_steps,
+                                            " may stop the run before the last: the rate is lowered at "
+                                            "each epoch's start only)")
+                                      : std::string());
     case LrSchedule::kAuto:  // resolved by trainer_options_checked()
     case LrSchedule::kConstant:
       break;
@@ -284,6 +288,8 @@ void Trainer::Impl::describe_data(Run& run) {
   if (run.batches % K != 0)
     log.info(str("the last optimizer step of each epoch accumulates ", run.batches % K,
                  " micro-batches instead of ", K, " (its loss is averaged over ", run.batches % K, ")"));
+  if (!run.test && opts_.loop.eval_every > 0)
+    log.info("no test split: nothing is evaluated (the dataset has none; eval_every has nothing to do)");
   const DatasetShape shape = run.train.shape();
   log.info(str("data: ", run.train.size(), " samples, ", run.steps_per_epoch,
                " steps per epoch, global batch ", opts_.global_batch(ctx_.world_size()),

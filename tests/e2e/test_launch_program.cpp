@@ -68,10 +68,10 @@ TEST(LaunchProgram, EachRankGetsTheContractAndTheFirstFailureIsTheExitCode) {
   EXPECT_EQ(nodes.exit_code, 2) << nodes.output;
   EXPECT_NE(nodes.output.find("--max_restarts=1 with --nnodes=2"), std::string::npos) << nodes.output;
   // --stall_s where no worker keeps a flight recorder to watch: exit 2 (it watched nothing).
-  for (const std::vector<std::string>& worker :
-       std::vector<std::vector<std::string>>{{"train", "--flight_recorder", "0", "--checkpoint_dir", "/tmp/x"},
-                                             {"train", "--checkpoint_dir", ""},
-                                             {"eval", "--checkpoint", "/tmp/x"}}) {
+  for (const std::vector<std::string>& worker : std::vector<std::vector<std::string>>{
+           {"train", "--flight_recorder", "0", "--checkpoint_dir", "/tmp/x"},
+           {"train", "--checkpoint_dir", ""},
+           {"eval", "--checkpoint", "/tmp/x"}}) {
     std::vector<std::string> cmd = {binary(), "launch", "--nproc_per_node", "2", "--stall_s", "2"};
     cmd.insert(cmd.end(), worker.begin(), worker.end());
     ProcResult stall = run(cmd, {}, 60);

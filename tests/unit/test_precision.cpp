@@ -129,10 +129,18 @@ TEST(Precision, AResumedRunKeepsThePrecisionItStartedWith) {
   EXPECT_TRUE(contains(on_volta.why, "resumed run chose bf16")) << on_volta.why;
   EXPECT_EQ(on_volta.kept_choice(), "bf16");
   EXPECT_EQ(choose_precision(resumed, kCuda, true, {}).name(), "bf16");
-  // An explicit request still wins over what the checkpoint recorded.
+  // An explicit request still wins over what the checkpoint recorded, and says the change (the
+  // line named only the new precision).
   resumed.amp_dtype = AmpDtype::kBf16;
   resumed.resumed = "fp32";
-  EXPECT_EQ(choose_precision(resumed, kCpu, false, {}).name(), "bf16");
+  const Precision changed = choose_precision(resumed, kCpu, false, {});
+  EXPECT_EQ(changed.name(), "bf16");
+  EXPECT_TRUE(contains(changed.why, "the resumed run trained in fp32")) << changed.why;
+  resumed.use_amp = false;
+  resumed.resumed = "bf16";
+  EXPECT_TRUE(contains(choose_precision(resumed, kCpu, false, {}).why, "the resumed run trained in bf16"));
+  resumed.resumed = "fp32";
+  EXPECT_FALSE(contains(choose_precision(resumed, kCpu, false, {}).why, "resumed")) << "no change, no word";
 }
 
 TEST(KernelProbe, MeasuresEveryKernelAndLeavesTheGlobalGeneratorAlone) {
