@@ -68,17 +68,17 @@ void report_eval(const TrainConfig& cfg, const std::string& checkpoint, const Ch
                         {"eval_s", r.seconds},  // time_s counts from the metrics file's opening
                         {"threads", at::get_num_threads()},
                         {"deterministic_algorithms", at::globalContext().deterministicAlgorithms()}};
+  // The epoch record's names: test_loss and test_acc for every model, and a language model's
+  // val_loss and val_perplexity beside them.
+  rec["test_loss"] = r.loss;
+  if (r.accuracy >= 0) rec["test_acc"] = r.accuracy;
   if (tokens) {
     line += str(" | val loss ", fmt("%.4f", r.loss), " | val perplexity ", fmt("%.2f", std::exp(r.loss)));
     rec["val_loss"] = r.loss;
     rec["val_perplexity"] = std::exp(r.loss);
   } else {
     line += str(" | test loss ", fmt("%.4f", r.loss));
-    rec["test_loss"] = r.loss;
-    if (r.accuracy >= 0) {
-      line += str(" | test acc ", fmt("%.4f", r.accuracy));
-      rec["test_acc"] = r.accuracy;
-    }
+    if (r.accuracy >= 0) line += str(" | test acc ", fmt("%.4f", r.accuracy));
   }
   ctx.log().info(line);
   MetricsWriter(cfg.trainer.report.metrics_file, ctx.is_main())
@@ -118,12 +118,11 @@ bool within(const void* field, const Part& part) {
   return f >= begin && f < begin + sizeof(part);
 }
 
-// A flag eval does not read is exit 2, not ignored, given on the command line or in a --config
-// file (`given`: flags_given): eval reads the model's and the data's flags, --batch_size,
+// The training flags among `given` (eval reads the model's and the data's flags, --batch_size,
 // --num_workers, --metrics_file, the program's (threads, algorithms, loss) and the backend's;
 // the optimizer's, the loop's, checkpoints', DDP's, precision's (evaluation runs in fp32, as
-// training's evaluations), dropout (evaluation has none) and the other reports' are training's.
-void refuse_training_flags(const std::set<std::string>& given) {
+// training's evaluations), dropout (evaluation has none) and the other reports' are training's).
+std::vector<std::string> training_flags(const std::set<std::string>& given) {
   TrainConfig c;
   const std::vector<Flag> table = train_flags(c);
   const std::set<const void*> read = {&c.trainer.data.batch_size, &c.trainer.data.num_workers,
@@ -132,22 +131,44 @@ void refuse_training_flags(const std::set<std::string>& given) {
       &c.dist.flight_recorder, &c.dist.sync_bn,       &c.program.cpu_heap_keep_mb,
       &c.program.fused_loss,   &c.data.augment,       &c.model.activation_checkpointing,
       &c.model.memory_format,  &c.model.init_from_hf, &c.model.dropout};
+  std::vector<std::string> training;
   for (const std::string& name : given) {
     const Flag* flag = find_flag(table, name);
     if (flag == nullptr) continue;
     const void* f = flag->field;
-    const bool training =
-        unread.count(f) != 0 || ((within(f, c.optimizer) || within(f, c.trainer)) && read.count(f) == 0);
-    DDP_USAGE_CHECK(
-        !training, "eval does not read --", flag->name,
-        " (training's; on the command line or in --config): drop it; eval takes the model's and ",
-        "the data's flags, --batch_size, --num_workers, --metrics_file, --threads, --deterministic, ",
-        "--tf32, --loss and the backend's");
+    if (unread.count(f) != 0 || ((within(f, c.optimizer) || within(f, c.trainer)) && read.count(f) == 0))
+      training.push_back(name);
   }
+  return training;
 }
 
-// What of a model its weights depend on: the architecture's sizes and functions; not the
-// kernels' choice, the layout, recompute, the context length, nor the token ids an export carries.
+// A training flag on the command line is exit 2, not ignored.
+void refuse_training_flags(const std::vector<std::string>& overrides) {
+  const std::vector<std::string> on_command_line =
+      training_flags(flags_given(overrides, /*with_config=*/false));
+  DDP_USAGE_CHECK(
+      on_command_line.empty(), "eval does not read --", on_command_line.empty() ? "" : on_command_line[0],
+      " (training's): drop it; eval takes the model's and the data's flags, --batch_size, ",
+      "--num_workers, --metrics_file, --threads, --deterministic, --tf32, --loss and the backend's");
+}
+
+// A training key in a --config file (the training run's own, reused) is said once and not read.
+void say_training_keys_of_the_config(const std::vector<std::string>& overrides, const Logger& log) {
+  const std::set<std::string> typed = flags_given(overrides, /*with_config=*/false);
+  std::set<std::string> from_file;
+  for (const std::string& name : flags_given(overrides))
+    if (typed.count(name) == 0) from_file.insert(name);
+  std::string names;
+  for (const std::string& name : training_flags(from_file)) names += (names.empty() ? "" : ", ") + name;
+  if (!names.empty()) log.info("eval does not read the --config file's training keys: " + names);
+}
+
+// The embedding's rows: the vocabulary rounded up to the multiple (Note [Padded vocabulary]).
+int64_t padded_rows(int64_t vocab, int64_t multiple) { return (vocab + multiple - 1) / multiple * multiple; }
+
+// What of a model its forward depends on: the architecture's sizes and functions; not the
+// kernels' choice, the layout, recompute, the context length, nor the token ids (padding's row
+// matters to training only; the others are carried to an export).
 std::string architecture(const ModelOptions& o) {
   std::ostringstream os;
   os.precision(17);
@@ -155,13 +176,13 @@ std::string architecture(const ModelOptions& o) {
   if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
     os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_embd << ' ' << c.vocab_size << ' '
-       << c.vocab_multiple << ' ' << c.gelu_tanh;
+       << padded_rows(c.vocab_size, c.vocab_multiple) << ' ' << c.gelu_tanh;
   } else if (o.model == ModelKind::kLlama) {
     const LlamaConfig c = llama_config(o);
     os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_kv_head << ' ' << c.n_embd << ' '
-       << c.intermediate_size << ' ' << c.vocab_size << ' ' << c.vocab_multiple << ' ' << c.rope_theta << ' '
-       << c.rms_norm_eps << ' ' << c.tie_embeddings << ' ' << static_cast<int>(c.attention_bias) << ' '
-       << c.pad_token_id;
+       << c.intermediate_size << ' ' << c.vocab_size << ' ' << padded_rows(c.vocab_size, c.vocab_multiple)
+       << ' ' << c.rope_theta << ' ' << c.rms_norm_eps << ' ' << c.tie_embeddings << ' '
+       << static_cast<int>(c.attention_bias);
   } else if (o.model == ModelKind::kMiniResnet) {
     os << ' ' << o.width;
   }
@@ -232,8 +253,8 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
+  refuse_training_flags(overrides);
   const std::set<std::string> given = flags_given(overrides);
-  refuse_training_flags(given);
   const std::string named = checkpoint;
   checkpoint = resolve_checkpoint(checkpoint);
   const CheckpointMeta meta = verify_checkpoint_weights(checkpoint);  // manifest and checksums first
@@ -252,6 +273,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
+  say_training_keys_of_the_config(overrides, ctx.log());
   // Each rank chose "the newest" in a folder on its own: a save between two listings would have
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
   check_ranks_chose_the_same(ctx, checkpoint, named, "--checkpoint");

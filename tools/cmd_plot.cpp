@@ -84,7 +84,9 @@ std::vector<Run> trained_runs(std::vector<Run> runs, const std::string& path) {
 
 // A resumed run (its "run" record at step S > 0) trains the steps after S again: an earlier
 // run's records past S are of steps it replaced (killed after its last save, or a branch the
-// resume abandoned), and are left out, as TensorBoard leaves them out, and said on stderr.
+// resume abandoned), and are left out, as TensorBoard leaves them out, and said on stderr. A
+// launcher's restart ("restart_count") replaces them from its step too, 0 where the failed
+// attempt had saved nothing.
 void drop_replaced_records(std::vector<Run>& runs, const std::string& path) {
   double cut = std::numeric_limits<double>::infinity();
   for (size_t k = runs.size(); k-- > 0;) {
@@ -101,7 +103,8 @@ void drop_replaced_records(std::vector<Run>& runs, const std::string& path) {
           path.c_str(), static_cast<long>(records.end() - kept), k + 1, cut);
     records.erase(kept, records.end());
     for (const auto& j : records)
-      if (j.value("kind", "") == "run" && j.value("step", 0.0) > 0) cut = std::min(cut, j.value("step", 0.0));
+      if (j.value("kind", "") == "run" && (j.value("step", 0.0) > 0 || j.value("restart_count", 0) > 0))
+        cut = std::min(cut, j.value("step", 0.0));
   }
 }
 

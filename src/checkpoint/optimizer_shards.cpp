@@ -103,7 +103,8 @@ void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer
 }
 
 bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& name, const PartFiles& files,
-                           const std::set<const void*>* wanted, const std::string& origin) {
+                           const std::set<const void*>* wanted, const std::string& origin,
+                           std::set<const void*>* with_state) {
   const auto text = files.read(layout_file(name));
   if (!text) return false;
   const nlohmann::json j = nlohmann::json::parse(*text);
@@ -127,6 +128,15 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     DDP_CHECK(j.at("params")[key].at("shape").get<std::vector<int64_t>>() == params[key].sizes().vec(),
               "checkpoint '", origin, "': optimizer parameter ", key, " had shape ",
               j.at("params")[key].at("shape").dump(), ", here ", params[key].sizes(), ": another model");
+  // A parameter's own step count; -1: it had no state (no step used it yet), as it would have
+  // none at stage 0. Checkpoints of an older ddptrain hold one count for all.
+  const auto step_of = [&j](size_t key) {
+    const nlohmann::json& info = j.at("params")[key];
+    return info.contains("step") ? info.at("step").get<int64_t>() : j.at("step").get<int64_t>();
+  };
+  if (with_state)
+    for (size_t key = 0; key < params.size(); ++key)
+      if (step_of(key) >= 0) with_state->insert(params[key].unsafeGetTensorImpl());
   auto needed = [&](int64_t key) {
     return !wanted || wanted->count(params[static_cast<size_t>(key)].unsafeGetTensorImpl()) > 0;
   };
@@ -156,10 +166,7 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     const at::Tensor& p = params[static_cast<size_t>(key)];
     DDP_CHECK(a.covered == p.numel(), "checkpoint '", origin, "': its shard files hold ", a.covered,
               " of the ", p.numel(), " elements of optimizer parameter ", key, ": incomplete");
-    // A parameter's own step count; -1: it had no state (no step used it yet), as it would have
-    // none at stage 0. Checkpoints of an older ddptrain hold one count for all.
-    const nlohmann::json& info = j.at("params")[static_cast<size_t>(key)];
-    const int64_t step = info.contains("step") ? info.at("step").get<int64_t>() : j.at("step").get<int64_t>();
+    const int64_t step = step_of(static_cast<size_t>(key));
     if (step < 0 || !group_has_state(full, group[static_cast<size_t>(key)])) continue;
     std::vector<at::Tensor> tensors;
     for (const auto& flat : a.flat)
@@ -181,7 +188,10 @@ void save_sharded_optimizer(const ShardedOptimizer& sharded, const std::string& 
 void load_sharded_optimizer(ShardedOptimizer& sharded, const std::string& name, const PartFiles& files,
                             const std::string& origin) {
   const std::set<const void*> wanted = sharded.owned_parameters();
-  sharded.adopt_loaded_state(load_optimizer_shards(sharded.full(), name, files, &wanted, origin));
+  std::set<const void*> with_state;
+  const bool loaded = load_optimizer_shards(sharded.full(), name, files, &wanted, origin, &with_state);
+  sharded.say_dropped_state(with_state);
+  sharded.adopt_loaded_state(loaded);
 }
 
 }  // namespace ddptrain

@@ -46,9 +46,11 @@ void save_optimizer_shards(const DistContext& ctx, const torch::optim::Optimizer
 /// Fills full.state() for its parameters in `wanted` (TensorImpl pointers; null: all) from the
 /// shard files of `name`, reading only the files that hold them. False when the checkpoint has
 /// no shard files (its archive then held the state). Error naming origin when they do not
-/// match this optimizer (kind, parameters, shapes) or are incomplete.
+/// match this optimizer (kind, parameters, shapes) or are incomplete. with_state: gets the
+/// parameters (TensorImpl pointers) the files hold state of, wanted or not.
 bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& name, const PartFiles& files,
-                           const std::set<const void*>* wanted, const std::string& origin);
+                           const std::set<const void*>* wanted, const std::string& origin,
+                           std::set<const void*>* with_state = nullptr);
 
 /// The shard files of a sharded optimizer's part `name`: every rank's shard reaches rank 0 in
 /// turn, which writes it (nothing before the first step). A collective.

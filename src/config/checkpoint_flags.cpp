@@ -17,6 +17,8 @@ void forget_what_only_training_reads(TrainConfig& c) {
   // flags]: eval and export never refuse a checkpoint for a combination it trained with).
   if (!c.trainer.precision.use_amp) c.trainer.precision.amp_dtype = d.trainer.precision.amp_dtype;
   c.trainer.data.prefetch_factor = d.trainer.data.prefetch_factor;
+  c.trainer.report.profile_first_step = d.trainer.report.profile_first_step;
+  c.trainer.report.profile_steps = d.trainer.report.profile_steps;
   c.trainer.checkpoint.save_every = d.trainer.checkpoint.save_every;
   c.trainer.checkpoint.save_every_steps = d.trainer.checkpoint.save_every_steps;
   c.trainer.checkpoint.keep = d.trainer.checkpoint.keep;

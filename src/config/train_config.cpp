@@ -352,15 +352,15 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
 // (checked where they differ from their defaults).
 void reject_flags_that_do_not_apply(const TrainConfig& c) {
   const OptimizerOptions optimizer_defaults;
-  // A named checkpoint holds the weights: initial ones would never be read (with auto they
-  // start a run that has no checkpoint yet, as a restart's first attempt).
+  // A named checkpoint holds the weights: an initial weights file would never be read (with
+  // auto it starts a run that has no checkpoint yet, as a restart's first attempt). A Hugging
+  // Face folder still gives the model's sizes (its weights are not read: the log says so).
   const CheckpointOptions& ck = c.trainer.checkpoint;
-  DDP_USAGE_CHECK(ck.resume_from.empty() || ck.resume_from == "auto" ||
-                      (ck.init_from.empty() && c.model.init_from_hf.empty()),
-                  "--resume_from='", ck.resume_from,
-                  "' names a checkpoint, whose weights the run resumes: --",
-                  ck.init_from.empty() ? "init_from_hf" : "init_from", " would not be read; drop it (with ",
-                  "--resume_from auto, initial weights start a run that has no checkpoint yet)");
+  DDP_USAGE_CHECK(ck.resume_from.empty() || ck.resume_from == "auto" || ck.init_from.empty() ||
+                      !c.model.init_from_hf.empty(),
+                  "--resume_from='", ck.resume_from, "' names a checkpoint, whose weights the run resumes: ",
+                  "--init_from would not be read; drop it (with --resume_from auto, initial weights start ",
+                  "a run that has no checkpoint yet)");
   if (c.model.model == ModelKind::kTorchscript)
     DDP_USAGE_CHECK(
         !c.dist.sync_bn,
@@ -478,7 +478,7 @@ namespace {
 
 }  // namespace
 
-std::set<std::string> flags_given(const std::vector<std::string>& args) {
+std::set<std::string> flags_given(const std::vector<std::string>& args, bool with_config) {
   TrainConfig scratch;
   auto table = train_flags(scratch);
   std::set<std::string> given;
@@ -488,7 +488,8 @@ std::set<std::string> flags_given(const std::vector<std::string>& args) {
       set(value);
     };
   parse_flags(table, args);
-  if (!scratch.program.config.empty() && std::filesystem::is_regular_file(scratch.program.config))
+  if (with_config && !scratch.program.config.empty() &&
+      std::filesystem::is_regular_file(scratch.program.config))
     apply_toml_file(table, scratch.program.config);
   return given;
 }

@@ -58,9 +58,9 @@ std::vector<Flag> train_flags(TrainConfig& c);
 TrainConfig resolve_train_config(const std::vector<std::string>& args,
                                  const std::vector<std::string>& base = {});
 
-/// The names of the flags `args` gives and of the keys of the --config file it names (a value
-/// equal to the default included).
-std::set<std::string> flags_given(const std::vector<std::string>& args);
+/// The names of the flags `args` gives and (with_config) of the keys of the --config file it
+/// names (a value equal to the default included).
+std::set<std::string> flags_given(const std::vector<std::string>& args, bool with_config = true);
 
 /// lr_schedule as the Trainer resolves it for the optimizer this config builds.
 LrSchedule effective_lr_schedule(const TrainConfig& c);

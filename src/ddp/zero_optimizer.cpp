@@ -260,21 +260,25 @@ void ShardedOptimizer::adopt_loaded_state(bool loaded) {
 
 void ShardedOptimizer::release_full_state() { full_.state().clear(); }
 
+void ShardedOptimizer::say_dropped_state(const std::set<const void*>& with_state) const {
+  int64_t dropped = 0;
+  for (const void* p : with_state) dropped += index_of_.count(p) == 0;
+  if (dropped > 0 && ctx_.is_main())
+    ctx_.log().warn(str("ZeRO: the checkpoint holds the optimizer state of ", dropped,
+                        " parameters that this run does not train (frozen), which the shards do not keep: "
+                        "this run's checkpoints lack it, and unfreezing them later starts it afresh (stage 0 "
+                        "keeps it)"));
+}
+
 void ShardedOptimizer::scatter_full_state() {
   torch::NoGradGuard no_grad;
   if (full_.state().empty()) return;  // a checkpoint taken before the first step
   stepped_ = true;
-  // The shards hold DDP's parameters only (the trainable ones): the loaded state of one frozen
-  // in this run is not kept (stage 0 keeps it in the archive), so say so.
-  int64_t dropped = 0;
+  std::set<const void*> with_state;  // an archive's (stage 0's) whole state
   for (const auto& group : full_.param_groups())
     for (const at::Tensor& p : group.params())
-      dropped +=
-          !index_of_.count(p.unsafeGetTensorImpl()) && full_.state().count(compat::optimizer_state_key(p));
-  if (dropped > 0 && ctx_.is_main())
-    ctx_.log().warn(str("ZeRO: the checkpoint's optimizer state of ", dropped,
-                        " parameters frozen in this run is not kept in the shards: this run's checkpoints "
-                        "lack it, and unfreezing them later starts their state afresh (stage 0 keeps it)"));
+      if (full_.state().count(compat::optimizer_state_key(p))) with_state.insert(p.unsafeGetTensorImpl());
+  say_dropped_state(with_state);
   for (const Own& o : own_) {
     const at::Tensor& p = params_[o.piece.param];
     auto it = full_.state().find(compat::optimizer_state_key(p));

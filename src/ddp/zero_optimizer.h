@@ -114,6 +114,11 @@ class ShardedOptimizer {
   /// slices and the full state is dropped. loaded: a checkpoint held state (so the optimizer
   /// has stepped, even where this rank owns nothing).
   void adopt_loaded_state(bool loaded);
+  /// Says (rank 0, in the log) how many of the parameters a checkpoint holds state of (TensorImpl
+  /// pointers) the shards do not keep: those outside DDP's list, frozen in this run. Stage 0
+  /// keeps their state in its archive; the shards drop it, and unfreezing them later starts it
+  /// afresh.
+  void say_dropped_state(const std::set<const void*>& with_state) const;
   torch::optim::Optimizer& full() const { return full_; }
   const DistContext& context() const { return ctx_; }
   /// Bytes of optimizer state this rank holds.

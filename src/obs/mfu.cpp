@@ -53,23 +53,30 @@ double known_gpu_peak_tflops(const std::string& name, GpuPeakKind kind, int mult
   return 0.0;
 }
 
-PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, const CpuKernelRates& cpu) {
+GpuPeakKind gpu_peak_kind(bool half, bool tf32_matmuls, bool tf32_convolutions, bool convolutional) {
+  if (half) return GpuPeakKind::kHalf;
+  return (convolutional ? tf32_convolutions : tf32_matmuls) ? GpuPeakKind::kTf32 : GpuPeakKind::kFp32;
+}
+
+PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, const CpuKernelRates& cpu,
+                     bool convolutional) {
   if (override_tflops > 0) return {override_tflops * 1e12, str(override_tflops, " TFLOP/s from peak_tflops")};
 #ifdef USE_CUDA
   if (device.is_cuda()) {
     const std::string name = at::cuda::getDeviceProperties(device.index())->name;
-    // fp32: the matmuls' precision decides (TF32 only where allowed: --tf32; PyTorch's default
-    // is IEEE fp32 for matmuls, while cuDNN's convolutions take TF32 by default, so a
-    // convolutional fp32 model can read above this peak).
-    const bool tf32 = at::globalContext().allowTF32CuBLAS();
-    const GpuPeakKind kind = half ? GpuPeakKind::kHalf : tf32 ? GpuPeakKind::kTf32 : GpuPeakKind::kFp32;
+    // fp32: the main kernels' precision decides (PyTorch's default is IEEE fp32 for matmuls,
+    // TF32 for cuDNN's convolutions).
+    const GpuPeakKind kind = gpu_peak_kind(half, at::globalContext().allowTF32CuBLAS(),
+                                           at::globalContext().allowTF32CuDNN(), convolutional);
+    const bool tf32 = kind == GpuPeakKind::kTf32;
     const double t =
         known_gpu_peak_tflops(name, kind, at::cuda::getDeviceProperties(device.index())->multiProcessorCount);
     if (t > 0)
       return {t * 1e12,
               str(name, ": ", t, " TFLOP/s dense ",
                   half   ? "16-bit"
-                  : tf32 ? "tf32 (fp32 matmuls in TF32: the program's setting, --tf32)"
+                  : tf32 ? (convolutional ? "tf32 (fp32 convolutions in TF32: cuDNN's default)"
+                                          : "tf32 (fp32 matmuls in TF32: the program's setting, --tf32)")
                          : "fp32 (IEEE fp32 matmuls; TF32 is the program's setting, --tf32)",
                   name.find(" MIG ") != std::string::npos ? " (table, this MIG instance's share of the SMs)"
                                                           : " (table)")};

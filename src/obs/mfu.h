@@ -19,13 +19,20 @@ struct PeakFlops {
 };
 
 /// The peak for this rank's device. half_precision: whether training runs 16-bit autocast;
-/// cpu: the start-up probe's rates (CPU only).
+/// cpu: the start-up probe's rates (CPU only); convolutional: the model's work is mostly
+/// convolutions (4-D weights), which cuDNN runs in TF32 by default where matmuls are IEEE fp32.
 PeakFlops peak_flops(c10::Device device, bool half_precision, double override_tflops,
-                     const CpuKernelRates& cpu);
+                     const CpuKernelRates& cpu, bool convolutional = false);
 
 /// Which of a GPU's peaks: 16-bit tensor cores, TF32 tensor cores (fp32 matmuls with TF32
 /// allowed), or IEEE fp32.
 enum class GpuPeakKind { kHalf, kTf32, kFp32 };
+
+/// The peak that bounds a GPU's training step: 16-bit under autocast; in fp32, TF32 where the
+/// model's main kernels take it (cuBLAS's matmuls with --tf32; cuDNN's convolutions, TF32 by
+/// default, for a convolutional model), else IEEE fp32 (measured against that, a convolutional
+/// fp32 model read above 100%).
+GpuPeakKind gpu_peak_kind(bool half_precision, bool tf32_matmuls, bool tf32_convolutions, bool convolutional);
 
 /// Peak TFLOP/s (dense) of a known GPU by its name, 0 when unknown. A MIG instance ("... MIG
 /// 1g.10gb") has its share of the part's: `multiprocessors` (its SM count) over the part's; 0

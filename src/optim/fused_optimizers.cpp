@@ -43,7 +43,12 @@ struct SgdLists {
 // in, while a resume with another --memory_format changes the parameters'; autograd's
 // gradients follow their parameter's. A copy only where the layouts differ (once, for a state).
 at::Tensor in_layout_of(const at::Tensor& p, const at::Tensor& t) {
-  if (t.strides() == p.strides()) return t;
+  // As ATen's check of the fused kernels' lists: strides of size-1 dimensions do not count
+  // (a 1x1 convolution's channels-last weight and its gradient from cuDNN differ only there).
+  bool same = t.dim() == p.dim();
+  for (int64_t d = 0; same && d < p.dim(); ++d)
+    same = t.size(d) == p.size(d) && (p.size(d) == 1 || t.stride(d) == p.stride(d));
+  if (same || !p.is_non_overlapping_and_dense()) return t;
   TORCH_CHECK(t.sizes() == p.sizes(), "fused optimizer: a state or gradient of shape ", t.sizes(),
               " for a parameter of shape ", p.sizes());
   return at::empty_like(p, at::MemoryFormat::Preserve).copy_(t);

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "train/fingerprint.h"
 #include "train/owed_evaluation.h"
+#include "util/clock.h"
 
 namespace ddptrain {
 
@@ -30,7 +31,10 @@ bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
 }
 
 void CheckpointPolicy::on_step_end(const TrainState& s, const StepEvent& e) {
-  if (due_by_steps(s) && s.micro_done < e.epoch.batches && !e.stopping) save(s, false);
+  if (!due_by_steps(s) || s.micro_done >= e.epoch.batches || e.stopping) return;
+  const auto start = Clock::now();
+  save(s, false);
+  step_save_s_ += seconds_since(start);
 }
 
 void CheckpointPolicy::before_evaluation(const TrainState& s, const EpochEvent& e, bool evaluation_due) {

@@ -46,6 +46,8 @@ class CheckpointPolicy : public Callback {
   void on_epoch_end(const TrainState& s, const EpochEvent& e) override;
   /// The newest checkpoint this run saved, or "".
   const std::string& last_checkpoint() const { return last_; }
+  /// Seconds this run spent in step checkpoints (saved at a step's end, not an epoch's).
+  double step_save_seconds() const { return step_save_s_; }
 
  private:
   bool due_by_steps(const TrainState& s) const;
@@ -61,6 +63,7 @@ class CheckpointPolicy : public Callback {
   int64_t saved_step_ = -1;             // the global step of this run's newest save
   std::optional<nlohmann::json> owed_;  // the epoch's summary, while its save owes the evaluation
   bool last_owes_ = false;              // last_ owes its epoch's evaluation
+  double step_save_s_ = 0;
 };
 
 }  // namespace ddptrain

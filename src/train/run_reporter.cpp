@@ -78,17 +78,21 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
     run["load_peak_rss_mib"] = static_cast<double>(facts_.loaded_peak_rss_bytes) / (1 << 20);
   run["lr_schedule"] = state.lr_horizon.to_json();  // Note [Schedule horizon]
   if (state.lr_change) run["lr_schedule_change"] = state.lr_change->to_json();
+  // A launcher's restart (TORCHELASTIC_RESTART_COUNT): its steps replace the failed attempt's,
+  // whether it resumed a checkpoint or, the attempt having saved none, started afresh.
+  if (ctx_.restart_count() > 0) run["restart_count"] = ctx_.restart_count();
   metrics_.write("run", state.global_step, state.epoch, std::move(run));
-  if (state.global_step > 0)
-    tensorboard_.session_start(state.global_step + 1);  // a resume: its steps replace
+  if (state.global_step > 0 || ctx_.restart_count() > 0)
+    tensorboard_.session_start(state.global_step + 1);  // a resume or a restart: its steps replace
 }
 
-void RunReporter::on_epoch_begin(const TrainState&, const EpochPosition&) {
+void RunReporter::on_epoch_begin(const TrainState& s, const EpochPosition&) {
   interval_loss_.zero_();
   interval_micro_ = 0;
   interval_samples_ = 0;
   interval_steps_ = 0;
   interval_t0_ = Clock::now();
+  save_s_at_t0_ = s.step_save_s;
   epoch_samples_ = 0;
 }
 
@@ -142,7 +146,10 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   r.global_step = s.global_step;
   r.last_step = s.lr_horizon.last_step;
   r.steps = static_cast<double>(std::max<int64_t>(interval_steps_, 1));
-  r.seconds = seconds_since(interval_t0_);
+  // Less the step checkpoints saved in the interval (the rates are the steps'; the save's own
+  // time is its record's).
+  r.checkpoint_s = s.step_save_s - save_s_at_t0_;
+  r.seconds = std::max(seconds_since(interval_t0_) - r.checkpoint_s, 1e-9);
   r.loss = l[0][0].item<double>() / l[0][1].item<double>();
   r.lr = s.optimizer.param_groups()[0].options().get_lr();
   const auto samples = static_cast<int64_t>(l[0][2].item<double>());  // every rank's, as trained
@@ -168,6 +175,7 @@ void RunReporter::report_interval(const TrainState& s, const StepEvent& e) {
   interval_samples_ = 0;
   interval_steps_ = 0;
   interval_t0_ = Clock::now();
+  save_s_at_t0_ = s.step_save_s;
 }
 
 std::string RunReporter::epoch_line(const TrainState& s, const EpochEvent& e) const {

@@ -66,6 +66,7 @@ class RunReporter : public Callback {
   int64_t epoch_samples_ = 0;     // this rank's in this run's part of the epoch: the progress bar's rate
   int64_t samples_trained_ = 0;
   Clock::time_point interval_t0_;
+  double save_s_at_t0_ = 0;  // TrainState::step_save_s when the interval began
 };
 
 /// "micro-batches 11-16 of 16 of epoch 1": the part of an epoch a run trained.

@@ -44,7 +44,7 @@ Precision agreed_precision(PrecisionRequest req, const DistContext& ctx, CpuKern
 }  // namespace
 
 StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
-                                const std::string& resumed_precision) {
+                                const std::string& resumed_precision, bool convolutional) {
   const PrecisionRequest req{{o.precision}, resumed_precision};
   const bool amp_auto = req.use_amp && req.amp_dtype == AmpDtype::kAuto;
   const bool wants_peak = flops_per_sample > 0 && o.report.peak_tflops <= 0;
@@ -64,7 +64,7 @@ StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx,
             "--scaler_init_scale, --scaler_growth_interval) are ignored: this run has no loss scaler (",
             m.precision.name(), "; precision.grad_scaler on, --grad_scaler on, forces one)"));
   if (flops_per_sample <= 0) return m;  // no MFU, no backward estimate
-  m.peak = peak_flops(ctx.device(), m.precision.autocast, o.report.peak_tflops, rates);
+  m.peak = peak_flops(ctx.device(), m.precision.autocast, o.report.peak_tflops, rates, convolutional);
   ctx.log().info(str("model FLOPs: ", static_cast<double>(flops_per_sample) / 1e9,
                      " GFLOP per training sample; peak for MFU: ", m.peak.source));
   // Backward is about 2/3 of a step's FLOPs; at the peak rate this underestimates it, which

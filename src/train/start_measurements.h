@@ -25,9 +25,10 @@ struct StartMeasurements {
 
 /// The kernel probe (skipped where neither MFU nor --amp_dtype auto needs it), the agreed
 /// precision, the peak and the backward estimate, logged. `resumed_precision`: the one a
-/// resumed checkpoint recorded ("" for a fresh start).
+/// resumed checkpoint recorded ("" for a fresh start); convolutional: the model's weights are
+/// mostly 4-D (obs/mfu.h gpu_peak_kind).
 StartMeasurements measure_start(const TrainerOptions& o, const DistContext& ctx, int64_t flops_per_sample,
-                                const std::string& resumed_precision);
+                                const std::string& resumed_precision, bool convolutional = false);
 
 /// What DDP is built with, from the options; without a bucket size, measures the link (a
 /// collective when world > 1). units: the module's (Note [Units]), for zero_stage 3's buckets;

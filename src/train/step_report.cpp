@@ -59,6 +59,7 @@ nlohmann::json step_record(const StepReport& r) {
   for (int p = 0; p < StepTimer::kNumPhases; ++p)
     rec[str(StepTimer::name(static_cast<StepTimer::Phase>(p)), "_ms")] =
         1000 * r.phases[static_cast<size_t>(p)] / r.steps;
+  if (r.checkpoint_s > 0) rec["checkpoint_s"] = r.checkpoint_s;
   if (r.loss_scale > 0) rec["loss_scale"] = r.loss_scale;
   if (r.grad_norm >= 0) rec["grad_norm"] = r.grad_norm;
   rec["param_mib"] = r.param_mib;

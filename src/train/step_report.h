@@ -20,7 +20,8 @@ struct StepReport {
   int64_t step_in_epoch = 0, steps_per_epoch = 0;  // of the epoch (a resumed one: of its rest)
   int64_t global_step = 0, last_step = 0;  // of the whole run, resumes counted (last: unless stopped early)
   double steps = 1;                        // optimizer steps in the interval
-  double seconds = 0;                      // the interval's wall time
+  double seconds = 0;                      // the interval's wall time, less checkpoint_s
+  double checkpoint_s = 0;                 // in step checkpoints saved during the interval
   double loss = 0;                         // mean over ranks and micro-batches
   double lr = 0;
   double samples_per_s = 0;       // global

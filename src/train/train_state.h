@@ -34,6 +34,8 @@ struct TrainState {
   int64_t grad_bytes = 0;                    // of the parameters' gradients at the last optimizer step
   int stopped_by_signal = 0;                 // the agreed stop's signal, or 0
   int stop_requested_by = -1;                // the rank that received it (this one where it did)
+  double step_save_s = 0;                    // this run's seconds in step checkpoints, which the
+                                             // step lines' rates leave out
   // Note [Resume at another world size]: the epoch's order, and what was done of it before this
   // run's part; the schedule's steps taken at another global batch, in this one's; the world
   // size of the checkpoint resumed from when it differs (else 0) and what it left of its epoch.

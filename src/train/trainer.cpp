@@ -45,6 +45,17 @@ std::string nothing_left_to_train(const TrainerOptions& o, int64_t global_step, 
   return "";
 }
 
+// Whether most of the module's weights are 4-D (a convolutional model: its fp32 peak on a GPU
+// is TF32's, obs/mfu.h gpu_peak_kind).
+bool mostly_convolutions(const torch::nn::Module& m) {
+  int64_t conv = 0, all = 0;
+  for (const auto& p : m.parameters()) {
+    all += p.numel();
+    if (p.dim() == 4) conv += p.numel();
+  }
+  return 2 * conv > all;
+}
+
 std::string schedule_line(const TrainerOptions& o, double base_lr, const LrHorizon& h) {
   switch (o.optim.lr_schedule) {
     case LrSchedule::kStepCosine:
@@ -83,7 +94,8 @@ Trainer::Impl::Impl(const DistContext& ctx, Trainable model, torch::optim::Optim
       start_((ctx.log().info(str("model ", model_.description, ": ",
                                  with_commas(static_cast<double>(count_parameters(*model_.module))),
                                  " parameters")),
-              measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision_))),
+              measure_start(opts_, ctx, model_.flops_per_sample, resumed_precision_,
+                            mostly_convolutions(*model_.module)))),
       ddp_(std::make_unique<DistributedDataParallel>(
           model_.module, ctx, ddp_setup(opts_, ctx, *model_.module, model_.units, start_.backward_s))),
       scaler_({start_.precision.grad_scaler, opts_.precision.scaler_init_scale, 2.0, 0.5,
@@ -253,9 +265,11 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   log.info_all_ranks(str("parameter fingerprint: ", result.fingerprint));
   result.optimizer_fingerprint = optimizer_fingerprint_hex();
   log.info_all_ranks("optimizer state fingerprint: " + result.optimizer_fingerprint);
-  // The samples as trained (an epoch's short last step counts what it trained, not a whole batch).
+  // The samples as trained (an epoch's short last step counts what it trained, not a whole batch)
+  // over the steps' time (the epochs' less their step checkpoints).
+  const double steps_time = run.train_time - state_.step_save_s;
   result.samples_per_s =
-      run.train_time > 0 ? static_cast<double>(run.reporter->samples_trained()) / run.train_time : 0.0;
+      steps_time > 0 ? static_cast<double>(run.reporter->samples_trained()) / steps_time : 0.0;
   return result;
 }
 
@@ -325,10 +339,10 @@ bool Trainer::Impl::resume(Run& run, TrainResult& result) {
   if (opts_.checkpoint.resume_from.empty()) return true;
   const CheckpointMeta meta = load_checkpoint(opts_.checkpoint.resume_from, ctx_, parts_);
   if (meta.extra.contains("grad_scaler") && scaler_.enabled()) {
-    const GradScalerState s = grad_scaler_state_from_json(meta.extra["grad_scaler"]);
-    scaler_.load(s);
+    scaler_.load(grad_scaler_state_from_json(meta.extra["grad_scaler"]));
+    const GradScalerState s = scaler_.state();
     ctx_.log().info(str("loss scale ", s.scale, " from the checkpoint, ", s.growth_tracker,
-                        " finite steps since its last change (--scaler_init_scale is a fresh run's)"));
+                        " finite steps counted toward its growth (the initial scale is a fresh run's)"));
   }
   run.start_epoch = meta.epoch_complete ? meta.epoch + 1 : meta.epoch;
   state_.epoch = run.start_epoch;  // the run record (written before the loop) names it

@@ -160,6 +160,7 @@ bool Trainer::Impl::step(Run& run, int64_t& step_in_epoch, const at::Tensor& los
   }
   const StepEvent e{run.pos, step_in_epoch, stepped, stopping, loss};
   for (auto& c : run.callbacks) c->on_step_end(state_, e);
+  state_.step_save_s = run.checkpoints->step_save_seconds();  // not the steps' time (RunReporter)
   end_phase(run);
   return stopping;
 }

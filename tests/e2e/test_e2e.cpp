@@ -321,6 +321,29 @@ TEST(E2E, MetricsFileTensorBoardAndPlot) {
   }
 }
 
+// A step checkpoint's time is not the steps': the save after step 2, slowed by 3 s
+// (DDPTRAIN_FAULT_SLOW_SAVE), is the next step record's checkpoint_s, and its ms_per_step and
+// samples_per_s are the steps' alone. They held the save: the interval's rates read a fraction.
+TEST(E2E, AStepCheckpointsTimeIsNotChargedToTheStepRates) {
+  const std::string dir = fresh_dir("step_save_time");
+  std::vector<std::string> argv =
+      tiny_train(dir, {"--max_steps", "6", "--log_interval", "2", "--save_every_steps", "2", "--metrics_file",
+                       dir + "/m.jsonl"});
+  argv.insert(argv.begin(), binary());
+  ProcResult r = run(argv, {{"DDPTRAIN_FAULT_SLOW_SAVE", "3@2"}}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::map<int64_t, nlohmann::json> steps;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+    if (rec.value("kind", "") == "step") steps[rec.at("step").get<int64_t>()] = rec;
+  ASSERT_TRUE(steps.count(2) && steps.count(4) && steps.count(6)) << r.output;
+  EXPECT_FALSE(steps[2].contains("checkpoint_s"));
+  ASSERT_TRUE(steps[4].contains("checkpoint_s")) << steps[4].dump();
+  EXPECT_GE(steps[4].at("checkpoint_s").get<double>(), 3.0);
+  EXPECT_LT(steps[4].at("ms_per_step").get<double>(), 1000.0) << steps[4].dump();
+  EXPECT_LT(steps[4].at("ms_per_step").get<double>(), 3 * steps[6].at("ms_per_step").get<double>() + 50)
+      << steps[4].dump() << steps[6].dump();
+}
+
 TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
   const std::string dir = fresh_dir("progress");
   const std::string cmd = binary() +

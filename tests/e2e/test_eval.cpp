@@ -99,6 +99,7 @@ TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
   ASSERT_TRUE(epoch.contains("val_loss")) << epoch.dump();
   EXPECT_EQ(epoch.at("val_loss").get<double>(), as_trained.value("val_loss", 1.0));
   EXPECT_EQ(epoch.at("val_perplexity").get<double>(), as_trained.value("val_perplexity", 1.0));
+  EXPECT_EQ(epoch.at("test_acc").get<double>(), as_trained.value("test_acc", -1.0));  // eval's had none
 }
 
 namespace {
@@ -132,6 +133,7 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
   config["min_lr_ratio"] = 0.2;          // step_cosine's, under epoch_cosine
   config["scaler_init_scale"] = 1024.0;  // with --no-use_amp
   config["width"] = 0.5;                 // mini_resnet's, under gpt
+  config["profile_steps"] = 5;           // without --enable_profiling
   const std::string text = config.dump(2) + "\n";
   std::ofstream(ck + "/config.json", std::ios::trunc) << text;
   nlohmann::json manifest = nlohmann::json::parse(read_text(ck + "/manifest.json"));
@@ -171,9 +173,9 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
 // Eval builds the checkpoint's model: a model flag that builds another one, given on the command
 // line or in a --config file, is exit 2 naming it (--n_head 1 and --gpt_activation keep every
 // tensor's shape: it evaluated another model without a word); one that builds the same model
-// passes (--n_head 2, the debug preset's, recorded as 0). A training key in a --config file is
-// refused as the same flag is on the command line (it was applied and ignored), and so is
-// --dropout (evaluation has none).
+// passes (--n_head 2, the debug preset's, recorded as 0). --dropout is refused as training's
+// flags are (evaluation has none); a training key in a --config file (the run's own) is not
+// read, and said.
 TEST(Eval, FlagsThatBuildAnotherModelOrOnlyTrainAreRefusedFromTheCommandLineOrAConfig) {
   const std::string dir = fresh_dir("eval_another_model");
   std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "2"});
@@ -197,15 +199,21 @@ TEST(Eval, FlagsThatBuildAnotherModelOrOnlyTrainAreRefusedFromTheCommandLineOrAC
        std::vector<Refused>{{{"--n_head", "1"}, "--n_head=1"},
                             {{"--gpt_activation", "gelu_tanh"}, "--gpt_activation=\"gelu_tanh\""},
                             {{"--config", config("model.toml", "n_head = 1\n")}, "--n_head=1"},
-                            {{"--dropout", "0.5"}, "eval does not read --dropout"},
-                            {{"--config", config("train.toml", "lr = 0.5\n")}, "eval does not read --lr"}}) {
+                            {{"--dropout", "0.5"}, "eval does not read --dropout"}}) {
     const ProcResult r = eval(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags[0] << ": " << r.output;
     EXPECT_NE(r.output.find(c.named), std::string::npos) << r.output;
   }
+  // The same model, from the command line and from the training run's own config file, whose
+  // training keys eval does not read.
   const ProcResult same = eval({"--n_head", "2", "--metrics_file", dir + "/eval.jsonl"});
   EXPECT_EQ(same.exit_code, 0) << same.output;
-  EXPECT_EQ(read_jsonl(dir + "/eval.jsonl").size(), 1u) << same.output;
+  const ProcResult reused = eval(
+      {"--config", config("train.toml", "lr = 0.5\nn_head = 2\n"), "--metrics_file", dir + "/eval.jsonl"});
+  EXPECT_EQ(reused.exit_code, 0) << reused.output;
+  const auto records = read_jsonl(dir + "/eval.jsonl");
+  ASSERT_EQ(records.size(), 2u) << same.output << reused.output;
+  EXPECT_EQ(records[0].at("val_loss"), records[1].at("val_loss"));
 }
 
 // #28 item 1 and Note [Evaluation owed]: an epoch's checkpoint is saved before its evaluation,

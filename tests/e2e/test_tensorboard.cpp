@@ -39,6 +39,31 @@ TEST(TensorBoard, AResumeReplacesTheStepsItTrainsAgain) {
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 }
 
+// A launcher's restart whose failed attempt saved nothing starts afresh, at step 0: its steps
+// replace the attempt's in TensorBoard too (a SessionLog START at step 1; it wrote none, as
+// for a fresh run, and TensorBoard showed steps 2 and 4 twice, zigzagging).
+TEST(TensorBoard, ARestartThatStartsAfreshReplacesTheFailedAttemptsSteps) {
+  const std::string dir = fresh_dir("tb_restart_fresh");
+  const std::vector<std::string> flags = {
+      "--epochs",          "1",        "--log_interval", "2", "--metrics_file", dir + "/m.jsonl",
+      "--tensorboard_dir", dir + "/tb"};
+  ProcResult r =
+      run(launch_restarting(2, free_port(), 1, tiny_train(dir, flags)), fault_at_step("KILL", 5, 1), 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int fours = 0, restarted = 0;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl")) {
+    fours += rec.value("kind", "") == "step" && rec.value("step", 0) == 4 ? 1 : 0;
+    restarted += rec.value("kind", "") == "run" && rec.value("restart_count", 0) == 1 ? 1 : 0;
+  }
+  ASSERT_EQ(fours, 2) << "the test needs a step logged by both attempts: " << r.output;
+  EXPECT_EQ(restarted, 1);
+  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py",
+                       dir + "/tb", dir + "/m.jsonl"},
+                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  EXPECT_EQ(tb.exit_code, 0) << "a step twice in TensorBoard: " << tb.output;
+  EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
+}
+
 // Note [Evaluation owed]: a stop during an epoch's evaluation writes the epoch's record
 // (eval_interrupted), and the run that resumes makes the evaluation and writes the epoch's
 // record again, at the same step (evaluation_resumed). TensorBoard shows the epoch once, with

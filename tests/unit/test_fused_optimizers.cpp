@@ -53,17 +53,21 @@ std::vector<torch::optim::OptimizerParamGroup> adamw_groups(const std::vector<at
 
 // Steps both optimizers `steps` times with the same gradients (parameter 3 has none in steps 0-4
 // and 12: a late first step, and a step without it; each in its parameter's layout, as
-// autograd's), the learning rate changed every step as a schedule does; returns the largest
-// difference of parameters and states, relative to 1.
+// autograd's, or contiguous: contiguous_grads), the learning rate changed every step as a
+// schedule does; returns the largest difference of parameters and states, relative to 1.
 double step_both(torch::optim::Optimizer& loop, const std::vector<at::Tensor>& a,
-                 torch::optim::Optimizer& fused, const std::vector<at::Tensor>& b, int steps) {
+                 torch::optim::Optimizer& fused, const std::vector<at::Tensor>& b, int steps,
+                 bool contiguous_grads = false) {
   at::manual_seed(99);
   for (int s = 0; s < steps; ++s) {
     for (size_t i = 0; i < a.size(); ++i) {
       const bool none = i == 3 && (s < 5 || s == 12);
       const at::Tensor g = at::randn(a[i].sizes()) * (1.0 + s);
-      a[i].mutable_grad() = none ? at::Tensor() : at::empty_like(a[i], at::MemoryFormat::Preserve).copy_(g);
-      b[i].mutable_grad() = none ? at::Tensor() : at::empty_like(b[i], at::MemoryFormat::Preserve).copy_(g);
+      const auto laid = [&](const at::Tensor& p) {
+        return contiguous_grads ? g.clone() : at::empty_like(p, at::MemoryFormat::Preserve).copy_(g);
+      };
+      a[i].mutable_grad() = none ? at::Tensor() : laid(a[i]);
+      b[i].mutable_grad() = none ? at::Tensor() : laid(b[i]);
     }
     for (auto* opt : {&loop, &fused}) set_lr(*opt, 3e-3 * (1.0 - s / (2.0 * steps)));
     loop.step();
@@ -173,8 +177,9 @@ TEST(FusedOptimizers, SgdTwentyStepsEqualTheLoopWithinTheBound) {
 // A state kept in another layout than its parameter's: a checkpoint's optimizer state keeps the
 // layout it was saved in, and a resume with another --memory_format changes only the
 // parameters' (here: the 4-D weight turned channels-last after 5 steps, its moments or momentum
-// contiguous). The fused optimizers step as the loops do; before, ATen's CPU kernel paired each
-// element with another's moment (and CUDA's refused the mixed strides).
+// contiguous; then its gradients contiguous too, as a program's own may be). The fused
+// optimizers step as the loops do; before, ATen's CPU kernel paired each element with
+// another's moment or gradient (and CUDA's refused the mixed strides).
 TEST(FusedOptimizers, AStateInAnotherLayoutThanItsParameterStepsAsTheLoopDoes) {
   SKIP_WITHOUT_FUSED_KERNELS();
   const auto channels_last = [](const at::Tensor& p) {
@@ -196,8 +201,8 @@ TEST(FusedOptimizers, AStateInAnotherLayoutThanItsParameterStepsAsTheLoopDoes) {
     channels_last(a[2]);
     channels_last(b[2]);
     ASSERT_FALSE(b[2].is_contiguous());
-    const double d = step_both(*loop, a, *fused, b, 10);
-    EXPECT_LE(d, 1e-5);
+    EXPECT_LE(step_both(*loop, a, *fused, b, 5), 1e-5);
+    EXPECT_LE(step_both(*loop, a, *fused, b, 5, /*contiguous_grads=*/true), 1e-5);
   }
 }
 

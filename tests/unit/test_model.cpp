@@ -94,6 +94,14 @@ TEST(Model, MfuFormula) {
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA H100 80GB HBM3", fp32), 67.0);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("NVIDIA A100-SXM4-80GB", fp32), 19.5);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Some GPU", k16), 0.0);
+  // Which peak: 16-bit under autocast; in fp32 the main kernels' (a convolutional model's
+  // cuDNN convolutions take TF32 by default, where matmuls are IEEE fp32 without --tf32: its MFU
+  // read above 100% against the fp32 peak).
+  EXPECT_EQ(gpu_peak_kind(true, false, true, true), k16);
+  EXPECT_EQ(gpu_peak_kind(false, false, true, true), tf32);
+  EXPECT_EQ(gpu_peak_kind(false, false, false, true), fp32);
+  EXPECT_EQ(gpu_peak_kind(false, false, true, false), fp32);
+  EXPECT_EQ(gpu_peak_kind(false, true, true, false), tf32);
   EXPECT_DOUBLE_EQ(known_gpu_peak_tflops("Tesla V100-PCIE-32GB", k16), 112.0);  // not the SXM2 part's
   // A MIG instance: its share of the part's SMs (a 1g slice of an A100 has 14 of 108); without
   // its SM count, none (it read the whole part's peak: MFU 7x too low).
