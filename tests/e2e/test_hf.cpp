@@ -107,6 +107,14 @@ TEST(HfGpt2, TrainsFromAHuggingFaceFolderAtWorld2AndExportsWhatTransformersLoads
   ProcResult r = run(launch(2, free_port(), more), {}, 300);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_FALSE(lines_with(r.output, "resuming from " + dir + "/ck/epoch_0001").empty()) << r.output;
+  // The same with the checkpoint named, into another folder: the folder gives the sizes still.
+  std::vector<std::string> named = train;
+  named.insert(named.end(), {"--resume_from", dir + "/ck/epoch_0001", "--epochs", "2", "--checkpoint_dir",
+                             dir + "/ck_named", "--metrics_file", dir + "/named.jsonl"});
+  named.insert(named.begin(), binary());
+  ProcResult n = run(named, {}, 300);
+  EXPECT_EQ(n.exit_code, 0) << n.output;
+  EXPECT_TRUE(fs::exists(dir + "/ck_named/epoch_0002/manifest.json")) << n.output;
   // The folder as --init_from is --init_from_hf: the same sizes and activation.
   ProcResult as_init =
       run({binary(), "train", "--model", "gpt", "--init_from", dir + "/gpt2", "--dataset", "token_shards",
