@@ -40,8 +40,8 @@ build: configure
 build-main: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target ddptrain
 
-# The main job: 2 local CPU workers train MiniResNet (width 0.25) on Fashion-MNIST for one
-# epoch, evaluate on the test split and print the test accuracy.
+# The main job: 2 local workers (CPU ones over Gloo where there is no GPU) train MiniResNet
+# (width 0.25) on Fashion-MNIST for one epoch, evaluate on the test split and print the test accuracy.
 run: build-main
 	./$(BUILD)/ddptrain launch --nproc_per_node 2 --master_port 29533 train \
 	  --dataset fashion-mnist --width 0.25 --epochs 1 --lr 0.05 --batch_size 64 \
