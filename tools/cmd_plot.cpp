@@ -85,26 +85,31 @@ std::vector<Run> trained_runs(std::vector<Run> runs, const std::string& path) {
 // A resumed run (its "run" record at step S > 0) trains the steps after S again: an earlier
 // run's records past S are of steps it replaced (killed after its last save, or a branch the
 // resume abandoned), and are left out, as TensorBoard leaves them out, and said on stderr. A
-// launcher's restart ("restart_count") replaces them from its step too, 0 where the failed
-// attempt had saved nothing.
+// launcher's restart ("restart_count") that started afresh (the failed attempt had saved
+// nothing) replaces the attempt before it, whole.
 void drop_replaced_records(std::vector<Run>& runs, const std::string& path) {
   double cut = std::numeric_limits<double>::infinity();
+  bool restarted_after = false;  // the next run is a launcher's restart that started afresh
   for (size_t k = runs.size(); k-- > 0;) {
     std::vector<nlohmann::json>& records = runs[k].records;
+    const double here = restarted_after ? 0.0 : cut;  // a fresh restart replaces its attempt only
     const auto replaced = [&](const nlohmann::json& j) {
       const std::string kind = j.value("kind", "");
-      return (kind == "step" || kind == "epoch") && j.value("step", 0.0) > cut;
+      return (kind == "step" || kind == "epoch") && j.value("step", 0.0) > here;
     };
     const auto kept = std::remove_if(records.begin(), records.end(), replaced);
     if (kept != records.end())
       std::fprintf(
           stderr,
           "plot: %s: left out %ld records of run %zu past step %.0f, which a resumed run trained again\n",
-          path.c_str(), static_cast<long>(records.end() - kept), k + 1, cut);
+          path.c_str(), static_cast<long>(records.end() - kept), k + 1, here);
     records.erase(kept, records.end());
-    for (const auto& j : records)
-      if (j.value("kind", "") == "run" && (j.value("step", 0.0) > 0 || j.value("restart_count", 0) > 0))
-        cut = std::min(cut, j.value("step", 0.0));
+    restarted_after = false;
+    for (const auto& j : records) {
+      if (j.value("kind", "") != "run") continue;
+      if (j.value("step", 0.0) > 0) cut = std::min(cut, j.value("step", 0.0));
+      if (j.value("step", 0.0) == 0 && j.value("restart_count", 0) > 0) restarted_after = true;
+    }
   }
 }
 

@@ -134,9 +134,10 @@ bool load_optimizer_shards(torch::optim::Optimizer& full, const std::string& nam
     const nlohmann::json& info = j.at("params")[key];
     return info.contains("step") ? info.at("step").get<int64_t>() : j.at("step").get<int64_t>();
   };
-  if (with_state)
+  if (with_state)  // files of an older ddptrain hold no count per parameter: none is named
     for (size_t key = 0; key < params.size(); ++key)
-      if (step_of(key) >= 0) with_state->insert(params[key].unsafeGetTensorImpl());
+      if (j.at("params")[key].contains("step") && step_of(key) >= 0)
+        with_state->insert(params[key].unsafeGetTensorImpl());
   auto needed = [&](int64_t key) {
     return !wanted || wanted->count(params[static_cast<size_t>(key)].unsafeGetTensorImpl()) > 0;
   };

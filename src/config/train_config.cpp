@@ -510,6 +510,14 @@ TrainConfig resolve_train_config(const std::vector<std::string>& args, const std
   }
   auto positional = parse_flags(table, args);
   if (!positional.empty()) refuse_a_positional(table, args, positional[0]);
+  // Note [A checkpoint's own flags]: eval and export build the checkpoint's model; where a run
+  // started (in a --config file given to them: the training run's own) is not theirs to read.
+  if (!base.empty()) {
+    c.trainer.checkpoint.init_from.clear();
+    c.trainer.checkpoint.resume_from.clear();
+    c.trainer.checkpoint.resume_fallback.clear();
+    c.model.init_from_hf.clear();
+  }
   // Recorded as absolute paths (config.json): eval, export and resumes from another folder find
   // them (a glob stays a glob: its folder is made absolute).
   for (std::string* path : {&c.model.model_path, &c.data.data_dir, &c.data.data_path, &c.data.val_path})

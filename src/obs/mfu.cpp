@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "obs/logger.h"
+#include "util/torch_compat.h"
 
 #ifdef USE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -67,7 +68,7 @@ PeakFlops peak_flops(c10::Device device, bool half, double override_tflops, cons
     // fp32: the main kernels' precision decides (PyTorch's default is IEEE fp32 for matmuls,
     // TF32 for cuDNN's convolutions).
     const GpuPeakKind kind = gpu_peak_kind(half, at::globalContext().allowTF32CuBLAS(),
-                                           at::globalContext().allowTF32CuDNN(), convolutional);
+                                           compat::allow_tf32_cudnn_convolutions(), convolutional);
     const bool tf32 = kind == GpuPeakKind::kTf32;
     const double t =
         known_gpu_peak_tflops(name, kind, at::cuda::getDeviceProperties(device.index())->multiProcessorCount);

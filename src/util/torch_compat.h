@@ -162,6 +162,16 @@ class AutocastGuard {
   at::ScalarType prev_dtype_ = at::kFloat;
 };
 
+/// Whether cuDNN's convolutions may take TF32 for fp32. From LibTorch 2.9 the setting is per
+/// operation; its form without one fails where the convolutions' and the RNNs' differ.
+inline bool allow_tf32_cudnn_convolutions() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+  return at::globalContext().allowTF32CuDNN(at::Float32Op::CONV);
+#else
+  return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
 /// softmax(q k^T / sqrt(d) + causal mask) v for q of shape (B, heads, T, d), with dropout p on
 /// the attention weights (pass 0 outside training). k and v, (B, kv_heads, T, d), may have fewer
 /// heads (grouped-query attention): each serves heads / kv_heads consecutive query heads. SDPA

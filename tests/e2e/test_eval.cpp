@@ -208,8 +208,12 @@ TEST(Eval, FlagsThatBuildAnotherModelOrOnlyTrainAreRefusedFromTheCommandLineOrAC
   // training keys eval does not read.
   const ProcResult same = eval({"--n_head", "2", "--metrics_file", dir + "/eval.jsonl"});
   EXPECT_EQ(same.exit_code, 0) << same.output;
-  const ProcResult reused = eval(
-      {"--config", config("train.toml", "lr = 0.5\nn_head = 2\n"), "--metrics_file", dir + "/eval.jsonl"});
+  // (where that run started, a folder of another host, is not read either)
+  const ProcResult reused = eval({"--config",
+                                  config("train.toml",
+                                         "lr = 0.5\nn_head = 2\ninit_from_hf = \"/nonexistent/gpt2\"\n"
+                                         "resume_from = \"/nonexistent/ck\"\n"),
+                                  "--metrics_file", dir + "/eval.jsonl"});
   EXPECT_EQ(reused.exit_code, 0) << reused.output;
   const auto records = read_jsonl(dir + "/eval.jsonl");
   ASSERT_EQ(records.size(), 2u) << same.output << reused.output;
