@@ -22,6 +22,7 @@
 #include "models/build_model.h"
 #include "models/gpt.h"
 #include "models/llama.h"
+#include "models/vocab_padding.h"
 #include "obs/logger.h"
 #include "obs/metrics.h"
 #include "serialize/python_pickle.h"
@@ -142,10 +143,9 @@ std::vector<std::string> training_flags(const std::set<std::string>& given) {
   return training;
 }
 
-// A training flag on the command line is exit 2, not ignored.
-void refuse_training_flags(const std::vector<std::string>& overrides) {
-  const std::vector<std::string> on_command_line =
-      training_flags(flags_given(overrides, /*with_config=*/false));
+// A training flag on the command line (`typed`: its flags) is exit 2, not ignored.
+void refuse_training_flags(const std::set<std::string>& typed) {
+  const std::vector<std::string> on_command_line = training_flags(typed);
   DDP_USAGE_CHECK(
       on_command_line.empty(), "eval does not read --", on_command_line.empty() ? "" : on_command_line[0],
       " (training's): drop it; eval takes the model's and the data's flags, --batch_size, ",
@@ -153,18 +153,16 @@ void refuse_training_flags(const std::vector<std::string>& overrides) {
 }
 
 // A training key in a --config file (the training run's own, reused) is said once and not read.
-void say_training_keys_of_the_config(const std::vector<std::string>& overrides, const Logger& log) {
-  const std::set<std::string> typed = flags_given(overrides, /*with_config=*/false);
+// typed: the command line's flags; given: those and the file's keys.
+void say_training_keys_of_the_config(const std::set<std::string>& typed, const std::set<std::string>& given,
+                                     const Logger& log) {
   std::set<std::string> from_file;
-  for (const std::string& name : flags_given(overrides))
+  for (const std::string& name : given)
     if (typed.count(name) == 0) from_file.insert(name);
   std::string names;
   for (const std::string& name : training_flags(from_file)) names += (names.empty() ? "" : ", ") + name;
   if (!names.empty()) log.info("eval does not read the --config file's training keys: " + names);
 }
-
-// The embedding's rows: the vocabulary rounded up to the multiple (Note [Padded vocabulary]).
-int64_t padded_rows(int64_t vocab, int64_t multiple) { return (vocab + multiple - 1) / multiple * multiple; }
 
 // What of a model its forward depends on: the architecture's sizes and functions; not the
 // kernels' choice, the layout, recompute, the context length, nor the token ids (padding's row
@@ -176,11 +174,11 @@ std::string architecture(const ModelOptions& o) {
   if (o.model == ModelKind::kGpt) {
     const GptConfig c = gpt_config(o);
     os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_embd << ' ' << c.vocab_size << ' '
-       << padded_rows(c.vocab_size, c.vocab_multiple) << ' ' << c.gelu_tanh;
+       << padded_vocab(c.vocab_size, c.vocab_multiple) << ' ' << c.gelu_tanh;
   } else if (o.model == ModelKind::kLlama) {
     const LlamaConfig c = llama_config(o);
     os << ' ' << c.n_layer << ' ' << c.n_head << ' ' << c.n_kv_head << ' ' << c.n_embd << ' '
-       << c.intermediate_size << ' ' << c.vocab_size << ' ' << padded_rows(c.vocab_size, c.vocab_multiple)
+       << c.intermediate_size << ' ' << c.vocab_size << ' ' << padded_vocab(c.vocab_size, c.vocab_multiple)
        << ' ' << c.rope_theta << ' ' << c.rms_norm_eps << ' ' << c.tie_embeddings << ' '
        << static_cast<int>(c.attention_bias);
   } else if (o.model == ModelKind::kMiniResnet) {
@@ -204,12 +202,10 @@ void refuse_another_model(const TrainConfig& cfg, const std::set<std::string>& g
   if (!recorded.is_object() || !recorded.contains("model")) return;  // a library program's: no flags
   TrainConfig now = cfg, base = cfg;
   const nlohmann::json values = flags_to_json(train_flags(now));
-  std::vector<Flag> table = train_flags(base);
+  const std::vector<Flag> table = train_flags(base);
   std::string changed;
   for (const std::string& name : given) {
-    Flag* flag = nullptr;
-    for (Flag& f : table)
-      if (f.name == name) flag = &f;
+    const Flag* flag = find_flag(table, name);
     if (flag == nullptr || !within(flag->field, base.model) || !recorded.contains(name) ||
         recorded[name] == values.value(name, nlohmann::json()))
       continue;
@@ -253,7 +249,8 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   DDP_USAGE_CHECK(!checkpoint.empty(), "--checkpoint DIR is required; ", usage);
-  refuse_training_flags(overrides);
+  const std::set<std::string> typed = flags_given(overrides, /*with_config=*/false);
+  refuse_training_flags(typed);
   const std::set<std::string> given = flags_given(overrides);
   const std::string named = checkpoint;
   checkpoint = resolve_checkpoint(checkpoint);
@@ -273,7 +270,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
   DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)});
-  say_training_keys_of_the_config(overrides, ctx.log());
+  say_training_keys_of_the_config(typed, given, ctx.log());
   // Each rank chose "the newest" in a folder on its own: a save between two listings would have
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
   check_ranks_chose_the_same(ctx, checkpoint, named, "--checkpoint");

@@ -7,17 +7,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include <c10/util/Exception.h>
-#include <nlohmann/json.hpp>
 
 #include "util/env.h"
 #include "util/error.h"
-#include "util/json_text.h"
+#include "util/error_file.h"
 
 namespace ddptrain {
 
@@ -43,12 +40,7 @@ inline int report_fatal(int code, const std::string& msg, bool secondary = false
       std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) +
                                     std::chrono::milliseconds(10));
     }
-    nlohmann::json j = {{"message",
-                         {{"message", full},
-                          {"extraInfo",
-                           {{"timestamp", std::to_string(std::time(nullptr))},
-                            {"secondary", secondary ? "true" : "false"}}}}}};
-    std::ofstream(*path) << json_text(j) << "\n";
+    write_error_file(full, {{"secondary", secondary ? "true" : "false"}});
   }
   return code;
 }

@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "obs/logger.h"
+#include "train/stop_vote.h"
 #include "train/training_modes.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -14,16 +15,6 @@ namespace ddptrain {
 namespace {
 
 constexpr double kProgressEvery_s = 10;  // a progress line at most this often
-
-// Whether any rank was asked to stop, and which (a collective beyond one rank).
-StopRequest stop_agreed(const EvalOptions& opts, const DistContext& ctx) {
-  const int here = opts.stop_requested ? opts.stop_requested() : 0;
-  if (ctx.world_size() == 1) return here != 0 ? StopRequest{here, ctx.rank()} : StopRequest{};
-  std::vector<at::Tensor> signals{at::zeros({ctx.world_size()}, at::kInt)};
-  signals[0][ctx.rank()].fill_(here);
-  ctx.all_reduce_sum(signals, "evaluation: whether a rank was asked to stop");
-  return first_request(signals[0].data_ptr<int>(), ctx.world_size());
-}
 
 }  // namespace
 
@@ -49,7 +40,8 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
   const auto t0 = Clock::now();
   auto last_report = t0;
   double loss_sum = 0, correct = 0, predictions = 0, samples = 0;
-  int64_t read = 0;  // samples of `mine` taken so far
+  int64_t read = 0;                         // samples of `mine` taken so far
+  StopVote vote(ctx, opts.stop_requested);  // Note [Agreed stop]: a blocking vote after each batch
   StopRequest stop;
   while (auto batch = loader.next()) {
     if (objective.check_targets) objective.check_targets(batch->targets);
@@ -67,7 +59,7 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
     }
     // A stop request (on any rank) ends it here on every rank; each still meets the one
     // reduction below.
-    if ((stop = stop_agreed(opts, ctx))) break;
+    if ((stop = vote.agreed_now())) break;
     if (seconds_since(last_report) >= kProgressEvery_s) {
       last_report = Clock::now();
       ctx.log().info(str("evaluation: ", static_cast<int64_t>(samples), "/", per_rank,

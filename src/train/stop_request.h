@@ -10,11 +10,4 @@ struct StopRequest {
   explicit operator bool() const { return signal != 0; }
 };
 
-/// The lowest rank's request among every rank's signal (0 where none).
-inline StopRequest first_request(const int* signals, int world) {
-  for (int r = 0; r < world; ++r)
-    if (signals[r] != 0) return {signals[r], r};
-  return {};
-}
-
 }  // namespace ddptrain

@@ -16,6 +16,17 @@ StopVote::StopVote(const DistContext& ctx, std::function<int()> stop_requested)
   }
 }
 
+namespace {
+
+// The lowest rank's request among every rank's signal (0 where none).
+StopRequest first_request(const int* signals, int world) {
+  for (int r = 0; r < world; ++r)
+    if (signals[r] != 0) return {signals[r], r};
+  return {};
+}
+
+}  // namespace
+
 StopRequest StopVote::local_request() const {
   const int sig = local_signal();
   return sig != 0 ? StopRequest{sig, ctx_.rank()} : StopRequest{};
@@ -51,7 +62,7 @@ StopRequest StopVote::read_vote() {
   return first_request(votes_[0].data_ptr<int>(), world);
 }
 
-StopRequest StopVote::before_training() {
+StopRequest StopVote::agreed_now() {
   if (ctx_.world_size() == 1) return local_request();
   start_vote();
   return read_vote();

@@ -36,8 +36,9 @@ namespace ddptrain {
 class StopVote {
  public:
   StopVote(const DistContext& ctx, std::function<int()> stop_requested);
-  /// Before the first step, on every rank (a blocking vote): a request made during start-up.
-  StopRequest before_training();
+  /// A blocking vote, on every rank: before the first step (a request made during start-up),
+  /// after each evaluation batch.
+  StopRequest agreed_now();
   /// Called once per optimizer step on every rank: the request the vote started at the previous
   /// step found on any rank, if any.
   StopRequest agreed();

@@ -276,7 +276,7 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
 // A stop asked for during start-up (Note [Agreed stop]): the run ends before its first step,
 // with nothing trained and nothing saved.
 bool Trainer::Impl::stop_during_start(Run& run) {
-  const StopRequest stop = run.vote.before_training();
+  const StopRequest stop = run.vote.agreed_now();
   if (!stop) return false;
   record_stop(stop, run.vote.local_signal());
   ctx_.log().warn(str("stopping before the first step on ", stop_origin(),

@@ -61,15 +61,24 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }
 
+namespace {
+
+// `ddptrain train` of GPT's debug preset on text into dir for one epoch, `extra` after.
+ProcResult train_gpt(const std::string& dir, std::vector<std::string> extra) {
+  extra.insert(extra.begin(), {"--epochs", "1"});
+  std::vector<std::string> argv = gpt_text_train(dir, extra);
+  argv.insert(argv.begin(), binary());
+  return run(argv, {}, 300);
+}
+
+}  // namespace
+
 // The checkpoint's config.json said --threads 1 and no --deterministic: a --config file given
 // to eval overrides it (before, the checkpoint's flags overrode the file), flags given to eval
 // override the file, and both settings take effect (the eval record says what ran).
 TEST(Eval, AConfigFileOverridesTheCheckpointsFlagsAndFlagsOverrideIt) {
   const std::string dir = fresh_dir("eval_config");
-  std::vector<std::string> train =
-      gpt_text_train(dir, {"--epochs", "1", "--max_steps", "4", "--metrics_file", dir + "/train.jsonl"});
-  train.insert(train.begin(), binary());
-  ProcResult t = run(train, {}, 300);
+  ProcResult t = train_gpt(dir, {"--max_steps", "4", "--metrics_file", dir + "/train.jsonl"});
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const std::string toml = dir + "/eval.toml";
   std::ofstream(toml) << "threads = 2\ndeterministic = true\n";
@@ -122,9 +131,7 @@ uint32_t crc32_bitwise(const std::string& bytes) {
 // refused, exit 2.
 TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
   const std::string dir = fresh_dir("eval_old_flags");
-  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "2"});
-  train.insert(train.begin(), binary());
-  ProcResult t = run(train, {}, 300);
+  ProcResult t = train_gpt(dir, {"--max_steps", "2"});
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const std::string ck = dir + "/step_00000002";
   nlohmann::json config = nlohmann::json::parse(read_text(ck + "/config.json"));
@@ -178,9 +185,7 @@ TEST(Eval, AnOlderCheckpointsRefusedFlagsDoNotStopEvalOrExport) {
 // read, and said.
 TEST(Eval, FlagsThatBuildAnotherModelOrOnlyTrainAreRefusedFromTheCommandLineOrAConfig) {
   const std::string dir = fresh_dir("eval_another_model");
-  std::vector<std::string> train = gpt_text_train(dir, {"--epochs", "1", "--max_steps", "2"});
-  train.insert(train.begin(), binary());
-  ProcResult t = run(train, {}, 300);
+  ProcResult t = train_gpt(dir, {"--max_steps", "2"});
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const auto eval = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {binary(), "eval", "--checkpoint", dir};
