@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "launch/launch_dir.h"
 #include "launch/line_pump.h"
 #include "launch/output_sink.h"
 #include "launch/stall_watch.h"
@@ -376,30 +377,6 @@ GroupResult run_group(const LaunchOptions& o, const std::string& self_exe,
     if (w.err_fd >= 0) ::close(w.err_fd);
   }
   return root_cause(workers, t, error_dir);
-}
-
-}  // namespace
-
-namespace {
-
-// The launch's own folder (error files, progress, the flight request): made here, under $TMPDIR
-// (one a login shell set may be missing on a compute node: then /tmp), and removed at the end;
-// never a folder this launch did not make (it is removed whole).
-std::string make_launch_dir(OutputSink& err) {
-  std::vector<std::string> parents;
-  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp && std::string(tmp) != "/tmp")
-    parents.emplace_back(tmp);
-  parents.emplace_back("/tmp");
-  std::string tried;
-  for (const std::string& parent : parents) {
-    std::string tmpl = parent + "/ddptrain-launch-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) {
-      if (!tried.empty()) say(err, "launch: %s; its folder is %s\n", tried.c_str(), tmpl.c_str());
-      return tmpl;
-    }
-    tried += detail::concat(tried.empty() ? "cannot make " : "; ", tmpl, ": ", std::strerror(errno));
-  }
-  throw Error(detail::concat("launch: ", tried, ": free space there, or set TMPDIR to a writable folder"));
 }
 
 }  // namespace
