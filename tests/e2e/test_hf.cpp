@@ -173,6 +173,7 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
   ASSERT_EQ(make.exit_code, 0) << make.output;
   write_tokens(dir + "/train.bin", 64 * 8 + 1, 5);
   const std::vector<std::string> train = {"train",
+                                          "--no-use_amp",  // two fresh runs compared bitwise
                                           "--init_from_hf",
                                           dir + "/qwen2",
                                           "--dataset",
@@ -240,7 +241,9 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
 // The same Hugging Face folder trained 5 AdamW steps at world 2 by Python DDP (transformers'
 // own model, torchrun, PyTorch's sampler: tests/python/hf_ddp.py) and by ddptrain: the same
 // weights within 1e-5, for GPT-2, Llama (grouped-query attention, untied) and Qwen2 (q/k/v
-// biases, tied); both moved away from the folder's weights.
+// biases, tied); both moved away from the folder's weights. GPT-2's key bias is bounded by
+// AdamW's 5 steps of lr (script_model.py parts(): its gradient is zero up to rounding, which
+// Adam steps on; 1.6e-6 on the EPYC, 2.5e-4 on AVX2 in another test of the same bias).
 TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
   SKIP_OR_FAIL_WITHOUT_TRANSFORMERS();
   const std::string dir = fresh_dir("hf_parity");
@@ -309,7 +312,7 @@ TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
     ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
     const std::string trained = ck + "/step_00000005/model.pt";
     ProcResult close =
-        run({python(), close_py, "close", dir + "/python_" + arch + ".pt", trained, "1e-5"}, {}, 120);
+        run({python(), close_py, "close", dir + "/python_" + arch + ".pt", trained, "1e-5", "5e-3"}, {}, 120);
     EXPECT_EQ(close.exit_code, 0) << arch << ": " << close.output;
     std::printf("%s: ddptrain vs Python DDP after 5 AdamW steps: %s\n", arch.c_str(), close.output.c_str());
     // Not trivially equal: the weights moved (the folder's, in ddptrain's names, are not within 1e-5).

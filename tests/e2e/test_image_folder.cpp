@@ -34,7 +34,10 @@ std::string pillow_folder(const std::string& name, int n_train, int n_val) {
 
 std::vector<std::string> folder_train(const std::string& run_dir, std::vector<std::string> data,
                                       std::vector<std::string> extra = {}) {
+  // In fp32: the tests compare separate fresh runs, and --amp_dtype auto's measured choice
+  // could differ between them on a CPU where bf16 is near the margin (e2e_helpers.h tiny_train).
   std::vector<std::string> a = {"train",
+                                "--no-use_amp",
                                 "--width",
                                 "0.25",
                                 "--lr",
@@ -110,7 +113,10 @@ TEST(ImageFolder, TrainsAtWorld2ToTheAccuracyOfTheSamePixelsAsIdxFiles) {
   }
   std::printf("test accuracy after 2 epochs at world 2: image folder %.4f, IDX %.4f\n", acc[0], acc[1]);
   EXPECT_GT(acc[1], 0.7) << "the IDX run did not learn: the comparison means nothing";
-  EXPECT_NEAR(acc[0], acc[1], 0.01);
+  // The two read the samples in other orders (the folder's are grouped by class), so they are
+  // two trainings, apart by their noise: 0.0045 and 0.015 measured (bf16 and fp32 runs on
+  // Xeons; 0.01 failed the second). Labels or pixels read wrong cost far more than 0.03.
+  EXPECT_NEAR(acc[0], acc[1], 0.03);
 }
 
 TEST(ImageFolder, KilledMidEpochResumesBitwiseAndAtAnotherWorldTrainsEachImageOnce) {

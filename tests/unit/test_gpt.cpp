@@ -105,9 +105,11 @@ TEST(Gpt, RecomputeGivesBitwiseEqualGradientsWithDropout) {
 
 namespace {
 
-// GPT debug (block 16), AdamW through build_optimizer, `steps` steps of per_rank sequences
-// per rank. Checks the ranks are bitwise equal after every step; returns rank 0's parameters.
-std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool recompute) {
+// GPT debug (block 16), `kind` through build_optimizer (AdamW at lr 3e-4, SGD with momentum
+// at 0.1; weight decay 0.1), `steps` steps of per_rank sequences per rank. Checks the ranks are
+// bitwise equal after every step; returns rank 0's parameters.
+std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool recompute,
+                                  OptimizerKind kind) {
   torch::manual_seed(11);
   const int64_t global = per_rank * world, T = 16;
   auto data = torch::randint(0, 256, {steps * global, T + 1}, at::kLong);
@@ -129,10 +131,12 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
     }
     DistributedDataParallel ddp(net, ctx, {});
     OptimizerOptions oo;
-    oo.optimizer = OptimizerKind::kAdamw;
-    oo.lr = 3e-4;
+    oo.optimizer = kind;
+    oo.lr = kind == OptimizerKind::kAdamw ? 3e-4 : 0.1;
     oo.weight_decay = 0.1;
     auto opt = build_optimizer(oo, net->parameters());
+    if (steps == 0 && ctx.rank() == 0)  // the initial weights
+      for (auto& t : net->parameters()) result.push_back(t.detach().clone());
     for (int s = 0; s < steps; ++s) {
       for (auto& p : net->parameters()) p.mutable_grad().reset();
       auto rows = data.narrow(0, s * global + ctx.rank() * per_rank, per_rank);
@@ -156,15 +160,24 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
 
 }  // namespace
 
+// World 2 equals world 1 with the doubled batch within the GEMMs' rounding, under SGD: AdamW
+// would step GPT's key bias, whose gradient is zero up to rounding (the softmax ignores a shift
+// common to a row), by up to its learning rate on that rounding alone, which differs between
+// the two batch shapes by CPU (Note [Padded vocabulary]'s test: 2.5e-4 on AVX2). Recompute is
+// bitwise equal under AdamW (the same kernels on the same shapes), the ranks after every step.
 TEST(Gpt, WorldTwoEqualsWorldOneAndRecomputeIsBitwiseEqualUnderDdp) {
-  auto reference = train_gpt(1, 4, 10, false);
-  auto two = train_gpt(2, 2, 10, false);
+  auto reference = train_gpt(1, 4, 10, false, OptimizerKind::kSgd);
+  auto two = train_gpt(2, 2, 10, false, OptimizerKind::kSgd);
   const double d = gpt_max_diff(two, reference);
-  std::printf("GPT debug AdamW world 2 batch 2 vs world 1 batch 4: max |param diff| after 10 steps = %.3g\n",
+  std::printf("GPT debug SGD world 2 batch 2 vs world 1 batch 4: max |param diff| after 10 steps = %.3g\n",
               d);
   EXPECT_LE(d, 1e-5);
-  auto two_recomputed = train_gpt(2, 2, 10, true);
-  for (size_t i = 0; i < two.size(); ++i) EXPECT_TRUE(two[i].equal(two_recomputed[i])) << "parameter " << i;
+  const double moved = gpt_max_diff(two, train_gpt(2, 2, 0, false, OptimizerKind::kSgd));
+  EXPECT_GT(moved, 1e-3) << "the weights hardly moved: the comparison means little";
+  auto adamw = train_gpt(2, 2, 10, false, OptimizerKind::kAdamw);
+  auto adamw_recomputed = train_gpt(2, 2, 10, true, OptimizerKind::kAdamw);
+  for (size_t i = 0; i < adamw.size(); ++i)
+    EXPECT_TRUE(adamw[i].equal(adamw_recomputed[i])) << "parameter " << i;
 }
 
 TEST(Gpt, TextDatasetWindowsAndChecks) {
@@ -258,8 +271,13 @@ TEST(Gpt, ConfigRules) {
 
 // Note [Padded vocabulary]: GPT and Llama (tied and untied) with --vocab_multiple 64 start from
 // the unpadded model's weights (the padded rows appended as zeros, every draw as before), give
-// the real vocabulary's logits, count the same FLOPs, and train as the unpadded model within
-// the GEMM's rounding while the padded rows stay zero (AdamW with weight decay, 3 steps).
+// the real vocabulary's logits, count the same FLOPs, train as the unpadded model within the
+// GEMM's rounding (SGD with momentum and weight decay, 3 steps), and keep the padded rows zero
+// under AdamW with weight decay too. AdamW's closeness is not bounded: it divides each gradient
+// by its own magnitude, so a gradient that is zero up to rounding (GPT's key bias: the softmax
+// ignores a shift common to a row) steps by up to the learning rate on the GEMM's rounding
+// alone, which differs between the padded and the unpadded GEMM on some CPUs (AVX2: 2.5e-4
+// after 3 steps at lr 1e-2; stop 60's CI).
 TEST(Gpt, APaddedVocabularyTrainsAsTheUnpaddedOne) {
   struct Case {
     ModelKind model;
@@ -297,32 +315,35 @@ TEST(Gpt, APaddedVocabularyTrainsAsTheUnpaddedOne) {
     EXPECT_EQ(plain->train_flops_per_sample(), padded->train_flops_per_sample());
     at::manual_seed(11);
     const at::Tensor x = at::randint(0, 100, {2, 17}, at::kLong);
-    OptimizerOptions adamw;
-    adamw.optimizer = OptimizerKind::kAdamw;
-    adamw.lr = 1e-2;
-    adamw.weight_decay = 0.1;
-    std::vector<std::vector<at::Tensor>> after;
-    for (const auto& m : models) {
-      auto opt = build_optimizer(adamw, m->parameters());
-      for (int step = 0; step < 3; ++step) {
-        opt->zero_grad();
-        const at::Tensor logits = m->forward(x.slice(1, 0, 16));
-        ASSERT_EQ(logits.size(-1), 100);
-        torch::nn::functional::cross_entropy(logits.reshape({-1, 100}), x.slice(1, 1, 17).reshape({-1}))
-            .backward();
-        opt->step();
+    for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamw}) {
+      OptimizerOptions opt_options;
+      opt_options.optimizer = kind;
+      opt_options.lr = 1e-2;
+      opt_options.weight_decay = 0.1;
+      std::vector<std::vector<at::Tensor>> after;
+      for (const auto& m : models) {
+        auto opt = build_optimizer(opt_options, m->parameters());
+        for (int step = 0; step < 3; ++step) {
+          opt->zero_grad();
+          const at::Tensor logits = m->forward(x.slice(1, 0, 16));
+          ASSERT_EQ(logits.size(-1), 100);
+          torch::nn::functional::cross_entropy(logits.reshape({-1, 100}), x.slice(1, 1, 17).reshape({-1}))
+              .backward();
+          opt->step();
+        }
+        std::vector<at::Tensor> real;
+        for (const auto& p : m->parameters()) real.push_back(p.size(0) == 128 ? p.narrow(0, 0, 100) : p);
+        after.push_back(real);
       }
-      std::vector<at::Tensor> real;
-      for (const auto& p : m->parameters()) real.push_back(p.size(0) == 128 ? p.narrow(0, 0, 100) : p);
-      after.push_back(real);
-    }
-    const double diff = gpt_max_diff(after[0], after[1]);
-    std::printf("%s%s: padded vs unpadded after 3 AdamW steps, max |weight diff| %g\n", word(k.model),
-                k.tie ? " tied" : "", diff);
-    EXPECT_LT(diff, 1e-5);
-    for (const auto& p : padded->parameters()) {
-      if (p.size(0) == 128) {
-        EXPECT_EQ(p.narrow(0, 100, 28).abs().max().item<double>(), 0.0) << "a padded row moved";
+      const double diff = gpt_max_diff(after[0], after[1]);
+      std::printf("%s%s: padded vs unpadded after 3 %s steps, max |weight diff| %g\n", word(k.model),
+                  k.tie ? " tied" : "", word(kind), diff);
+      if (kind == OptimizerKind::kSgd) EXPECT_LT(diff, 1e-5);
+      for (const auto& p : padded->parameters()) {
+        if (p.size(0) == 128) {
+          EXPECT_EQ(p.narrow(0, 100, 28).abs().max().item<double>(), 0.0)
+              << "a padded row moved: " << word(kind);
+        }
       }
     }
     EXPECT_NE(padded->describe().find("padded to 128"), std::string::npos) << padded->describe();

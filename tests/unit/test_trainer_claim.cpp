@@ -207,6 +207,9 @@ TEST(Trainer, AnotherRunsIncompleteCheckpointsAreAnotherRunsToo) {
 }  // namespace
 }  // namespace ddptrain
 
+using namespace ddptrain;
+using namespace ddptrain::trainer_test;
+
 // Note [One checkpoint for every rank]: a checkpoint every rank names alike whose copies differ
 // (node-local folders where one node keeps an older job's save of that step): every rank stops
 // naming the ranks whose manifest differs. Before, each loaded its own, after DDP's one
