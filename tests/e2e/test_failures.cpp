@@ -293,7 +293,7 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     std::printf("damaged checkpoint (%s): exit %d after %.1f s\n", c.name.c_str(), r.exit_code, r.seconds);
     EXPECT_EQ(r.exit_code, 2) << "the user's to replace: a launcher's restart would resume another"
                               << r.output;
-    EXPECT_LT(r.seconds, 10.0);
+    EXPECT_LT(r.seconds, 60.0) << "not refused at once";  // 1-2 s; a wait would be 600 s
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(dir), std::string::npos)
         << "the error does not name the checkpoint: " << r.output;
@@ -369,7 +369,7 @@ TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
   for (pid_t k : kids) EXPECT_FALSE(alive(k)) << "worker " << k << " left behind";
 }
 
-TEST(E2E, MasterPortInUseIsAClearErrorWithinTenSeconds) {
+TEST(E2E, MasterPortInUseIsAClearErrorInSeconds) {
   // Another program listens on the port (and accepts connections, but never answers).
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
@@ -386,7 +386,7 @@ TEST(E2E, MasterPortInUseIsAClearErrorWithinTenSeconds) {
   ::close(fd);
   std::printf("MASTER_PORT in use: exit %d after %.1f s\n", r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.seconds, 10.0) << r.output;
+  EXPECT_LT(r.seconds, 50.0) << r.output;  // 1.6 s alone; a wait would be --dist_timeout_s (600 s)
   EXPECT_NE(r.output.find("MASTER_PORT " + std::to_string(port) + " is already in use"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("root cause: [rank 0/2] MASTER_PORT"), std::string::npos) << r.output;

@@ -261,15 +261,16 @@ TEST(E2E, UnderTheOtherTorchsTorchrunFailsInSeconds) {
                                    binary()};
   auto t = tiny_train(fresh_dir("other_torchrun"), {"--epochs", "1"});  // --dist_timeout_s stays 600
   argv.insert(argv.end(), t.begin(), t.end());
-  ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 120);
+  ProcResult r = run(argv, {{"OMP_NUM_THREADS", "1"}}, 400);
   std::printf("the %s build under the other torch's torchrun: exit %d after %.1f s\n",
               build_is_1_13 ? "1.13" : "2.x", r.exit_code, r.seconds);
   EXPECT_NE(r.exit_code, 0) << r.output;
   // The store's first requests wait 10 s at most; the rest is two Pythons and torchrun starting:
   // 17-19 s alone on 2 cores, 36-91 s beside another multi-threaded test of the suite (ctest
-  // -j 2 on 2 cores). The bound tells that from the 600 s of --dist_timeout_s the worker would
-  // otherwise wait.
-  EXPECT_LT(r.seconds, 180.0) << r.output;
+  // -j 2 on 2 cores; a slower machine takes longer). The bound tells that from the 600 s of
+  // --dist_timeout_s the worker would otherwise wait.
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_LT(r.seconds, 300.0) << r.output;
   EXPECT_NE(r.output.find("failed its first requests"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(build_is_1_13 ? "Run it under the torchrun of torch 1.13"
                                         : "Run it under the torchrun of torch 2."),

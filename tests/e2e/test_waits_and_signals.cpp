@@ -184,7 +184,8 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
     const std::string logs = read_text(ckpt + "/rank0.log") + read_text(ckpt + "/rank1.log");
     EXPECT_EQ(failed_code, 1) << logs;
     EXPECT_EQ(held_code, 1) << "the held rank did not end by itself: " << logs;
-    EXPECT_LT(held_s, 20.0) << logs;  // about 6 s: seen within 0.5 s, then 5 s of grace
+    EXPECT_LT(held_s, 40.0)
+        << logs;  // about 6 s: seen within 0.5 s, then 5 s of grace (slack for a loaded machine)
     const nlohmann::json held_error = error_of(ckpt, held);
     EXPECT_NE(held_error["message"].get<std::string>().find("the job failed first on rank " +
                                                             std::to_string(failing) + "/2: injected fault"),
