@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -139,8 +140,9 @@ TEST(E2E, MetricsFileTensorBoardAndPlot) {
 }
 
 // A step checkpoint's time is not the steps': the save after step 2, slowed by 3 s
-// (DDPTRAIN_FAULT_SLOW_SAVE), is the next step record's checkpoint_s, and its ms_per_step and
-// samples_per_s are the steps' alone. They held the save: the interval's rates read a fraction.
+// (DDPTRAIN_FAULT_SLOW_SAVE), is the next step record's checkpoint_s, and its ms_per_step is
+// the steps' alone (samples_per_s is computed from the same time). They held the save: the interval's rates
+// read a fraction.
 TEST(E2E, AStepCheckpointsTimeIsNotChargedToTheStepRates) {
   const std::string dir = fresh_dir("step_save_time");
   std::vector<std::string> argv =

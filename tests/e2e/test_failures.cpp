@@ -288,11 +288,12 @@ TEST(E2E, DamagedCheckpointStopsTheRunAndChangesNothing) {
     auto args = with({"--epochs", "2", "--checkpoint_dir", ckpt, "--resume_from", dir});
     ProcResult r =
         c.world == 1
-            ? run(args, {}, 60)
-            : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 60);
+            ? run(args, {}, 120)
+            : run(launch(2, free_port(), std::vector<std::string>(args.begin() + 1, args.end())), {}, 120);
     std::printf("damaged checkpoint (%s): exit %d after %.1f s\n", c.name.c_str(), r.exit_code, r.seconds);
     EXPECT_EQ(r.exit_code, 2) << "the user's to replace: a launcher's restart would resume another"
                               << r.output;
+    EXPECT_FALSE(r.timed_out) << r.output;
     EXPECT_LT(r.seconds, 60.0) << "not refused at once";  // 1-2 s; a wait would be 600 s
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(dir), std::string::npos)

@@ -241,9 +241,10 @@ TEST(HfLlama, TrainsAQwen2FolderAtWorld2UnderZero3AndExportsWhatTransformersLoad
 // The same Hugging Face folder trained 5 AdamW steps at world 2 by Python DDP (transformers'
 // own model, torchrun, PyTorch's sampler: tests/python/hf_ddp.py) and by ddptrain: the same
 // weights within 1e-5, for GPT-2, Llama (grouped-query attention, untied) and Qwen2 (q/k/v
-// biases, tied); both moved away from the folder's weights. GPT-2's key bias is bounded by
-// AdamW's 5 steps of lr (script_model.py parts(): its gradient is zero up to rounding, which
-// Adam steps on; 1.6e-6 on the EPYC, 2.5e-4 on AVX2 in another test of the same bias).
+// biases, tied); both moved away from the folder's weights. GPT-2's key bias is bounded only
+// by how far two AdamW runs can part in 5 steps of lr, 1e-2 (script_model.py parts(): its
+// gradient is zero up to rounding, which Adam steps on; 1.6e-6 on the EPYC, and 2.5e-4 under
+// AVX2 in another test of the same bias): it is all but unchecked.
 TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
   SKIP_OR_FAIL_WITHOUT_TRANSFORMERS();
   const std::string dir = fresh_dir("hf_parity");
@@ -312,7 +313,7 @@ TEST(HfParity, FiveAdamWStepsAtWorld2EqualPythonDdpOnTheSameFolder) {
     ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
     const std::string trained = ck + "/step_00000005/model.pt";
     ProcResult close =
-        run({python(), close_py, "close", dir + "/python_" + arch + ".pt", trained, "1e-5", "5e-3"}, {}, 120);
+        run({python(), close_py, "close", dir + "/python_" + arch + ".pt", trained, "1e-5", "1e-2"}, {}, 120);
     EXPECT_EQ(close.exit_code, 0) << arch << ": " << close.output;
     std::printf("%s: ddptrain vs Python DDP after 5 AdamW steps: %s\n", arch.c_str(), close.output.c_str());
     // Not trivially equal: the weights moved (the folder's, in ddptrain's names, are not within 1e-5).

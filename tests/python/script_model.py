@@ -195,7 +195,7 @@ def close(a, b, atol, key_bias_atol=None):
                 worst = max(worst, diff)
             else:
                 print(f"{name}: max abs diff {diff} (bound {bound})")
-            if diff > (float(atol) if bound is None else bound):
+            if not diff <= (float(atol) if bound is None else bound):  # NaN fails too
                 sys.exit(f"DIFFERENT {name}: max abs diff {diff}")
     print(f"CLOSE max abs diff {worst}")
 

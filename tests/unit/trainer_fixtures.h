@@ -1,6 +1,5 @@
 // The Trainer tests' user model, data, callbacks and runner: what a library user writes, and
-// a world of ranks as threads of this process over real Gloo (test_trainer.cpp,
-// test_trainer_zero.cpp).
+// a world of ranks as threads of this process over real Gloo (test_trainer*.cpp).
 #pragma once
 
 #include <algorithm>
