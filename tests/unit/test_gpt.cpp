@@ -140,8 +140,6 @@ std::vector<at::Tensor> train_gpt(int world, int64_t per_rank, int steps, bool r
     oo.lr = kind == OptimizerKind::kAdamw ? 3e-4 : 0.1;
     oo.weight_decay = 0.1;
     auto opt = build_optimizer(oo, net->parameters());
-    if (steps == 0 && ctx.rank() == 0)  // the initial weights
-      for (auto& t : net->parameters()) result.push_back(t.detach().clone());
     for (int s = 0; s < steps; ++s) {
       for (auto& p : net->parameters()) p.mutable_grad().reset();
       auto rows = data.narrow(0, s * global + ctx.rank() * per_rank, per_rank);

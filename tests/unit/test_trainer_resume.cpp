@@ -5,11 +5,9 @@
 // test_trainer_resume_precision.cpp.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <map>
-#include <set>
-
-#include <nlohmann/json.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "trainer_fixtures.h"
 
