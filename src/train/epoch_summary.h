@@ -14,7 +14,8 @@ namespace ddptrain {
 class EpochSums {
  public:
   explicit EpochSums(c10::Device device);
-  /// One micro-batch: its mean loss (float64, detached) weighed by its predictions.
+  /// One micro-batch: its mean loss (float64, detached) weighed by its counted targets
+  /// (Objective::count).
   void add(const at::Tensor& loss_d, const at::Tensor& output, const at::Tensor& targets,
            const Objective& objective);
 
@@ -29,8 +30,7 @@ class EpochSums {
   Summary reduce(const DistContext& ctx, bool has_correct, int64_t skipped = 0) const;
 
  private:
-  at::Tensor sums_;  // (sum of loss x predictions, correct)
-  double predictions_ = 0;
+  at::Tensor sums_;  // (sum of loss x counted targets, correct, counted targets)
 };
 
 }  // namespace ddptrain

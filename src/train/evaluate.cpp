@@ -51,8 +51,9 @@ EvalResult evaluate(const Trainable& model, const Objective& objective, const Da
     read += rows;
     if (counted < rows) output = output.narrow(0, 0, counted), targets = targets.narrow(0, 0, counted);
     if (counted > 0) {
-      const auto n = static_cast<double>(targets.numel());
-      loss_sum += objective.loss(output, targets).item<double>() * n;
+      const double n = objective.count ? objective.count(output, targets).item<double>()
+                                       : static_cast<double>(targets.numel());
+      if (n > 0) loss_sum += objective.loss(output, targets).item<double>() * n;  // none: adds nothing
       if (objective.correct) correct += objective.correct(output, targets).item<double>();
       predictions += n;
       samples += static_cast<double>(counted);

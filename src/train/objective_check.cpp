@@ -128,6 +128,13 @@ void check_objective_fits(const Trainable& model, const Dataset& data, const Obj
     DDP_USAGE_CHECK(loss.numel() == 1, "the objective's loss of ", c.model_name, "'s output ", shape_of(out),
                     " and the targets ", shape_of(y), " has shape ", shape_of(loss),
                     ", not one number: reduce it to the batch's mean");
+    if (objective.count) {
+      const at::Tensor n = objective.count(out, y);
+      DDP_USAGE_CHECK(n.numel() == 1 && !n.is_floating_point() && !n.is_complex(),
+                      "the objective's count of the targets ", shape_of(y), " is ", shape_of(n), " ",
+                      n.scalar_type(),
+                      ", not one integer: give the number of targets the loss's mean is over");
+    }
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {

@@ -91,8 +91,34 @@ Objective Objective::classification(FusedLoss fused) {
     DDP_USAGE_CHECK(
         lowest >= 0, "a target of ", lowest, lowest == -100 ? " (PyTorch's ignore_index)" : "",
         ": ddptrain's cross-entropy counts every target, as its mean and accuracy do, and ignores "
-        "none; give class or token ids from 0, or an Objective whose loss ignores what it "
-        "should (Objective::loss, train/trainable.h)");
+        "none; give class or token ids from 0, or (a library program) "
+        "Objective::classification_ignoring(",
+        lowest, "), train/trainable.h");
+  };
+  return o;
+}
+
+Objective Objective::classification_ignoring(int64_t ignore_index) {
+  Objective o;
+  auto counted = [ignore_index](const at::Tensor& targets) { return targets.reshape({-1}).ne(ignore_index); };
+  o.loss = [ignore_index, counted](const at::Tensor& logits, const at::Tensor& targets) {
+    namespace F = torch::nn::functional;
+    const at::Tensor sum =
+        F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                         F::CrossEntropyFuncOptions().ignore_index(ignore_index).reduction(torch::kSum));
+    return sum / counted(targets).sum().clamp_min(1);
+  };
+  o.correct = [counted](const at::Tensor& logits, const at::Tensor& targets) {
+    const at::Tensor hits = logits.reshape({-1, logits.size(-1)}).argmax(-1).eq(targets.reshape({-1}));
+    return hits.logical_and(counted(targets)).sum();
+  };
+  o.count = [counted](const at::Tensor&, const at::Tensor& targets) { return counted(targets).sum(); };
+  o.check_targets = [ignore_index](const at::Tensor& targets) {
+    if (targets.numel() == 0 || targets.is_floating_point()) return;  // the fit check names float targets
+    const at::Tensor negative = targets.lt(0).logical_and(targets.ne(ignore_index));
+    if (!negative.any().item<bool>()) return;  // on the host
+    DDP_USAGE_CHECK(false, "a target of ", targets.masked_select(negative)[0].item<int64_t>(),
+                    ": give class or token ids from 0, or ", ignore_index, " for a target the loss ignores");
   };
   return o;
 }

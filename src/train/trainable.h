@@ -8,8 +8,9 @@
 //    next tokens (B, T, V)) and top-1 accuracy: the default. Any other loss is one function;
 //    without a `correct` function no accuracy is reported. Objective::mean_squared_error() is
 //    the one for regression (float targets).
-// Both loss and correct reduce over every prediction of the batch: the loss is a mean, and
-// the Trainer weighs it by targets.numel() when it sums over batches and ranks.
+// Both loss and correct reduce over the batch's predictions: the loss is a mean, and the
+// Trainer weighs it by the number of targets it is over (Objective::count: every target unless
+// the loss leaves some out, as padding) when it sums over batches and ranks.
 #pragma once
 
 #include <cstdint>
@@ -94,12 +95,23 @@ struct Objective {
   /// Checks a batch's targets while they are on the host (before the copy to the device: no
   /// device sync); UsageError for targets the loss cannot take. Empty: none checked.
   std::function<void(const at::Tensor& targets)> check_targets;
+  /// The number of targets the loss's mean is over and `correct` counts among (a scalar tensor;
+  /// no host sync), or empty: every target (targets.numel()). An Objective whose loss leaves
+  /// some targets out (padding) gives it: the epoch's and the evaluation's loss and accuracy
+  /// weigh each batch by it and divide by its sum (a batch of none adds nothing).
+  std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> count;
 
   /// Cross-entropy of class (B, C) or next-token (B, T, V) logits; `fused` for the latter
   /// (Note [Fused cross-entropy]: its backward overwrites the logits, read them before). Every
   /// target counts: a negative one (PyTorch's ignore_index, -100) is refused by check_targets,
   /// as the eager loss would skip it, the fused one stop on it and the mean count it.
   static Objective classification(FusedLoss fused = FusedLoss::kAuto);
+  /// Cross-entropy and top-1 accuracy as classification(), over the targets that are not
+  /// ignore_index (PyTorch's cross_entropy(..., ignore_index): padded positions); `count` gives
+  /// their number. The eager loss (the fused one counts every target), as a sum over the
+  /// counted targets divided by their number: PyTorch's mean within rounding, except that a
+  /// batch of none has loss 0 and zero gradients (PyTorch's: NaN, which the step would spread).
+  static Objective classification_ignoring(int64_t ignore_index = -100);
   /// The mean squared error of outputs and float targets of the same shape; no accuracy.
   static Objective mean_squared_error();
 };

@@ -163,3 +163,84 @@ TEST(Trainer, ATargetOfIgnoreIndexIsRefusedByName) {
     }
   });
 }
+
+// Padded targets: Objective::classification_ignoring(-100) leaves them out of the loss, the
+// accuracy and both counts (Objective::count). A third of the samples are -100; with a learning
+// rate of 0 the weights never move, so the epoch's training loss and accuracy at world 2 are
+// those of one forward over the whole training set, and the evaluation's those over the test
+// set: PyTorch's cross_entropy(ignore_index=-100) and the hits among the counted targets.
+// Before, the epoch's and the evaluation's means weighed every batch by all its targets and
+// divided the hits by all of them (a third low).
+TEST(Trainer, TargetsAnObjectiveIgnoresCountNowhere) {
+  struct Padded : UserData {
+    explicit Padded(int64_t n) : UserData(n, false) {}
+    Example get(int64_t i) const override {
+      Example e = UserData::get(i);
+      if (i % 3 == 0) e.target = at::tensor(-100, at::kLong).reshape({});
+      return e;
+    }
+  };
+  struct LastEpoch : Callback {
+    void on_epoch_end(const TrainState&, const EpochEvent& e) override {
+      loss = e.train_loss, acc = e.train_acc;
+    }
+    double loss = 0, acc = -1;
+  };
+  Padded train(96), test(40);
+  // The reference: one forward over a whole split, PyTorch's loss and the counted hits.
+  auto reference = [](UserNet& net, const Dataset& d) {
+    std::vector<at::Tensor> xs, ys;
+    for (int64_t i = 0; i < d.size(); ++i) xs.push_back(d.get(i).input), ys.push_back(d.get(i).target);
+    torch::NoGradGuard no_grad;
+    const at::Tensor out = net.forward(at::stack(xs)), y = at::stack(ys);
+    namespace F = torch::nn::functional;
+    const double loss =
+        F::cross_entropy(out, y, F::CrossEntropyFuncOptions().ignore_index(-100)).item<double>();
+    const at::Tensor kept = y.ne(-100);
+    const double acc =
+        out.argmax(-1).eq(y).logical_and(kept).sum().item<double>() / kept.sum().item<double>();
+    return std::pair{loss, acc};
+  };
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.loop.eval_every = 1;
+  std::mutex mu;
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    const auto net = make_net();
+    torch::optim::SGD frozen(net->parameters(), torch::optim::SGDOptions(0.0));
+    Trainer trainer(ctx, trainable(net), frozen, o, Objective::classification_ignoring(-100));
+    auto last = std::make_shared<LastEpoch>();
+    trainer.add_callback(last);
+    const TrainResult r = trainer.fit(train, &test);
+    std::lock_guard<std::mutex> lock(mu);
+    const auto [train_loss, train_acc] = reference(*net, train);
+    const auto [test_loss, test_acc] = reference(*net, test);
+    EXPECT_NEAR(last->loss, train_loss, 1e-6) << "rank " << ctx.rank();
+    EXPECT_NEAR(last->acc, train_acc, 1e-12) << "rank " << ctx.rank();
+    EXPECT_NEAR(r.test_loss, test_loss, 1e-6) << "rank " << ctx.rank();
+    EXPECT_NEAR(r.test_accuracy, test_acc, 1e-12) << "rank " << ctx.rank();
+    EXPECT_GT(train_acc, 0.0);
+  });
+  // One batch: PyTorch's mean within rounding; a batch of only padding has loss 0 and zero
+  // gradients (PyTorch's NaN would reach every weight); any other negative target is refused.
+  const Objective ignoring = Objective::classification_ignoring(-100);
+  const at::Tensor logits = at::randn({6, 4}, at::kFloat).requires_grad_(true);
+  const at::Tensor some = at::tensor({0, -100, 3, 2, -100, 1}, at::kLong),
+                   none = at::full({6}, -100, at::kLong);
+  namespace F = torch::nn::functional;
+  EXPECT_NEAR(ignoring.loss(logits, some).item<double>(),
+              F::cross_entropy(logits, some, F::CrossEntropyFuncOptions().ignore_index(-100)).item<double>(),
+              1e-6);
+  EXPECT_EQ(ignoring.count(logits, some).item<int64_t>(), 4);
+  const at::Tensor zero = ignoring.loss(logits, none);
+  zero.backward();
+  EXPECT_EQ(zero.item<double>(), 0.0);
+  EXPECT_TRUE(logits.grad().eq(0).all().item<bool>()) << logits.grad();
+  EXPECT_EQ(ignoring.count(logits, none).item<int64_t>(), 0);
+  try {
+    ignoring.check_targets(at::tensor({1, -100, -7}, at::kLong));
+    ADD_FAILURE() << "a target of -7 was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("a target of -7"), std::string::npos) << e.what();
+  }
+  ignoring.check_targets(some);  // -100 is taken
+}
