@@ -39,9 +39,10 @@ const std::vector<std::string>& flags_that_may_change_on_resume() {
         "enable_profiling", "profile_first_step", "profile_steps", "peak_tflops",
         // the machine and speed, not what is trained
         "num_workers", "prefetch_factor", "threads", "deterministic", "tf32", "cpu_heap_keep_mb", "backend",
-        "dist_timeout_s", "flight_recorder", "bucket_cap_mb", "first_bucket_mb", "gradient_as_bucket_view",
-        "find_unused_parameters", "ddp_overlap", "accum_no_sync", "memory_format", "activation_checkpointing",
-        "use_amp", "amp_dtype", "zero_stage", "fused_optimizer", "fused_loss", "fused_norm", "fused_linear",
+        "dist_timeout_s", "rendezvous_timeout_s", "flight_recorder", "bucket_cap_mb", "first_bucket_mb",
+        "gradient_as_bucket_view", "find_unused_parameters", "ddp_overlap", "accum_no_sync", "memory_format",
+        "activation_checkpointing", "use_amp", "amp_dtype", "zero_stage", "fused_optimizer", "fused_loss",
+        "fused_norm", "fused_linear",
         // fp16's loss scaler, which comes and goes with the precision (bf16 and fp32 refuse its
         // flags); a checkpoint's scale replaces the initial one
         "scaler_init_scale", "scaler_growth_interval",

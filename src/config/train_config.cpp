@@ -216,8 +216,12 @@ std::vector<Flag> optimization_flags(TrainConfig& c) {
 std::vector<Flag> distributed_flags(TrainConfig& c) {
   return {
       bind_flag("backend", &c.dist.backend, "auto | gloo | nccl (auto: nccl on CUDA, else gloo)"),
-      bind_flag("dist_timeout_s", &c.dist.dist_timeout_s,
-                "timeout of rendezvous and every collective, seconds"),
+      bind_flag(
+          "dist_timeout_s", &c.dist.dist_timeout_s,
+          "timeout of every collective (and of the rendezvous without --rendezvous_timeout_s), seconds"),
+      bind_flag("rendezvous_timeout_s", &c.dist.rendezvous_timeout_s,
+                "how long the ranks wait for each other to join, seconds (nodes that start minutes "
+                "apart); 0: --dist_timeout_s"),
       bind_flag("flight_recorder", &c.dist.flight_recorder,
                 "collectives each rank remembers; when one fails every rank writes them to "
                 "--checkpoint_dir/flight_rank<r>.json and the log names the rank behind the hang (`ddptrain "

@@ -21,7 +21,8 @@ namespace ddptrain {
 /// The process group and what the program builds for it.
 struct DistOptions {
   std::string backend = "auto";  // auto | gloo | nccl
-  int dist_timeout_s = 600;      // every collective and the rendezvous
+  int dist_timeout_s = 600;      // every collective (and the rendezvous where the next is 0)
+  int rendezvous_timeout_s = 0;  // the ranks' joining (Note [Rendezvous deadline]); 0: dist_timeout_s
   int flight_recorder = 64;  // collectives each rank remembers for a hang's verdict (Note [Flight recorder])
   bool sync_bn = false;      // BatchNorm statistics over the global batch
 };

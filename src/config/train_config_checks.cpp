@@ -20,6 +20,8 @@ void validate_program(const TrainerOptions& trainer, const DistOptions& dist, co
   DDP_USAGE_CHECK(dist.backend == "auto" || dist.backend == "gloo" || dist.backend == "nccl", "--backend='",
                   dist.backend, "' is not a known backend; use auto, gloo or nccl");
   positive("dist_timeout_s", dist.dist_timeout_s, "pass e.g. --dist_timeout_s 600");
+  DDP_USAGE_CHECK(dist.rendezvous_timeout_s >= 0, "--rendezvous_timeout_s=", dist.rendezvous_timeout_s,
+                  " is negative: pass the seconds the ranks may take to join, or 0 for --dist_timeout_s");
   DDP_USAGE_CHECK(dist.flight_recorder >= 0 && dist.flight_recorder <= 1000000,
                   "--flight_recorder=", dist.flight_recorder,
                   " must be in [0, 1000000] (collectives remembered; 0: off)");

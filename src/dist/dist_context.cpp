@@ -12,6 +12,7 @@
 #include "dist/device_checking_backend.h"
 #include "dist/flight_watchdog.h"
 #include "dist/peer_failure.h"
+#include "dist/rendezvous_barrier.h"
 #include "util/error.h"
 
 #ifdef USE_CUDA
@@ -70,11 +71,14 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
   }
+  // Note [Rendezvous deadline]: the joining has its own.
+  const std::chrono::milliseconds joining =
+      opts.rendezvous_timeout.count() > 0 ? std::chrono::milliseconds(opts.rendezvous_timeout) : timeout_;
   // Until every rank has joined nothing else is printed: say what this node waits for.
   if (env_.local_rank == 0)
     log_.info_all_ranks(str("rendezvous at ", env_.master_addr, ":", env_.master_port,
                             ": waiting for the job's ", env_.world_size, " ranks (at most ",
-                            timeout_.count() / 1000, " s)"));
+                            joining.count() / 1000, " s)"));
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env_.master_port);
   // Under torchrun's static rendezvous its agent already serves the store; else rank 0 does.
@@ -84,7 +88,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // the workers, so it answers at once, unless it speaks another TCPStore protocol (torch 2.x's
   // agent and this LibTorch 1.13, or the reverse): then a request can wait for the whole
   // --dist_timeout_s. So the first requests get a short timeout, and the full one after.
-  so.timeout = env_.use_agent_store ? std::min(timeout_, kAgentStoreAnswer) : timeout_;
+  so.timeout = env_.use_agent_store ? std::min(joining, kAgentStoreAnswer) : joining;
   bool answered = !env_.use_agent_store;
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
@@ -92,7 +96,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       const std::string key = "ddptrain/probe/" + std::to_string(env_.rank);
       tcp->set(key, std::vector<uint8_t>{1});
       tcp->get(key);
-      tcp->setTimeout(timeout_);
+      tcp->setTimeout(joining);
       answered = true;
     }
     // A restarted job reuses the agent's store: key everything by the restart count (as torch's
@@ -101,6 +105,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // that joins later starts at 0).
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
+    wait_for_every_rank(*store_, env_.world_size, joining);
+    tcp->setTimeout(timeout_);  // every rank is here: what follows waits as long as a collective
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]

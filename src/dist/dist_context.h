@@ -27,6 +27,8 @@ class PeerFailureWatch;
 struct DistOptionsResolved {
   std::string backend = "auto";  // auto | gloo | nccl
   std::chrono::seconds timeout{600};
+  /// How long the ranks wait for each other to join (Note [Rendezvous deadline]); 0: `timeout`.
+  std::chrono::seconds rendezvous_timeout{0};
   /// Tests and debugging: the backend takes tensors on this device only (Note [Strict
   /// collective device]); every collective is staged there, the asynchronous ones synchronously.
   std::optional<at::Device> strict_device = std::nullopt;
@@ -43,7 +45,7 @@ struct DistOptionsResolved {
 class DistContext {
  public:
   /// Rendezvous (TCPStore) and process-group creation; blocks until all ranks joined or the
-  /// timeout passes.
+  /// rendezvous timeout passes.
   DistContext(const EnvContract& env, const DistOptionsResolved& opts);
   ~DistContext();
   DistContext(const DistContext&) = delete;
