@@ -269,8 +269,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       "checkpoint '", checkpoint, "' was trained from the scripted module '", cfg.model.model_path,
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
-  DistContext ctx(read_env_contract(), {cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s),
-                                        std::chrono::seconds(cfg.dist.rendezvous_timeout_s)});
+  DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
+  dist_opts.rendezvous_timeout = std::chrono::seconds(cfg.dist.rendezvous_timeout_s);
+  DistContext ctx(read_env_contract(), dist_opts);
   say_training_keys_of_the_config(typed, given, ctx.log());
   // Each rank chose "the newest" in a folder on its own: a save between two listings would have
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).

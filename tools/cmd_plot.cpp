@@ -113,15 +113,24 @@ void drop_replaced_records(std::vector<Run>& runs, const std::string& path) {
   }
 }
 
+// The values a file holds as null where a number is drawn: a NaN or an infinity (a loss that
+// diverged), which JSON lacks and the metrics file writes as null. Left out of the lines, and said.
+struct NotNumbers {
+  int count = 0;
+  std::string first;  // "loss at step 12"
+};
+
 // One run's lines in the four panels, labelled `name` and drawn in palette colour c.
-void add_run(std::vector<Panel>& panels, const std::string& name, int c, const Run& run) {
+void add_run(std::vector<Panel>& panels, const std::string& name, int c, const Run& run, NotNumbers& nulls) {
   Line loss{name + "train", {}, c, false}, eval_loss{name + "test", {}, c, true};
   Line train_acc{name + "train", {}, c, false}, test_acc{name + "test", {}, c, true};
   Line sps{name + "samples/s", {}, c, false}, mfu{name + "MFU", {}, c, false};
   for (const auto& j : run.records) {
     const double step = j.value("step", 0.0);
     auto add = [&](Line& l, const char* key, double scale = 1.0) {
-      if (j.contains(key) && j[key].is_number()) l.xy.emplace_back(step, scale * j[key].get<double>());
+      if (!j.contains(key)) return;
+      if (j[key].is_number()) l.xy.emplace_back(step, scale * j[key].get<double>());
+      if (j[key].is_null() && nulls.count++ == 0) nulls.first = str(key, " at step ", step);
     };
     if (j.value("kind", "") == "step") {
       add(loss, "loss");
@@ -193,9 +202,16 @@ int cmd_plot(const std::vector<std::string>& args) {
                     "file train --metrics_file wrote, and did that run reach its first step?)");
     runs = trained_runs(std::move(runs), inputs[i]);
     drop_replaced_records(runs, inputs[i]);
+    NotNumbers nulls;
     for (size_t k = 0; k < runs.size(); ++k, ++drawn)
       add_run(panels, runs.size() > 1 ? labels[i] + "run " + std::to_string(k + 1) + " " : labels[i], color++,
-              runs[k]);
+              runs[k], nulls);
+    if (nulls.count > 0)
+      std::fprintf(stderr,
+                   "plot: %s: left out %d value%s that %s null (a NaN or an infinity, which JSON lacks: a "
+                   "loss that diverged?), the first the %s\n",
+                   inputs[i].c_str(), nulls.count, nulls.count == 1 ? "" : "s",
+                   nulls.count == 1 ? "is" : "are", nulls.first.c_str());
   }
   DDP_USAGE_CHECK(drawn > 0, "no run in ", inputs.size() == 1 ? inputs[0] : std::string("the inputs"),
                   " has a step or an epoch record: nothing to plot (ddptrain eval's records alone)");

@@ -13,6 +13,7 @@
 #include "dist/flight_watchdog.h"
 #include "dist/peer_failure.h"
 #include "dist/rendezvous_barrier.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #ifdef USE_CUDA
@@ -71,9 +72,10 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
   }
-  // Note [Rendezvous deadline]: the joining has its own.
+  // Note [Rendezvous deadline]: the joining has its own, in all.
   const std::chrono::milliseconds joining =
       opts.rendezvous_timeout.count() > 0 ? std::chrono::milliseconds(opts.rendezvous_timeout) : timeout_;
+  const Clock::time_point joined_by = Clock::now() + joining;
   // Until every rank has joined nothing else is printed: say what this node waits for.
   if (env_.local_rank == 0)
     log_.info_all_ranks(str("rendezvous at ", env_.master_addr, ":", env_.master_port,
@@ -105,13 +107,19 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // that joins later starts at 0).
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
-    wait_for_every_rank(*store_, env_.world_size, joining);
-    tcp->setTimeout(timeout_);  // every rank is here: what follows waits as long as a collective
+    wait_for_every_rank(*store_, env_.world_size, joined_by, timeout_);  // then: the collective timeout
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]
       peer_watch_ = std::make_unique<PeerFailureWatch>(store_, env_.rank, log_, opts.peer_failure_grace,
                                                        opts.on_peer_failure);
+  } catch (const RendezvousIncomplete& e) {  // this rank reached the store; others did not
+    throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] rendezvous at ", env_.master_addr, ":",
+                    env_.master_port, " failed: ", e.what(), " within ", joining.count() / 1000,
+                    " s (--rendezvous_timeout_s, or --dist_timeout_s where none is given)",
+                    so.isServer ? "; this rank serves the rendezvous and the others did not all arrive" : "",
+                    ": are the job's ", env_.world_size,
+                    " ranks started, with this MASTER_ADDR/MASTER_PORT and WORLD_SIZE?"));
   } catch (const std::exception& e) {
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();

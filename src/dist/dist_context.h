@@ -27,8 +27,6 @@ class PeerFailureWatch;
 struct DistOptionsResolved {
   std::string backend = "auto";  // auto | gloo | nccl
   std::chrono::seconds timeout{600};
-  /// How long the ranks wait for each other to join (Note [Rendezvous deadline]); 0: `timeout`.
-  std::chrono::seconds rendezvous_timeout{0};
   /// Tests and debugging: the backend takes tensors on this device only (Note [Strict
   /// collective device]); every collective is staged there, the asynchronous ones synchronously.
   std::optional<at::Device> strict_device = std::nullopt;
@@ -40,6 +38,9 @@ struct DistOptionsResolved {
   /// its next collective, on NCCL only at the timeout).
   std::function<void(const std::string& announcement)> on_peer_failure = nullptr;
   std::chrono::milliseconds peer_failure_grace{5000};
+  /// How long the ranks wait for each other to join, in all (Note [Rendezvous deadline]); 0:
+  /// `timeout`.
+  std::chrono::seconds rendezvous_timeout{0};
 };
 
 class DistContext {

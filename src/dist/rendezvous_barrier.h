@@ -2,22 +2,34 @@
 // How long the ranks wait for each other to join (--rendezvous_timeout_s) is not how long a
 // collective may take (--dist_timeout_s): nodes of a cluster job start minutes apart, while a
 // hang in training should end soon. PyTorch's init_process_group uses one timeout for both
-// (and so does ddptrain where no rendezvous timeout is given). So the store's first requests
-// (a client's connection, retried until rank 0 serves it) get the rendezvous deadline, then
-// every rank counts itself in and waits, up to that deadline, until all have (this barrier);
-// only then does the store take the collective timeout and the process group connect, its
-// peers all there. A rank alone says how many of the job's ranks joined.
+// (and so does ddptrain where no rendezvous timeout is given). The deadline is the joining's
+// in all: the store's first requests (a client's connection, retried until rank 0 serves it)
+// get it, then every rank counts itself in and waits, until that deadline, for all to have
+// (this barrier); only then does the store take the collective timeout and the process group
+// connect, its peers all there. A rank left waiting says how many of the job's ranks joined.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "util/clock.h"
+#include "util/error.h"
+
 namespace ddptrain {
 
-/// Counts this rank in on `store` and waits until all `world_size` ranks have, at most
-/// `deadline`; an Error saying how many joined when they did not. Once per store (a fresh
-/// store, or a prefix of its own, per attempt).
-void wait_for_every_rank(c10d::Store& store, int world_size, std::chrono::milliseconds deadline);
+/// Not all ranks joined by the deadline.
+class RendezvousIncomplete : public Error {
+ public:
+  RendezvousIncomplete(int64_t joined, int world_size);
+  int64_t joined;  // the ranks that had counted themselves in; -1: unknown (the store is gone)
+};
+
+/// Counts this rank in on `store` and waits until all `world_size` ranks have, at most until
+/// `deadline`; then the store's requests wait as long as `then` (the collective timeout).
+/// Once per store (a fresh store, or a prefix of its own, per attempt).
+void wait_for_every_rank(c10d::Store& store, int world_size, Clock::time_point deadline,
+                         std::chrono::milliseconds then);
 
 }  // namespace ddptrain

@@ -4,7 +4,8 @@
 // (optimizer steps so far), "epoch", "time_s" (seconds since the writer opened: in `train`,
 // from the "run" record, after the model, the data and a resumed checkpoint were loaded) and
 // "unix_time" (wall clock, seconds); the rest are the numbers of the log line ("run": the
-// precision chosen and why, world size, backend, threads, buckets).
+// precision chosen and why, world size, backend, threads, buckets). A NaN or an infinity (a
+// loss that diverged) is written as null: JSON has neither (`ddptrain plot` says it left one out).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,5 @@
 #include "train/epoch_summary.h"
 
-#include <algorithm>
-
 #include "obs/memory.h"
 
 namespace ddptrain {
@@ -13,14 +11,14 @@ void EpochSums::add(const at::Tensor& loss_d, const at::Tensor& output, const at
                     const Objective& objective) {
   if (!objective.count) {
     sums_[0].add_(loss_d * static_cast<double>(targets.numel()));
-    if (objective.correct) sums_[1].add_(objective.correct(output, targets));
+    if (objective.correct) sums_[1].add_(objective.correct(output, targets).reshape({}));
     sums_[2].add_(static_cast<double>(targets.numel()));
     return;
   }
   // A batch of no counted targets adds nothing, whatever its loss (0/0 in a user's mean).
-  const at::Tensor n = objective.count(output, targets).to(at::kDouble);
-  sums_[0].add_(at::where(n > 0, loss_d * n, at::zeros_like(loss_d)));
-  if (objective.correct) sums_[1].add_(objective.correct(output, targets));
+  const at::Tensor n = objective.count(output, targets).reshape({}).to(sums_.device(), at::kDouble);
+  sums_[0].add_(at::where(n > 0, loss_d.reshape({}) * n, at::zeros({}, sums_.options())));
+  if (objective.correct) sums_[1].add_(objective.correct(output, targets).reshape({}));
   sums_[2].add_(n);
 }
 
@@ -36,9 +34,8 @@ EpochSums::Summary EpochSums::reduce(const DistContext& ctx, bool has_correct, i
   ctx.all_reduce_sum(sums, "epoch-summary all_reduce");
   const at::Tensor s = sums[0].cpu();
   Summary out;
-  const double counted = std::max(s[2].item<double>(), 1.0);  // none: 0, not NaN
-  out.train_loss = s[0].item<double>() / counted;
-  if (has_correct) out.train_acc = s[1].item<double>() / counted;
+  out.train_loss = s[0].item<double>() / s[2].item<double>();
+  if (has_correct) out.train_acc = s[1].item<double>() / s[2].item<double>();
   out.skipped_samples = static_cast<int64_t>(s[3].item<double>());
   for (int r = 0; r < W; ++r) {
     if (mem.peak_bytes >= 0) out.peak_mem_mib.push_back(s[4 + r].item<double>() / (1 << 20));

@@ -98,7 +98,8 @@ struct Objective {
   /// The number of targets the loss's mean is over and `correct` counts among (a scalar tensor;
   /// no host sync), or empty: every target (targets.numel()). An Objective whose loss leaves
   /// some targets out (padding) gives it: the epoch's and the evaluation's loss and accuracy
-  /// weigh each batch by it and divide by its sum (a batch of none adds nothing).
+  /// weigh each batch by it and divide by its sum (a batch of none adds nothing). The gradient
+  /// and the step line's loss weigh each micro-batch and rank alike, as PyTorch's DDP does.
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> count;
 
   /// Cross-entropy of class (B, C) or next-token (B, T, V) logits; `fused` for the latter

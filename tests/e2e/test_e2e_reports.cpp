@@ -191,3 +191,21 @@ TEST(E2E, ProgressBarOnATerminalPlainStepLinesOtherwise) {
   EXPECT_EQ(plain.output.find("ETA"), std::string::npos) << plain.output;
   EXPECT_EQ(lines_with(plain.output, "ms/step").size(), 4u) << plain.output;
 }
+
+// A loss that diverged (NaN) is written as null, as JSON has no NaN: the plot leaves it out and
+// says so, naming the first (before, it was left out silently).
+TEST(E2E, PlotSaysItLeftOutAValueWrittenAsNull) {
+  const std::string dir = fresh_dir("plot_null");
+  {
+    std::ofstream m(dir + "/m.jsonl");
+    m << "{\"kind\": \"run\", \"run\": \"a\", \"step\": 0}\n";
+    for (int s : {4, 8, 12, 16})
+      m << "{\"kind\": \"step\", \"run\": \"a\", \"step\": " << s
+        << ", \"loss\": " << (s >= 12 ? "null" : "2") << "}\n";
+  }
+  ProcResult p = run({binary(), "plot", dir + "/m.jsonl", "-o", dir + "/m.svg"}, {}, 60);
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("left out 2 values that are null (a NaN or an infinity"), std::string::npos)
+      << p.output;
+  EXPECT_NE(p.output.find("the first the loss at step 12"), std::string::npos) << p.output;
+}
