@@ -124,20 +124,23 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
     const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] ");
+    // The environment's errors (util/error.h: exit 2), which a restart would repeat.
     if (msg.find("Address already in use") != std::string::npos ||
         msg.find("EADDRINUSE") != std::string::npos)
-      throw Error(str(where, "MASTER_PORT ", env_.master_port,
-                      " is already in use on this host (another job or "
-                      "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
-                      "in MASTER_PORT (ddptrain launch --master_port)"));
+      throw UsageError(
+          str(where, "MASTER_PORT ", env_.master_port,
+              " is already in use on this host (another job or "
+              "program listens there), so rank 0 cannot serve the rendezvous store; pick a free port "
+              "in MASTER_PORT (ddptrain launch --master_port)"));
     if (!answered)
-      throw Error(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
-                      " failed its first requests (", msg, "; they wait at most ", so.timeout.count() / 1000,
-                      " s). This build is LibTorch ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
-                      ": a torchrun of another torch (e.g. pip's torch 2.x with the LibTorch 1.13 "
-                      "build) serves a store it cannot talk to. Run it under the torchrun of torch ",
-                      TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
-                      ", or with `ddptrain launch`, or use the build of that torch"));
+      throw UsageError(str(where, "torchrun's store at ", env_.master_addr, ":", env_.master_port,
+                           " failed its first requests (", msg, "; they wait at most ",
+                           so.timeout.count() / 1000, " s). This build is LibTorch ", TORCH_VERSION_MAJOR,
+                           ".", TORCH_VERSION_MINOR,
+                           ": a torchrun of another torch (e.g. pip's torch 2.x with the LibTorch 1.13 "
+                           "build) serves a store it cannot talk to. Run it under the torchrun of torch ",
+                           TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR,
+                           ", or with `ddptrain launch`, or use the build of that torch"));
     // Rank 0 serves the store: what it waited for is the other ranks.
     throw Error(str(where, "rendezvous at ", env_.master_addr, ":", env_.master_port, " failed: ", msg,
                     so.isServer

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ddptrain {
@@ -25,21 +26,31 @@ void wait_for_every_rank(c10d::Store& store, int world_size, Clock::time_point d
                          std::chrono::milliseconds then) {
   int64_t joined = store.add(kJoined, 1);
   if (joined == world_size) store.set(kAll, std::vector<uint8_t>{1});
-  // In waits of a second at most, reading the count after each: rank 0 gives up at the same
-  // deadline, and its store goes with it, so the last count read is what this rank says.
+  // Polled, as torch's own store-based barrier polls: LibTorch 1.13's TCPStore cannot cancel a
+  // wait that timed out (the answer comes later, to the next request), so no wait until the
+  // key is there. The count is read every second: rank 0 gives up at the same deadline, and its
+  // store goes with it, so the last count read is what this rank says.
+  auto next_count = Clock::now() + std::chrono::seconds(1);
+  std::chrono::milliseconds pause(10);  // doubled to 100 ms: a thousand ranks ask 10 times a second
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    try {  // a zero timeout would mean none: at least 100 ms
-      store.wait({kAll}, std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000)));
-      break;
-    } catch (const std::exception&) {
+    try {
+      if (store.check({kAll})) break;
+      if (Clock::now() >= next_count) {
+        joined = store.add(kJoined, 0);
+        next_count = Clock::now() + std::chrono::seconds(1);
+      }
+    } catch (const std::exception&) {  // the store is gone (rank 0 gave up): the last count read
+      throw RendezvousIncomplete(joined, world_size);
+    }
+    if (Clock::now() >= deadline) {
       try {
         joined = store.add(kJoined, 0);
-      } catch (const std::exception&) {  // the store is gone (rank 0 gave up): the last count read
-        throw RendezvousIncomplete(joined, world_size);
+      } catch (const std::exception&) {
       }
-      if (Clock::now() >= deadline) throw RendezvousIncomplete(joined, world_size);
+      throw RendezvousIncomplete(joined, world_size);
     }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
   // A TCPStore's wait also sets its socket's timeout, which its other requests keep: a wait on
   // the key now there returns at once and gives them the collective timeout.
