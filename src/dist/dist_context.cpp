@@ -93,7 +93,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   so.timeout = env_.use_agent_store ? std::min(joining, kAgentStoreAnswer) : joining;
   bool answered = !env_.use_agent_store;
   try {
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, so);
+    auto tcp = connect_store(env_.master_addr, so, joined_by);
     if (env_.use_agent_store) {
       const std::string key = "ddptrain/probe/" + std::to_string(env_.rank);
       tcp->set(key, std::vector<uint8_t>{1});
@@ -107,7 +107,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // that joins later starts at 0).
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
-    wait_for_every_rank(*store_, env_.world_size, joined_by, timeout_);  // then: the collective timeout
+    wait_for_every_rank(*store_, env_.rank, env_.world_size, joined_by,
+                        timeout_);  // then: the collective timeout
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]
@@ -125,8 +126,8 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     const std::string msg = c10e ? c10e->what_without_backtrace() : e.what();
     const std::string where = str("[rank ", env_.rank, "/", env_.world_size, "] ");
     // The environment's errors (util/error.h: exit 2), which a restart would repeat.
-    if (msg.find("Address already in use") != std::string::npos ||
-        msg.find("EADDRINUSE") != std::string::npos)
+    if (so.isServer && (msg.find("Address already in use") != std::string::npos ||
+                        msg.find("EADDRINUSE") != std::string::npos))
       throw UsageError(
           str(where, "MASTER_PORT ", env_.master_port,
               " is already in use on this host (another job or "

@@ -12,7 +12,10 @@
 #include <chrono>
 #include <cstdint>
 
+#include <string>
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "util/clock.h"
 #include "util/error.h"
@@ -26,10 +29,19 @@ class RendezvousIncomplete : public Error {
   int64_t joined;  // the ranks that had counted themselves in; -1: unknown (the store is gone)
 };
 
-/// Counts this rank in on `store` and waits until all `world_size` ranks have, at most until
-/// `deadline`; then the store's requests wait as long as `then` (the collective timeout).
+/// The TCPStore of `so` at `host` (a client, or rank 0's server and its client), made on a
+/// thread of its own that this one waits for until `deadline`: torch 2.x's client pings the
+/// server as it connects, with no bound of its own, and a program at the port that accepts and
+/// never answers (or a stopped rank 0) held it for ever. Past the deadline an Error; that thread
+/// is left blocked, holding one socket, until the process ends.
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const c10d::TCPStoreOptions& so,
+                                                 Clock::time_point deadline);
+
+/// Counts `rank` in on `store` and waits until all `world_size` ranks have, at most until
+/// `deadline` (every request bounded by it); then the store's requests wait as long as `then`
+/// (the collective timeout).
 /// Once per store (a fresh store, or a prefix of its own, per attempt).
-void wait_for_every_rank(c10d::Store& store, int world_size, Clock::time_point deadline,
+void wait_for_every_rank(c10d::Store& store, int rank, int world_size, Clock::time_point deadline,
                          std::chrono::milliseconds then);
 
 }  // namespace ddptrain

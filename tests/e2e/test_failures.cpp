@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/free_port.h"
 #include "e2e_helpers.h"
 #include "proc.h"
 
@@ -372,19 +373,14 @@ TEST(E2E, LauncherReportsAKilledWorkerAndLeavesNothingBehind) {
 
 TEST(E2E, MasterPortInUseIsAClearErrorInSeconds) {
   // Another program listens on the port (and accepts connections, but never answers).
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
-  ProcResult r = run(launch(2, port, tiny_train(fresh_dir("port_in_use"))), {}, 60);
-  ::close(fd);
+  ProcResult r;
+  int port = 0;
+  {
+    const ddptrain::testing_common::SilentListener other;
+    ASSERT_TRUE(other.ok());
+    port = other.port();
+    r = run(launch(2, port, tiny_train(fresh_dir("port_in_use"))), {}, 60);
+  }
   std::printf("MASTER_PORT in use: exit %d after %.1f s\n", r.exit_code, r.seconds);
   EXPECT_EQ(r.exit_code, 2) << "the environment's error, which a restart would repeat: " << r.output;
   EXPECT_LT(r.seconds, 50.0) << r.output;  // 1.6 s alone; a wait would be --dist_timeout_s (600 s)
