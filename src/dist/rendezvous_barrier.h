@@ -3,10 +3,12 @@
 // collective may take (--dist_timeout_s): nodes of a cluster job start minutes apart, while a
 // hang in training should end soon. PyTorch's init_process_group uses one timeout for both
 // (and so does ddptrain where no rendezvous timeout is given). The deadline is the joining's
-// in all: the store's first requests (a client's connection, retried until rank 0 serves it)
-// get it, then every rank counts itself in and waits, until that deadline, for all to have
-// (this barrier); only then does the store take the collective timeout and the process group
-// connect, its peers all there. A rank left waiting says how many of the job's ranks joined.
+// in all: the store's making (a client's connection, retried until rank 0 serves it, and torch
+// 2.x's first exchange, which has no bound of its own: waited for on a thread) gets it, then
+// every rank counts itself in and polls, until that deadline, for all to have (this barrier;
+// LibTorch 1.13 cannot cancel a wait that timed out); only then does the store take the
+// collective timeout and the process group connect, its peers all there. A rank left waiting
+// says how many of the job's ranks joined.
 #pragma once
 
 #include <chrono>
