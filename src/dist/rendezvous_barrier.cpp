@@ -65,9 +65,10 @@ void wait_for_every_rank(c10d::Store& store, int rank, int world_size, Clock::ti
   auto next_count = Clock::now() + std::chrono::seconds(1);
   std::chrono::milliseconds pause(10);  // doubled to 100 ms: a thousand ranks ask 10 times a second
   for (;;) {
+    const bool late = Clock::now() >= deadline;  // taken before the check: one more at the deadline
     try {
       if (store.check({kAll})) break;
-      if (Clock::now() >= next_count) {
+      if (late || Clock::now() >= next_count) {
         bound();
         joined = store.add(kJoined, 0);
         next_count = Clock::now() + std::chrono::seconds(1);
@@ -75,14 +76,7 @@ void wait_for_every_rank(c10d::Store& store, int rank, int world_size, Clock::ti
     } catch (const std::exception&) {  // the store is gone (rank 0 gave up): the last count read
       throw RendezvousIncomplete(joined, world_size);
     }
-    if (Clock::now() >= deadline) {
-      try {
-        if (store.check({kAll})) break;  // the last came between the check above and the deadline
-        joined = store.add(kJoined, 0);
-      } catch (const std::exception&) {
-      }
-      throw RendezvousIncomplete(joined, world_size);
-    }
+    if (late) throw RendezvousIncomplete(joined, world_size);
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }

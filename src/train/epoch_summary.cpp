@@ -9,16 +9,15 @@ EpochSums::EpochSums(c10::Device device)
 
 void EpochSums::add(const at::Tensor& loss_d, const at::Tensor& output, const at::Tensor& targets,
                     const Objective& objective) {
+  if (objective.correct) sums_[1].add_(objective.correct(output, targets).reshape({}));
   if (!objective.count) {
     sums_[0].add_(loss_d * static_cast<double>(targets.numel()));
-    if (objective.correct) sums_[1].add_(objective.correct(output, targets).reshape({}));
     sums_[2].add_(static_cast<double>(targets.numel()));
     return;
   }
   // A batch of no counted targets adds nothing, whatever its loss (0/0 in a user's mean).
   const at::Tensor n = objective.count(output, targets).reshape({}).to(sums_.device(), at::kDouble);
   sums_[0].add_(at::where(n > 0, loss_d.reshape({}) * n, at::zeros({}, sums_.options())));
-  if (objective.correct) sums_[1].add_(objective.correct(output, targets).reshape({}));
   sums_[2].add_(n);
 }
 
