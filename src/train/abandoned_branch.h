@@ -11,7 +11,8 @@
 // - the Trainer moves them into <dir>/.superseded/ (kept; a folder whose name starts with a dot
 //   is never a checkpoint to list, resume or rotate), says so and removes the mark, once its
 //   whole identity (the optimizer, the parameters' shapes, what the data decides: an image
-//   folder's class names) has vouched that they are this run's. A claim made by less (the CLI's
+//   folder's class names) has vouched that they are this run's and nothing else refuses the
+//   run (fit() has loaded the resumed checkpoint and checked the data). A claim made by less (the CLI's
 //   flags, a program's options) never moves another run's checkpoints: a Trainer whose check
 //   finds a marked checkpoint another run's removes the mark, and nothing was moved.
 // Each claim rewrites the mark (or removes it where it abandons nothing), and the Trainer

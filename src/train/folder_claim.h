@@ -15,8 +15,10 @@
 // branch the user abandoned. The claim only marks them: its identity may lack what the Trainer
 // adds (the CLI's flags lack what the data decides, an image folder's class names; a program's
 // options lack the optimizer and the parameters' shapes), so the Trainer moves them into
-// .superseded/ once that whole identity has vouched that they are the run's, and a Trainer
-// that refuses the choice removes the mark: another run's checkpoints are never moved.
+// .superseded/ once that whole identity has vouched that they are the run's and nothing else
+// refuses the run (the resumed checkpoint loaded, the data fits it: fit(), before the first
+// step), and a Trainer that refuses the choice removes the mark: another run's checkpoints are
+// never moved. A run refused later keeps the mark, and its folder is as the claim left it.
 // `ddptrain train` claims the folder first, before it opens the data and builds the model, and
 // gives the claim to the Trainer; a Trainer given none claims the folder itself, so a library
 // program is protected as the CLI is; a program whose start-up is slow may claim first. The
@@ -24,6 +26,7 @@
 // program as long as it likes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +44,11 @@ struct CheckpointFolderClaim {
   std::optional<CheckpointEntry> resume;
   std::unique_ptr<CheckpointFolderLock> lock;  // rank 0's (none elsewhere, without a dir, or unlockable)
   bool taken = false;                          // given to a Trainer (one run's: a second is refused)
+  /// Called on every rank once the Trainer given the claim has accepted the run, before its
+  /// first step: its identity, the resumed checkpoint's load and the data's checks passed, the
+  /// abandoned branch set aside. What the program writes into the folder for the run (the CLI:
+  /// the folder's config.json) waits for it, so a run refused at start changes nothing there.
+  std::function<void()> on_run_accepted;
 };
 
 /// Claims o.checkpoint.dir for a run of `o` (Note [A run claims its checkpoint folder]; o.run_identity

@@ -238,7 +238,10 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
                         "the module (" + model_.description + ")", "the training data"});
   Run run(*this, train, test);
   TrainResult result;
-  if (!resume(run, result)) return result;
+  if (!resume(run, result)) {
+    accept_run();
+    return result;
+  }
   const bool trains = result.nothing_to_train.empty();  // else it makes the evaluation owed only
   if (trains) {
     describe_data(run);
@@ -246,6 +249,7 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   } else if (run.resumed_horizon) {
     state_.lr_horizon = *run.resumed_horizon;  // the run record's: the checkpoint's schedule
   }
+  accept_run();
   run.callbacks = callbacks_for(run);
   const bool stopped_at_start = trains && stop_during_start(run);
   bool stopping = !trains || stopped_at_start;
@@ -271,6 +275,14 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   result.samples_per_s =
       steps_time > 0 ? static_cast<double>(run.reporter->samples_trained()) / steps_time : 0.0;
   return result;
+}
+
+// Nothing refuses the run after this (Note [A run claims its checkpoint folder]): the branch it
+// abandons is set aside, by its whole identity (never another run's checkpoints), and the
+// program's part of the start is done (the CLI's config.json). A collective.
+void Trainer::Impl::accept_run() {
+  set_aside_abandoned_branch(claim_->dir, claim_->resume, ctx_);
+  if (claim_->on_run_accepted) claim_->on_run_accepted();
 }
 
 // A stop asked for during start-up (Note [Agreed stop]): the run ends before its first step,

@@ -33,6 +33,7 @@ struct Trainer::Impl {
 
   struct Run;
   bool resume(Run& run, TrainResult& result);
+  void accept_run();
   void describe_data(Run& run);
   bool stop_during_start(Run& run);
   void plan_schedule(Run& run);

@@ -86,8 +86,6 @@ TrainerOptions trainer_options_checked(TrainerOptions o, const torch::optim::Opt
   } else {  // Note [A run claims its checkpoint folder]
     claim = claim_checkpoint_folder(o, ctx);
   }
-  // Set aside by this identity, whole: never another run's checkpoints.
-  set_aside_abandoned_branch(claim->dir, claim->resume, ctx);
   const std::optional<CheckpointEntry>& resumed = claim->resume;
   resumed_precision = resumed ? precision_to_resume(resumed->meta) : "";
   if (o.loop.keep_global_batch && resumed) {

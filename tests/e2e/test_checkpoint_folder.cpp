@@ -46,20 +46,22 @@ std::vector<std::string> on(const std::string& corpus, std::vector<std::string> 
 // Resuming epoch 1 of a run whose folder holds its epoch 2 abandons epoch 2: it is marked as
 // soon as the checkpoint is chosen and verified, before the data opens, and moved aside once
 // the run has checked it is its own. Here the data is gone, so the run stops there (exit 2)
-// with epoch 2 in place and marked; a restart of the job (which resumes auto) with the data
-// back skips it, resumes epoch 1, sets epoch 2 aside and trains its own epoch 2. (Before the
-// mark, the claim moved epoch 2 at once, which could move another run's; before that, nothing
-// was done, and the restart continued the abandoned branch.)
+// with epoch 2 in place and marked, and the folder's config.json still the first run's; a restart of the job
+// (which resumes auto) with the data back skips it, resumes epoch 1, sets epoch 2 aside and trains its own
+// epoch 2. (Before the mark, the claim moved epoch 2 at once, which could move another run's; before that,
+// nothing was done, and the restart continued the abandoned branch.)
 TEST(CheckpointFolder, AResumeOfAnOlderCheckpointMarksTheBranchBeforeTheDataOpens) {
   const std::string data = fresh_dir("branch_data"), ck = fresh_dir("branch_ck");
   const std::string corpus = corpus_copy(data);
   ProcResult first = run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--max_steps", "0"}))), {}, 300);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   ASSERT_TRUE(fs::exists(ck + "/epoch_0002")) << first.output;
+  const std::string first_config = read_text(ck + "/config.json");
   fs::remove(corpus);
   ProcResult resumed =
       run((on(corpus, gpt_text_train(ck, {"--epochs", "2", "--resume_from", ck + "/epoch_0001"}))), {}, 120);
   EXPECT_EQ(resumed.exit_code, 2) << resumed.output;
+  EXPECT_EQ(read_text(ck + "/config.json"), first_config) << "a refused run rewrote the folder's flags";
   EXPECT_TRUE(fs::exists(ck + "/epoch_0002/manifest.json")) << resumed.output;
   EXPECT_FALSE(fs::exists(ck + "/.superseded")) << resumed.output;
   EXPECT_TRUE(fs::exists(ck + "/.abandoned.json")) << resumed.output;

@@ -122,13 +122,19 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   }
   Program p;
   Trainer trainer(ctx, p.model, *p.optimizer, again, Objective::classification(), claim);
-  EXPECT_FALSE(std::filesystem::exists(later)) << "not set aside by the Trainer";
-  EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
-  EXPECT_TRUE(abandoned_checkpoints(dir).empty()) << "the mark outlived the move";
+  EXPECT_TRUE(std::filesystem::exists(later)) << "set aside before the run's load and data were checked";
+  int accepted = 0;
+  claim->on_run_accepted = [&] {
+    ++accepted;
+    EXPECT_FALSE(std::filesystem::exists(later)) << "not set aside by the Trainer";
+    EXPECT_TRUE(std::filesystem::exists(dir + "/.superseded"));
+    EXPECT_TRUE(abandoned_checkpoints(dir).empty()) << "the mark outlived the move";
+  };
   auto recorder = std::make_shared<trainer_test::Recorder>();
   trainer.add_callback(recorder);
   UserData train(96, false);
   const TrainResult r = trainer.fit(train, nullptr);
+  EXPECT_EQ(accepted, 1) << "the program was not told its run was accepted";
   ASSERT_FALSE(recorder->steps.empty());
   EXPECT_EQ(recorder->steps.front(), 3) << "the claim's checkpoint was not the one resumed";
   EXPECT_EQ(r.global_step, 4);
@@ -140,6 +146,50 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   EXPECT_TRUE(std::filesystem::exists(later)) << "the fit's own save was set aside";
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(dir + "_other");
+}
+
+// A run refused after its Trainer has checked the claim's choice (here the resumed checkpoint
+// stopped mid-epoch over 96 samples, and the data holds 80) leaves the folder as the claim left
+// it: the later checkpoint in place and marked (a restart skips it; deleting the mark undoes
+// that), nothing in .superseded/, and the program's part of the start (the CLI's config.json)
+// not done. Before, the Trainer set the branch aside as it was built, before the load and the
+// data's checks. The same resume with the checkpoint's data then sets it aside.
+TEST(Trainer, ARunRefusedAfterItsClaimWasCheckedMovesNothing) {
+  const std::string dir = testing_dist::temp_dir("trainer_refused_late");
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 4;
+  ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
+  const std::string later = dir + "/step_00000004";
+  o.checkpoint.resume_from = dir + "/step_00000002";
+  DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
+  {
+    TrainerOptions fresh = o;  // claimed by the program, as the CLI does
+    const std::shared_ptr<CheckpointFolderClaim> claim = claim_checkpoint_folder(fresh, ctx);
+    bool accepted = false;
+    claim->on_run_accepted = [&] { accepted = true; };
+    Program p;
+    Trainer trainer(ctx, p.model, *p.optimizer, o, Objective::classification(), claim);
+    UserData fewer(80, false);
+    const std::string error = claim_error_of([&] { trainer.fit(fewer, nullptr); });
+    EXPECT_NE(error.find("stopped mid-epoch 1 of a training set of 96 samples"), std::string::npos) << error;
+    EXPECT_FALSE(accepted) << "a refused run was accepted";
+  }
+  EXPECT_TRUE(std::filesystem::exists(later + "/manifest.json")) << "set aside by a refused run";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.superseded"));
+  EXPECT_EQ(abandoned_checkpoints(dir), (std::set<std::string>{"step_00000004"}));
+  {
+    Program p;
+    Trainer trainer(ctx, p.model, *p.optimizer, o);
+    UserData train(96, false);
+    EXPECT_EQ(trainer.fit(train, nullptr).global_step, 4);
+  }
+  int aside = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/.superseded")) aside += e.is_directory();
+  EXPECT_EQ(aside, 1) << "the accepted resume did not set step 4 aside";
+  EXPECT_TRUE(abandoned_checkpoints(dir).empty()) << "the mark outlived the move";
+  std::filesystem::remove_all(dir);
 }
 
 // Note [A branch a run abandons]: a Trainer that refuses the checkpoint its claim chose (here
