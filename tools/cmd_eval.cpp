@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -33,6 +34,7 @@
 #include "train/objective_check.h"
 #include "train/resume.h"
 #include "train/same_data.h"
+#include "train/training_split.h"
 #include "util/error.h"
 
 namespace ddptrain {
@@ -277,17 +279,29 @@ int cmd_eval(const std::vector<std::string>& args) {
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
   check_ranks_chose_the_same(ctx, checkpoint, named, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
-  DataSplits data = open_data_on_every_rank(ctx, [&] { return datasets_from(cfg); });
+  // The test split alone where the checkpoint recorded what its training split was; an older
+  // one's, and an image folder's without its class names, need the training split too.
+  std::optional<TrainingSplit> trained = recorded_training_split(meta);
+  if (trained && cfg.data.dataset == DatasetKind::kImageFolder && trained->label_names.empty())
+    trained.reset();
+  DataSplits data =
+      open_data_on_every_rank(ctx, [&] { return datasets_from(cfg, trained ? &*trained : nullptr); });
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
-  RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
-  add_data_identity(classes, *data.train);
-  const std::vector<std::string> differ = identity_differences(classes, meta.run, "");
-  DDP_USAGE_CHECK(differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
-                  ": the class folders here are named otherwise than those it was trained on, so its ",
-                  "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
+  if (trained) {
+    ctx.log().info("the test split alone is read: the checkpoint records its training split's shape" +
+                   std::string(trained->label_names.empty() ? "" : " and class names"));
+  } else {
+    RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
+    add_data_identity(classes, *data.train);
+    const std::vector<std::string> differ = identity_differences(classes, meta.run, "");
+    DDP_USAGE_CHECK(
+        differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
+        ": the class folders here are named otherwise than those it was trained on, so its ",
+        "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
+  }
   // The training split's, as the checkpoint's run built its model (a test split without one
   // class says one class fewer: another head, refused as "other flags").
-  const DatasetShape shape = data.train->shape();
+  const DatasetShape shape = trained ? trained->shape : data.train->shape();
   std::shared_ptr<Model> model;
   try {
     model = build_model(cfg.model, shape);

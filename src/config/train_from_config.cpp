@@ -53,9 +53,9 @@ std::string in_train_flag_words(const OptionError& e, const TrainConfig& cfg) {
   return in_flag_words(e, train_flags(bound), part);
 }
 
-DataSplits datasets_from(const TrainConfig& cfg) {
+DataSplits datasets_from(const TrainConfig& cfg, const TrainingSplit* trained) {
   try {
-    return make_datasets(cfg.data, token_spec(cfg.model), cfg.trainer.loop.seed);
+    return make_datasets(cfg.data, token_spec(cfg.model), cfg.trainer.loop.seed, trained);
   } catch (const OptionError& e) {  // a field of cfg.data: name its flag
     throw UsageError(in_train_flag_words(e, cfg));
   }

@@ -31,7 +31,8 @@ std::string in_train_flag_words(const OptionError& e, const TrainConfig& cfg);
 
 /// The datasets of the flags (make_datasets), a usage error in flag words when they cannot be
 /// read: "--data_dir: folder '/x' has no train-images-idx3-ubyte(.gz): ...".
-DataSplits datasets_from(const TrainConfig& cfg);
+/// Given `trained` (a checkpoint's record), the test split alone.
+DataSplits datasets_from(const TrainConfig& cfg, const TrainingSplit* trained = nullptr);
 
 /// Runs the configured training on this rank; the Trainer gets `claim` (made from cfg) or claims
 /// the folder itself.

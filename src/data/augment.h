@@ -51,6 +51,7 @@ class AugmentedDataset : public Dataset {
   DatasetShape shape() const override { return base_->shape(); }
   std::vector<std::string> take_skipped() const override { return base_->take_skipped(); }
   uint64_t label_names_hash() const override { return base_->label_names_hash(); }
+  std::vector<std::string> label_names() const override { return base_->label_names(); }
   uint64_t files_hash() const override { return base_->files_hash(); }
 
  private:

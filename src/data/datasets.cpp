@@ -140,17 +140,19 @@ ImageOptions image_options(const DataOptions& o, uint64_t seed) {
 }
 
 // image_folder: DIR/train and, if there is one, DIR/val (labelled by train's classes).
-void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s) {
+void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s,
+                         const TrainingSplit* trained) {
+  namespace fs = std::filesystem;
   DDP_USAGE_CHECK(
-      std::filesystem::is_directory(dir + "/train"), "folder '", dir,
+      trained || fs::is_directory(dir + "/train"), "folder '", dir,
       "' has no train/ folder: image_folder reads DIR/train/<class>/<image> (and DIR/val/<class>/<image> "
       "for evaluation), ImageNet's layout");
   ImageOptions io = image_options(o, seed);
-  auto train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
-  if (std::filesystem::is_directory(dir + "/val")) {
+  std::unique_ptr<ImageFolderDataset> train;
+  if (!trained) train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
+  if (fs::is_directory(dir + "/val") && fs::is_directory(dir + "/train")) {
     // A val/ that is train/ (or holds it, or lies in it) under another name, through a link,
     // would score the model on the images it trains on.
-    namespace fs = std::filesystem;
     const fs::path t = fs::canonical(dir + "/train"), v = fs::canonical(dir + "/val");
     const auto within = [](const fs::path& inner, const fs::path& outer) {
       const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
@@ -161,8 +163,11 @@ void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t 
         t.string(),
         ") are the same images or one holds the other, through a link: the validation split would "
         "score the model on images it trains on; give val/ images of its own");
+  }
+  if (fs::is_directory(dir + "/val")) {
     io.random_crop = false;
-    s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io, train->classes());
+    s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io,
+                                                  trained ? trained->label_names : train->classes());
   }
   s.train = std::move(train);
 }
@@ -171,13 +176,13 @@ void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t 
 // of the training split (0..classes-1): checked at load, not at the first evaluation, an epoch
 // later.
 void check_labels_are_classes(const at::Tensor& labels, int64_t classes, const std::string& path,
-                              const std::string& train_path) {
+                              const std::string& train_name) {
   const at::Tensor outside = (labels >= classes).nonzero();
   if (outside.numel() == 0) return;
   const int64_t i = outside[0][0].item<int64_t>();
   throw UsageError(str("'", path, "': label ", labels.data_ptr<int64_t>()[i], " at index ", i,
-                       " is not a class of the training split ('", train_path, "' has classes 0..",
-                       classes - 1, "; ", outside.size(0), " of ", labels.size(0),
+                       " is not a class of the training split (", train_name, " has classes 0..", classes - 1,
+                       "; ", outside.size(0), " of ", labels.size(0),
                        " test labels are outside): relabel the test split or add the class to the training "
                        "split"));
 }
@@ -225,7 +230,11 @@ IdxDataset::IdxDataset(const std::string& dir, const std::string& prefix, double
 }
 
 void IdxDataset::check_scores(const IdxDataset& train) const {
-  check_labels_are_classes(labels_, train.shape().num_classes, labels_path_, train.labels_path_);
+  check_scores(train.shape().num_classes, "'" + train.labels_path_ + "'");
+}
+
+void IdxDataset::check_scores(int classes, const std::string& train_name) const {
+  check_labels_are_classes(labels_, classes, labels_path_, train_name);
 }
 
 DatasetShape IdxDataset::shape() const {
@@ -323,23 +332,26 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
 }
 
 void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
-  const DatasetShape& t = train.shape_;
-  DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'",
-                  path_, "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width,
-                  ") but '", train.path_, "' trains on (", t.channels, ", ", t.height, ", ", t.width,
-                  "): the test split must hold images of the training split's shape");
   const bool regression = train.labels_.is_floating_point();
   DDP_USAGE_CHECK(labels_.is_floating_point() == regression, "'", path_, "': labels are ",
                   labels_.is_floating_point() ? "float targets" : "class indices", " but '", train.path_,
                   "' has ", regression ? "float targets" : "class indices",
                   ": both splits need the same kind of labels");
-  if (regression) {
+  check_scores(train.shape_, "'" + train.path_ + "'");
+}
+
+void TensorFileDataset::check_scores(const DatasetShape& t, const std::string& train_name) const {
+  DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'",
+                  path_, "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width,
+                  ") but ", train_name, " trains on (", t.channels, ", ", t.height, ", ", t.width,
+                  "): the test split must hold images of the training split's shape");
+  if (labels_.is_floating_point()) {
     DDP_USAGE_CHECK(shape_.num_classes == t.num_classes, "'", path_, "': ", shape_.num_classes,
-                    " targets per image but '", train.path_, "' has ", t.num_classes,
+                    " targets per image but ", train_name, " has ", t.num_classes,
                     ": both splits need targets of the same size");
     return;
   }
-  check_labels_are_classes(labels_, t.num_classes, path_, train.path_);
+  check_labels_are_classes(labels_, t.num_classes, path_, train_name);
 }
 
 uint64_t TensorFileDataset::files_hash() const {
@@ -358,22 +370,27 @@ Example TensorFileDataset::get(int64_t index) const {
   return e;
 }
 
-DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed) {
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed,
+                         const TrainingSplit* trained) {
   opts.validate();
   DataSplits s;
   // Only the datasets read from files have a folder (resolved once: it checks the disk).
   const std::string dir = reads_folder(opts.dataset) ? data_dir_for(opts) : "";
   const auto from_dir = [&](auto make) { return read_from(&opts.data_dir, "data_dir", opts, make); };
+  const std::string recorded = "the checkpoint's training split";
   switch (opts.dataset) {
-    case DatasetKind::kSynthetic: {
+    case DatasetKind::kSynthetic: {  // no test split
+      if (trained) break;
       const int size = opts.image_size_or_default();
       s.train = std::make_unique<SyntheticDataset>(
           opts.dataset_size, DatasetShape{opts.in_channels, size, size, opts.num_classes});
       break;
     }
     case DatasetKind::kImageFolder:
+      DDP_ASSERT(!trained || !trained->label_names.empty(),
+                 "an image folder's recorded classes have no names");
       from_dir([&] {
-        image_folder_splits(dir, opts, seed, s);
+        image_folder_splits(dir, opts, seed, s, trained);
         return 0;
       });
       break;
@@ -383,11 +400,13 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
         return read_from(field, name, opts,
                          [&] { return std::make_unique<WebDatasetDataset>(*field, io, classes); });
       };
-      auto train = shards(&opts.data_path, "data_path", 0);
+      std::unique_ptr<Dataset> train;
+      if (!trained) train = shards(&opts.data_path, "data_path", 0);
       io.random_crop = false;
-      if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path", train->shape().num_classes);
+      const int classes = trained ? trained->shape.num_classes : train->shape().num_classes;
+      if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path", classes);
       s.train = std::move(train);
-      refuse_files_in_both_splits(opts, "tar shard");
+      if (!trained) refuse_files_in_both_splits(opts, "tar shard");
       break;
     }
     case DatasetKind::kFashionMnist:
@@ -395,25 +414,34 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       const bool fashion = opts.dataset == DatasetKind::kFashionMnist;
       const double mean = fashion ? 0.2860 : 0.1307, std = fashion ? 0.3530 : 0.3081;
       const char* name = fashion ? "Fashion-MNIST" : "MNIST";
-      auto train = from_dir([&] { return std::make_unique<IdxDataset>(dir, "train", mean, std, name); });
+      std::unique_ptr<IdxDataset> train;
+      if (!trained)
+        train = from_dir([&] { return std::make_unique<IdxDataset>(dir, "train", mean, std, name); });
       s.test = from_dir([&] {
         auto test = std::make_unique<IdxDataset>(dir, "t10k", mean, std, name);
-        test->check_scores(*train);
+        if (train)
+          test->check_scores(*train);
+        else
+          test->check_scores(trained->shape.num_classes, recorded);
         return test;
       });
       s.train = std::move(train);
       break;
     }
     case DatasetKind::kCifar10:
-      s.train = from_dir([&] { return std::make_unique<Cifar10Dataset>(dir, true); });
+      if (!trained) s.train = from_dir([&] { return std::make_unique<Cifar10Dataset>(dir, true); });
       s.test = from_dir([&] { return std::make_unique<Cifar10Dataset>(dir, false); });
       break;
     case DatasetKind::kTensors:
       from_dir([&] {
-        auto train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
+        std::unique_ptr<TensorFileDataset> train;
+        if (!trained) train = std::make_unique<TensorFileDataset>(dir + "/train.pt");
         if (std::filesystem::is_regular_file(dir + "/test.pt")) {
           auto test = std::make_unique<TensorFileDataset>(dir + "/test.pt");
-          test->check_scores(*train);
+          if (train)
+            test->check_scores(*train);
+          else
+            test->check_scores(trained->shape, recorded);
           s.test = std::move(test);
         }
         s.train = std::move(train);
@@ -430,28 +458,30 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
                 " holds token sequences: train it with a GPT or Llama model (TokenSpec::block_size > 0)"),
             kDatasetsOwner)
             .within(&opts);
-      if (opts.dataset == DatasetKind::kTokens) {
-        s.train =
-            std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size, tokens.vocab_size);
+      if (opts.dataset == DatasetKind::kTokens) {  // no test split
+        if (!trained)
+          s.train = std::make_unique<TokenSyntheticDataset>(opts.dataset_size, tokens.block_size,
+                                                            tokens.vocab_size);
       } else if (opts.dataset == DatasetKind::kTokenShards) {
         const auto shards = [&](const std::string* field, const char* name) {
           return read_from(field, name, opts, [&] {
             return std::make_unique<TokenShardDataset>(*field, tokens.block_size, tokens.vocab_size);
           });
         };
-        s.train = shards(&opts.data_path, "data_path");
+        if (!trained) s.train = shards(&opts.data_path, "data_path");
         if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path");
-        refuse_files_in_both_splits(opts, "token file");
+        if (!trained) refuse_files_in_both_splits(opts, "token file");
       } else {
         const auto from_file = [&](auto make) { return read_from(&opts.data_path, "data_path", opts, make); };
-        s.train =
-            from_file([&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true); });
+        if (!trained)
+          s.train = from_file(
+              [&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, true); });
         s.test = from_file(
             [&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false); });
       }
       break;
   }
-  if (opts.augment && !decodes_images(opts.dataset))  // image datasets crop as they decode
+  if (s.train && opts.augment && !decodes_images(opts.dataset))  // image datasets crop as they decode
     s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));
   return s;
 }

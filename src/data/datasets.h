@@ -52,6 +52,10 @@ class Dataset {
   /// images, other labels) is refused. A user's dataset whose labels come from a mapping that
   /// can change may return a hash of that mapping.
   virtual uint64_t label_names_hash() const { return 0; }
+  /// The class names in label order where the data names its classes (an image folder's
+  /// folders), else empty: a checkpoint records them, so that an evaluation labels a
+  /// validation split by them without the training split (TrainingSplit).
+  virtual std::vector<std::string> label_names() const { return {}; }
   /// A hash of which samples the indices name, in order (0: not known), such as a shard set's
   /// file names and sizes: a checkpoint's epoch order is drawn over indices, so a mid-epoch
   /// resume over other files of the same count would repeat some samples and skip others
@@ -86,6 +90,8 @@ class IdxDataset : public Dataset {
   /// UsageError unless every label of this split is a class of `train` (the first label
   /// outside is named with its index): checked at load, not at the first evaluation.
   void check_scores(const IdxDataset& train) const;
+  /// The same against a training split of `classes` classes, `train_name` in the message.
+  void check_scores(int classes, const std::string& train_name) const;
 
  private:
   std::string labels_path_;
@@ -129,6 +135,9 @@ class TensorFileDataset : public Dataset {
   /// epoch later, fails in the loss, or (another image size under global pooling) passes
   /// with a meaningless accuracy.
   void check_scores(const TensorFileDataset& train) const;
+  /// The same against a training split of shape `train` (recorded: the targets' kind is not),
+  /// `train_name` in the message.
+  void check_scores(const DatasetShape& train, const std::string& train_name) const;
 
  private:
   std::string path_;
@@ -138,8 +147,16 @@ class TensorFileDataset : public Dataset {
 };
 
 struct DataSplits {
-  std::unique_ptr<Dataset> train;
-  std::unique_ptr<Dataset> test;  // null when the dataset has no test split
+  std::unique_ptr<Dataset> train;  // null where make_datasets was given the TrainingSplit
+  std::unique_ptr<Dataset> test;   // null when the dataset has no test split
+};
+
+/// What a checkpoint records of the split it trained on (meta.json's "training_split"), so that
+/// an evaluation opens the test split alone (a machine with only the validation files): the
+/// shape its model was built from, and the class names its labels index (an image folder's).
+struct TrainingSplit {
+  DatasetShape shape;
+  std::vector<std::string> label_names;
 };
 
 /// What token datasets need from the model: its context length and vocabulary.
@@ -156,7 +173,10 @@ struct DataOptions;
 /// default. No other dataset has one.
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {}, uint64_t seed = 0);
+/// Given `trained`, the test split alone: checked against the training split as recorded (its
+/// classes, its images' shape), the training split's files never opened (DataSplits::train null).
+DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens = {}, uint64_t seed = 0,
+                         const TrainingSplit* trained = nullptr);
 
 /// Reads a whole file, gunzipping when it ends in .gz; UsageError when missing.
 std::string read_maybe_gzipped(const std::string& path);

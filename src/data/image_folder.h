@@ -33,6 +33,7 @@ class ImageFolderDataset : public ImageDataset {
   /// FNV-1a 64 of the class names in label order: another copy's folders named otherwise
   /// label the same images with other classes (the run identity and the ranks compare it).
   uint64_t label_names_hash() const override;
+  std::vector<std::string> label_names() const override { return classes_; }
   /// The files' paths under the root (each class folder's name first), in order.
   uint64_t files_hash() const override;
   std::string file(int64_t index) const;  // its path

@@ -18,13 +18,14 @@ std::string precision_to_resume(const CheckpointMeta& meta) {
 
 CheckpointPolicy::CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts,
                                    const Precision& precision, const std::vector<CheckpointPart>& parts,
-                                   LoopHooks& hooks)
+                                   LoopHooks& hooks, nlohmann::json training_split)
     : ctx_(ctx),
       opts_(opts),
       precision_(precision.name()),
       precision_auto_(precision.auto_choice),
       parts_(parts),
-      hooks_(hooks) {}
+      hooks_(hooks),
+      training_split_(std::move(training_split)) {}
 
 bool CheckpointPolicy::due_by_steps(const TrainState& s) const {
   return opts_.checkpoint.save_every_steps > 0 && s.global_step % opts_.checkpoint.save_every_steps == 0;
@@ -91,6 +92,7 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   if (s.lr_step_offset != 0) meta.extra["lr_step_offset"] = s.lr_step_offset;
   meta.extra["lr_horizon"] = s.lr_horizon.to_json();  // Note [Schedule horizon]
   meta.extra["global_batch"] = opts_.global_batch(ctx_.world_size());
+  meta.extra["training_split"] = training_split_;      // what eval needs of it (train/training_split.h)
   if (owed_) meta.extra[kEvaluationOwedKey] = *owed_;  // Note [Evaluation owed]
   char name[64];
   if (epoch_complete)

@@ -33,8 +33,9 @@ class CheckpointPolicy : public Callback {
   /// `hooks`: the test hooks of each save's stages (train/loop_hooks.h).
   /// `precision`: what the run trains in (meta.json "precision") and, where a device lacked
   /// amp_dtype=auto's choice, that choice ("precision_auto": what a resume takes up again).
+  /// `training_split`: meta.json's record of the data trained on (train/training_split.h).
   CheckpointPolicy(const DistContext& ctx, const TrainerOptions& opts, const Precision& precision,
-                   const std::vector<CheckpointPart>& parts, LoopHooks& hooks);
+                   const std::vector<CheckpointPart>& parts, LoopHooks& hooks, nlohmann::json training_split);
 
   void on_step_end(const TrainState& s, const StepEvent& e) override;
   /// The epoch's save when one is due: called by the Trainer after the epoch's summary.
@@ -59,6 +60,7 @@ class CheckpointPolicy : public Callback {
   std::string precision_, precision_auto_;
   const std::vector<CheckpointPart>& parts_;
   LoopHooks& hooks_;
+  nlohmann::json training_split_;
   std::string last_;
   int64_t saved_step_ = -1;             // the global step of this run's newest save
   std::optional<nlohmann::json> owed_;  // the epoch's summary, while its save owes the evaluation

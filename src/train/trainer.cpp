@@ -26,6 +26,7 @@
 #include "train/trainer_impl.h"
 #include "train/trainer_run.h"
 #include "train/trainer_start.h"
+#include "train/training_split.h"
 #include "train/vector_math_first_calls.h"
 #include "util/error.h"
 
@@ -340,7 +341,8 @@ std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
   // on_step_end and on_epoch_end made of it (an EMA, a counter). An epoch's own save comes
   // before its evaluation (CheckpointPolicy::before_evaluation), after on_epoch_trained.
   c.insert(c.end(), user_callbacks_.begin(), user_callbacks_.end());
-  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision, parts_, *hooks_);
+  run.checkpoints = std::make_shared<CheckpointPolicy>(ctx_, opts_, start_.precision, parts_, *hooks_,
+                                                       training_split_record(run.train));
   c.push_back(run.checkpoints);
   return c;
 }

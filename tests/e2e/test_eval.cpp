@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
   // Train 1 epoch on Fashion-MNIST (a slice: --max_steps), then evaluate the checkpoint at
-  // world 1, 2 and 3: every run counts exactly the 10,000 test images and agrees.
+  // world 1, 2 and 3: every run counts exactly the 10,000 test images and agrees; and from a
+  // folder of the test files alone.
   const std::string ckpt = fresh_dir("eval");
   ProcResult t = run({binary(), "train", "--dataset", "fashion-mnist", "--width", "0.125", "--batch_size",
                       "64", "--max_steps", "20", "--lr", "0.05", "--num_workers", "1", "--eval_every", "0",
@@ -57,6 +58,21 @@ TEST(Eval, CountsTheTestSetOnceForAnyWorldSize) {
   EXPECT_EQ(accs[0], accs[2]);
   EXPECT_NEAR(losses[0], losses[1], 1e-6);
   EXPECT_NEAR(losses[0], losses[2], 1e-6);
+  // The checkpoint records its training split's shape (train/training_split.h): a folder of
+  // the test files alone evaluates the same (before, eval stopped for want of the training files).
+  const std::string alone = fresh_dir("eval_test_files_only");
+  for (const auto& e : fs::directory_iterator("/usr/share/datasets/fashion-mnist"))
+    if (e.path().filename().string().rfind("t10k-", 0) == 0)
+      fs::copy(e.path(), alone + "/" + e.path().filename().string());
+  ProcResult only = run({binary(), "eval", "--checkpoint", ckpt + "/step_00000020", "--batch_size", "256",
+                         "--data_dir", alone, "--metrics_file", alone + "/eval.jsonl"},
+                        {}, 300);
+  ASSERT_EQ(only.exit_code, 0) << only.output;
+  const auto records = read_jsonl(alone + "/eval.jsonl");
+  ASSERT_EQ(records.size(), 1u) << only.output;
+  EXPECT_EQ(records[0].at("samples").get<int64_t>(), 10000);
+  EXPECT_EQ(records[0].at("test_acc").get<double>(), accs[0]);
+  EXPECT_EQ(records[0].at("test_loss").get<double>(), losses[0]);
   ProcResult missing = run({binary(), "eval"}, {}, 60);
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }

@@ -236,7 +236,8 @@ TEST(ImageFolder, AnImageThatDoesNotDecodeStopsTheRunNamingItOrIsSkippedAndCount
 // Note [Run identity]: --data_dir may change on resume, but a copy of the folder whose class
 // folders are named otherwise labels the same images with other classes (here the first class
 // renamed to sort last: every label shifts by one, the class count unchanged). The resume and
-// eval both stop with exit 2 naming the classes; on the folder it was trained on, eval reads.
+// eval both stop with exit 2 naming the classes; on the folder it was trained on, eval reads,
+// and from a copy of val/ alone too (the checkpoint names its classes).
 // A resume of the older epoch there leaves the run's later epoch where it is (Note [A branch a
 // run abandons]: the flags alone vouched for it; before, it was moved into .superseded/ before
 // the Trainer saw the classes and refused, and auto no longer resumed it).
@@ -248,7 +249,19 @@ TEST(ImageFolder, ACheckpointResumesAndEvaluatesOnlyOnItsOwnClasses) {
   ProcResult same =
       run({binary(), "eval", "--checkpoint", dir + "/ck", "--metrics_file", dir + "/eval.jsonl"}, {}, 120);
   ASSERT_EQ(same.exit_code, 0) << same.output;
-  EXPECT_FALSE(read_jsonl(dir + "/eval.jsonl").empty());
+  const auto evals = read_jsonl(dir + "/eval.jsonl");
+  ASSERT_EQ(evals.size(), 1u) << same.output;
+  // The checkpoint records its classes' names (train/training_split.h): val/ alone evaluates the same.
+  fs::create_directories(dir + "/val_only");
+  fs::copy(data + "/folder/val", dir + "/val_only/val", fs::copy_options::recursive);
+  ProcResult val_only = run({binary(), "eval", "--checkpoint", dir + "/ck", "--data_dir", dir + "/val_only",
+                             "--metrics_file", dir + "/val_only.jsonl"},
+                            {}, 120);
+  ASSERT_EQ(val_only.exit_code, 0) << val_only.output;
+  const auto alone_evals = read_jsonl(dir + "/val_only.jsonl");
+  ASSERT_EQ(alone_evals.size(), 1u) << val_only.output;
+  for (const char* key : {"samples", "test_acc", "test_loss"})
+    EXPECT_EQ(alone_evals[0].at(key), evals[0].at(key)) << key;
   std::vector<std::string> classes;
   for (const auto& e : fs::directory_iterator(data + "/folder/train")) classes.push_back(e.path().filename());
   std::sort(classes.begin(), classes.end());
@@ -268,5 +281,8 @@ TEST(ImageFolder, ACheckpointResumesAndEvaluatesOnlyOnItsOwnClasses) {
   EXPECT_FALSE(lines_with(resumed.output, "the image folder's classes").empty()) << resumed.output;
   ProcResult eval = run({binary(), "eval", "--checkpoint", dir + "/ck"}, {}, 120);
   EXPECT_EQ(eval.exit_code, 2) << eval.output;
-  EXPECT_FALSE(lines_with(eval.output, "the class folders here are named otherwise").empty()) << eval.output;
+  EXPECT_FALSE(
+      lines_with(eval.output, "has class folder 'zz_" + classes[0] + "', which the training split has not")
+          .empty())
+      << eval.output;
 }

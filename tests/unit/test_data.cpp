@@ -345,6 +345,42 @@ TEST(Data, MnistUsesItsOwnNormalisation) {
   EXPECT_NE(err.find("train-images-idx3-ubyte' is not an IDX image file"), std::string::npos) << err;
 }
 
+// A checkpoint's record of its training split (train/training_split.h) lets eval open the test
+// split alone: a folder with only MNIST's t10k files reads, labelled against the recorded
+// classes, and the training files are never looked for.
+TEST(Data, ATestSplitAloneIsCheckedAgainstTheRecordedTrainingSplit) {
+  const std::string dir = fresh("mnist_test_only");
+  std::string img = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2};
+  img += std::string("\x00\xff\x80\x01\x02\x03\x04\x05", 8);
+  std::ofstream(dir + "/t10k-images-idx3-ubyte", std::ios::binary) << img;
+  const auto labels = [&](char second) {
+    std::ofstream(dir + "/t10k-labels-idx1-ubyte", std::ios::binary)
+        << std::string{0, 0, 8, 1, 0, 0, 0, 2, 7, second};
+  };
+  labels(9);
+  DataOptions o;
+  o.dataset = DatasetKind::kMnist;
+  o.data_dir = dir;
+  EXPECT_NE(usage_error_of(o).find("train-images-idx3-ubyte"), std::string::npos) << "both splits were read";
+  const TrainingSplit trained{{1, 2, 2, 10}, {}};
+  const DataSplits s = make_datasets(o, {}, 0, &trained);
+  EXPECT_EQ(s.train, nullptr);
+  ASSERT_NE(s.test, nullptr);
+  EXPECT_EQ(s.test->size(), 2);
+  EXPECT_EQ(s.test->get(1).target.item<int64_t>(), 9);
+  labels(10);
+  std::string err;
+  try {
+    make_datasets(o, {}, 0, &trained);
+  } catch (const UsageError& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("label 10 at index 1 is not a class of the training split (the checkpoint's training "
+                     "split has classes 0..9"),
+            std::string::npos)
+      << err;
+}
+
 // Augmentation is a pure function of (seed, epoch, index): batches are bitwise the same for
 // 0, 1, 2 and 4 loader threads and across a resume (skipping batches), and differ between
 // epochs; a crop moves pixels, a flip mirrors them.
