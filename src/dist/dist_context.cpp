@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "dist/backend_factory.h"
+#include "dist/bounded_store.h"
 #include "dist/device_checking_backend.h"
 #include "dist/flight_watchdog.h"
 #include "dist/peer_failure.h"
@@ -68,6 +69,7 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   // A world of one needs no rendezvous: an in-process store, so no port can collide.
   if (env_.world_size == 1 && !env_.use_agent_store) {
     store_ = c10::make_intrusive<c10d::HashStore>();
+    bounded_ = std::make_shared<const BoundedStore>(store_);
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     return;
@@ -108,11 +110,12 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
     wait_for_every_rank(*store_, env_.rank, env_.world_size, joined_by,
-                        timeout_);  // then: the collective timeout
+                        timeout_);                            // then: the collective timeout
+    bounded_ = std::make_shared<const BoundedStore>(store_);  // Note [Bounded store requests]
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]
-      peer_watch_ = std::make_unique<PeerFailureWatch>(store_, env_.rank, log_, opts.peer_failure_grace,
+      peer_watch_ = std::make_unique<PeerFailureWatch>(bounded_, env_.rank, log_, opts.peer_failure_grace,
                                                        opts.on_peer_failure);
   } catch (const RendezvousIncomplete& e) {  // this rank reached the store; others did not
     throw Error(str("[rank ", env_.rank, "/", env_.world_size, "] rendezvous at ", env_.master_addr, ":",
@@ -173,6 +176,7 @@ void DistContext::release() {
   watchdog_.reset();
   // Dropping the last reference joins Gloo's worker threads; store after the group.
   pg_.reset();
+  bounded_.reset();
   store_.reset();
 }
 
@@ -188,7 +192,7 @@ void DistContext::wait(const compat::WorkHandle& work, const char* what) const {
                     watchdog_->dir(), "`): ", verdict.substr(0, verdict.size() - 1)));
     }
     // Note [A rank's failure ends the job]: the failure another rank announced is the cause.
-    const std::optional<AnnouncedFailure> first = store_ ? announced_failure(*store_) : std::nullopt;
+    const std::optional<AnnouncedFailure> first = bounded_ ? announced_failure(*bounded_) : std::nullopt;
     throw CollectiveError(str("[rank ", env_.rank, "/", env_.world_size, "] ", reason,
                               first ? " — the job failed first on " + first->text
                                     : std::string(" — another rank probably died or is stuck; see its log")));
@@ -347,10 +351,10 @@ void DistContext::barrier(const char* what) const {
 }
 
 void DistContext::wait_for_main(const std::string& what, std::chrono::milliseconds at_least) const {
-  if (!pg_ || !store_) return;
+  if (!pg_ || !bounded_) return;
   const std::string key = str("ddptrain/done/", ++main_events_, ": ", what);
   if (is_main()) {
-    store_->set(key, std::vector<uint8_t>{1});
+    bounded_->set(key, std::vector<uint8_t>{1});
     return;
   }
   const auto timeout = std::max(timeout_, at_least);
@@ -362,8 +366,8 @@ void DistContext::wait_for_main(const std::string& what, std::chrono::millisecon
   try {
     for (auto pause = std::chrono::milliseconds(1); std::chrono::steady_clock::now() < until;
          pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
-      if (store_->check({key})) return;
-      if (const auto failure = announced_failure(*store_))
+      if (bounded_->check({key})) return;
+      if (const auto failure = announced_failure(*bounded_))
         throw CollectiveError(str(where, " — the job failed first on ", failure->text));
       std::this_thread::sleep_for(pause);
     }
@@ -378,12 +382,12 @@ void DistContext::wait_for_main(const std::string& what, std::chrono::millisecon
 }
 
 void DistContext::announce_failure(const std::string& reason, bool secondary) const {
-  if (!pg_ || !store_ || env_.world_size == 1) return;
+  if (!pg_ || !bounded_ || env_.world_size == 1) return;
   if (peer_watch_) peer_watch_->stop();
-  ddptrain::announce_failure(*store_, env_.rank, env_.world_size, reason, secondary);
+  ddptrain::announce_failure(*bounded_, env_.rank, env_.world_size, reason, secondary);
   // Rank 0's store ends with its process (under torchrun's agent store it outlives it).
   if (is_main() && !env_.use_agent_store)
-    wait_until_read(*store_, env_.rank, env_.world_size, std::chrono::milliseconds(2000));
+    wait_until_read(*bounded_, env_.rank, env_.world_size, std::chrono::milliseconds(2000));
 }
 
 void DistContext::dump_flight(const std::string& reason) const {
@@ -392,9 +396,9 @@ void DistContext::dump_flight(const std::string& reason) const {
 
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
-  if (!pg_ || !store_ || !recorder_->enabled() || dir.empty()) return;
-  watchdog_ =
-      std::make_unique<FlightWatchdog>(store_, *recorder_, env_.rank, env_.world_size, dir, env_.launch_dir);
+  if (!pg_ || !bounded_ || !recorder_->enabled() || dir.empty()) return;
+  watchdog_ = std::make_unique<FlightWatchdog>(bounded_, *recorder_, env_.rank, env_.world_size, dir,
+                                               env_.launch_dir);
 }
 
 }  // namespace ddptrain

@@ -21,6 +21,7 @@
 
 namespace ddptrain {
 
+class BoundedStore;
 class FlightWatchdog;
 class PeerFailureWatch;
 
@@ -148,6 +149,8 @@ class DistContext {
   std::chrono::milliseconds timeout_;
   Logger log_;
   c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<const BoundedStore>
+      bounded_;  // store_'s, after the rendezvous (Note [Bounded store requests])
   compat::CommHandle pg_;
   std::optional<at::Device> strict_device_;
   mutable int64_t staged_ = 0;

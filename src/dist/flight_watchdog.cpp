@@ -15,7 +15,7 @@ const std::string kFlag = "ddptrain/flight/dump";
 
 }  // namespace
 
-FlightWatchdog::FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder,
+FlightWatchdog::FlightWatchdog(std::shared_ptr<const BoundedStore> store, const FlightRecorder& recorder,
                                int rank, int world, std::string dir, std::string launch_dir)
     : store_(std::move(store)),
       recorder_(recorder),

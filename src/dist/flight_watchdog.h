@@ -7,20 +7,20 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
+#include "dist/bounded_store.h"
 #include "dist/flight_recorder.h"
 
 namespace ddptrain {
 
 class FlightWatchdog {
  public:
-  FlightWatchdog(c10::intrusive_ptr<c10d::Store> store, const FlightRecorder& recorder, int rank, int world,
-                 std::string dir, std::string launch_dir = "");
+  FlightWatchdog(std::shared_ptr<const BoundedStore> store, const FlightRecorder& recorder, int rank,
+                 int world, std::string dir, std::string launch_dir = "");
   ~FlightWatchdog();
   FlightWatchdog(const FlightWatchdog&) = delete;
   FlightWatchdog& operator=(const FlightWatchdog&) = delete;
@@ -37,7 +37,7 @@ class FlightWatchdog {
   /// for the records (then they are written and the flag raised).
   bool answer_launcher();
 
-  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<const BoundedStore> store_;
   const FlightRecorder& recorder_;
   int rank_, world_;
   std::string dir_, launch_dir_;

@@ -23,7 +23,8 @@ std::optional<AnnouncedFailure> decode(const std::vector<uint8_t>& v) {
 
 }  // namespace
 
-void announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool secondary) {
+void announce_failure(const BoundedStore& store, int rank, int world, const std::string& reason,
+                      bool secondary) {
   // A long message (a backtrace) is cut: the peers quote it in one line. Its own "[rank r/w] "
   // prefix (a collective's error) is said once.
   std::string why = reason;
@@ -32,15 +33,15 @@ void announce_failure(c10d::Store& store, int rank, int world, const std::string
   const std::vector<uint8_t> mine = bytes(str(secondary ? "S" : "P", "rank ", rank, "/", world, ": ",
                                               why.size() > 600 ? why.substr(0, 600) + "..." : why));
   try {
-    const std::vector<uint8_t> there = store.compareSet(kFailed, {}, mine);
+    const std::vector<uint8_t> there = store.compare_set(kFailed, {}, mine);
     if (there != mine && !secondary && decode(there) && decode(there)->secondary)
-      store.compareSet(kFailed, there, mine);  // the root cause replaces a failure it caused
+      store.compare_set(kFailed, there, mine);  // the root cause replaces a failure it caused
     store.set(read_key(rank), bytes("1"));
   } catch (const std::exception&) {  // the store is gone: so is rank 0, whom the others see go
   }
 }
 
-std::optional<AnnouncedFailure> announced_failure(c10d::Store& store) {
+std::optional<AnnouncedFailure> announced_failure(const BoundedStore& store) {
   try {
     if (!store.check({kFailed})) return std::nullopt;
     return decode(store.get(kFailed));
@@ -49,7 +50,7 @@ std::optional<AnnouncedFailure> announced_failure(c10d::Store& store) {
   }
 }
 
-void wait_until_read(c10d::Store& store, int rank, int world, std::chrono::milliseconds wait) {
+void wait_until_read(const BoundedStore& store, int rank, int world, std::chrono::milliseconds wait) {
   std::vector<std::string> others;
   for (int r = 0; r < world; ++r)
     if (r != rank) others.push_back(read_key(r));
@@ -61,7 +62,7 @@ void wait_until_read(c10d::Store& store, int rank, int world, std::chrono::milli
   }
 }
 
-PeerFailureWatch::PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, int rank, Logger log,
+PeerFailureWatch::PeerFailureWatch(std::shared_ptr<const BoundedStore> store, int rank, Logger log,
                                    std::chrono::milliseconds grace,
                                    std::function<void(const std::string&)> on_failure,
                                    std::chrono::milliseconds poll)

@@ -21,13 +21,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
+#include "dist/bounded_store.h"
 #include "obs/logger.h"
 
 namespace ddptrain {
@@ -41,20 +41,21 @@ struct AnnouncedFailure {
 /// Writes "rank R/W: reason" as the job's failure unless one is there already (a primary one
 /// replaces a secondary one), and counts this rank as having read the job's failure. Never
 /// throws (the store may be gone).
-void announce_failure(c10d::Store& store, int rank, int world, const std::string& reason, bool secondary);
+void announce_failure(const BoundedStore& store, int rank, int world, const std::string& reason,
+                      bool secondary);
 
 /// The job's announced failure, if any (nullopt also when the store is gone).
-std::optional<AnnouncedFailure> announced_failure(c10d::Store& store);
+std::optional<AnnouncedFailure> announced_failure(const BoundedStore& store);
 
 /// Waits, at most `wait`, until every rank but `rank` has read the job's failure (rank 0,
 /// whose store ends with it). Never throws.
-void wait_until_read(c10d::Store& store, int rank, int world, std::chrono::milliseconds wait);
+void wait_until_read(const BoundedStore& store, int rank, int world, std::chrono::milliseconds wait);
 
 class PeerFailureWatch {
  public:
   /// Polls `store` every `poll`; once another rank's failure is announced, logs it, waits
   /// `grace` (ended early by stop() or the destructor) and calls on_failure(announcement).
-  PeerFailureWatch(c10::intrusive_ptr<c10d::Store> store, int rank, Logger log,
+  PeerFailureWatch(std::shared_ptr<const BoundedStore> store, int rank, Logger log,
                    std::chrono::milliseconds grace, std::function<void(const std::string&)> on_failure,
                    std::chrono::milliseconds poll = std::chrono::milliseconds(500));
   ~PeerFailureWatch();
@@ -69,7 +70,7 @@ class PeerFailureWatch {
   /// Waits d unless stopped; true when stopped.
   bool stopped_within(std::chrono::milliseconds d);
 
-  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<const BoundedStore> store_;
   int rank_;
   Logger log_;
   std::chrono::milliseconds grace_, poll_;

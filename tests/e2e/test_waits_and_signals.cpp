@@ -253,6 +253,37 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
   }
 }
 
+// Note [Bounded failure requests]: rank 0 stopped (SIGSTOP: to its peers, a host that is gone)
+// while rank 1 trains. Rank 1's next collective fails at --dist_timeout_s (20 s), and then it
+// ends within seconds, exit 1, its error file naming the collective. Each request its failure
+// made of the store (the flight recorder's flag, the announcement, the watches' last polls as
+// it ends) waited for an answer with no bound (Note [Bounded store requests]): rank 1 waited for
+// ever (killed at 200 s); now it ends about 4 s after its collective failed.
+TEST(E2E, ARankWhoseRankZeroIsGoneEndsSoonAfterItsCollectiveFails) {
+  const std::string ckpt = fresh_dir("rank0_gone");
+  const std::vector<pid_t> pids =
+      spawn_two_ranks(ckpt,
+                      {"--dist_timeout_s", "20", "--dataset_size", "2000000", "--epochs", "1",
+                       "--metrics_file", ckpt + "/m.jsonl", "--log_interval", "1"},
+                      {});
+  for (int i = 0; i < 600 && step_values(ckpt + "/m.jsonl", "loss").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(step_values(ckpt + "/m.jsonl", "loss").empty()) << read_text(ckpt + "/rank1.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pids[0], SIGSTOP);
+  const int code = wait_or_kill(pids[1], 200);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(pids[0], SIGKILL);
+  wait_for(pids[0], 10);
+  std::printf("rank 0 SIGSTOPped: rank 1 ended (exit %d) %.1f s later\n", code, secs);
+  const std::string log = read_text(ckpt + "/rank1.log");
+  EXPECT_EQ(code, 1) << log;
+  // 20 s, then a few bounded requests of 5 s at most: slack for a loaded machine.
+  EXPECT_LT(secs, 20 + 30.0) << log;
+  const std::string error = error_of(ckpt, 1)["message"].get<std::string>();
+  EXPECT_NE(error.find("timeout 20 s"), std::string::npos) << error;
+}
+
 // Rank 0 fails writing a checkpoint (a full disk) while rank 1 waits on the store for that write
 // (PartFiles::sync): rank 1 ends at once, exit 1, its error naming rank 0's as the cause (it
 // said only that the store went away, "rank 0 probably died"; under torchrun's agent store it

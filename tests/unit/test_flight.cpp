@@ -232,7 +232,10 @@ TEST(FlightWatchdog, RemovesItsRanksOldRecord) {
   write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
   write_json(dir + "/flight_rank1.json", record(1, 2, 2));
   FlightRecorder recorder(8);
-  { FlightWatchdog watchdog(c10::make_intrusive<c10d::HashStore>(), recorder, 1, 2, dir); }
+  {
+    FlightWatchdog watchdog(std::make_shared<BoundedStore>(c10::make_intrusive<c10d::HashStore>()), recorder,
+                            1, 2, dir);
+  }
   EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
 }
