@@ -271,9 +271,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "checkpoint '", checkpoint, "' was trained from the scripted module '", cfg.model.model_path,
       "' (its config.json's model_path), which is not a file here: the checkpoint holds the weights, ",
       "not the module's code; pass --model_path PATH with the same module's file");
-  DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
-  dist_opts.rendezvous_timeout = std::chrono::seconds(cfg.dist.rendezvous_timeout_s);
-  DistContext ctx(read_env_contract(), dist_opts);
+  DistContext ctx(read_env_contract(), dist_options(cfg.dist));
   say_training_keys_of_the_config(typed, given, ctx.log());
   // Each rank chose "the newest" in a folder on its own: a save between two listings would have
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
@@ -281,13 +279,11 @@ int cmd_eval(const std::vector<std::string>& args) {
   set_intra_op_threads(cfg, ctx);
   // The test split alone where the checkpoint recorded what its training split was; an older
   // one's, and an image folder's without its class names, need the training split too.
-  std::optional<TrainingSplit> trained = recorded_training_split(meta);
-  if (trained && cfg.data.dataset == DatasetKind::kImageFolder && trained->label_names.empty())
-    trained.reset();
+  const std::optional<TrainingSplit> trained = recorded_training_split(meta);
   DataSplits data =
       open_data_on_every_rank(ctx, [&] { return datasets_from(cfg, trained ? &*trained : nullptr); });
   DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
-  if (trained) {
+  if (!data.train) {
     ctx.log().info("the test split alone is read: the checkpoint records its training split's shape" +
                    std::string(trained->label_names.empty() ? "" : " and class names"));
   } else {
@@ -301,7 +297,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   // The training split's, as the checkpoint's run built its model (a test split without one
   // class says one class fewer: another head, refused as "other flags").
-  const DatasetShape shape = trained ? trained->shape : data.train->shape();
+  const DatasetShape shape = data.train ? data.train->shape() : trained->shape;
   std::shared_ptr<Model> model;
   try {
     model = build_model(cfg.model, shape);

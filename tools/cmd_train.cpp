@@ -69,9 +69,7 @@ int cmd_train(const std::vector<std::string>& args) {
     keep_cpu_heap(static_cast<int64_t>(cfg.program.cpu_heap_keep_mb < 0 ? 1024 : cfg.program.cpu_heap_keep_mb)
                   << 20);
 
-  DistOptionsResolved dist_opts{cfg.dist.backend, std::chrono::seconds(cfg.dist.dist_timeout_s)};
-  dist_opts.rendezvous_timeout = std::chrono::seconds(cfg.dist.rendezvous_timeout_s);
-  dist_opts.flight_recorder = static_cast<size_t>(cfg.dist.flight_recorder);
+  DistOptionsResolved dist_opts = dist_options(cfg.dist);
   // Note [A rank's failure ends the job]: another rank's error is this one's, reported after it.
   dist_opts.on_peer_failure = [](const std::string& first) {
     report_fatal(1, "the job failed first on " + first + "; this rank ends too", /*secondary=*/true);

@@ -18,6 +18,15 @@
 
 namespace ddptrain {
 
+DistOptionsResolved dist_options(const DistOptions& d) {
+  DistOptionsResolved o;
+  o.backend = d.backend;
+  o.timeout = std::chrono::seconds(d.dist_timeout_s);
+  o.rendezvous_timeout = std::chrono::seconds(d.rendezvous_timeout_s);
+  o.flight_recorder = static_cast<size_t>(d.flight_recorder);
+  return o;
+}
+
 TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config_json) {
   TrainerOptions o = cfg.trainer;  // the flags are bound to its fields
   o.channels_last = uses_channels_last(cfg.model);

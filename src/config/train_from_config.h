@@ -16,6 +16,10 @@
 
 namespace ddptrain {
 
+/// The DistContext's options from the flags (--backend, --dist_timeout_s, --rendezvous_timeout_s,
+/// --flight_recorder); what a program adds (on_peer_failure) it sets itself.
+DistOptionsResolved dist_options(const DistOptions& d);
+
 /// The Trainer's options from the flags; `config_json` is saved with every checkpoint.
 TrainerOptions trainer_options(const TrainConfig& cfg, const std::string& config_json);
 

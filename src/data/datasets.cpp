@@ -113,10 +113,18 @@ auto read_from(const std::string* field, const char* name, const DataOptions& o,
 // A validation split that shares a file with the training split scores the model on samples
 // it trains on, and its loss reads better than the model is: refused (a pattern such as
 // 'data/*.bin' takes nanoGPT's val.bin too). Called once both splits have opened their files.
-void refuse_files_in_both_splits(const DataOptions& o, const char* kind) {
+// `train_may_be_absent`: the training split was not opened (an evaluation of the test split
+// alone), and a data_path that matches no file here is no error.
+void refuse_files_in_both_splits(const DataOptions& o, const char* kind, bool train_may_be_absent = false) {
   if (o.val_path.empty()) return;
-  const std::string both =
-      first_file_in_both(files_matching(o.data_path, kind, ""), files_matching(o.val_path, kind, ""));
+  std::vector<std::string> train;
+  try {
+    train = files_matching(o.data_path, kind, "");
+  } catch (const UsageError&) {
+    if (train_may_be_absent) return;
+    throw;
+  }
+  const std::string both = first_file_in_both(train, files_matching(o.val_path, kind, ""));
   if (both.empty()) return;
   throw OptionError({{&o.val_path, "val_path"}, {&o.data_path, "data_path"}},
                     str("{0}='", OptionError::literal(o.val_path), "' and {1}='",
@@ -373,6 +381,8 @@ Example TensorFileDataset::get(int64_t index) const {
 DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint64_t seed,
                          const TrainingSplit* trained) {
   opts.validate();
+  // An image folder labels its val/ by the training split's class names: without them, that split.
+  if (trained && opts.dataset == DatasetKind::kImageFolder && trained->label_names.empty()) trained = nullptr;
   DataSplits s;
   // Only the datasets read from files have a folder (resolved once: it checks the disk).
   const std::string dir = reads_folder(opts.dataset) ? data_dir_for(opts) : "";
@@ -387,8 +397,6 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       break;
     }
     case DatasetKind::kImageFolder:
-      DDP_ASSERT(!trained || !trained->label_names.empty(),
-                 "an image folder's recorded classes have no names");
       from_dir([&] {
         image_folder_splits(dir, opts, seed, s, trained);
         return 0;
@@ -406,7 +414,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
       const int classes = trained ? trained->shape.num_classes : train->shape().num_classes;
       if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path", classes);
       s.train = std::move(train);
-      if (!trained) refuse_files_in_both_splits(opts, "tar shard");
+      refuse_files_in_both_splits(opts, "tar shard", trained != nullptr);
       break;
     }
     case DatasetKind::kFashionMnist:
@@ -470,7 +478,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
         };
         if (!trained) s.train = shards(&opts.data_path, "data_path");
         if (!opts.val_path.empty()) s.test = shards(&opts.val_path, "val_path");
-        if (!trained) refuse_files_in_both_splits(opts, "token file");
+        refuse_files_in_both_splits(opts, "token file", trained != nullptr);
       } else {
         const auto from_file = [&](auto make) { return read_from(&opts.data_path, "data_path", opts, make); };
         if (!trained)
@@ -480,6 +488,13 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
             [&] { return std::make_unique<TextDataset>(opts.data_path, tokens.block_size, false); });
       }
       break;
+  }
+  if (trained && s.test && !trained->shape.is_tokens()) {  // the model was built for the recorded split
+    const DatasetShape t = s.test->shape(), r = trained->shape;
+    DDP_USAGE_CHECK(t.channels == r.channels && t.num_classes <= r.num_classes, "--dataset ",
+                    word(opts.dataset), ": the test split's images have ", t.channels, " channels and ",
+                    t.num_classes, " classes, but ", recorded, "'s had ", r.channels, " and ", r.num_classes,
+                    ", which the model was built for: evaluate it on data of the kind it was trained on");
   }
   if (s.train && opts.augment && !decodes_images(opts.dataset))  // image datasets crop as they decode
     s.train = std::make_unique<AugmentedDataset>(std::move(s.train), augment_for(opts.dataset, seed));

@@ -86,8 +86,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ImageFolderOptio
     const auto at = std::find(classes_.begin(), classes_.end(), name);
     DDP_USAGE_CHECK(
         at != classes_.end(), "image folder '", root, "' has class folder '", name,
-        "', which the training split has not (its ", classes_.size(),
-        " classes are its folders' names): a validation split's classes must be the training split's");
+        "', which the training split has not (it has ", classes_.size(),
+        " classes, named by its folders): a validation split's classes must be the training split's");
     scan_class(name, static_cast<int>(at - classes_.begin()));
   }
 }

@@ -18,7 +18,8 @@
 // .superseded/ once that whole identity has vouched that they are the run's and nothing else
 // refuses the run (the resumed checkpoint loaded, the data fits it: fit(), before the first
 // step), and a Trainer that refuses the choice removes the mark: another run's checkpoints are
-// never moved. A run refused later keeps the mark, and its folder is as the claim left it.
+// never moved. A run refused later keeps the mark, and its checkpoints and the folder's
+// config.json are as the claim left them (an earlier hang's flight records go at any start).
 // `ddptrain train` claims the folder first, before it opens the data and builds the model, and
 // gives the claim to the Trainer; a Trainer given none claims the folder itself, so a library
 // program is protected as the CLI is; a program whose start-up is slow may claim first. The
@@ -44,7 +45,7 @@ struct CheckpointFolderClaim {
   std::optional<CheckpointEntry> resume;
   std::unique_ptr<CheckpointFolderLock> lock;  // rank 0's (none elsewhere, without a dir, or unlockable)
   bool taken = false;                          // given to a Trainer (one run's: a second is refused)
-  /// Called on every rank once the Trainer given the claim has accepted the run, before its
+  /// Called (on each rank that set it) once the Trainer given the claim has accepted the run, before its
   /// first step: its identity, the resumed checkpoint's load and the data's checks passed, the
   /// abandoned branch set aside. What the program writes into the folder for the run (the CLI:
   /// the folder's config.json) waits for it, so a run refused at start changes nothing there.

@@ -9,6 +9,7 @@
 #include "data/loader.h"
 #include "ddp/fully_sharded.h"
 #include "ddp/zero_optimizer.h"
+#include "dist/every_rank.h"
 #include "models/build_model.h"
 #include "obs/memory.h"
 #include "train/epoch_summary.h"
@@ -250,8 +251,8 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   } else if (run.resumed_horizon) {
     state_.lr_horizon = *run.resumed_horizon;  // the run record's: the checkpoint's schedule
   }
+  run.callbacks = callbacks_for(run);  // opens the metrics file and the traces' folders
   accept_run();
-  run.callbacks = callbacks_for(run);
   const bool stopped_at_start = trains && stop_during_start(run);
   bool stopping = !trains || stopped_at_start;
   if (run.owed && !stopped_at_start) stopping = make_owed_evaluation(run, result) || stopping;
@@ -283,7 +284,17 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
 // program's part of the start is done (the CLI's config.json). A collective.
 void Trainer::Impl::accept_run() {
   set_aside_abandoned_branch(claim_->dir, claim_->resume, ctx_);
-  if (claim_->on_run_accepted) claim_->on_run_accepted();
+  // Note [A failure on some ranks stops every rank]: rank 0 writes (a disk may be full). Every
+  // rank meets the collective, whichever set the call.
+  const auto& then = claim_->on_run_accepted;
+  on_every_rank(
+      ctx_, "the program's start (CheckpointFolderClaim::on_run_accepted)",
+      [&] {
+        if (then) then();
+      },
+      [](int64_t n) {
+        return ranks_could_not(n, "do the program's start (CheckpointFolderClaim::on_run_accepted)");
+      });
 }
 
 // A stop asked for during start-up (Note [Agreed stop]): the run ends before its first step,

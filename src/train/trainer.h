@@ -70,9 +70,10 @@ class Trainer {
   /// not one a fit() has scheduled.
   /// The Trainer claims opts.checkpoint.dir (Note [A run claims its checkpoint folder],
   /// train/folder_claim.h: rank 0's lock, leftovers put back, the checkpoint to resume chosen
-  /// and verified, an abandoned branch set aside) and holds the claim until its fit() ends; a
+  /// and verified, an abandoned branch marked) and holds the claim until its fit() ends; a
   /// program whose start-up is slow claims first and gives it `claim` (made with these options;
-  /// the Trainer checks its choice by the Trainer's whole identity, then sets the branch aside).
+  /// the Trainer checks its choice by the Trainer's whole identity). fit() sets the branch aside
+  /// once nothing refuses the run (the resumed checkpoint loaded, the data checked).
   Trainer(const DistContext& ctx, Trainable model, torch::optim::Optimizer& optimizer,
           TrainerOptions opts = {}, Objective objective = Objective::classification(),
           std::shared_ptr<CheckpointFolderClaim> claim = nullptr);

@@ -379,6 +379,18 @@ TEST(Data, ATestSplitAloneIsCheckedAgainstTheRecordedTrainingSplit) {
                      "split has classes 0..9"),
             std::string::npos)
       << err;
+  labels(9);  // a model built for images of 3 channels (evaluated before as another model's weights)
+  const TrainingSplit rgb{{3, 2, 2, 10}, {}};
+  err.clear();
+  try {
+    make_datasets(o, {}, 0, &rgb);
+  } catch (const UsageError& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("the test split's images have 1 channels and 10 classes, but the checkpoint's training "
+                     "split's had 3 and 10"),
+            std::string::npos)
+      << err;
 }
 
 // Augmentation is a pure function of (seed, epoch, index): batches are bitwise the same for
