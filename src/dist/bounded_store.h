@@ -11,8 +11,11 @@
 // waits for rank 0's writes) goes through a BoundedStore: each request runs on a thread of its
 // own, waited for kStoreAnswer; one that is not answered by then fails (an Error, as a store
 // that is gone), and so does every later request at once, since the client stays held. A rank
-// that lost rank 0 so ends soon after the collective that found it. The process group's own use
-// of the store (NCCL's) is not bounded here.
+// that lost rank 0 so ends soon after the collective that found it. These requests go through a
+// client of their own: the process group's (NCCL's get of a communicator's id, which holds its
+// client until rank 0 comes, seconds or minutes into a run) would otherwise hold theirs past the
+// bound with nothing wrong; its own requests are not bounded here. A watch whose request went
+// unanswered says so as it stops.
 #pragma once
 
 #include <atomic>
@@ -31,7 +34,8 @@ inline constexpr std::chrono::milliseconds kStoreAnswer{10000};
 
 class BoundedStore {
  public:
-  explicit BoundedStore(c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds answer = kStoreAnswer);
+  explicit BoundedStore(c10::intrusive_ptr<c10d::Store> store,
+                        std::chrono::milliseconds answer = kStoreAnswer);
 
   /// As c10d::Store's; each throws an Error where no answer came within the bound (or an earlier
   /// request's did not), or the store's own error. Any thread may call them.

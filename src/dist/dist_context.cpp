@@ -107,11 +107,18 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
     // own workers do). A store of the workers' (rank 0's, new in every attempt) needs no key:
     // and must have none, since the agents of an elastic job count their restarts apart (a node
     // that joins later starts at 0).
-    store_ = c10::make_intrusive<c10d::PrefixStore>(
-        "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0), tcp);
+    const std::string prefix = "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
     wait_for_every_rank(*store_, env_.rank, env_.world_size, joined_by,
-                        timeout_);                            // then: the collective timeout
-    bounded_ = std::make_shared<const BoundedStore>(store_);  // Note [Bounded store requests]
+                        timeout_);  // then: the collective timeout
+    // Note [Bounded store requests]: a client of its own, which no request of the process
+    // group's holds (NCCL's get of its communicator's id waits there until rank 0 comes).
+    c10d::TCPStoreOptions own = so;
+    own.isServer = false;
+    own.timeout = timeout_;
+    bounded_ = std::make_shared<const BoundedStore>(c10::make_intrusive<c10d::PrefixStore>(
+        prefix,
+        connect_store(env_.master_addr, own, std::max(joined_by, Clock::now() + std::chrono::seconds(30)))));
     pg_ = checked(
         make_backend(backend_name_, store_, env_.rank, env_.world_size, env_.master_addr, timeout_, device_));
     if (opts.on_peer_failure)  // Note [A rank's failure ends the job]

@@ -100,7 +100,10 @@ void PeerFailureWatch::loop() {
     if (stopped_within(poll_)) return;
     try {
       if (!store_->check({kFailed})) continue;
-    } catch (const std::exception&) {  // the store is gone (rank 0 ended): nothing to read any more
+    } catch (const std::exception& e) {  // the store is gone (rank 0 ended): nothing to read any more
+      if (store_->unanswered())
+        log_.warn(str("this rank no longer watches for the other ranks' failures: ", e.what(),
+                      " (Note [Bounded store requests])"));
       return;
     }
     failure = announced_failure(*store_);

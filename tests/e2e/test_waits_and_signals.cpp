@@ -253,7 +253,7 @@ TEST(E2E, ARanksErrorEndsAPeerHeldElsewhereWithinSeconds) {
   }
 }
 
-// Note [Bounded failure requests]: rank 0 stopped (SIGSTOP: to its peers, a host that is gone)
+// Note [Bounded store requests]: rank 0 stopped (SIGSTOP: to its peers, a host that is gone)
 // while rank 1 trains. Rank 1's next collective fails at --dist_timeout_s (20 s), and then it
 // ends within seconds, exit 1, its error file naming the collective. Each request its failure
 // made of the store (the flight recorder's flag, the announcement, the watches' last polls as
@@ -278,7 +278,8 @@ TEST(E2E, ARankWhoseRankZeroIsGoneEndsSoonAfterItsCollectiveFails) {
   std::printf("rank 0 SIGSTOPped: rank 1 ended (exit %d) %.1f s later\n", code, secs);
   const std::string log = read_text(ckpt + "/rank1.log");
   EXPECT_EQ(code, 1) << log;
-  // 20 s, then a few bounded requests of 5 s at most: slack for a loaded machine.
+  // 20 s (the watch's request went unanswered 10 s after the stop, and the later ones fail at
+  // once), then the flight recorder's 3 s wait for records: slack for a loaded machine.
   EXPECT_LT(secs, 20 + 30.0) << log;
   const std::string error = error_of(ckpt, 1)["message"].get<std::string>();
   EXPECT_NE(error.find("timeout 20 s"), std::string::npos) << error;
