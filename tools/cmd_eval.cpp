@@ -223,6 +223,40 @@ void refuse_another_model(const TrainConfig& cfg, const std::set<std::string>& g
                        "' was trained as (its config.json), and its weights are that model's; drop them"));
 }
 
+// The data eval reads, and the shape of the training split the checkpoint's model was built
+// from.
+struct EvalData {
+  DataSplits splits;
+  DatasetShape shape;
+};
+
+// The test split alone where the checkpoint recorded what its training split was; an older
+// one's, and an image folder's without its class names, need the training split too.
+EvalData open_eval_data(const TrainConfig& cfg, const CheckpointMeta& meta, const std::string& checkpoint,
+                        const DistContext& ctx) {
+  const std::optional<TrainingSplit> trained = recorded_training_split(meta);
+  EvalData d;
+  d.splits = open_data_on_every_rank(ctx, [&] { return datasets_from(cfg, trained ? &*trained : nullptr); });
+  DDP_USAGE_CHECK(d.splits.test != nullptr, "--dataset ", cfg.data.dataset,
+                  " has no test split to evaluate on");
+  if (!d.splits.train) {
+    ctx.log().info("the test split alone is read: the checkpoint records its training split's shape" +
+                   std::string(trained->label_names.empty() ? "" : " and class names"));
+    d.shape = trained->shape;
+    return d;
+  }
+  RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
+  add_data_identity(classes, *d.splits.train);
+  const std::vector<std::string> differ = identity_differences(classes, meta.run, "");
+  DDP_USAGE_CHECK(differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
+                  ": the class folders here are named otherwise than those it was trained on, so its ",
+                  "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
+  // The training split's, as the checkpoint's run built its model (a test split without one
+  // class says one class fewer: another head, refused as "other flags").
+  d.shape = d.splits.train->shape();
+  return d;
+}
+
 }  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
@@ -277,30 +311,10 @@ int cmd_eval(const std::vector<std::string>& args) {
   // them evaluate different models and sum their losses (Note [One checkpoint for every rank]).
   check_ranks_chose_the_same(ctx, checkpoint, named, "--checkpoint");
   set_intra_op_threads(cfg, ctx);
-  // The test split alone where the checkpoint recorded what its training split was; an older
-  // one's, and an image folder's without its class names, need the training split too.
-  const std::optional<TrainingSplit> trained = recorded_training_split(meta);
-  DataSplits data =
-      open_data_on_every_rank(ctx, [&] { return datasets_from(cfg, trained ? &*trained : nullptr); });
-  DDP_USAGE_CHECK(data.test != nullptr, "--dataset ", cfg.data.dataset, " has no test split to evaluate on");
-  if (!data.train) {
-    ctx.log().info("the test split alone is read: the checkpoint records its training split's shape" +
-                   std::string(trained->label_names.empty() ? "" : " and class names"));
-  } else {
-    RunIdentity classes;  // an image folder's, which the checkpoint's run recorded (Note [Run identity])
-    add_data_identity(classes, *data.train);
-    const std::vector<std::string> differ = identity_differences(classes, meta.run, "");
-    DDP_USAGE_CHECK(
-        differ.empty(), "checkpoint '", checkpoint, "': ", differ.empty() ? "" : differ[0],
-        ": the class folders here are named otherwise than those it was trained on, so its ",
-        "labels would mean other classes; evaluate it on the data it was trained on (--data_dir)");
-  }
-  // The training split's, as the checkpoint's run built its model (a test split without one
-  // class says one class fewer: another head, refused as "other flags").
-  const DatasetShape shape = data.train ? data.train->shape() : trained->shape;
+  const EvalData data = open_eval_data(cfg, meta, checkpoint, ctx);
   std::shared_ptr<Model> model;
   try {
-    model = build_model(cfg.model, shape);
+    model = build_model(cfg.model, data.shape);
   } catch (const OptionError& e) {
     throw UsageError(in_train_flag_words(e, cfg));
   }
@@ -321,9 +335,9 @@ int cmd_eval(const std::vector<std::string>& args) {
   }
   model->to(ctx.device());
   const EvalResult r =
-      evaluate(model, *data.test, {cfg.trainer.data.batch_size, cfg.trainer.data.num_workers, {}}, ctx,
+      evaluate(model, *data.splits.test, {cfg.trainer.data.batch_size, cfg.trainer.data.num_workers, {}}, ctx,
                objective_for(cfg.program.loss));
-  for (const auto& why : data.test->take_skipped())  // as training's evaluation says them
+  for (const auto& why : data.splits.test->take_skipped())  // as training's evaluation says them
     ctx.log().warn("skipped an evaluation sample that does not read: " + why);
   report_eval(cfg, checkpoint, meta, r, ctx);
   return 0;

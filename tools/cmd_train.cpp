@@ -117,13 +117,12 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
     for (const auto& f :
          std::filesystem::directory_iterator(cfg.trainer.checkpoint.dir))  // an earlier hang's records
       if (f.path().filename().string().rfind("flight_rank", 0) == 0) std::filesystem::remove(f.path());
-  }
-  // The folder's config.json says the newest run's flags (each checkpoint keeps its own): a
-  // run refused at start (its data, the checkpoint it names) leaves the last one's.
-  if (ctx.is_main() && saves)
+    // The folder's config.json says the newest run's flags (each checkpoint keeps its own): a
+    // run refused at start (its data, the checkpoint it names) leaves the last one's.
     claim->on_run_accepted = [dir = cfg.trainer.checkpoint.dir, config_json] {
       write_file_atomic(dir + "/config.json", config_json);
     };
+  }
 
   if (saves) ctx.set_flight_dir(cfg.trainer.checkpoint.dir);  // Note [Flight recorder]
   // A backend thread that throws (Gloo on a collective mismatch) ends the process through

@@ -239,9 +239,9 @@ std::string fresh(const std::string& name) {
   return dir;
 }
 
-std::string usage_error_of(const DataOptions& o) {
+std::string usage_error_of(const DataOptions& o, const TrainingSplit* trained = nullptr) {
   try {
-    make_datasets(o);
+    make_datasets(o, {}, 0, trained);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -369,24 +369,14 @@ TEST(Data, ATestSplitAloneIsCheckedAgainstTheRecordedTrainingSplit) {
   EXPECT_EQ(s.test->size(), 2);
   EXPECT_EQ(s.test->get(1).target.item<int64_t>(), 9);
   labels(10);
-  std::string err;
-  try {
-    make_datasets(o, {}, 0, &trained);
-  } catch (const UsageError& e) {
-    err = e.what();
-  }
+  std::string err = usage_error_of(o, &trained);
   EXPECT_NE(err.find("label 10 at index 1 is not a class of the training split (the checkpoint's training "
                      "split has classes 0..9"),
             std::string::npos)
       << err;
   labels(9);  // a model built for images of 3 channels (evaluated before as another model's weights)
   const TrainingSplit rgb{{3, 2, 2, 10}, {}};
-  err.clear();
-  try {
-    make_datasets(o, {}, 0, &rgb);
-  } catch (const UsageError& e) {
-    err = e.what();
-  }
+  err = usage_error_of(o, &rgb);
   EXPECT_NE(err.find("the test split's images have 1 channels and 10 classes, but the checkpoint's training "
                      "split's had 3 and 10"),
             std::string::npos)

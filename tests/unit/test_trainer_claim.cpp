@@ -81,10 +81,7 @@ TEST(Trainer, ASecondRunOnTheFolderIsRefusedEvenInTheSameProcess) {
 // refused.
 TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
   const std::string dir = testing_dist::temp_dir("trainer_claim_first");
-  TrainerOptions o = quiet_fp32(8, 1);
-  o.checkpoint.dir = dir;
-  o.checkpoint.save_every_steps = 2;
-  o.loop.max_steps = 4;
+  TrainerOptions o = trainer_test::four_steps_saved_every_two(dir);
   ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
   const std::string later = dir + "/step_00000004";
   DistContext ctx(EnvContract{}, {"auto", std::chrono::seconds(30)});
@@ -156,10 +153,7 @@ TEST(Trainer, AProgramsClaimMovesNothingUntilTheTrainerHasCheckedIt) {
 // data's checks. The same resume with the checkpoint's data then sets it aside.
 TEST(Trainer, ARunRefusedAfterItsClaimWasCheckedMovesNothing) {
   const std::string dir = testing_dist::temp_dir("trainer_refused_late");
-  TrainerOptions o = quiet_fp32(8, 1);
-  o.checkpoint.dir = dir;
-  o.checkpoint.save_every_steps = 2;
-  o.loop.max_steps = 4;
+  TrainerOptions o = trainer_test::four_steps_saved_every_two(dir);
   ASSERT_EQ(trainer_test::train_user_net(1, o).result.global_step, 4);
   const std::string later = dir + "/step_00000004";
   o.checkpoint.resume_from = dir + "/step_00000002";

@@ -379,10 +379,7 @@ TEST(Trainer, RanksThatChooseDifferentCheckpointsStopTogether) {
 // skipped the damaged one and started fresh.
 TEST(Trainer, AResumeThatFailsToLoadSetsNothingAside) {
   const std::string dir = testing_dist::temp_dir("trainer_failed_resume");
-  TrainerOptions o = quiet_fp32(8, 1);
-  o.checkpoint.dir = dir;
-  o.checkpoint.save_every_steps = 2;
-  o.loop.max_steps = 4;
+  TrainerOptions o = trainer_test::four_steps_saved_every_two(dir);
   ASSERT_EQ(train_user_net(1, o).result.global_step, 4);
   const std::string early = dir + "/step_00000002", late = dir + "/step_00000004";
   ASSERT_TRUE(std::filesystem::exists(late + "/manifest.json"));

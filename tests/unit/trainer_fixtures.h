@@ -87,6 +87,16 @@ inline TrainerOptions quiet_fp32(int batch_size, int epochs) {
   return o;
 }
 
+// quiet_fp32(8, 1) into `dir` for 4 steps, saving every 2: train_user_net at world 1 leaves
+// step_00000002 and step_00000004 there.
+inline TrainerOptions four_steps_saved_every_two(const std::string& dir) {
+  TrainerOptions o = quiet_fp32(8, 1);
+  o.checkpoint.dir = dir;
+  o.checkpoint.save_every_steps = 2;
+  o.loop.max_steps = 4;
+  return o;
+}
+
 inline Objective mse() { return Objective::mean_squared_error(); }  // no `correct`: no accuracy
 
 // UserNet as a TorchScript module built here (what torch.jit.script saves from Python), with
