@@ -1,7 +1,14 @@
 #include "dist/rendezvous_barrier.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,10 +26,57 @@ std::string joined_text(int64_t joined, int world_size) {
   return str("the job's ", world_size, " ranks joined, the last too late to be seen");
 }
 
+// Whether something at `a` accepts a connection within 200 ms (closed at once: a TCPStore
+// server takes a client that leaves without a word as any client that ends).
+bool accepts(const addrinfo& a) {
+  const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
+  if (fd < 0) return false;
+  bool connected = ::connect(fd, a.ai_addr, a.ai_addrlen) == 0;
+  if (!connected && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    connected =
+        ::poll(&p, 1, 200) == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+  }
+  ::close(fd);
+  return connected;
+}
+
+// Note [A client waits for the store's server]: torch's TCPStore client, refused, tries again
+// after a backoff that starts near a second, and the ranks of a job start together, so a
+// client usually came before rank 0 served the store and every start lost up to a second
+// (measured: a server 0.1 s late, its client connected after 0.4-0.7 s, on each torch). This
+// asks every 10 ms until something accepts at host:port, before torch's client connects; a
+// name that cannot resolve fails at once, nothing accepting until `deadline` fails then.
+void wait_until_served(const std::string& host, uint16_t port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  for (;;) {
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    if (rc != 0 && rc != EAI_AGAIN)
+      throw Error(
+          str("MASTER_ADDR ", host, " does not resolve (", ::gai_strerror(rc), "): give rank 0's host"));
+    const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next)
+      if (accepts(*a)) return;
+    if (Clock::now() >= deadline)
+      throw Error(
+          rc == EAI_AGAIN
+              ? str("MASTER_ADDR ", host, " did not resolve within the rendezvous's time (",
+                    ::gai_strerror(rc), ")")
+              : str("nothing accepted a connection at ", host, ":", port, " within the rendezvous's time"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const c10d::TCPStoreOptions& so,
                                                  Clock::time_point deadline) {
+  if (!so.isServer) wait_until_served(host, so.port, deadline);
   std::packaged_task<c10::intrusive_ptr<c10d::TCPStore>()> make(
       [host, so] { return c10::make_intrusive<c10d::TCPStore>(host, so); });
   std::future<c10::intrusive_ptr<c10d::TCPStore>> made = make.get_future();

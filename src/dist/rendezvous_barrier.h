@@ -35,7 +35,8 @@ class RendezvousIncomplete : public Error {
 /// thread of its own that this one waits for until `deadline`: torch 2.x's client pings the
 /// server as it connects, with no bound of its own, and a program at the port that accepts and
 /// never answers (or a stopped rank 0) held it for ever. Past the deadline an Error; that thread
-/// is left blocked, holding one socket, until the process ends.
+/// is left blocked, holding one socket, until the process ends. A client first waits, polling,
+/// until something accepts at host:port (Note [A client waits for the store's server]).
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const c10d::TCPStoreOptions& so,
                                                  Clock::time_point deadline);
 

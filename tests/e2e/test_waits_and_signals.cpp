@@ -77,11 +77,13 @@ void expect_a_slow_save_waited_for(const std::string& name, std::vector<std::str
 // store) asks whether rank 0 runs, as soon. Without --rendezvous_timeout_s, --dist_timeout_s.
 // Ranks 0 and 1 of a world of 3 (rank 2 never came) each say that 2 of 3 joined, and neither
 // blames rank 0. Rank 1 whose MASTER_PORT another program holds, which accepts and never
-// answers, ends at the deadline too (LibTorch 1.13's requests had no bound of their own).
+// answers, ends at the deadline too (LibTorch 1.13's requests had no bound of their own). A
+// MASTER_ADDR that resolves to nothing is said at once, under a 600 s timeout.
 TEST(E2E, ARankAloneAtTheRendezvousSaysWhoDidNotArriveWithinItsTimeout) {
   const std::vector<std::string> own = {"--dist_timeout_s", "600", "--rendezvous_timeout_s", "3"},
                                  shared = {"--dist_timeout_s", "3"};
-  const auto alone = [](int rank, const std::vector<std::string>& flags, int port) {
+  const auto alone = [](int rank, const std::vector<std::string>& flags, int port,
+                        const std::string& addr = "127.0.0.1") {
     std::vector<std::string> cmd = tiny_train(fresh_dir("alone"), flags);
     cmd.insert(cmd.begin(), binary());
     ProcResult r = run(cmd,
@@ -89,7 +91,7 @@ TEST(E2E, ARankAloneAtTheRendezvousSaysWhoDidNotArriveWithinItsTimeout) {
                         {"WORLD_SIZE", "2"},
                         {"LOCAL_RANK", std::to_string(rank)},
                         {"LOCAL_WORLD_SIZE", "2"},
-                        {"MASTER_ADDR", "127.0.0.1"},
+                        {"MASTER_ADDR", addr},
                         {"MASTER_PORT", std::to_string(port)}},
                        120);
     std::printf("rank %d alone, %s %s: exit %d after %.1f s\n", rank, flags[flags.size() - 2].c_str(),
@@ -106,6 +108,13 @@ TEST(E2E, ARankAloneAtTheRendezvousSaysWhoDidNotArriveWithinItsTimeout) {
     EXPECT_NE(r.output.find("rendezvous at 127.0.0.1:" + std::to_string(other.port()) + " failed"),
               std::string::npos)
         << r.output;
+  }
+  {  // a name that resolves to nothing: said at once, not waited for (Note [A client waits for the store's
+     // server])
+    const ProcResult r = alone(1, {"--dist_timeout_s", "600"}, free_port(), "no-such-host.invalid");
+    EXPECT_NE(r.output.find("MASTER_ADDR no-such-host.invalid does not resolve"), std::string::npos)
+        << r.output;
+    EXPECT_LT(r.seconds, 30.0) << r.output;
   }
   for (const auto& [rank, flags] : {std::pair{0, own}, std::pair{1, own}, std::pair{0, shared}}) {
     const ProcResult r = alone(rank, flags, free_port());
