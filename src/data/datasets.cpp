@@ -11,7 +11,7 @@
 
 #include "data/augment.h"
 #include "data/data_options.h"
-#include "data/image_folder.h"
+#include "data/image_folder_splits.h"
 #include "data/token_datasets.h"
 #include "data/webdataset.h"
 #include "serialize/state_dict_reader.h"
@@ -145,39 +145,6 @@ ImageOptions image_options(const DataOptions& o, uint64_t seed) {
   io.seed = seed;
   io.random_crop = o.augment;
   return io;
-}
-
-// image_folder: DIR/train and, if there is one, DIR/val (labelled by train's classes).
-void image_folder_splits(const std::string& dir, const DataOptions& o, uint64_t seed, DataSplits& s,
-                         const TrainingSplit* trained) {
-  namespace fs = std::filesystem;
-  DDP_USAGE_CHECK(
-      trained || fs::is_directory(dir + "/train"), "folder '", dir,
-      "' has no train/ folder: image_folder reads DIR/train/<class>/<image> (and DIR/val/<class>/<image> "
-      "for evaluation), ImageNet's layout");
-  ImageOptions io = image_options(o, seed);
-  std::unique_ptr<ImageFolderDataset> train;
-  if (!trained) train = std::make_unique<ImageFolderDataset>(dir + "/train", io);
-  if (fs::is_directory(dir + "/val") && fs::is_directory(dir + "/train")) {
-    // A val/ that is train/ (or holds it, or lies in it) under another name, through a link,
-    // would score the model on the images it trains on.
-    const fs::path t = fs::canonical(dir + "/train"), v = fs::canonical(dir + "/val");
-    const auto within = [](const fs::path& inner, const fs::path& outer) {
-      const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
-      return o == outer.end();
-    };
-    DDP_USAGE_CHECK(
-        !within(v, t) && !within(t, v), "folder '", dir, "': val/ (", v.string(), ") and train/ (",
-        t.string(),
-        ") are the same images or one holds the other, through a link: the validation split would "
-        "score the model on images it trains on; give val/ images of its own");
-  }
-  if (fs::is_directory(dir + "/val")) {
-    io.random_crop = false;
-    s.test = std::make_unique<ImageFolderDataset>(dir + "/val", io,
-                                                  trained ? trained->label_names : train->classes());
-  }
-  s.train = std::move(train);
 }
 
 // UsageError naming the first of a test split's labels (int64 class indices) that is not a class
@@ -398,7 +365,10 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
     }
     case DatasetKind::kImageFolder:
       from_dir([&] {
-        image_folder_splits(dir, opts, seed, s, trained);
+        ImageFolderSplits f =
+            image_folder_splits(dir, image_options(opts, seed), trained ? &trained->label_names : nullptr);
+        s.train = std::move(f.train);
+        s.test = std::move(f.val);
         return 0;
       });
       break;
