@@ -32,7 +32,8 @@ ImageFolderSplits image_folder_splits(const std::string& dir, ImageOptions io,
   }
   if (fs::is_directory(dir + "/val")) {
     io.random_crop = false;
-    s.val = std::make_unique<ImageFolderDataset>(dir + "/val", io, trained_names ? *trained_names : s.train->classes());
+    s.val = std::make_unique<ImageFolderDataset>(dir + "/val", io,
+                                                 trained_names ? *trained_names : s.train->classes());
   }
   return s;
 }
