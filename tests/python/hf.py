@@ -16,6 +16,12 @@ usage:
                            its loss with labels = the tokens into OUT.loss
   hf.py config DIR KEY=JSON ...
                            rewrites DIR/config.json with KEY set to the JSON value
+  hf.py check              imports transformers (exit 1 where there is none)
+  hf.py serve              the commands above from standard input, one a line: LOG, a tab, then the
+                           command and its arguments (split as a shell splits them); each command's
+                           output (Python's and the libraries') goes to LOG, and a line with its exit
+                           status (0 or 1) to standard output. Importing torch and transformers, about
+                           4 s, once for all of a test's commands (tests/unit/hf_fixtures.h)
 """
 import json
 import sys
@@ -100,8 +106,8 @@ def config(d, pairs):
     json.dump(c, open(path, "w"))
 
 
-def main():
-    cmd, args = sys.argv[1], sys.argv[2:]
+def run(argv):
+    cmd, args = argv[0], argv[1:]
     if cmd == "make":
         make(args[0], args[1] if len(args) > 1 else None)
     elif cmd == "make-arch":
@@ -110,8 +116,52 @@ def main():
         logits(args[0], int(args[1]), int(args[2]), args[3])
     elif cmd == "config":
         config(args[0], args[1:])
+    elif cmd == "check":
+        import transformers  # noqa: F401
     else:
         sys.exit(f"hf.py: unknown command {cmd!r}; see the docstring")
+
+
+def serve():
+    import os
+    import shlex
+    import traceback
+
+    replies = os.fdopen(os.dup(1), "w")
+    for line in sys.stdin:
+        log, _, command = line.rstrip("\n").partition("\t")
+        status = 0
+        with open(log, "w") as out:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            saved = os.dup(1), os.dup(2)
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            try:
+                run(shlex.split(command))
+            except SystemExit as e:
+                if e.code not in (None, 0):
+                    print(e.code, file=sys.stderr)
+                    status = 1
+            except Exception:
+                traceback.print_exc()
+                status = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+        replies.write(f"{status}\n")
+        replies.flush()
+
+
+def main():
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        run(sys.argv[1:])
 
 
 if __name__ == "__main__":

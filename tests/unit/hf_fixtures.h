@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -28,20 +31,61 @@ inline std::string hf_dir(const std::string& name) {
   return d;
 }
 
-/// tests/python/hf.py ARGS; "" on success, else its output.
+/// One `tests/python/hf.py serve` for the test process, started at the first command: each
+/// command paid about 4 s to import torch and transformers, and a test makes up to 11.
+class HfPythonServer {
+ public:
+  HfPythonServer() {
+    // Close-on-exec: no other child of the test holds the server's input open past the test.
+    int requests[2], replies[2];
+    if (::pipe2(requests, O_CLOEXEC) != 0 || ::pipe2(replies, O_CLOEXEC) != 0) return;
+    const std::string script = std::string(DDPTRAIN_SOURCE_DIR) + "/tests/python/hf.py";
+    pid_ = ::fork();
+    if (pid_ == 0) {  // only async-signal-safe calls: the test has threads
+      ::dup2(requests[0], 0);
+      ::dup2(replies[1], 1);
+      ::execl(DDPTRAIN_PYTHON, DDPTRAIN_PYTHON, script.c_str(), "serve", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(requests[0]);
+    ::close(replies[1]);
+    to_ = ::fdopen(requests[1], "w");
+    from_ = ::fdopen(replies[0], "r");
+  }
+  ~HfPythonServer() {
+    if (to_) std::fclose(to_);  // its end of input: the server ends
+    if (from_) std::fclose(from_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  }
+  HfPythonServer(const HfPythonServer&) = delete;
+  HfPythonServer& operator=(const HfPythonServer&) = delete;
+
+  /// hf.py ARGS; "" on success, else its output.
+  std::string run(const std::string& args) {
+    const std::string log = testing::TempDir() + "hf_py_" + std::to_string(::getpid()) + ".log";
+    char status[16] = {0};
+    if (!to_ || !from_ || std::fprintf(to_, "%s\t%s\n", log.c_str(), args.c_str()) < 0 ||
+        std::fflush(to_) != 0 || !std::fgets(status, sizeof status, from_))
+      return "tests/python/hf.py serve did not answer (it ended; its errors are in the test's output): " +
+             args;
+    if (std::string(status) == "0\n") return "";
+    std::ifstream in(log);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::FILE* to_ = nullptr;
+  std::FILE* from_ = nullptr;
+};
+
+/// tests/python/hf.py ARGS (run by the test process's server); "" on success, else its output.
 inline std::string hf_python(const std::string& args) {
-  const std::string log = testing::TempDir() + "hf_py_" + std::to_string(::getpid()) + ".log";
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " " + DDPTRAIN_SOURCE_DIR + "/tests/python/hf.py " +
-                          args + " > " + log + " 2>&1";
-  if (std::system(cmd.c_str()) == 0) return "";
-  std::ifstream in(log);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  static HfPythonServer server;
+  return server.run(args);
 }
 
-inline bool has_transformers() {
-  const std::string cmd = std::string(DDPTRAIN_PYTHON) + " -c 'import transformers' > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
+inline bool has_transformers() { return hf_python("check") == ""; }
 
 // A suite that requires transformers (tests/common/required.h) fails here instead.
 #define SKIP_WITHOUT_TRANSFORMERS()                                                                   \
