@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The tests the other torches' suites leave out (tests/scenario_tests.txt; Note [The other
-torches' suite] in the Makefile). Checks that every listed name is a test ctest runs (`ctest
--N` in the build folder given with --build; without it, a gtest TEST/TEST_F under tests/ or an
-add_test in CMakeLists.txt), so a renamed test cannot leave the list naming nothing; with
---regex prints the ctest -E pattern instead.
+torches' suite] in the Makefile) and the tests that mostly wait (tests/waiting_tests.txt; Note
+[Waiting tests]). Checks that every name of both lists is a test ctest runs (`ctest -N` in the
+build folder given with --build; without it, a gtest TEST/TEST_F under tests/ or an add_test in
+CMakeLists.txt), so a renamed test cannot leave a list naming nothing; with --regex prints the
+ctest -E pattern of the scenarios instead.
 
 Run: python3 tests/scenario_tests.py SOURCE_DIR [--regex | --ctest CTEST --build BUILD_DIR]
 (ctest: Build.ScenarioListNamesRealTests).
@@ -19,8 +20,11 @@ CMAKE_TEST = re.compile(r"^\s*add_test\(\s*NAME\s+([A-Za-z0-9_.]+)", re.M)
 CTEST_LINE = re.compile(r"^\s*Test\s+#\d+:\s+(\S+)\s*$", re.M)
 
 
-def listed(root: pathlib.Path) -> list:
-    lines = (root / "tests" / "scenario_tests.txt").read_text().splitlines()
+LISTS = ("scenario_tests.txt", "waiting_tests.txt")
+
+
+def listed(root: pathlib.Path, name: str = LISTS[0]) -> list:
+    lines = (root / "tests" / name).read_text().splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -45,27 +49,29 @@ def main() -> int:
     parser.add_argument("--build")
     args = parser.parse_args()
     root = pathlib.Path(args.root)
-    names = listed(root)
     if args.regex:
-        print("^(" + "|".join(re.escape(n) for n in names) + ")$")
+        print("^(" + "|".join(re.escape(n) for n in listed(root)) + ")$")
         return 0
     known = registered_tests(args.ctest, args.build) if args.ctest else tree_tests(root)
     if not known:
-        print("no tests found to check tests/scenario_tests.txt against")
+        print("no tests found to check the lists against")
         return 1
-    missing = [n for n in names if n not in known]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    for n in missing:
-        print(f"tests/scenario_tests.txt names {n}, which is no test ctest runs: rename or remove it")
-    for n in twice:
-        print(f"tests/scenario_tests.txt names {n} more than once")
-    if missing or twice or not names:
+    failed = False
+    for list_name in LISTS:
+        names = listed(root, list_name)
+        missing = [n for n in names if n not in known]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        for n in missing:
+            print(f"tests/{list_name} names {n}, which is no test ctest runs: rename or remove it")
+        for n in twice:
+            print(f"tests/{list_name} names {n} more than once")
         if not names:
-            print("tests/scenario_tests.txt names no test")
-        return 1
-    print(f"scenario tests: {len(names)} listed, each a test ctest runs (of {len(known)})")
-    return 0
-
+            print(f"tests/{list_name} names no test")
+        if missing or twice or not names:
+            failed = True
+        else:
+            print(f"tests/{list_name}: {len(names)} listed, each a test ctest runs (of {len(known)})")
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main())
