@@ -73,5 +73,6 @@ def main() -> int:
             print(f"tests/{list_name}: {len(names)} listed, each a test ctest runs (of {len(known)})")
     return 1 if failed else 0
 
+
 if __name__ == "__main__":
     sys.exit(main())

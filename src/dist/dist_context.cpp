@@ -95,6 +95,9 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
   so.timeout = env_.use_agent_store ? std::min(joining, kAgentStoreAnswer) : joining;
   bool answered = !env_.use_agent_store;
   try {
+    // Only a worker's store can come late: torchrun's agent serves its store before it starts
+    // the workers, and the client of its own below comes once every rank has joined.
+    if (!so.isServer && !env_.use_agent_store) wait_until_served(env_.master_addr, so.port, joined_by);
     auto tcp = connect_store(env_.master_addr, so, joined_by);
     if (env_.use_agent_store) {
       const std::string key = "ddptrain/probe/" + std::to_string(env_.rank);

@@ -43,6 +43,8 @@ bool accepts(const addrinfo& a) {
   return connected;
 }
 
+}  // namespace
+
 // Note [A client waits for the store's server]: torch's TCPStore client, refused, tries again
 // after a backoff that starts near a second, and the ranks of a job start together, so a
 // client usually came before rank 0 served the store and every start lost up to a second
@@ -72,11 +74,8 @@ void wait_until_served(const std::string& host, uint16_t port, Clock::time_point
   }
 }
 
-}  // namespace
-
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const c10d::TCPStoreOptions& so,
                                                  Clock::time_point deadline) {
-  if (!so.isServer) wait_until_served(host, so.port, deadline);
   std::packaged_task<c10::intrusive_ptr<c10d::TCPStore>()> make(
       [host, so] { return c10::make_intrusive<c10d::TCPStore>(host, so); });
   std::future<c10::intrusive_ptr<c10d::TCPStore>> made = make.get_future();

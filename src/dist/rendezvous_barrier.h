@@ -35,10 +35,14 @@ class RendezvousIncomplete : public Error {
 /// thread of its own that this one waits for until `deadline`: torch 2.x's client pings the
 /// server as it connects, with no bound of its own, and a program at the port that accepts and
 /// never answers (or a stopped rank 0) held it for ever. Past the deadline an Error; that thread
-/// is left blocked, holding one socket, until the process ends. A client first waits, polling,
-/// until something accepts at host:port (Note [A client waits for the store's server]).
+/// is left blocked, holding one socket, until the process ends.
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const c10d::TCPStoreOptions& so,
                                                  Clock::time_point deadline);
+
+/// Polls host:port every 10 ms until something accepts a connection, for a rank that may come
+/// before rank 0 serves the store (Note [A client waits for the store's server]). Error at once
+/// for a host that does not resolve, at `deadline` where nothing accepted.
+void wait_until_served(const std::string& host, uint16_t port, Clock::time_point deadline);
 
 /// Counts `rank` in on `store` and waits until all `world_size` ranks have, at most until
 /// `deadline` (every request bounded by it); then the store's requests wait as long as `then`
