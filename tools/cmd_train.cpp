@@ -114,9 +114,6 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
   log.info("config: " + json_text(flags));
   if (ctx.is_main() && saves) {
     std::filesystem::create_directories(cfg.trainer.checkpoint.dir);
-    for (const auto& f :
-         std::filesystem::directory_iterator(cfg.trainer.checkpoint.dir))  // an earlier hang's records
-      if (f.path().filename().string().rfind("flight_rank", 0) == 0) std::filesystem::remove(f.path());
     // The folder's config.json says the newest run's flags (each checkpoint keeps its own): a
     // run refused at start (its data, the checkpoint it names) leaves the last one's.
     claim->on_run_accepted = [dir = cfg.trainer.checkpoint.dir, config_json] {

@@ -183,4 +183,39 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
   return out;
 }
 
+std::string previous_flight_dir(const std::string& dir) { return dir + "/flight.previous"; }
+
+std::vector<int> set_aside_flight_records(const std::string& dir, int rank) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> records;
+  std::vector<int> ranks;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("flight_rank", 0) != 0 || f.path().extension() != ".json") continue;
+    const std::string digits = name.substr(11, name.size() - 11 - 5);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
+      continue;
+    if (rank >= 0 && std::stoi(digits) != rank) continue;
+    records.push_back(f.path());
+    ranks.push_back(std::stoi(digits));
+  }
+  if (records.empty()) return ranks;
+  const std::string previous = previous_flight_dir(dir);
+  // All of them: gathered beside, then in place of the older ones in one rename.
+  const std::string into = rank >= 0 ? previous : previous + ".new";
+  if (rank < 0) fs::remove_all(into, ec);
+  fs::create_directories(into, ec);
+  for (const fs::path& p : records) {
+    fs::rename(p, fs::path(into) / p.filename(), ec);
+    if (ec) fs::remove(p, ec);
+  }
+  if (rank < 0) {
+    fs::remove_all(previous, ec);
+    fs::rename(into, previous, ec);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
 }  // namespace ddptrain

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,17 @@ std::string flight_request_path(const std::string& launch_dir);
 
 /// Reads DIR/flight_rank*.json (rank -> record); world: the largest "world" among them (0: none).
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
+
+/// Where a start moves the records an earlier run or attempt left in DIR (readers take any
+/// flight_rank<r>.json there as this run's): DIR/flight.previous, which `ddptrain inspect hang`
+/// reads as it reads DIR.
+std::string previous_flight_dir(const std::string& dir);
+
+/// Moves DIR's flight_rank*.json into previous_flight_dir(DIR), in place of what an older start
+/// moved there (one hang's records, not a mix of two); the ranks moved, in order. rank >= 0:
+/// that rank's record alone, beside the others there (a rank whose folder rank 0 does not see).
+/// A record that cannot be moved is removed (it would be read as this run's).
+std::vector<int> set_aside_flight_records(const std::string& dir, int rank = -1);
 
 /// One flight file's JSON, or nullopt when it is missing or not (yet) whole JSON.
 std::optional<nlohmann::json> read_flight_file(const std::string& path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dist/every_rank.h"
+#include "dist/flight_verdict.h"
 #include "train/abandoned_branch.h"
 #include "train/resume.h"
 #include "util/error.h"
@@ -14,6 +15,18 @@ int64_t step_resumed(const std::optional<CheckpointEntry>& resume) {
   return resume ? resume->meta.global_step : -1;  // -1: a fresh start's
 }
 
+// An earlier run's or attempt's flight records (a hang's) move aside, kept, before this run's
+// watchdogs start (Note [Flight recorder]): rank 0's, holding the lock.
+void set_aside_earlier_flight_records(const std::string& dir, const Logger& log) {
+  const std::vector<int> ranks = set_aside_flight_records(dir);
+  if (ranks.empty()) return;
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+  const std::string previous = previous_flight_dir(dir);
+  log.info(str("an earlier start's flight records (ranks ", list, ") moved to ", previous,
+               " (`ddptrain inspect hang ", previous, "` reads them)"));
+}
+
 // Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
 // this rank's restart count, at least 1 where any rank's is.
 int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
@@ -21,8 +34,10 @@ int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& c
   const std::vector<int64_t> restarted = on_every_rank(
       ctx, "the start: rank 0's lock of the checkpoint folder and the ranks' restart counts",
       [&] {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
-        if (ctx.is_main() && !claim.dir.empty())
+        if (ctx.is_main() && !claim.dir.empty()) {
           claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
+          set_aside_earlier_flight_records(claim.dir, ctx.log());
+        }
       },
       [&](int64_t) {
         return str("checkpoint folder '", claim.dir,

@@ -251,7 +251,15 @@ TrainResult Trainer::Impl::fit(Dataset& train, const Dataset* test) {
   } else if (run.resumed_horizon) {
     state_.lr_horizon = *run.resumed_horizon;  // the run record's: the checkpoint's schedule
   }
-  run.callbacks = callbacks_for(run);  // opens the metrics file and the traces' folders
+  // Each rank opens its own reports (its sample trace, its profile's folder; rank 0 the metrics
+  // file and TensorBoard's): one that cannot stops the others with it, not in the next collective
+  // (Note [A failure on some ranks stops every rank]).
+  on_every_rank(
+      ctx_, "the run's reports (the metrics file, TensorBoard, the traces)",
+      [&] { run.callbacks = callbacks_for(run); },
+      [](int64_t n) {
+        return ranks_could_not(n, "open the run's reports (the metrics file, TensorBoard, the traces)");
+      });
   accept_run();
   const bool stopped_at_start = trains && stop_during_start(run);
   bool stopping = !trains || stopped_at_start;

@@ -58,6 +58,24 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
       << "an asynchronous vote not yet waited on is not where a rank waits: " << v.output;
   EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos)
       << "the log gives no verdict";
+  // The next start in the folder, refused after its claim (its data is not there), keeps the
+  // hang's records: moved to flight.previous, where the verdict reads as before (they were
+  // removed at any start, and a restart after the hang lost them too).
+  ProcResult again = run({binary(), "train", "--model", "gpt", "--dataset", "token_shards", "--data_path",
+                          "/no/such_*.bin", "--checkpoint_dir", ck},
+                         {}, 60);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  const std::string previous = ck + "/flight.previous";
+  EXPECT_NE(again.output.find("an earlier start's flight records (ranks 0,1) moved to " + previous),
+            std::string::npos)
+      << again.output;
+  for (int rank : {0, 1}) {
+    EXPECT_FALSE(fs::exists(ck + "/flight_rank" + std::to_string(rank) + ".json"));
+    EXPECT_TRUE(fs::exists(previous + "/flight_rank" + std::to_string(rank) + ".json"));
+  }
+  ProcResult kept = run({binary(), "inspect", "hang", previous}, {}, 60);
+  EXPECT_NE(kept.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos)
+      << kept.output;
 }
 
 // Note [Stall seen by the launcher]: with --stall_s 3 the launcher ends a hang long before the

@@ -224,10 +224,10 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
       << "a restarted group would be asked at once";
 }
 
-// A rank's watchdog removes the record an earlier run or attempt of that rank left in the
-// folder: readers take any flight_rank<r>.json there, so an old hang would be the verdict.
-// Another rank's record is that rank's to remove.
-TEST(FlightWatchdog, RemovesItsRanksOldRecord) {
+// A rank's watchdog moves the record an earlier run or attempt of that rank left in the folder
+// into flight.previous: readers take any flight_rank<r>.json there, so an old hang would be the
+// verdict, and it is kept. Another rank's record is that rank's to move.
+TEST(FlightWatchdog, SetsItsRanksOldRecordAside) {
   const std::string dir = scratch_dir("flight_old_record");
   write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
   write_json(dir + "/flight_rank1.json", record(1, 2, 2));
@@ -237,7 +237,30 @@ TEST(FlightWatchdog, RemovesItsRanksOldRecord) {
                             1, 2, dir);
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/flight.previous/flight_rank1.json"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
+}
+
+// A start's claim sets every earlier record aside (rank 0, holding the folder's lock): the
+// folder then holds none, and flight.previous holds the last hang's records alone, not a mix
+// with an older hang's (whose world-4 records would size the verdict). Other files stay.
+TEST(FlightRecords, AStartSetsTheLastHangsRecordsAsideInPlaceOfOlderOnes) {
+  const std::string dir = scratch_dir("flight_set_aside");
+  for (int r = 0; r < 4; ++r) write_json(dir + "/flight_rank" + std::to_string(r) + ".json", record(r, 4, 2));
+  EXPECT_EQ(set_aside_flight_records(dir), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(set_aside_flight_records(dir).empty()) << "nothing left to move";
+  write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
+  write_json(dir + "/flight_rank1.json", record(1, 2, 2));
+  write_json(dir + "/flight_rank_notes.json", {{"mine", 1}});
+  EXPECT_EQ(set_aside_flight_records(dir), (std::vector<int>{0, 1}));
+  int world = 0;
+  EXPECT_TRUE(read_flight_records(dir, world).empty());
+  const auto previous = read_flight_records(previous_flight_dir(dir), world);
+  EXPECT_EQ(world, 2);
+  EXPECT_EQ(previous.size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(previous_flight_dir(dir) + "/flight_rank3.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank_notes.json"));
+  EXPECT_NE(hang_verdict(previous, world).find("rank 1 is behind"), std::string::npos);
 }
 
 // A file in the folder that is not a record as ranks write them (hand edited, another tool's)

@@ -84,6 +84,32 @@ TEST(Trainer, ARankThatCannotOpenItsDataStopsTheOthersToo) {
     EXPECT_NE(errors[r].find("1 rank could not open the data"), std::string::npos) << errors[r];
 }
 
+// A rank that cannot open its own report (here its sample trace file, a folder of that name on
+// its node) stops the others with it as the run starts, naming how many could not; before, rank
+// 0 went on into the start's next collective and waited there for the failure to reach it.
+TEST(Trainer, ARankThatCannotOpenItsReportsStopsTheOthersToo) {
+  const std::string dir = testing_dist::temp_dir("trainer_trace_rank1");
+  std::filesystem::create_directories(dir + "/rank1.txt");
+  std::vector<std::string> errors(2);
+  testing_dist::run_world(2, [&](const DistContext& ctx) {
+    Trainable model = native(make_net());
+    const auto optimizer = make_optimizer(*model.module, false);
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.report.trace_samples_dir = dir;
+    try {
+      Trainer trainer(ctx, std::move(model), *optimizer, o);
+      UserData train(96, false);
+      trainer.fit(train, nullptr);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(ctx.rank())] = e.what();
+    }
+  });
+  EXPECT_NE(errors[1].find("cannot open the sample trace file '" + dir + "/rank1.txt'"), std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[0].find("1 rank could not open the run's reports"), std::string::npos) << errors[0];
+  std::filesystem::remove_all(dir);
+}
+
 // --profile_first_step N --profile_steps K (counted from 1): the Chrome trace holds the run's
 // steps N-1 .. N+K-2 counted from 0, each with its phases. A window the run's end (max_steps)
 // or an epoch's end (12 steps an epoch here) cuts short is written as far as it got.
