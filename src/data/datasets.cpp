@@ -295,6 +295,7 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
     const int64_t per_sample = labels_.numel() / std::max<int64_t>(1, labels_.size(0));
     shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)),
               static_cast<int>(images_.size(3)), static_cast<int>(per_sample)};
+    shape_.float_targets = true;
     return;
   }
   DDP_USAGE_CHECK(labels_.dim() == 1 && labels_.scalar_type() == at::kLong, "'", path,
@@ -307,15 +308,15 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
 }
 
 void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
-  const bool regression = train.labels_.is_floating_point();
-  DDP_USAGE_CHECK(labels_.is_floating_point() == regression, "'", path_, "': labels are ",
-                  labels_.is_floating_point() ? "float targets" : "class indices", " but '", train.path_,
-                  "' has ", regression ? "float targets" : "class indices",
-                  ": both splits need the same kind of labels");
-  check_scores(train.shape_, "'" + train.path_ + "'");
+  check_scores(train.shape_, "'" + train.path_ + "'", true);
 }
 
-void TensorFileDataset::check_scores(const DatasetShape& t, const std::string& train_name) const {
+void TensorFileDataset::check_scores(const DatasetShape& t, const std::string& train_name,
+                                     bool kind_known) const {
+  const auto kind = [](bool floats) { return floats ? "float targets" : "class indices"; };
+  DDP_USAGE_CHECK(!kind_known || shape_.float_targets == t.float_targets, "'", path_, "': labels are ",
+                  kind(shape_.float_targets), " but ", train_name, " has ", kind(t.float_targets),
+                  ": both splits need the same kind of labels");
   DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'",
                   path_, "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width,
                   ") but ", train_name, " trains on (", t.channels, ", ", t.height, ", ", t.width,
@@ -419,7 +420,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
           if (train)
             test->check_scores(*train);
           else
-            test->check_scores(trained->shape, recorded);
+            test->check_scores(trained->shape, recorded, trained->targets_recorded);
           s.test = std::move(test);
         }
         s.train = std::move(train);

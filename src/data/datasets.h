@@ -29,6 +29,8 @@ struct DatasetShape {
   int width = 32;
   int num_classes = 10;  // token datasets: the vocabulary size
   int block_size = 0;    // token datasets: tokens per sample; 0 for images
+  /// Each sample's target is num_classes float values (regression, --loss mse), not a class index.
+  bool float_targets = false;
   bool is_tokens() const { return block_size > 0; }
 };
 
@@ -135,9 +137,9 @@ class TensorFileDataset : public Dataset {
   /// epoch later, fails in the loss, or (another image size under global pooling) passes
   /// with a meaningless accuracy.
   void check_scores(const TensorFileDataset& train) const;
-  /// The same against a training split of shape `train` (recorded: the targets' kind is not),
-  /// `train_name` in the message.
-  void check_scores(const DatasetShape& train, const std::string& train_name) const;
+  /// The same against a training split of shape `train` (recorded), `train_name` in the message;
+  /// the targets' kind where `kind_known` (a record before it was kept has none).
+  void check_scores(const DatasetShape& train, const std::string& train_name, bool kind_known) const;
 
  private:
   std::string path_;
@@ -157,6 +159,7 @@ struct DataSplits {
 struct TrainingSplit {
   DatasetShape shape;
   std::vector<std::string> label_names;
+  bool targets_recorded = false;  // shape.float_targets was recorded (checkpoints before it: not)
 };
 
 /// What token datasets need from the model: its context length and vocabulary.

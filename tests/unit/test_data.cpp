@@ -17,6 +17,7 @@
 #include "data/datasets.h"
 #include "data/loader.h"
 #include "golden.h"
+#include "serialize/python_pickle.h"
 #include "util/error.h"
 #include "util/thread_policy.h"
 
@@ -378,6 +379,41 @@ TEST(Data, ATestSplitAloneIsCheckedAgainstTheRecordedTrainingSplit) {
                      "split's had 3 and 10"),
             std::string::npos)
       << err;
+}
+
+// A tensors test split alone is checked against the recorded kind of targets too: float targets
+// as many as the recorded classes passed as a classifier's test split before (its cross-entropy
+// then read them as class probabilities). A record written before the kind was kept checks the
+// rest alone.
+TEST(Data, ATensorsTestSplitAloneIsCheckedForTheRecordedKindOfTargets) {
+  const std::string dir = fresh("tensors_test_only");
+  const auto test_split = [&](const at::Tensor& labels) {
+    std::ofstream(dir + "/test.pt", std::ios::binary)
+        << pickle_tensors({{"images", at::zeros({4, 1, 2, 2}, at::kByte)}, {"labels", labels}});
+  };
+  DataOptions o;
+  o.dataset = DatasetKind::kTensors;
+  o.data_dir = dir;
+  TrainingSplit classes{{1, 2, 2, 3}, {}, true};
+  TrainingSplit values = classes;
+  values.shape.float_targets = true;
+  test_split(at::zeros({4, 3}));
+  std::string err = usage_error_of(o, &classes);
+  EXPECT_NE(
+      err.find("test.pt': labels are float targets but the checkpoint's training split has class indices"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(make_datasets(o, {}, 0, &values).test->size(), 4);
+  TrainingSplit unrecorded = classes;
+  unrecorded.targets_recorded = false;
+  EXPECT_EQ(make_datasets(o, {}, 0, &unrecorded).test->size(), 4);
+  test_split(at::arange(4) % 3);
+  err = usage_error_of(o, &values);
+  EXPECT_NE(
+      err.find("test.pt': labels are class indices but the checkpoint's training split has float targets"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(make_datasets(o, {}, 0, &classes).test->size(), 4);
 }
 
 // Augmentation is a pure function of (seed, epoch, index): batches are bitwise the same for
