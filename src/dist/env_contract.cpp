@@ -162,6 +162,7 @@ const std::vector<const char*>& launcher_variables() {
                                                  "SLURM_NODEID",
                                                  "TORCHELASTIC_USE_AGENT_STORE",
                                                  "TORCHELASTIC_RESTART_COUNT",
+                                                 "TORCHELASTIC_RUN_ID",
                                                  "DDPTRAIN_LAUNCH_DIR"};
   return names;
 }
@@ -206,6 +207,8 @@ EnvContract read_env_contract() {
   }
   e.use_agent_store = env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
   e.restart_count = static_cast<int>(env::get_int("TORCHELASTIC_RESTART_COUNT", 0, 1 << 30).value_or(0));
+  e.job_id = env::get("TORCHELASTIC_RUN_ID").value_or("");      // Note [A torchrun job's restarts]
+  if (e.job_id == "none") e.job_id.clear();                     // static rendezvous (and ddptrain launch)
   e.launch_dir = env::get("DDPTRAIN_LAUNCH_DIR").value_or("");  // Note [Stall seen by the launcher]
   return e;
 }

@@ -36,7 +36,8 @@ struct EnvContract {
   int master_port = 29500;
   bool use_agent_store = false;  // torchrun's agent already serves the TCPStore
   int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT, keys the store prefix
-  std::string launch_dir;        // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
+  std::string job_id;      // TORCHELASTIC_RUN_ID, torchrun's rendezvous id ("": none, or static's "none")
+  std::string launch_dir;  // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
 };
 
 /// Reads and validates the environment; UsageError naming the variable when invalid.

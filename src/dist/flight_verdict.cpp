@@ -183,7 +183,7 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
   return out;
 }
 
-std::string previous_flight_dir(const std::string& dir) { return dir + "/flight.previous"; }
+std::string previous_flight_dir(const std::string& dir) { return dir + "/.flight.previous"; }
 
 std::vector<int> set_aside_flight_records(const std::string& dir, int rank) {
   namespace fs = std::filesystem;

@@ -26,7 +26,7 @@ std::string flight_request_path(const std::string& launch_dir);
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
 
 /// Where a start moves the records an earlier run or attempt left in DIR (readers take any
-/// flight_rank<r>.json there as this run's): DIR/flight.previous, which `ddptrain inspect hang`
+/// flight_rank<r>.json there as this run's): DIR/.flight.previous, which `ddptrain inspect hang`
 /// reads as it reads DIR.
 std::string previous_flight_dir(const std::string& dir);
 

@@ -1,7 +1,9 @@
 #include "train/folder_claim.h"
 
 #include <algorithm>
+#include <fstream>
 
+#include "checkpoint/durable_files.h"
 #include "dist/every_rank.h"
 #include "dist/flight_verdict.h"
 #include "train/abandoned_branch.h"
@@ -27,16 +29,44 @@ void set_aside_earlier_flight_records(const std::string& dir, const Logger& log)
                " (`ddptrain inspect hang ", previous, "` reads them)"));
 }
 
+// Note [A torchrun job's restarts]
+// torchrun restarts a job's workers when its nodes change (a node joins a healthy job) without
+// counting a restart ("membership changes do not count as retries", its elastic agent says):
+// TORCHELASTIC_RESTART_COUNT stays where it was, 0 in a job that never failed, and such a start
+// was a fresh one (unless --resume_from auto) that set the run's checkpoints aside and trained
+// from step 0. So rank 0, holding the folder's lock, keeps the job's rendezvous id
+// (TORCHELASTIC_RUN_ID; static rendezvous' "none" is none) in <dir>/.torchrun_job, and a start of
+// the job that started last in the folder is a restart. Another torchrun launch is another job
+// (--standalone draws a new id each time; a multi-node job's --rdzv_id names it): it starts as
+// its flags say. ddptrain launch counts every restart itself.
+const char* const kJobFile = "/.torchrun_job";
+
+// Rank 0's: whether the folder's last start was this torchrun job's.
+bool same_torchrun_job(const std::string& dir, const std::string& job) {
+  if (job.empty()) return false;
+  std::ifstream in(dir + kJobFile);
+  std::string last;
+  return static_cast<bool>(std::getline(in, last)) && last == job;
+}
+
+struct Restart {
+  int count = 0;         // at least 1 where any rank's count is
+  std::string same_job;  // the torchrun job that started last in the folder, where it is this one
+};
+
 // Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
-// this rank's restart count, at least 1 where any rank's is.
-int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
+// this rank's restart count, at least 1 where any rank's is, and rank 0's word on the job.
+Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
   const int own = ctx.restart_count();
+  // Read before the all-reduce that carries it (a read: the lock guards the writes).
+  const bool same_job = ctx.is_main() && !claim.dir.empty() && same_torchrun_job(claim.dir, ctx.job_id());
   const std::vector<int64_t> restarted = on_every_rank(
       ctx, "the start: rank 0's lock of the checkpoint folder and the ranks' restart counts",
       [&] {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
         if (ctx.is_main() && !claim.dir.empty()) {
-          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
+          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0 || same_job);
           set_aside_earlier_flight_records(claim.dir, ctx.log());
+          if (!ctx.job_id().empty()) write_file_atomic(claim.dir + kJobFile, ctx.job_id() + "\n");
         }
       },
       [&](int64_t) {
@@ -44,8 +74,8 @@ int lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& c
                    "' is in use by another run, or cannot be locked (rank 0's log says which): give this run "
                    "another checkpoint folder");
       },
-      {own > 0 ? 1 : 0});
-  return restarted[0] > 0 ? std::max(own, 1) : 0;
+      {own > 0 ? 1 : 0, same_job ? 1 : 0});
+  return {restarted[0] > 0 ? std::max(own, 1) : 0, restarted[1] > 0 ? ctx.job_id() : std::string()};
 }
 
 }  // namespace
@@ -56,8 +86,9 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
   CheckpointOptions& co = o.checkpoint;
   auto claim = std::make_shared<CheckpointFolderClaim>();
   claim->dir = co.dir;
-  const int restart_count = lock_and_agree_on_restart(*claim, ctx);
-  if (co.resume_on_restart) continue_newest_on_restart(co, restart_count, log);  // none without a dir
+  const Restart restart = lock_and_agree_on_restart(*claim, ctx);
+  if (co.resume_on_restart)
+    continue_newest_on_restart(co, restart.count, restart.same_job, log);  // none without a dir
   if (!co.dir.empty()) {  // what an interrupted save left is put back before any listing
     if (ctx.is_main()) clean_checkpoint_leftovers(co.dir, log);
     ctx.barrier("the checkpoint folder (after cleaning checkpoint leftovers)");

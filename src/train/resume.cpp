@@ -370,11 +370,18 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
                        " naming one checkpoint every node holds alike"));
 }
 
-void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log) {
-  if (restart_count <= 0 || co.dir.empty() || co.resume_from == "auto") return;
+void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const std::string& same_job,
+                                const Logger& log) {
+  if ((restart_count <= 0 && same_job.empty()) || co.dir.empty() || co.resume_from == "auto") return;
   const std::string given = co.resume_from.empty() ? std::string("a fresh start") : co.resume_from;
-  log.warn(str("restart ", restart_count, ": resuming this run's newest checkpoint in ", co.dir,
-               " (resume_from auto, else ", given, ") instead of ", given));
+  const std::string why =
+      restart_count > 0
+          ? str("restart ", restart_count)
+          : str("torchrun job '", same_job,
+                "' started again in this folder (a change of its nodes, which torchrun does not count "
+                "as a restart)");
+  log.warn(str(why, ": resuming this run's newest checkpoint in ", co.dir, " (resume_from auto, else ", given,
+               ") instead of ", given));
   co.resume_fallback = co.resume_from;
   co.resume_from = "auto";
 }

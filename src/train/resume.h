@@ -76,10 +76,12 @@ void check_ranks_chose_the_same(const DistContext& ctx, const std::string& chose
                                 const std::string& manifest, const std::string& root,
                                 const std::string& flag);
 
-/// A restart's rule (CheckpointOptions::resume_on_restart): with restart_count > 0, a `dir` and
-/// resume_from other than "auto", resume_from becomes "auto" with the old one as its fallback,
-/// said in the log.
-void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const Logger& log);
+/// A restart's rule (CheckpointOptions::resume_on_restart): with restart_count > 0, or `same_job`
+/// (the torchrun job that started last in the folder: Note [A torchrun job's restarts]), a `dir`
+/// and resume_from other than "auto", resume_from becomes "auto" with the old one as its
+/// fallback, said in the log.
+void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const std::string& same_job,
+                                const Logger& log);
 
 /// A Trainer given a claim (train/folder_claim.h) checks its choice by its own identity, which
 /// holds more than the CLI's flags (the optimizer, the parameters' shapes, what the labels

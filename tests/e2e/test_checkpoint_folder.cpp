@@ -134,3 +134,37 @@ TEST(CheckpointFolder, RanksThatCountRestartsDifferentlyAgreeItIsARestart) {
   EXPECT_TRUE(fs::exists(ck + "/epoch_0002"));
   EXPECT_FALSE(fs::exists(ck + "/.superseded")) << "epoch 1 was set aside as a fresh start's";
 }
+
+// Note [A torchrun job's restarts]: torchrun restarts a job's workers when a node joins without
+// counting a restart (TORCHELASTIC_RESTART_COUNT stays 0 in a job that never failed). A start of
+// the torchrun job that started last in the folder (TORCHELASTIC_RUN_ID) resumes its newest
+// checkpoint, as a counted restart does; before, it started afresh and set epoch 1 aside. A start
+// of another job, or of static rendezvous ("none": no id), starts as its flags say.
+TEST(CheckpointFolder, ATorchrunJobStartedAgainInItsFolderResumesItsNewestCheckpoint) {
+  const std::string ck = fresh_dir("torchrun_job");
+  const auto start = [&](const std::string& job, const std::string& epochs) {
+    return run(folder_test_argv(tiny_train(ck, {"--epochs", epochs})),
+               {{"RANK", "0"},
+                {"WORLD_SIZE", "1"},
+                {"TORCHELASTIC_RUN_ID", job},
+                {"TORCHELASTIC_RESTART_COUNT", "0"}},
+               120);
+  };
+  ProcResult first = start("job-a", "1");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0001"));
+  ProcResult again = start("job-a", "2");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_FALSE(lines_with(again.output, "torchrun job 'job-a' started again in this folder").empty())
+      << again.output;
+  EXPECT_FALSE(lines_with(again.output, "resuming from " + ck + "/epoch_0001").empty()) << again.output;
+  EXPECT_TRUE(fs::exists(ck + "/epoch_0002"));
+  EXPECT_FALSE(fs::exists(ck + "/.superseded")) << "epoch 1 was set aside as a fresh start's";
+  for (const std::string job : {"job-b", "none"}) {
+    ProcResult other = start(job, "1");
+    EXPECT_EQ(other.exit_code, 0) << other.output;
+    EXPECT_TRUE(lines_with(other.output, "resuming from").empty()) << job << ": " << other.output;
+    EXPECT_TRUE(fs::exists(ck + "/.superseded")) << job << ": the fresh start set nothing aside";
+    fs::remove_all(ck + "/.superseded");
+  }
+}

@@ -42,43 +42,87 @@ void collect(const std::vector<std::string>& files, int world, int epoch, int64_
     }
 }
 
-std::vector<std::string> train_args(const std::string& dir, const std::string& trace) {
-  return {"train",
-          "--dataset_size",
-          "4000",
-          "--image_size",
-          "8",
-          "--width",
-          "0.125",
-          "--batch_size",
-          "8",
-          "--num_workers",
-          "1",
-          "--epochs",
-          "4",
-          "--lr",
-          "0.05",
-          "--log_interval",
-          "20",
-          "--threads",
-          "1",
-          "--no-use_amp",
-          "--eval_every",
-          "0",
-          "--checkpoint_dir",
-          dir + "/ck",
-          "--save_every_steps",
-          "20",
-          "--keep_checkpoints",
-          "0",
-          "--resume_from",
-          "auto",
-          "--dist_timeout_s",
-          "30",
-          "--metrics_file",
-          dir + "/m.jsonl",
-          "--trace_samples_dir",
-          trace};
+// resume_auto false: the flags' own start (a fresh one), which a restart overrides.
+std::vector<std::string> train_args(const std::string& dir, const std::string& trace, bool resume_auto = true,
+                                    const std::string& epochs = "4") {
+  std::vector<std::string> a = {"train",
+                                "--dataset_size",
+                                "4000",
+                                "--image_size",
+                                "8",
+                                "--width",
+                                "0.125",
+                                "--batch_size",
+                                "8",
+                                "--num_workers",
+                                "1",
+                                "--epochs",
+                                epochs,
+                                "--lr",
+                                "0.05",
+                                "--log_interval",
+                                "20",
+                                "--threads",
+                                "1",
+                                "--no-use_amp",
+                                "--eval_every",
+                                "0",
+                                "--checkpoint_dir",
+                                dir + "/ck",
+                                "--save_every_steps",
+                                "20",
+                                "--keep_checkpoints",
+                                "0",
+                                "--dist_timeout_s",
+                                "30",
+                                "--metrics_file",
+                                dir + "/m.jsonl",
+                                "--trace_samples_dir",
+                                trace};
+  if (resume_auto) a.insert(a.end(), {"--resume_from", "auto"});
+  return a;
+}
+
+// A node's torchrun agent (--nnodes 1:2, 2 workers each, the c10d rendezvous `id` on node 0's
+// address at `port`) in namespace `ns` running ddptrain with `worker`. With `go`, parked: torch
+// imported and the agent waiting for the file `go` before it reads its arguments and meets the
+// rendezvous. A node that joins later is started parked long before it is needed: started only
+// when it was due, its Python took 8.6 s to import torch on a loaded 2-core machine, and the job
+// (its agent and the rendezvous store with it) could finish before the node reached the store.
+std::vector<std::string> agent(int node, const std::string& ns, const std::string& ifname,
+                               const std::string& port, const std::string& id,
+                               const std::vector<std::string>& worker, const std::string& go = "") {
+  const std::string addr[2] = {"10.213.0.1", "10.213.0.2"};
+  std::vector<std::string> run_agent = {"-m", "torch.distributed.run"};
+  if (!go.empty())
+    run_agent = {"-c",
+                 "import os, sys, time\nimport torch.distributed.run as run\ngo = sys.argv.pop(1)\n"
+                 "while not os.path.exists(go): time.sleep(0.05)\nrun.main()\n",
+                 go};
+  std::vector<std::string> a = {"ip",
+                                "netns",
+                                "exec",
+                                ns,
+                                "env",
+                                "GLOO_SOCKET_IFNAME=" + ifname,
+                                "OMP_NUM_THREADS=1",
+                                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+                                python()};
+  a.insert(a.end(), run_agent.begin(), run_agent.end());
+  const std::vector<std::string> flags = {
+      "--nnodes",           "1:2",
+      "--nproc_per_node",   "2",
+      "--max_restarts",     "3",
+      "--rdzv_backend",     "c10d",
+      "--rdzv_endpoint",    addr[0] + ":" + port,
+      "--rdzv_id",          id,
+      "--rdzv_conf",        std::string("last_call_timeout=2,is_host=") + (node == 0 ? "1" : "0"),
+      "--monitor_interval", "1",
+      "--local_addr",       addr[node],
+      "--no-python",        binary()};
+  a.insert(a.end(), flags.begin(), flags.end());
+  a.insert(a.end(), worker.begin(), worker.end());
+  return a;
 }
 
 double now_unix() {
@@ -95,44 +139,10 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   ProcResult reference = run(launch(4, free_port(), train_args(ref, ref + "/trace")), {}, 300);
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
-  const std::string port = std::to_string(free_port()), addr[2] = {"10.213.0.1", "10.213.0.2"};
-  // A node's torchrun agent. With `go`, parked: torch imported and the agent waiting for the
-  // file `go` before it reads its arguments and meets the rendezvous. A node that comes back is
-  // started parked long before it is needed: started only when world 2 had trained an epoch, its
-  // Python took 8.6 s to import torch on a loaded 2-core machine, and world 2 finished the job
-  // (its agent and the rendezvous store with it) before the node reached the store.
+  const std::string port = std::to_string(free_port());
   auto node = [&](int n, const std::string& go = "") {
-    std::vector<std::string> run_agent = {"-m", "torch.distributed.run"};
-    if (!go.empty())
-      run_agent = {"-c",
-                   "import os, sys, time\nimport torch.distributed.run as run\ngo = sys.argv.pop(1)\n"
-                   "while not os.path.exists(go): time.sleep(0.05)\nrun.main()\n",
-                   go};
-    std::vector<std::string> a = {"ip",
-                                  "netns",
-                                  "exec",
-                                  ns_[n],
-                                  "env",
-                                  "GLOO_SOCKET_IFNAME=" + ifname_[n],
-                                  "OMP_NUM_THREADS=1",
-                                  "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
-                                  python()};
-    a.insert(a.end(), run_agent.begin(), run_agent.end());
-    const std::vector<std::string> flags = {
-        "--nnodes",           "1:2",
-        "--nproc_per_node",   "2",
-        "--max_restarts",     "3",
-        "--rdzv_backend",     "c10d",
-        "--rdzv_endpoint",    addr[0] + ":" + port,
-        "--rdzv_id",          "elastic" + tag_,
-        "--rdzv_conf",        std::string("last_call_timeout=2,is_host=") + (n == 0 ? "1" : "0"),
-        "--monitor_interval", "1",
-        "--local_addr",       addr[n],
-        "--no-python",        binary()};
-    a.insert(a.end(), flags.begin(), flags.end());
-    const auto t = train_args(dir, dir + "/trace" + std::to_string(n));
-    a.insert(a.end(), t.begin(), t.end());
-    return a;
+    return agent(n, ns_[n], ifname_[n], port, "elastic" + tag_,
+                 train_args(dir, dir + "/trace" + std::to_string(n)), go);
   };
   const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1), dir + "/node1.log");
   for (int i = 0; i < 1200 && !fs::exists(dir + "/ck/step_00000040"); ++i)
@@ -219,4 +229,49 @@ TEST_F(MultiNode, ElasticUnderTorchrunLosesANodeAndFinishes) {
   EXPECT_GT(before, 0u);
   EXPECT_TRUE(missing.empty());
   EXPECT_LT(extra.size(), 2u);
+}
+
+// Note [A torchrun job's restarts]: node 0 trains alone (world 2) with the flags' fresh start
+// (no --resume_from auto); node 1 joins the healthy job, and torchrun restarts node 0's workers
+// without counting a restart (TORCHELASTIC_RESTART_COUNT stays 0 on both nodes). The world-4
+// group resumes world 2's newest checkpoint (before, it started afresh at step 0 and set the
+// run's checkpoints aside) and finishes the job.
+TEST_F(MultiNode, ANodeJoiningAHealthyTorchrunJobResumesItsNewestCheckpoint) {
+  ProcResult version = run({python(), "-c", "import torch; print(torch.__version__)"}, {}, 60);
+  if (version.output.rfind("1.", 0) == 0) GTEST_SKIP() << "elastic membership needs the LibTorch 2.x build";
+  const std::string dir = fresh_dir("elastic_grow"), port = std::to_string(free_port());
+  auto node = [&](int n, const std::string& go = "") {
+    return agent(n, ns_[n], ifname_[n], port, "grow" + tag_,
+                 train_args(dir, dir + "/trace" + std::to_string(n), false, "8"), go);
+  };
+  const std::string go = dir + "/node1.go";
+  const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1, go), dir + "/node1.log");
+  for (int i = 0; i < 1200 && !fs::exists(dir + "/ck/step_00000020"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!fs::exists(dir + "/ck/step_00000020")) {
+    ::kill(-n1, SIGKILL);  // the parked agent would wait for ever
+    FAIL() << read_text(dir + "/node0.log");
+  }
+  std::ofstream(go).close();  // node 1 joins
+  const int code = wait_for(n0, 300), code1 = wait_for(n1, 60);
+  if (code == -1) ::kill(-n0, SIGKILL);
+  if (code1 == -1) ::kill(-n1, SIGKILL);
+  ASSERT_EQ(code, 0) << read_text(dir + "/node0.log");
+  EXPECT_EQ(code1, 0) << read_text(dir + "/node1.log");
+  std::vector<nlohmann::json> runs;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
+    if (rec.value("kind", "") == "run") runs.push_back(rec);
+  ASSERT_GE(runs.size(), 2u) << "the job did not grow: " << read_text(dir + "/node0.log");
+  EXPECT_EQ(runs[0].value("world_size", 0), 2);
+  EXPECT_EQ(runs[0].value("step", -1), 0);
+  const nlohmann::json& grown = runs[1];
+  EXPECT_EQ(grown.value("world_size", 0), 4) << grown;
+  EXPECT_EQ(grown.value("resumed_from_world", 0), 2) << "the world-4 group started afresh: " << grown;
+  EXPECT_GE(grown.value("step", 0), 20) << grown;
+  EXPECT_FALSE(grown.contains("restart_count")) << "torchrun counted the change of nodes: " << grown;
+  EXPECT_FALSE(fs::exists(dir + "/ck/.superseded")) << "world 2's checkpoints were set aside";
+  EXPECT_NE(
+      read_text(dir + "/node0.log").find("torchrun job 'grow" + tag_ + "' started again in this folder"),
+      std::string::npos)
+      << read_text(dir + "/node0.log");
 }

@@ -59,13 +59,15 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
   EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos)
       << "the log gives no verdict";
   // The next start in the folder, refused after its claim (its data is not there), keeps the
-  // hang's records: moved to flight.previous, where the verdict reads as before (they were
+  // hang's records: moved to .flight.previous, where the verdict reads as before (they were
   // removed at any start, and a restart after the hang lost them too).
   ProcResult again = run({binary(), "train", "--model", "gpt", "--dataset", "token_shards", "--data_path",
-                          "/no/such_*.bin", "--checkpoint_dir", ck},
+                          "/no/such_*.bin", "--checkpoint_dir", ck, "--resume_from", "auto"},
                          {}, 60);
   EXPECT_EQ(again.exit_code, 2) << again.output;
-  const std::string previous = ck + "/flight.previous";
+  EXPECT_EQ(again.output.find("skipping an invalid checkpoint"), std::string::npos)
+      << "the records' folder was listed as a checkpoint: " << again.output;
+  const std::string previous = ck + "/.flight.previous";
   EXPECT_NE(again.output.find("an earlier start's flight records (ranks 0,1) moved to " + previous),
             std::string::npos)
       << again.output;

@@ -67,7 +67,8 @@ TEST(UserIntent, EveryFlagTheDocsNameExists) {
                                         "--no-python",
                                         "--rdzv_backend",
                                         "--rdzv_endpoint",
-                                        "--rdzv_id",          // torchrun
+                                        "--rdzv_id",
+                                        "--standalone",       // torchrun
                                         "--ntasks-per-node",  // Slurm's srun
                                         "--binary",           // scripts/gpu_deps.sh
                                         "--steps"};           // scripts/profile_table.py

@@ -225,7 +225,7 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
 }
 
 // A rank's watchdog moves the record an earlier run or attempt of that rank left in the folder
-// into flight.previous: readers take any flight_rank<r>.json there, so an old hang would be the
+// into .flight.previous: readers take any flight_rank<r>.json there, so an old hang would be the
 // verdict, and it is kept. Another rank's record is that rank's to move.
 TEST(FlightWatchdog, SetsItsRanksOldRecordAside) {
   const std::string dir = scratch_dir("flight_old_record");
@@ -237,12 +237,12 @@ TEST(FlightWatchdog, SetsItsRanksOldRecordAside) {
                             1, 2, dir);
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/flight.previous/flight_rank1.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/.flight.previous/flight_rank1.json"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
 }
 
 // A start's claim sets every earlier record aside (rank 0, holding the folder's lock): the
-// folder then holds none, and flight.previous holds the last hang's records alone, not a mix
+// folder then holds none, and .flight.previous holds the last hang's records alone, not a mix
 // with an older hang's (whose world-4 records would size the verdict). Other files stay.
 TEST(FlightRecords, AStartSetsTheLastHangsRecordsAsideInPlaceOfOlderOnes) {
   const std::string dir = scratch_dir("flight_set_aside");
