@@ -377,9 +377,16 @@ int inspect_hang(const std::vector<std::string>& args) {
   DDP_USAGE_CHECK(args.size() == 2, "inspect hang takes one folder; ", usage);
   int world = 0;
   const auto records = read_flight_records(args[1], world);
+  // Note [An earlier start's flight records]: a start after the hang moved them.
+  const std::string previous = previous_flight_dir(args[1]);
+  int previous_world = 0;
+  const bool moved = records.empty() && !read_flight_records(previous, previous_world).empty();
   DDP_USAGE_CHECK(
-      !records.empty(), "inspect hang: no flight_rank<r>.json in '", args[1],
-      "' (the ranks write them there when a collective fails; --flight_recorder 0 turns that off)");
+      !records.empty(), "inspect hang: no flight_rank<r>.json in '", args[1], "'",
+      moved ? "; a later start moved an earlier hang's records to '" + previous +
+                  "': ddptrain inspect hang " + previous
+            : std::string(" (the ranks write them there when a collective fails; --flight_recorder 0 "
+                          "turns that off)"));
   std::printf("%s", hang_verdict(records, world).c_str());
   return 0;
 }

@@ -305,17 +305,18 @@ TensorFileDataset::TensorFileDataset(const std::string& path) : path_(path) {
                   "': labels must be class indices >= 0");
   shape_ = {static_cast<int>(images_.size(1)), static_cast<int>(images_.size(2)),
             static_cast<int>(images_.size(3)), static_cast<int>(labels_.max().item<int64_t>() + 1)};
+  shape_.float_targets = false;
 }
 
 void TensorFileDataset::check_scores(const TensorFileDataset& train) const {
-  check_scores(train.shape_, "'" + train.path_ + "'", true);
+  check_scores(train.shape_, "'" + train.path_ + "'");
 }
 
-void TensorFileDataset::check_scores(const DatasetShape& t, const std::string& train_name,
-                                     bool kind_known) const {
+void TensorFileDataset::check_scores(const DatasetShape& t, const std::string& train_name) const {
   const auto kind = [](bool floats) { return floats ? "float targets" : "class indices"; };
-  DDP_USAGE_CHECK(!kind_known || shape_.float_targets == t.float_targets, "'", path_, "': labels are ",
-                  kind(shape_.float_targets), " but ", train_name, " has ", kind(t.float_targets),
+  const bool floats = labels_.is_floating_point();
+  DDP_USAGE_CHECK(!t.float_targets || *t.float_targets == floats, "'", path_, "': labels are ", kind(floats),
+                  " but ", train_name, " has ", kind(t.float_targets.value_or(false)),
                   ": both splits need the same kind of labels");
   DDP_USAGE_CHECK(shape_.channels == t.channels && shape_.height == t.height && shape_.width == t.width, "'",
                   path_, "': images of shape (", shape_.channels, ", ", shape_.height, ", ", shape_.width,
@@ -420,7 +421,7 @@ DataSplits make_datasets(const DataOptions& opts, const TokenSpec& tokens, uint6
           if (train)
             test->check_scores(*train);
           else
-            test->check_scores(trained->shape, recorded, trained->targets_recorded);
+            test->check_scores(trained->shape, recorded);
           s.test = std::move(test);
         }
         s.train = std::move(train);

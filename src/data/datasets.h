@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,9 @@ struct DatasetShape {
   int width = 32;
   int num_classes = 10;  // token datasets: the vocabulary size
   int block_size = 0;    // token datasets: tokens per sample; 0 for images
-  /// Each sample's target is num_classes float values (regression, --loss mse), not a class index.
-  bool float_targets = false;
+  /// Each sample's target is num_classes float values (regression, --loss mse), or a class
+  /// index; nothing: not said (a user's dataset), and not recorded then (TrainingSplit).
+  std::optional<bool> float_targets;
   bool is_tokens() const { return block_size > 0; }
 };
 
@@ -138,8 +140,8 @@ class TensorFileDataset : public Dataset {
   /// with a meaningless accuracy.
   void check_scores(const TensorFileDataset& train) const;
   /// The same against a training split of shape `train` (recorded), `train_name` in the message;
-  /// the targets' kind where `kind_known` (a record before it was kept has none).
-  void check_scores(const DatasetShape& train, const std::string& train_name, bool kind_known) const;
+  /// the targets' kind where it says one (a record before it was kept, or of a user's dataset: none).
+  void check_scores(const DatasetShape& train, const std::string& train_name) const;
 
  private:
   std::string path_;
@@ -159,7 +161,6 @@ struct DataSplits {
 struct TrainingSplit {
   DatasetShape shape;
   std::vector<std::string> label_names;
-  bool targets_recorded = false;  // shape.float_targets was recorded (checkpoints before it: not)
 };
 
 /// What token datasets need from the model: its context length and vocabulary.

@@ -11,6 +11,7 @@
 #include "dist/backend_factory.h"
 #include "dist/bounded_store.h"
 #include "dist/device_checking_backend.h"
+#include "dist/flight_verdict.h"
 #include "dist/flight_watchdog.h"
 #include "dist/peer_failure.h"
 #include "dist/rendezvous_barrier.h"
@@ -404,9 +405,44 @@ void DistContext::dump_flight(const std::string& reason) const {
   if (watchdog_) watchdog_->raise(reason, /*wait_s=*/0);
 }
 
+// Note [An earlier start's flight records]
+// Readers take any flight_rank<r>.json in the folder as the job's (a failing rank's verdict,
+// the launcher's, `ddptrain inspect hang`), so an earlier run's or attempt's records would name
+// an old hang. They were removed at any start, which lost a hang's records to the restart it
+// caused and to a rerun refused at start. Before this start's watchdogs run, its ranks move them
+// into DIR/.flight.previous, where `ddptrain inspect hang DIR/.flight.previous` reads them: each
+// node's local rank 0 first removes an older hang's from there where its folder holds records
+// (one hang's records, not a mix of two, whose world sizes a verdict would take), then, after a
+// barrier, each rank moves its own and each local rank 0 those of ranks beyond this world. Each
+// node does its own folder, shared or not. A collective; a file that cannot be moved is said,
+// not thrown (the ranks' collectives stay together).
+void DistContext::set_aside_earlier_flight_records(const std::string& dir) const {
+  const std::vector<int> found = flight_record_ranks(dir);
+  const auto attempt = [&](const std::function<void()>& move) {
+    try {
+      move();
+    } catch (const std::exception& e) {
+      log_.warn(str(e.what(), ": a hang's verdict may name that earlier start's"));
+    }
+  };
+  if (env_.local_rank == 0 && !found.empty()) attempt([&] { clear_previous_flight_records(dir); });
+  barrier("setting aside an earlier start's flight records");
+  attempt([&] { set_aside_flight_record(dir, env_.rank); });
+  if (env_.local_rank == 0)
+    for (int r : found)
+      if (r >= env_.world_size) attempt([&] { set_aside_flight_record(dir, r); });
+  if (env_.rank != 0 || found.empty()) return;
+  std::string list;
+  for (int r : found) list += (list.empty() ? "" : ",") + std::to_string(r);
+  const std::string previous = previous_flight_dir(dir);
+  log_.info(str("an earlier start's flight records (ranks ", list, ") moved to ", previous,
+                " (`ddptrain inspect hang ", previous, "` reads them)"));
+}
+
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
   if (!pg_ || !bounded_ || !recorder_->enabled() || dir.empty()) return;
+  set_aside_earlier_flight_records(dir);
   watchdog_ = std::make_unique<FlightWatchdog>(bounded_, *recorder_, env_.rank, env_.world_size, dir,
                                                env_.launch_dir);
 }

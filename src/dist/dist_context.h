@@ -117,7 +117,9 @@ class DistContext {
   /// This rank's last collectives (Note [Flight recorder]); the step loop sets its phase there.
   FlightRecorder& recorder() const { return *recorder_; }
   /// Where flight records go when a collective fails; starts the watchdog that writes this
-  /// rank's when another rank's fails (with a process group and the recorder on).
+  /// rank's when another rank's fails (with a process group and the recorder on), once an
+  /// earlier start's records there are set aside (Note [An earlier start's flight records]). A
+  /// collective: every rank calls it, with the same folder (or its own node's copy).
   void set_flight_dir(const std::string& dir);
   /// Writes this rank's flight record and asks the others for theirs (e.g. from the program's
   /// std::terminate handler when a backend thread threw); nothing without a flight folder.
@@ -139,6 +141,7 @@ class DistContext {
 
  private:
   void release();
+  void set_aside_earlier_flight_records(const std::string& dir) const;
   // The process group as this context uses it: wrapped in a DeviceCheckingBackend under a
   // strict device (Note [Strict collective device]).
   compat::CommHandle checked(compat::CommHandle pg) const;

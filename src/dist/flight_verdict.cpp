@@ -185,37 +185,50 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
 
 std::string previous_flight_dir(const std::string& dir) { return dir + "/.flight.previous"; }
 
-std::vector<int> set_aside_flight_records(const std::string& dir, int rank) {
-  namespace fs = std::filesystem;
+std::vector<int> flight_record_ranks(const std::string& dir) {
   std::error_code ec;
-  std::vector<fs::path> records;
   std::vector<int> ranks;
-  for (const auto& f : fs::directory_iterator(dir, ec)) {
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = f.path().filename().string();
     if (name.rfind("flight_rank", 0) != 0 || f.path().extension() != ".json") continue;
     const std::string digits = name.substr(11, name.size() - 11 - 5);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9)
-      continue;
-    if (rank >= 0 && std::stoi(digits) != rank) continue;
-    records.push_back(f.path());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;  // not a rank's record (flight_rank_notes.json)
     ranks.push_back(std::stoi(digits));
-  }
-  if (records.empty()) return ranks;
-  const std::string previous = previous_flight_dir(dir);
-  // All of them: gathered beside, then in place of the older ones in one rename.
-  const std::string into = rank >= 0 ? previous : previous + ".new";
-  if (rank < 0) fs::remove_all(into, ec);
-  fs::create_directories(into, ec);
-  for (const fs::path& p : records) {
-    fs::rename(p, fs::path(into) / p.filename(), ec);
-    if (ec) fs::remove(p, ec);
-  }
-  if (rank < 0) {
-    fs::remove_all(previous, ec);
-    fs::rename(into, previous, ec);
   }
   std::sort(ranks.begin(), ranks.end());
   return ranks;
+}
+
+void clear_previous_flight_records(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string previous = previous_flight_dir(dir);
+  std::error_code ec;
+  if (!fs::exists(previous, ec)) return;
+  // Renamed first, so that the folder the next moves fill is a new one even where the removal
+  // fails half way (a file of another user's in it).
+  const std::string old = previous + ".old";
+  fs::remove_all(old, ec);
+  fs::rename(previous, old, ec);
+  if (ec) throw std::filesystem::filesystem_error("cannot set aside the older flight records", previous, ec);
+  fs::remove_all(old, ec);
+}
+
+void set_aside_flight_record(const std::string& dir, int rank) {
+  namespace fs = std::filesystem;
+  const std::string name = "flight_rank" + std::to_string(rank) + ".json";
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / name, ec)) return;
+  const std::string previous = previous_flight_dir(dir);
+  fs::create_directories(previous, ec);
+  fs::rename(fs::path(dir) / name, fs::path(previous) / name, ec);
+  if (!ec) return;
+  // Not kept, then: a record left in the folder would be read as this run's.
+  std::error_code removed;
+  fs::remove(fs::path(dir) / name, removed);
+  if (removed)
+    throw std::filesystem::filesystem_error("cannot move or remove an earlier flight record",
+                                            dir + "/" + name, ec);
 }
 
 }  // namespace ddptrain

@@ -30,11 +30,16 @@ std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& w
 /// reads as it reads DIR.
 std::string previous_flight_dir(const std::string& dir);
 
-/// Moves DIR's flight_rank*.json into previous_flight_dir(DIR), in place of what an older start
-/// moved there (one hang's records, not a mix of two); the ranks moved, in order. rank >= 0:
-/// that rank's record alone, beside the others there (a rank whose folder rank 0 does not see).
-/// A record that cannot be moved is removed (it would be read as this run's).
-std::vector<int> set_aside_flight_records(const std::string& dir, int rank = -1);
+/// The ranks whose flight_rank<r>.json is in DIR, in order.
+std::vector<int> flight_record_ranks(const std::string& dir);
+
+/// Removes previous_flight_dir(DIR) (an older hang's records: a start that has records to set
+/// aside makes room for them, so the folder holds one hang's, not a mix of two).
+void clear_previous_flight_records(const std::string& dir);
+
+/// Moves DIR/flight_rank<rank>.json into previous_flight_dir(DIR) (none: nothing); one that
+/// cannot be moved is removed, since it would be read as this run's. An error where neither can be.
+void set_aside_flight_record(const std::string& dir, int rank);
 
 /// One flight file's JSON, or nullopt when it is missing or not (yet) whole JSON.
 std::optional<nlohmann::json> read_flight_file(const std::string& path);

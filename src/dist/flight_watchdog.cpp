@@ -23,11 +23,7 @@ FlightWatchdog::FlightWatchdog(std::shared_ptr<const BoundedStore> store, const 
       world_(world),
       dir_(std::move(dir)),
       launch_dir_(std::move(launch_dir)) {
-  // An earlier run's or attempt's record of this rank would be read as this run's: a verdict
-  // naming an old hang (readers take any flight_rank<r>.json in the folder). Rank 0's claim of
-  // the folder moved them all before any watchdog starts (Note [A run claims its checkpoint
-  // folder]); this is for a rank whose folder it does not see, and for a program's own folder.
-  set_aside_flight_records(dir_, rank_);
+  // An earlier start's records were set aside before it starts (DistContext::set_flight_dir).
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -1,11 +1,11 @@
 #include "train/folder_claim.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "checkpoint/durable_files.h"
 #include "dist/every_rank.h"
-#include "dist/flight_verdict.h"
 #include "train/abandoned_branch.h"
 #include "train/resume.h"
 #include "util/error.h"
@@ -17,28 +17,20 @@ int64_t step_resumed(const std::optional<CheckpointEntry>& resume) {
   return resume ? resume->meta.global_step : -1;  // -1: a fresh start's
 }
 
-// An earlier run's or attempt's flight records (a hang's) move aside, kept, before this run's
-// watchdogs start (Note [Flight recorder]): rank 0's, holding the lock.
-void set_aside_earlier_flight_records(const std::string& dir, const Logger& log) {
-  const std::vector<int> ranks = set_aside_flight_records(dir);
-  if (ranks.empty()) return;
-  std::string list;
-  for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
-  const std::string previous = previous_flight_dir(dir);
-  log.info(str("an earlier start's flight records (ranks ", list, ") moved to ", previous,
-               " (`ddptrain inspect hang ", previous, "` reads them)"));
-}
-
 // Note [A torchrun job's restarts]
 // torchrun restarts a job's workers when its nodes change (a node joins a healthy job) without
 // counting a restart ("membership changes do not count as retries", its elastic agent says):
 // TORCHELASTIC_RESTART_COUNT stays where it was, 0 in a job that never failed, and such a start
 // was a fresh one (unless --resume_from auto) that set the run's checkpoints aside and trained
-// from step 0. So rank 0, holding the folder's lock, keeps the job's rendezvous id
-// (TORCHELASTIC_RUN_ID; static rendezvous' "none" is none) in <dir>/.torchrun_job, and a start of
-// the job that started last in the folder is a restart. Another torchrun launch is another job
-// (--standalone draws a new id each time; a multi-node job's --rdzv_id names it): it starts as
-// its flags say. ddptrain launch counts every restart itself.
+// from step 0. torchrun stops the workers with SIGTERM first, and they stop together and save
+// (Note [Agreed stop]). So rank 0, holding the folder's lock, writes the job's rendezvous id
+// (TORCHELASTIC_RUN_ID; static rendezvous' "none" is none) into <dir>/.torchrun_job as a start
+// claims the folder, and removes it as the run ends unless it stopped on a signal: a start of
+// the same job after such a stop is a restart (it resumes the newest checkpoint, said in the
+// log). A start without an id removes it. A job that finished, failed or was refused leaves
+// none, so a later launch, even one reusing a --rdzv_id (an allocation's job id), starts as its
+// flags say; a stop by a signal followed by a new launch of the same id continues, as a restart
+// would (another --rdzv_id starts afresh). A counted restart needs none of this.
 const char* const kJobFile = "/.torchrun_job";
 
 // Rank 0's: whether the folder's last start was this torchrun job's.
@@ -64,9 +56,13 @@ Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContex
       ctx, "the start: rank 0's lock of the checkpoint folder and the ranks' restart counts",
       [&] {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
         if (ctx.is_main() && !claim.dir.empty()) {
-          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0 || same_job);
-          set_aside_earlier_flight_records(claim.dir, ctx.log());
-          if (!ctx.job_id().empty()) write_file_atomic(claim.dir + kJobFile, ctx.job_id() + "\n");
+          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
+          claim.job_marker = claim.dir + kJobFile;
+          std::error_code ec;  // none to remove, or it stays: it names another job
+          if (ctx.job_id().empty())
+            std::filesystem::remove(claim.job_marker, ec);
+          else
+            write_file_atomic(claim.job_marker, ctx.job_id() + "\n");
         }
       },
       [&](int64_t) {
@@ -79,6 +75,11 @@ Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContex
 }
 
 }  // namespace
+
+CheckpointFolderClaim::~CheckpointFolderClaim() {
+  std::error_code ec;  // before the lock goes (a member): a destructor throws nothing
+  if (!job_marker.empty() && !keep_job_marker) std::filesystem::remove(job_marker, ec);
+}
 
 std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o, const DistContext& ctx,
                                                                const std::string& name_prefix) {

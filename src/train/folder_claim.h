@@ -51,6 +51,16 @@ struct CheckpointFolderClaim {
   /// abandoned branch set aside. What the program writes into the folder for the run (the CLI:
   /// the folder's config.json) waits for it, so a run refused at start changes nothing there.
   std::function<void()> on_run_accepted;
+  /// Rank 0's <dir>/.torchrun_job, written for this torchrun job (Note [A torchrun job's
+  /// restarts]): removed as the claim ends unless the run stopped on a signal (set by the
+  /// Trainer), so that only a start after such a stop (torchrun's, when a node joins) continues.
+  std::string job_marker;
+  bool keep_job_marker = false;
+
+  CheckpointFolderClaim() = default;
+  CheckpointFolderClaim(const CheckpointFolderClaim&) = delete;
+  CheckpointFolderClaim& operator=(const CheckpointFolderClaim&) = delete;
+  ~CheckpointFolderClaim();
 };
 
 /// Claims o.checkpoint.dir for a run of `o` (Note [A run claims its checkpoint folder]; o.run_identity

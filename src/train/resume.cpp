@@ -379,7 +379,7 @@ void continue_newest_on_restart(CheckpointOptions& co, int restart_count, const 
           ? str("restart ", restart_count)
           : str("torchrun job '", same_job,
                 "' started again in this folder (a change of its nodes, which torchrun does not count "
-                "as a restart)");
+                "as a restart; a new job takes another --rdzv_id)");
   log.warn(str(why, ": resuming this run's newest checkpoint in ", co.dir, " (resume_from auto, else ", given,
                ") instead of ", given));
   co.resume_fallback = co.resume_from;

@@ -215,7 +215,10 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
     std::shared_ptr<CheckpointFolderClaim>& claim;
     ~Release() { claim.reset(); }
   } release{impl_->claim_};
-  return impl_->fit(train, test);
+  TrainResult result = impl_->fit(train, test);
+  // Note [A torchrun job's restarts]: a run stopped on a signal may be restarted uncounted.
+  impl_->claim_->keep_job_marker = result.stopped_by_signal != 0;
+  return result;
 }
 
 const Precision& Trainer::precision() const { return impl_->start_.precision; }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,35 +137,47 @@ TEST(CheckpointFolder, RanksThatCountRestartsDifferentlyAgreeItIsARestart) {
 }
 
 // Note [A torchrun job's restarts]: torchrun restarts a job's workers when a node joins without
-// counting a restart (TORCHELASTIC_RESTART_COUNT stays 0 in a job that never failed). A start of
-// the torchrun job that started last in the folder (TORCHELASTIC_RUN_ID) resumes its newest
-// checkpoint, as a counted restart does; before, it started afresh and set epoch 1 aside. A start
-// of another job, or of static rendezvous ("none": no id), starts as its flags say.
-TEST(CheckpointFolder, ATorchrunJobStartedAgainInItsFolderResumesItsNewestCheckpoint) {
+// counting a restart (TORCHELASTIC_RESTART_COUNT stays 0 in a job that never failed); it stops
+// them with SIGTERM first. A start of the job (TORCHELASTIC_RUN_ID) after its run stopped on a
+// signal resumes its newest checkpoint, as a counted restart does; before, it started afresh and
+// set the checkpoints aside. A start after the run finished, or after a start without an id (a
+// static rendezvous' "none") came between, is a new launch reusing the id: it starts as its flags
+// say (a fresh start here).
+TEST(CheckpointFolder, ATorchrunJobStartedAgainAfterASignalResumesItsNewestCheckpoint) {
   const std::string ck = fresh_dir("torchrun_job");
-  const auto start = [&](const std::string& job, const std::string& epochs) {
-    return run(folder_test_argv(tiny_train(ck, {"--epochs", epochs})),
-               {{"RANK", "0"},
-                {"WORLD_SIZE", "1"},
-                {"TORCHELASTIC_RUN_ID", job},
-                {"TORCHELASTIC_RESTART_COUNT", "0"}},
-               120);
+  const auto start = [&](const std::string& job, bool stopped_in_epoch_one) {
+    std::map<std::string, std::string> env = {{"RANK", "0"},
+                                              {"WORLD_SIZE", "1"},
+                                              {"TORCHELASTIC_RUN_ID", job},
+                                              {"TORCHELASTIC_RESTART_COUNT", "0"}};
+    if (stopped_in_epoch_one) env["DDPTRAIN_FAULT_TERM_IN_EVAL"] = "1";  // SIGTERM at epoch 1's evaluation
+    return run(folder_test_argv(gpt_text_train(ck, {"--epochs", "2", "--max_steps", "0"})), env, 300);
   };
-  ProcResult first = start("job-a", "1");
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  ASSERT_TRUE(fs::exists(ck + "/epoch_0001"));
-  ProcResult again = start("job-a", "2");
+  const auto resumed = [](const ProcResult& r) { return !lines_with(r.output, "resuming from").empty(); };
+  const auto set_aside = [&] {  // a fresh start moved the run's checkpoints there
+    const bool was = fs::exists(ck + "/.superseded");
+    fs::remove_all(ck + "/.superseded");
+    return was;
+  };
+  ProcResult stopped = start("job-a", true);
+  ASSERT_TRUE(fs::exists(ck + "/epoch_0001")) << stopped.output;
+  ASSERT_FALSE(fs::exists(ck + "/epoch_0002")) << "the run was not stopped: " << stopped.output;
+  ProcResult again = start("job-a", false);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_FALSE(lines_with(again.output, "torchrun job 'job-a' started again in this folder").empty())
       << again.output;
-  EXPECT_FALSE(lines_with(again.output, "resuming from " + ck + "/epoch_0001").empty()) << again.output;
+  EXPECT_TRUE(resumed(again)) << again.output;
   EXPECT_TRUE(fs::exists(ck + "/epoch_0002"));
-  EXPECT_FALSE(fs::exists(ck + "/.superseded")) << "epoch 1 was set aside as a fresh start's";
-  for (const std::string job : {"job-b", "none"}) {
-    ProcResult other = start(job, "1");
-    EXPECT_EQ(other.exit_code, 0) << other.output;
-    EXPECT_TRUE(lines_with(other.output, "resuming from").empty()) << job << ": " << other.output;
-    EXPECT_TRUE(fs::exists(ck + "/.superseded")) << job << ": the fresh start set nothing aside";
-    fs::remove_all(ck + "/.superseded");
+  EXPECT_FALSE(set_aside()) << "the checkpoints were set aside as a fresh start's";
+  ProcResult finished_before = start("job-a", false);  // the job's run had finished
+  EXPECT_EQ(finished_before.exit_code, 0) << finished_before.output;
+  EXPECT_FALSE(resumed(finished_before)) << finished_before.output;
+  EXPECT_TRUE(set_aside()) << finished_before.output;
+  start("job-a", true);
+  for (const std::string job : {"none", "job-a"}) {  // a start without an id came between
+    ProcResult r = start(job, false);
+    EXPECT_EQ(r.exit_code, 0) << job << ": " << r.output;
+    EXPECT_FALSE(resumed(r)) << job << ": " << r.output;
+    EXPECT_TRUE(set_aside()) << job << ": the fresh start set nothing aside";
   }
 }

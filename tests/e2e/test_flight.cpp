@@ -58,11 +58,12 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
       << "an asynchronous vote not yet waited on is not where a rank waits: " << v.output;
   EXPECT_NE(r.output.find("flight recorder (records in " + ck), std::string::npos)
       << "the log gives no verdict";
-  // The next start in the folder, refused after its claim (its data is not there), keeps the
-  // hang's records: moved to .flight.previous, where the verdict reads as before (they were
-  // removed at any start, and a restart after the hang lost them too).
-  ProcResult again = run({binary(), "train", "--model", "gpt", "--dataset", "token_shards", "--data_path",
-                          "/no/such_*.bin", "--checkpoint_dir", ck, "--resume_from", "auto"},
+  // Note [An earlier start's flight records]: the next start in the folder, refused after its
+  // claim (its data is not there), keeps the hang's records: moved to .flight.previous, where
+  // the verdict reads as before (they were removed at any start, and a restart after the hang
+  // lost them too), and `inspect hang DIR` says where they went.
+  ProcResult again = run(launch_two({"train", "--model", "gpt", "--dataset", "token_shards", "--data_path",
+                                     "/no/such_*.bin", "--checkpoint_dir", ck, "--resume_from", "auto"}),
                          {}, 60);
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_EQ(again.output.find("skipping an invalid checkpoint"), std::string::npos)
@@ -75,6 +76,11 @@ TEST(Flight, AHungRankIsNamedWithItsPhaseAndTheCollective) {
     EXPECT_FALSE(fs::exists(ck + "/flight_rank" + std::to_string(rank) + ".json"));
     EXPECT_TRUE(fs::exists(previous + "/flight_rank" + std::to_string(rank) + ".json"));
   }
+  ProcResult where = run({binary(), "inspect", "hang", ck}, {}, 60);
+  EXPECT_EQ(where.exit_code, 2) << where.output;
+  EXPECT_NE(where.output.find("a later start moved an earlier hang's records to '" + previous + "'"),
+            std::string::npos)
+      << where.output;
   ProcResult kept = run({binary(), "inspect", "hang", previous}, {}, 60);
   EXPECT_NE(kept.output.find("rank 1 is behind: rank 0 waits in collective #"), std::string::npos)
       << kept.output;

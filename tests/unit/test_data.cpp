@@ -383,8 +383,8 @@ TEST(Data, ATestSplitAloneIsCheckedAgainstTheRecordedTrainingSplit) {
 
 // A tensors test split alone is checked against the recorded kind of targets too: float targets
 // as many as the recorded classes passed as a classifier's test split before (its cross-entropy
-// then read them as class probabilities). A record written before the kind was kept checks the
-// rest alone.
+// then read them as class probabilities). A record without the kind (written before it was
+// kept, or of a user's dataset, which need not say it) checks the rest alone.
 TEST(Data, ATensorsTestSplitAloneIsCheckedForTheRecordedKindOfTargets) {
   const std::string dir = fresh("tensors_test_only");
   const auto test_split = [&](const at::Tensor& labels) {
@@ -394,7 +394,8 @@ TEST(Data, ATensorsTestSplitAloneIsCheckedForTheRecordedKindOfTargets) {
   DataOptions o;
   o.dataset = DatasetKind::kTensors;
   o.data_dir = dir;
-  TrainingSplit classes{{1, 2, 2, 3}, {}, true};
+  TrainingSplit classes{{1, 2, 2, 3}, {}};
+  classes.shape.float_targets = false;
   TrainingSplit values = classes;
   values.shape.float_targets = true;
   test_split(at::zeros({4, 3}));
@@ -404,8 +405,8 @@ TEST(Data, ATensorsTestSplitAloneIsCheckedForTheRecordedKindOfTargets) {
       std::string::npos)
       << err;
   EXPECT_EQ(make_datasets(o, {}, 0, &values).test->size(), 4);
-  TrainingSplit unrecorded = classes;
-  unrecorded.targets_recorded = false;
+  TrainingSplit unrecorded = classes;  // a record from before, or of a user's dataset
+  unrecorded.shape.float_targets.reset();
   EXPECT_EQ(make_datasets(o, {}, 0, &unrecorded).test->size(), 4);
   test_split(at::arange(4) % 3);
   err = usage_error_of(o, &values);

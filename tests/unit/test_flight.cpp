@@ -224,43 +224,30 @@ TEST(StallWatch, ARankWaitingPastTheLimitBringsTheRecordsAndTheVerdict) {
       << "a restarted group would be asked at once";
 }
 
-// A rank's watchdog moves the record an earlier run or attempt of that rank left in the folder
-// into .flight.previous: readers take any flight_rank<r>.json there, so an old hang would be the
-// verdict, and it is kept. Another rank's record is that rank's to move.
-TEST(FlightWatchdog, SetsItsRanksOldRecordAside) {
-  const std::string dir = scratch_dir("flight_old_record");
-  write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
-  write_json(dir + "/flight_rank1.json", record(1, 2, 2));
-  FlightRecorder recorder(8);
-  {
-    FlightWatchdog watchdog(std::make_shared<BoundedStore>(c10::make_intrusive<c10d::HashStore>()), recorder,
-                            1, 2, dir);
-  }
-  EXPECT_FALSE(std::filesystem::exists(dir + "/flight_rank1.json"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/.flight.previous/flight_rank1.json"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank0.json"));
-}
-
-// A start's claim sets every earlier record aside (rank 0, holding the folder's lock): the
-// folder then holds none, and .flight.previous holds the last hang's records alone, not a mix
-// with an older hang's (whose world-4 records would size the verdict). Other files stay.
+// Note [An earlier start's flight records]: set_flight_dir, on every rank of a world of 2, moves
+// an earlier start's records (a world-4 hang's, and a file that is not a record stays) into
+// .flight.previous, in place of an older hang's there (not a mix: the older one's world of 8
+// would size the verdict), before its watchdog runs; the folder then holds none, and a
+// second start with nothing to move keeps them. Before, each start removed them.
 TEST(FlightRecords, AStartSetsTheLastHangsRecordsAsideInPlaceOfOlderOnes) {
   const std::string dir = scratch_dir("flight_set_aside");
-  for (int r = 0; r < 4; ++r) write_json(dir + "/flight_rank" + std::to_string(r) + ".json", record(r, 4, 2));
-  EXPECT_EQ(set_aside_flight_records(dir), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_TRUE(set_aside_flight_records(dir).empty()) << "nothing left to move";
-  write_json(dir + "/flight_rank0.json", record(0, 2, 3, "all_reduce", "gradient bucket 0"));
-  write_json(dir + "/flight_rank1.json", record(1, 2, 2));
+  const std::string previous = previous_flight_dir(dir);
+  std::filesystem::create_directories(previous);
+  write_json(previous + "/flight_rank7.json", record(7, 8, 2));  // an older hang's
+  write_json(dir + "/flight_rank0.json", record(0, 4, 3, "all_reduce", "gradient bucket 0"));
+  for (int r = 1; r < 4; ++r) write_json(dir + "/flight_rank" + std::to_string(r) + ".json", record(r, 4, 2));
   write_json(dir + "/flight_rank_notes.json", {{"mine", 1}});
-  EXPECT_EQ(set_aside_flight_records(dir), (std::vector<int>{0, 1}));
-  int world = 0;
-  EXPECT_TRUE(read_flight_records(dir, world).empty());
-  const auto previous = read_flight_records(previous_flight_dir(dir), world);
-  EXPECT_EQ(world, 2);
-  EXPECT_EQ(previous.size(), 2u);
-  EXPECT_FALSE(std::filesystem::exists(previous_flight_dir(dir) + "/flight_rank3.json"));
+  for (int start = 0; start < 2; ++start)
+    testing_dist::run_world(
+        2, [&](const DistContext& ctx) { const_cast<DistContext&>(ctx).set_flight_dir(dir); });
+  EXPECT_TRUE(flight_record_ranks(dir).empty());
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank_notes.json"));
-  EXPECT_NE(hang_verdict(previous, world).find("rank 1 is behind"), std::string::npos);
+  EXPECT_EQ(flight_record_ranks(previous), (std::vector<int>{0, 1, 2, 3}));
+  int world = 0;
+  const auto records = read_flight_records(previous, world);
+  EXPECT_EQ(world, 4);
+  EXPECT_NE(hang_verdict(records, world).find("rank 1 is behind: rank 0 waits"), std::string::npos)
+      << hang_verdict(records, world);
 }
 
 // A file in the folder that is not a record as ranks write them (hand edited, another tool's)
