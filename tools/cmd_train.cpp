@@ -149,6 +149,12 @@ int train_in(TrainConfig& cfg, DistContext& ctx) {
   });
   install_stop_handlers();
   set_intra_op_threads(cfg, ctx);
+  // Note [A torchrun job's restarts]: a stop asked for before the Trainer's fit (the data
+  // opening, the model's build) keeps the job's marker too, however the start ends.
+  struct KeepOnStop {
+    CheckpointFolderClaim& claim;
+    ~KeepOnStop() { claim.keep_job_marker = claim.keep_job_marker || stop_signal() != 0; }
+  } keep_on_stop{*claim};
   TrainResult r = train(cfg, ctx, config_json, claim);
   const int code = stop_exit_code(r, ctx);  // Note [Agreed stop]: a stop record for the launcher
   // Nothing to train (said by train()): no statistics to report, but an evaluation the

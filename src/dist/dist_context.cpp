@@ -410,14 +410,16 @@ void DistContext::dump_flight(const std::string& reason) const {
 // the launcher's, `ddptrain inspect hang`), so an earlier run's or attempt's records would name
 // an old hang. They were removed at any start, which lost a hang's records to the restart it
 // caused and to a rerun refused at start. Before this start's watchdogs run, its ranks move them
-// into DIR/.flight.previous, where `ddptrain inspect hang DIR/.flight.previous` reads them: each
-// node's local rank 0 first removes an older hang's from there where its folder holds records
-// (one hang's records, not a mix of two, whose world sizes a verdict would take), then, after a
-// barrier, each rank moves its own and each local rank 0 those of ranks beyond this world. Each
-// node does its own folder, shared or not. A collective; a file that cannot be moved is said,
-// not thrown (the ranks' collectives stay together).
+// into DIR/.flight.previous, where `ddptrain inspect hang DIR/.flight.previous` reads them. Each
+// node's local rank 0 does its node's folder (shared or not; a node may hold other ranks than in
+// the earlier start): where it holds records, it removes an older hang's from there (one hang's
+// records, not a mix of two, whose world sizes a verdict would take), and, after a barrier
+// (every rank's: no watchdog starts before), moves every record it found. A collective where
+// there is a process group, whatever the recorder's setting (an old record would be read by the
+// launcher and `inspect hang` all the same); a file that cannot be moved is said, not thrown
+// (the ranks' collectives stay together).
 void DistContext::set_aside_earlier_flight_records(const std::string& dir) const {
-  const std::vector<int> found = flight_record_ranks(dir);
+  const std::vector<int> found = env_.local_rank == 0 ? flight_record_ranks(dir) : std::vector<int>{};
   const auto attempt = [&](const std::function<void()>& move) {
     try {
       move();
@@ -425,12 +427,9 @@ void DistContext::set_aside_earlier_flight_records(const std::string& dir) const
       log_.warn(str(e.what(), ": a hang's verdict may name that earlier start's"));
     }
   };
-  if (env_.local_rank == 0 && !found.empty()) attempt([&] { clear_previous_flight_records(dir); });
-  barrier("setting aside an earlier start's flight records");
-  attempt([&] { set_aside_flight_record(dir, env_.rank); });
-  if (env_.local_rank == 0)
-    for (int r : found)
-      if (r >= env_.world_size) attempt([&] { set_aside_flight_record(dir, r); });
+  if (!found.empty()) attempt([&] { clear_previous_flight_records(dir); });
+  if (pg_) barrier("setting aside an earlier start's flight records");
+  for (int r : found) attempt([&] { set_aside_flight_record(dir, r); });
   if (env_.rank != 0 || found.empty()) return;
   std::string list;
   for (int r : found) list += (list.empty() ? "" : ",") + std::to_string(r);
@@ -441,8 +440,9 @@ void DistContext::set_aside_earlier_flight_records(const std::string& dir) const
 
 void DistContext::set_flight_dir(const std::string& dir) {
   watchdog_.reset();
-  if (!pg_ || !bounded_ || !recorder_->enabled() || dir.empty()) return;
+  if (dir.empty()) return;
   set_aside_earlier_flight_records(dir);
+  if (!pg_ || !bounded_ || !recorder_->enabled()) return;
   watchdog_ = std::make_unique<FlightWatchdog>(bounded_, *recorder_, env_.rank, env_.world_size, dir,
                                                env_.launch_dir);
 }

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include <unistd.h>
+
 namespace ddptrain {
 namespace {
 
@@ -206,11 +208,12 @@ void clear_previous_flight_records(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(previous, ec)) return;
   // Renamed first, so that the folder the next moves fill is a new one even where the removal
-  // fails half way (a file of another user's in it).
-  const std::string old = previous + ".old";
-  fs::remove_all(old, ec);
+  // fails half way (a file of another user's in it); by a name of this process's, since each
+  // node's local rank 0 clears a shared folder at once (the one that finds it gone is done).
+  const std::string old = previous + ".old." + std::to_string(::getpid());
   fs::rename(previous, old, ec);
-  if (ec) throw std::filesystem::filesystem_error("cannot set aside the older flight records", previous, ec);
+  if (ec && fs::exists(previous))
+    throw std::filesystem::filesystem_error("cannot set aside the older flight records", previous, ec);
   fs::remove_all(old, ec);
 }
 
@@ -222,7 +225,7 @@ void set_aside_flight_record(const std::string& dir, int rank) {
   const std::string previous = previous_flight_dir(dir);
   fs::create_directories(previous, ec);
   fs::rename(fs::path(dir) / name, fs::path(previous) / name, ec);
-  if (!ec) return;
+  if (!ec || !fs::exists(fs::path(dir) / name)) return;  // moved (by another node's, on a shared folder)
   // Not kept, then: a record left in the folder would be read as this run's.
   std::error_code removed;
   fs::remove(fs::path(dir) / name, removed);

@@ -30,7 +30,9 @@ int64_t step_resumed(const std::optional<CheckpointEntry>& resume) {
 // log). A start without an id removes it. A job that finished, failed or was refused leaves
 // none, so a later launch, even one reusing a --rdzv_id (an allocation's job id), starts as its
 // flags say; a stop by a signal followed by a new launch of the same id continues, as a restart
-// would (another --rdzv_id starts afresh). A counted restart needs none of this.
+// would (another --rdzv_id starts afresh), and so does one after a rank 0 killed outright (no
+// destructor ran: the safer way to be wrong). A stop asked for keeps it however the run ends
+// (Trainer::fit, the CLI's start-up). A counted restart needs none of this.
 const char* const kJobFile = "/.torchrun_job";
 
 // Rank 0's: whether the folder's last start was this torchrun job's.
@@ -59,10 +61,17 @@ Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContex
           claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
           claim.job_marker = claim.dir + kJobFile;
           std::error_code ec;  // none to remove, or it stays: it names another job
-          if (ctx.job_id().empty())
+          if (ctx.job_id().empty()) {
             std::filesystem::remove(claim.job_marker, ec);
-          else
-            write_file_atomic(claim.job_marker, ctx.job_id() + "\n");
+          } else {
+            try {
+              write_file_atomic(claim.job_marker, ctx.job_id() + "\n");
+            } catch (const std::exception& e) {  // not the lock's failure: said, not thrown
+              ctx.log().warn(str("cannot write ", claim.job_marker, " (", e.what(),
+                                 "): if torchrun restarts this job's workers uncounted (a node joins), they "
+                                 "start as their flags say"));
+            }
+          }
         }
       },
       [&](int64_t) {

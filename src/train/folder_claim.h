@@ -20,7 +20,8 @@
 // step), and a Trainer that refuses the choice removes the mark: another run's checkpoints are
 // never moved. A run refused later keeps the mark, and its checkpoints and the folder's
 // config.json are as the claim left them (an earlier hang's flight records, moved to
-// .flight.previous/ as rank 0 takes the lock, stay there).
+// .flight.previous/ as the ranks start their watchdogs, stay there: Note [An earlier start's
+// flight records]).
 // `ddptrain train` claims the folder first, before it opens the data and builds the model, and
 // gives the claim to the Trainer; a Trainer given none claims the folder itself, so a library
 // program is protected as the CLI is; a program whose start-up is slow may claim first. The

@@ -215,10 +215,20 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
     std::shared_ptr<CheckpointFolderClaim>& claim;
     ~Release() { claim.reset(); }
   } release{impl_->claim_};
-  TrainResult result = impl_->fit(train, test);
-  // Note [A torchrun job's restarts]: a run stopped on a signal may be restarted uncounted.
-  impl_->claim_->keep_job_marker = result.stopped_by_signal != 0;
-  return result;
+  // Note [A torchrun job's restarts]: a run stopped on a signal may be restarted uncounted,
+  // however its stop ended (a peer SIGKILLed after torchrun's grace fails a collective here).
+  const auto stop_asked = [&] {
+    const auto& asked = impl_->opts_.stop_requested;
+    return asked && asked() != 0;
+  };
+  try {
+    TrainResult result = impl_->fit(train, test);
+    impl_->claim_->keep_job_marker = result.stopped_by_signal != 0 || stop_asked();
+    return result;
+  } catch (...) {
+    impl_->claim_->keep_job_marker = stop_asked();
+    throw;
+  }
 }
 
 const Precision& Trainer::precision() const { return impl_->start_.precision; }

@@ -242,6 +242,9 @@ TEST(FlightRecords, AStartSetsTheLastHangsRecordsAsideInPlaceOfOlderOnes) {
         2, [&](const DistContext& ctx) { const_cast<DistContext&>(ctx).set_flight_dir(dir); });
   EXPECT_TRUE(flight_record_ranks(dir).empty());
   EXPECT_TRUE(std::filesystem::exists(dir + "/flight_rank_notes.json"));
+  // Another node's local rank 0 on a shared folder found the same: what is gone is done.
+  EXPECT_NO_THROW(set_aside_flight_record(dir, 2));
+  EXPECT_NO_THROW(clear_previous_flight_records(dir + "/no_such_folder"));
   EXPECT_EQ(flight_record_ranks(previous), (std::vector<int>{0, 1, 2, 3}));
   int world = 0;
   const auto records = read_flight_records(previous, world);

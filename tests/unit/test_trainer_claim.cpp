@@ -5,6 +5,7 @@
 // branch). And the ranks' choices of a checkpoint compared (Note [One checkpoint for every rank]).
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -245,6 +246,47 @@ TEST(Trainer, AnotherRunsIncompleteCheckpointsAreAnotherRunsToo) {
     }
   }
   EXPECT_EQ(std::filesystem::last_write_time(theirs + "/model.pt"), weights) << "their weights were replaced";
+  std::filesystem::remove_all(dir);
+}
+
+// Note [A torchrun job's restarts]: a Trainer of a torchrun job (TORCHELASTIC_RUN_ID) keeps the
+// job's marker in its folder when its run stops on a signal, however the stop ends: here a step's
+// callback asks for the stop and then throws (as a collective does when torchrun SIGKILLs a
+// slow peer after its grace). Before, only a fit that returned kept it, and the uncounted
+// restart started afresh. A run that ends without a stop removes it.
+TEST(Trainer, AStopAskedForKeepsTheTorchrunJobsMarkerHoweverTheRunEnds) {
+  const std::string dir = testing_dist::temp_dir("trainer_job_marker");
+  EnvContract env;
+  env.job_id = "job-x";
+  DistContext ctx(env, {"auto", std::chrono::seconds(30)});
+  struct StopThenFail : Callback {
+    int* asked;
+    explicit StopThenFail(int* a) : asked(a) {}
+    void on_step_end(const TrainState& s, const StepEvent&) override {
+      if (s.global_step < 2) return;
+      *asked = SIGTERM;
+      throw Error("a peer's connection closed");
+    }
+  };
+  for (const bool stop : {false, true}) {
+    int asked = 0;
+    TrainerOptions o = quiet_fp32(8, 1);
+    o.checkpoint.dir = dir;
+    o.loop.max_steps = 3;
+    o.stop_requested = [&] { return asked; };
+    Program p;
+    UserData train(96, false);
+    {
+      Trainer t(ctx, p.model, *p.optimizer, o);
+      EXPECT_TRUE(std::filesystem::exists(dir + "/.torchrun_job")) << "the claim writes it";
+      if (stop) t.add_callback(std::make_shared<StopThenFail>(&asked));
+      if (stop)
+        EXPECT_THROW(t.fit(train, nullptr), Error);
+      else
+        t.fit(train, nullptr);
+    }
+    EXPECT_EQ(std::filesystem::exists(dir + "/.torchrun_job"), stop) << (stop ? "stopped" : "finished");
+  }
   std::filesystem::remove_all(dir);
 }
 
