@@ -217,16 +217,16 @@ TrainResult Trainer::fit(Dataset& train, const Dataset* test) {
   } release{impl_->claim_};
   // Note [A torchrun job's restarts]: a run stopped on a signal may be restarted uncounted,
   // however its stop ended (a peer SIGKILLed after torchrun's grace fails a collective here).
-  const auto stop_asked = [&] {
+  const auto keep_marker_if = [&](bool stopped) {  // no claim: a second fit, refused
     const auto& asked = impl_->opts_.stop_requested;
-    return asked && asked() != 0;
+    if (impl_->claim_) impl_->claim_->keep_job_marker = stopped || (asked && asked() != 0);
   };
   try {
     TrainResult result = impl_->fit(train, test);
-    impl_->claim_->keep_job_marker = result.stopped_by_signal != 0 || stop_asked();
+    keep_marker_if(result.stopped_by_signal != 0);
     return result;
   } catch (...) {
-    impl_->claim_->keep_job_marker = stop_asked();
+    keep_marker_if(false);
     throw;
   }
 }
