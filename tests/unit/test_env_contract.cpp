@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +13,7 @@
 
 #include "dist/env_contract.h"
 #include "util/error.h"
+#include "util/error_file.h"
 
 namespace ddptrain {
 namespace {
@@ -189,6 +193,35 @@ TEST(LauncherEnv, WhatCannotBeAJobIsNamed) {
                 .find("SLURM_STEP_TASKS_PER_NODE='two'"),
             std::string::npos);
   EXPECT_NE(refusal({{"WORLD_SIZE", "abc"}, {"RANK", "0"}}).find("WORLD_SIZE"), std::string::npos);
+}
+
+// The error file of torchrun's contract (util/error_file.h) is whole JSON or the earlier one:
+// torchrun's agent raises on one that is not, which ends the job with no restart. A write that
+// cannot finish (here its temporary name is taken by a folder) leaves the earlier file as it
+// was; before, the file was truncated, then written.
+TEST(TorchrunErrorFile, IsWrittenWholeOrNotAtAll) {
+  namespace fs = std::filesystem;
+  const std::string dir = fs::temp_directory_path() / ("ddptrain_error_file_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = dir + "/error.json";
+  const auto message_in = [&] { return nlohmann::json::parse(std::ifstream(path))["message"]; };
+  ::setenv("TORCHELASTIC_ERROR_FILE", path.c_str(), 1);
+  write_error_file("first", {{"secondary", "false"}});
+  EXPECT_EQ(message_in()["message"], "first");
+  EXPECT_EQ(message_in()["extraInfo"]["secondary"], "false");
+  EXPECT_GT(std::stoll(message_in()["extraInfo"]["timestamp"].get<std::string>()), 0);
+  const std::string taken = path + ".tmp." + std::to_string(::getpid());
+  fs::create_directories(taken + "/in_the_way");
+  write_error_file("second", {});
+  EXPECT_EQ(message_in()["message"], "first") << "a write that could not finish replaced the file";
+  fs::remove_all(taken);
+  write_error_file("third", {});
+  EXPECT_EQ(message_in()["message"], "third");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1)
+      << "a temporary file was left";
+  ::unsetenv("TORCHELASTIC_ERROR_FILE");
+  fs::remove_all(dir);
 }
 
 }  // namespace
