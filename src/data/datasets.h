@@ -32,7 +32,7 @@ struct DatasetShape {
   int block_size = 0;    // token datasets: tokens per sample; 0 for images
   /// Each sample's target is num_classes float values (regression, --loss mse), or a class
   /// index; nothing: not said (a user's dataset), and not recorded then (TrainingSplit).
-  std::optional<bool> float_targets;
+  std::optional<bool> float_targets = std::nullopt;
   bool is_tokens() const { return block_size > 0; }
 };
 
