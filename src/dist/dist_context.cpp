@@ -431,10 +431,8 @@ void DistContext::set_aside_earlier_flight_records(const std::string& dir) const
   if (pg_) barrier("setting aside an earlier start's flight records");
   for (int r : found) attempt([&] { set_aside_flight_record(dir, r); });
   if (env_.rank != 0 || found.empty()) return;
-  std::string list;
-  for (int r : found) list += (list.empty() ? "" : ",") + std::to_string(r);
   const std::string previous = previous_flight_dir(dir);
-  log_.info(str("an earlier start's flight records (ranks ", list, ") moved to ", previous,
+  log_.info(str("an earlier start's flight records (ranks ", ranks_list(found), ") moved to ", previous,
                 " (`ddptrain inspect hang ", previous, "` reads them)"));
 }
 

@@ -48,13 +48,17 @@ std::string describe(const nlohmann::json& e) {
          e.at("what").get<std::string>() + ", step " + std::to_string(e.at("step").get<int64_t>()) + ")";
 }
 
+}  // namespace
+
 std::string ranks_list(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
   return s;
 }
 
-}  // namespace
+std::string flight_record_path(const std::string& dir, int rank) {
+  return dir + "/flight_rank" + std::to_string(rank) + ".json";
+}
 
 std::string hang_verdict(const std::map<int, nlohmann::json>& records, int world) {
   std::vector<std::string> lines;
@@ -219,19 +223,18 @@ void clear_previous_flight_records(const std::string& dir) {
 
 void set_aside_flight_record(const std::string& dir, int rank) {
   namespace fs = std::filesystem;
-  const std::string name = "flight_rank" + std::to_string(rank) + ".json";
+  const std::string record = flight_record_path(dir, rank);
   std::error_code ec;
-  if (!fs::exists(fs::path(dir) / name, ec)) return;
+  if (!fs::exists(record, ec)) return;
   const std::string previous = previous_flight_dir(dir);
   fs::create_directories(previous, ec);
-  fs::rename(fs::path(dir) / name, fs::path(previous) / name, ec);
-  if (!ec || !fs::exists(fs::path(dir) / name)) return;  // moved (by another node's, on a shared folder)
+  fs::rename(record, flight_record_path(previous, rank), ec);
+  if (!ec || !fs::exists(record)) return;  // moved (by another node's, on a shared folder)
   // Not kept, then: a record left in the folder would be read as this run's.
   std::error_code removed;
-  fs::remove(fs::path(dir) / name, removed);
+  fs::remove(record, removed);
   if (removed)
-    throw std::filesystem::filesystem_error("cannot move or remove an earlier flight record",
-                                            dir + "/" + name, ec);
+    throw std::filesystem::filesystem_error("cannot move or remove an earlier flight record", record, ec);
 }
 
 }  // namespace ddptrain

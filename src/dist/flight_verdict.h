@@ -25,6 +25,12 @@ std::string flight_request_path(const std::string& launch_dir);
 /// Reads DIR/flight_rank*.json (rank -> record); world: the largest "world" among them (0: none).
 std::map<int, nlohmann::json> read_flight_records(const std::string& dir, int& world);
 
+/// DIR/flight_rank<rank>.json: where a rank writes its record.
+std::string flight_record_path(const std::string& dir, int rank);
+
+/// "0,2,3": ranks as the verdicts and the logs list them.
+std::string ranks_list(const std::vector<int>& ranks);
+
 /// Where a start moves the records an earlier run or attempt left in DIR (readers take any
 /// flight_rank<r>.json there as this run's): DIR/.flight.previous, which `ddptrain inspect hang`
 /// reads as it reads DIR.

@@ -59,8 +59,8 @@ void FlightWatchdog::write(const std::string& reason) {
   try {
     std::filesystem::create_directories(dir_);
     std::error_code ec;
-    write_flight_file(dir_ + "/flight_rank" + std::to_string(rank_) + ".json",
-                      json_text(recorder_.to_json(rank_, world_, reason), 1), ec);
+    write_flight_file(flight_record_path(dir_, rank_), json_text(recorder_.to_json(rank_, world_, reason), 1),
+                      ec);
     if (ec) throw std::filesystem::filesystem_error("rename", ec);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] flight recorder: cannot write its record into %s: %s\n", rank_,
