@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "dist/attempt_name.h"
 #include "dist/backend_factory.h"
 #include "dist/bounded_store.h"
 #include "dist/device_checking_backend.h"
@@ -107,11 +108,12 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
       tcp->setTimeout(joining);
       answered = true;
     }
-    // A restarted job reuses the agent's store: key everything by the restart count (as torch's
-    // own workers do). A store of the workers' (rank 0's, new in every attempt) needs no key:
-    // and must have none, since the agents of an elastic job count their restarts apart (a node
-    // that joins later starts at 0).
-    const std::string prefix = "ddptrain/" + std::to_string(env_.use_agent_store ? env_.restart_count : 0);
+    // Every attempt of a job meets on the agent's store: its keys go under a name the ranks agree
+    // on (Note [An agent store outlives its attempts]). A store of the workers' (rank 0's) is new
+    // in every attempt.
+    const std::string prefix =
+        "ddptrain/" +
+        (env_.use_agent_store ? agree_on_attempt_name(*tcp, env_.rank, env_.world_size, joined_by) : "0");
     store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
     wait_for_every_rank(*store_, env_.rank, env_.world_size, joined_by,
                         timeout_);  // then: the collective timeout

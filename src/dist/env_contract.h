@@ -35,7 +35,7 @@ struct EnvContract {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool use_agent_store = false;  // torchrun's agent already serves the TCPStore
-  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT, keys the store prefix
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT (this node's agent's count)
   std::string job_id;      // TORCHELASTIC_RUN_ID, torchrun's rendezvous id ("": none, or static's "none")
   std::string launch_dir;  // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
 };

@@ -6,6 +6,9 @@
 //   DDPTRAIN_FAULT_HANG_AT_STEP=N   ... hangs there (sleeps forever, ignoring SIGTERM);
 //   DDPTRAIN_FAULT_HANG_RANK=R      the rank that hangs, when another than DDPTRAIN_FAULT_RANK's
 //                                   (one rank hangs while another throws);
+//   DDPTRAIN_FAULT_STALL_AT_STEP=N@FILE  ... stops there until a signal ends it (SIGTERM's default
+//                                   action), once: it creates FILE and stalls only where FILE
+//                                   was not there (an attempt that repeats step N goes on);
 //   DDPTRAIN_FAULT_NAN_AT_STEP=N    ... makes its loss NaN in the micro-batches of step N;
 //   DDPTRAIN_FAULT_MISMATCH_AT_STEP=N ... issues a broadcast the others do not before step N's
 //                                   first forward (ranks disagree on a collective);
@@ -37,6 +40,8 @@ struct FaultPlan {
   int64_t kill_at_step = -1;
   int64_t throw_at_step = -1;
   int64_t hang_at_step = -1;
+  int64_t stall_at_step = -1;
+  std::string stall_file;
   int64_t nan_at_step = -1;
   int64_t mismatch_at_step = -1;
   int64_t throw_in_eval_epoch = -1;
@@ -72,6 +77,11 @@ struct FaultPlan {
     f.throw_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_THROW_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.term_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_TERM_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.hang_at_step = env::get_int("DDPTRAIN_FAULT_HANG_AT_STEP", 0, INT64_MAX).value_or(-1);
+    const std::string stall = env::get("DDPTRAIN_FAULT_STALL_AT_STEP").value_or("");
+    if (const auto at = stall.find('@'); at != std::string::npos) {
+      f.stall_at_step = std::stoll(stall.substr(0, at));
+      f.stall_file = stall.substr(at + 1);
+    }
     stage_at_step("DDPTRAIN_FAULT_KILL_IN_SAVE", f.kill_in_save_stage, f.kill_in_save_step);
     stage_at_step("DDPTRAIN_FAULT_THROW_IN_SAVE", f.throw_in_save_stage, f.throw_in_save_step);
     const std::string slow = env::get("DDPTRAIN_FAULT_SLOW_SAVE").value_or("");
@@ -91,6 +101,12 @@ struct FaultPlan {
     if (rank == this->rank && global_step == kill_at_step) ::kill(::getpid(), SIGKILL);
     if (rank == this->rank && global_step == throw_at_step)
       throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step ", global_step));
+    if (rank == this->rank && global_step == stall_at_step && ::access(stall_file.c_str(), F_OK) != 0) {
+      if (std::FILE* made = std::fopen(stall_file.c_str(), "w")) std::fclose(made);
+      ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGINT, SIG_DFL);
+      for (;;) ::pause();
+    }
     if (rank == hang_rank && global_step == hang_at_step) {
       ::signal(SIGTERM, SIG_IGN);
       ::signal(SIGINT, SIG_IGN);

@@ -28,7 +28,10 @@
 
 #include <torch/version.h>
 
+#include <cstdint>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
@@ -53,6 +56,18 @@ using CommBackend = c10d::Backend;
 using CommBackend = c10d::ProcessGroup;
 #endif
 using CommHandle = c10::intrusive_ptr<CommBackend>;
+
+/// The values of `keys` (all there) in one request where the store has one (2.x).
+inline std::vector<std::vector<uint8_t>> store_multi_get(c10d::Store& store,
+                                                         const std::vector<std::string>& keys) {
+#if TORCH_VERSION_MAJOR >= 2
+  return store.multiGet(keys);
+#else
+  std::vector<std::vector<uint8_t>> values;
+  for (const auto& key : keys) values.push_back(store.get(key));
+  return values;
+#endif
+}
 
 /// The normal shutdown of a backend (2.x; NCCL finalizes its communicators). 1.13 has none.
 inline void shutdown_backend(CommBackend& backend) {

@@ -91,7 +91,9 @@ std::vector<std::string> train_args(const std::string& dir, const std::string& t
 // (its agent and the rendezvous store with it) could finish before the node reached the store.
 std::vector<std::string> agent(int node, const std::string& ns, const std::string& ifname,
                                const std::string& port, const std::string& id,
-                               const std::vector<std::string>& worker, const std::string& go = "") {
+                               const std::vector<std::string>& worker, const std::string& go = "",
+                               const std::vector<std::string>& env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"},
+                               const std::string& nnodes = "1:2") {
   const std::string addr[2] = {"10.213.0.1", "10.213.0.2"};
   std::vector<std::string> run_agent = {"-m", "torch.distributed.run"};
   if (!go.empty())
@@ -99,18 +101,13 @@ std::vector<std::string> agent(int node, const std::string& ns, const std::strin
                  "import os, sys, time\nimport torch.distributed.run as run\ngo = sys.argv.pop(1)\n"
                  "while not os.path.exists(go): time.sleep(0.05)\nrun.main()\n",
                  go};
-  std::vector<std::string> a = {"ip",
-                                "netns",
-                                "exec",
-                                ns,
-                                "env",
-                                "GLOO_SOCKET_IFNAME=" + ifname,
-                                "OMP_NUM_THREADS=1",
-                                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
-                                python()};
+  std::vector<std::string> a = {
+      "ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=" + ifname, "OMP_NUM_THREADS=1"};
+  a.insert(a.end(), env.begin(), env.end());
+  a.push_back(python());
   a.insert(a.end(), run_agent.begin(), run_agent.end());
   const std::vector<std::string> flags = {
-      "--nnodes",           "1:2",
+      "--nnodes",           nnodes,
       "--nproc_per_node",   "2",
       "--max_restarts",     "3",
       "--rdzv_backend",     "c10d",
@@ -274,4 +271,56 @@ TEST_F(MultiNode, ANodeJoiningAHealthyTorchrunJobResumesItsNewestCheckpoint) {
       read_text(dir + "/node0.log").find("torchrun job 'grow" + tag_ + "' started again in this folder"),
       std::string::npos)
       << read_text(dir + "/node0.log");
+}
+
+// Note [An agent store outlives its attempts]: torchrun's shared rendezvous store (torch's
+// default: no TORCH_DISABLE_SHARE_RDZV_TCP_STORE) serves every attempt of the job. Node 0's rank 0
+// stalls after step 30 (its peers wait in the next collective); node 1's workers are killed there:
+// its agent counts a restart, node 0's agent restarts its workers for the new round without
+// counting one. The ranks of counts 0 and 1 meet under their agreed name (keyed by their counts
+// they never met again, and ranks of one count read an earlier attempt's Gloo addresses), resume
+// the newest checkpoint and finish.
+TEST_F(MultiNode, TorchrunsSharedStoreRestartsAJobWhoseNodesCountApart) {
+  ProcResult version = run({python(), "-c", "import torch; print(torch.__version__)"}, {}, 60);
+  if (version.output.rfind("1.", 0) == 0) GTEST_SKIP() << "elastic membership needs the LibTorch 2.x build";
+  const std::string dir = fresh_dir("elastic_shared"), port = std::to_string(free_port());
+  const std::string stalled = dir + "/stalled";
+  auto node = [&](int n) {
+    std::vector<std::string> env;
+    if (n == 0) env = {"DDPTRAIN_FAULT_STALL_AT_STEP=30@" + stalled};
+    return agent(n, ns_[n], ifname_[n], port, "shared" + tag_,
+                 train_args(dir, dir + "/trace" + std::to_string(n), true, "2"), "", env, "2");
+  };
+  const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1), dir + "/node1.log");
+  for (int i = 0; i < 1200 && !fs::exists(stalled); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!fs::exists(stalled)) {
+    ::kill(-n0, SIGKILL);
+    ::kill(-n1, SIGKILL);
+    FAIL() << read_text(dir + "/node0.log") << read_text(dir + "/node1.log");
+  }
+  // Node 1's workers die; its agent lives.
+  run({"/bin/sh", "-c",
+       "for p in $(ip netns pids " + ns_[1] +
+           "); do [ \"$(cat /proc/$p/comm)\" = ddptrain ] && kill -9 $p; done; true"},
+      {}, 30);
+  const int code = wait_for(n0, 300), code1 = wait_for(n1, 60);
+  if (code == -1) ::kill(-n0, SIGKILL);
+  if (code1 == -1) ::kill(-n1, SIGKILL);
+  ASSERT_EQ(code, 0) << read_text(dir + "/node0.log") << read_text(dir + "/node1.log");
+  EXPECT_EQ(code1, 0) << read_text(dir + "/node1.log");
+  std::vector<nlohmann::json> runs;
+  bool finished = false;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl")) {
+    if (rec.value("kind", "") == "run") runs.push_back(rec);
+    if (rec.value("kind", "") == "epoch" && rec.value("epoch", 0) == 2) finished = runs.size() == 2;
+  }
+  ASSERT_EQ(runs.size(), 2u) << read_text(dir + "/node0.log");
+  const nlohmann::json& again = runs[1];
+  EXPECT_EQ(again.value("world_size", 0), 4) << again;
+  EXPECT_GE(again.value("step", 0), 20) << "the restarted job did not resume: " << again;
+  // Rank 0's node restarted without counting: the nodes' counts differed (node 1's agent counted
+  // its workers' deaths).
+  EXPECT_FALSE(again.contains("restart_count")) << "node 0's agent counted a restart: " << again;
+  EXPECT_TRUE(finished) << "the last epoch did not end in the restarted job";
 }

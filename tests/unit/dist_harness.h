@@ -21,9 +21,11 @@
 namespace ddptrain::testing_dist {
 
 /// Calls fn(ctx) on `world` ranks concurrently; rethrows the first rank's exception. `opts`
-/// (Gloo by default) gives the contexts' backend, timeout and strict device.
+/// (Gloo by default) gives the contexts' backend, timeout and strict device; `adjust` changes
+/// each rank's environment (a launcher's variables) before its context is made.
 inline void run_ranks(int world, const std::function<void(const DistContext&)>& fn, int timeout_s = 60,
-                      DistOptionsResolved opts = {"gloo"}) {
+                      DistOptionsResolved opts = {"gloo"},
+                      const std::function<void(EnvContract&)>& adjust = nullptr) {
   opts.timeout = std::chrono::seconds(timeout_s);
   const int port = testing_common::free_port();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -47,6 +49,7 @@ inline void run_ranks(int world, const std::function<void(const DistContext&)>& 
         env.local_world_size = world;
         env.master_addr = "127.0.0.1";
         env.master_port = port;
+        if (adjust) adjust(env);
         DistContext ctx(env, opts);
         if (!opts.strict_device) {
           std::vector<at::Tensor> t{at::zeros({1})};
