@@ -97,6 +97,8 @@ std::shared_ptr<CheckpointFolderClaim> claim_checkpoint_folder(TrainerOptions& o
   auto claim = std::make_shared<CheckpointFolderClaim>();
   claim->dir = co.dir;
   const Restart restart = lock_and_agree_on_restart(*claim, ctx);
+  claim->restart_count = restart.count;
+  claim->same_torchrun_job = !restart.same_job.empty();
   if (co.resume_on_restart)
     continue_newest_on_restart(co, restart.count, restart.same_job, log);  // none without a dir
   if (!co.dir.empty()) {  // what an interrupted save left is put back before any listing

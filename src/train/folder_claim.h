@@ -57,6 +57,11 @@ struct CheckpointFolderClaim {
   /// Trainer), so that only a start after such a stop (torchrun's, when a node joins) continues.
   std::string job_marker;
   bool keep_job_marker = false;
+  /// This start as the job's ranks agreed on it: a launcher's restart where any rank's was (this
+  /// rank's count, at least 1: the nodes' agents count apart), else 0; and whether rank 0 found
+  /// that the folder's last start was this torchrun job's (Note [A torchrun job's restarts]).
+  int restart_count = 0;
+  bool same_torchrun_job = false;
 
   CheckpointFolderClaim() = default;
   CheckpointFolderClaim(const CheckpointFolderClaim&) = delete;

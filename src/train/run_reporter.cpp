@@ -78,11 +78,12 @@ RunReporter::RunReporter(const DistContext& ctx, const TrainerOptions& opts, Dis
     run["load_peak_rss_mib"] = static_cast<double>(facts_.loaded_peak_rss_bytes) / (1 << 20);
   run["lr_schedule"] = state.lr_horizon.to_json();  // Note [Schedule horizon]
   if (state.lr_change) run["lr_schedule_change"] = state.lr_change->to_json();
-  // A launcher's restart (TORCHELASTIC_RESTART_COUNT): its steps replace the failed attempt's,
-  // whether it resumed a checkpoint or, the attempt having saved none, started afresh.
-  if (ctx_.restart_count() > 0) run["restart_count"] = ctx_.restart_count();
+  // A launcher's restart (TORCHELASTIC_RESTART_COUNT on any rank: the nodes' agents count apart),
+  // or torchrun's start of the job again (uncounted on every node): its steps replace the earlier
+  // attempt's, whether it resumed a checkpoint or, the attempt having saved none, started afresh.
+  if (facts_.restart_count > 0) run["restart_count"] = facts_.restart_count;
   metrics_.write("run", state.global_step, state.epoch, std::move(run));
-  if (state.global_step > 0 || ctx_.restart_count() > 0)
+  if (state.global_step > 0 || facts_.restart_count > 0 || facts_.same_torchrun_job)
     tensorboard_.session_start(state.global_step + 1);  // a resume or a restart: its steps replace
 }
 

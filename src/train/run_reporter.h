@@ -29,6 +29,8 @@ struct RunFacts {
   int threads_per_rank = 1;
   int64_t loaded_peak_bytes = -1;      // of the device's tensors, building and loading the model
   int64_t loaded_peak_rss_bytes = -1;  // the process's resident set then (VmHWM)
+  int restart_count = 0;               // the job's restart, as its ranks agreed (CheckpointFolderClaim)
+  bool same_torchrun_job = false;      // a start of the torchrun job that started last in the folder
 };
 
 class RunReporter : public Callback {

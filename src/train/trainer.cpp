@@ -357,9 +357,15 @@ void Trainer::Impl::describe_data(Run& run) {
 
 // The built-in callbacks in their order, then the user's.
 std::vector<std::shared_ptr<Callback>> Trainer::Impl::callbacks_for(Run& run) {
-  RunFacts facts{
-      start_.precision,      start_.peak,        model_.flops_per_sample, run.train.shape().block_size,
-      at::get_num_threads(), loaded_peak_bytes_, loaded_peak_rss_bytes_};
+  RunFacts facts{start_.precision,
+                 start_.peak,
+                 model_.flops_per_sample,
+                 run.train.shape().block_size,
+                 at::get_num_threads(),
+                 loaded_peak_bytes_,
+                 loaded_peak_rss_bytes_,
+                 claim_ ? claim_->restart_count : ctx_.restart_count(),
+                 claim_ && claim_->same_torchrun_job};
   run.reporter = std::make_shared<RunReporter>(ctx_, opts_, *ddp_, timer_, std::move(facts), state_);
   std::vector<std::shared_ptr<Callback>> c{run.reporter};
   if (!opts_.report.trace_samples_dir.empty())

@@ -93,7 +93,7 @@ std::vector<std::string> agent(int node, const std::string& ns, const std::strin
                                const std::string& port, const std::string& id,
                                const std::vector<std::string>& worker, const std::string& go = "",
                                const std::vector<std::string>& env = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"},
-                               const std::string& nnodes = "1:2") {
+                               const std::string& nnodes = "1:2", const std::string& program = binary()) {
   const std::string addr[2] = {"10.213.0.1", "10.213.0.2"};
   std::vector<std::string> run_agent = {"-m", "torch.distributed.run"};
   if (!go.empty())
@@ -116,7 +116,7 @@ std::vector<std::string> agent(int node, const std::string& ns, const std::strin
       "--rdzv_conf",        std::string("last_call_timeout=2,is_host=") + (node == 0 ? "1" : "0"),
       "--monitor_interval", "1",
       "--local_addr",       addr[node],
-      "--no-python",        binary()};
+      "--no-python",        program};
   a.insert(a.end(), flags.begin(), flags.end());
   a.insert(a.end(), worker.begin(), worker.end());
   return a;
@@ -285,11 +285,16 @@ TEST_F(MultiNode, TorchrunsSharedStoreRestartsAJobWhoseNodesCountApart) {
   if (version.output.rfind("1.", 0) == 0) GTEST_SKIP() << "elastic membership needs the LibTorch 2.x build";
   const std::string dir = fresh_dir("elastic_shared"), port = std::to_string(free_port());
   const std::string stalled = dir + "/stalled";
+  // Each worker writes its node's restart count before it becomes ddptrain.
   auto node = [&](int n) {
     std::vector<std::string> env;
     if (n == 0) env = {"DDPTRAIN_FAULT_STALL_AT_STEP=30@" + stalled};
-    return agent(n, ns_[n], ifname_[n], port, "shared" + tag_,
-                 train_args(dir, dir + "/trace" + std::to_string(n), true, "2"), "", env, "2");
+    std::vector<std::string> worker = {"-c",
+                                       "echo \"$TORCHELASTIC_RESTART_COUNT\" >> " + dir + "/counts" +
+                                           std::to_string(n) + "; exec \"$0\" \"$@\"",
+                                       binary()};
+    for (const auto& a : train_args(dir, dir + "/trace" + std::to_string(n), true, "2")) worker.push_back(a);
+    return agent(n, ns_[n], ifname_[n], port, "shared" + tag_, worker, "", env, "2", "/bin/sh");
   };
   const pid_t n0 = spawn(node(0), dir + "/node0.log"), n1 = spawn(node(1), dir + "/node1.log");
   for (int i = 0; i < 1200 && !fs::exists(stalled); ++i)
@@ -319,8 +324,10 @@ TEST_F(MultiNode, TorchrunsSharedStoreRestartsAJobWhoseNodesCountApart) {
   const nlohmann::json& again = runs[1];
   EXPECT_EQ(again.value("world_size", 0), 4) << again;
   EXPECT_GE(again.value("step", 0), 20) << "the restarted job did not resume: " << again;
-  // Rank 0's node restarted without counting: the nodes' counts differed (node 1's agent counted
-  // its workers' deaths).
-  EXPECT_FALSE(again.contains("restart_count")) << "node 0's agent counted a restart: " << again;
+  // Node 0 restarted without counting, node 1 counted its workers' deaths; the run record says
+  // the job's restart.
+  EXPECT_EQ(read_text(dir + "/counts0"), "0\n0\n0\n0\n");
+  EXPECT_EQ(read_text(dir + "/counts1"), "0\n0\n1\n1\n");
+  EXPECT_EQ(again.value("restart_count", 0), 1) << again;
   EXPECT_TRUE(finished) << "the last epoch did not end in the restarted job";
 }

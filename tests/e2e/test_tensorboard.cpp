@@ -5,6 +5,7 @@
 // as PyTorch's SummaryWriter(purge_step=...) does.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -98,5 +99,50 @@ TEST(TensorBoard, AnEpochWhoseEvaluationAStopEndedIsShownOnce) {
   ASSERT_EQ(epoch_one("evaluation_resumed"), 1) << resumed.output;
   tb = read_tensorboard();
   EXPECT_EQ(tb.exit_code, 0) << "an epoch shown twice in TensorBoard: " << tb.output;
+  EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
+}
+
+// Note [A torchrun job's restarts]: torchrun starts a stopped job's workers again without counting
+// a restart (a node joined). An attempt stopped before it saved anything starts again at step 0:
+// its steps replace the stopped attempt's in TensorBoard (a SessionLog START at step 1; there was
+// none, as for a fresh run, and the epoch's steps were shown twice).
+TEST(TensorBoard, ATorchrunJobStartedAgainAfreshReplacesTheStoppedAttemptsSteps) {
+  const std::string dir = fresh_dir("tb_job_again");
+  const std::vector<std::string> flags = {"--epochs",
+                                          "2",
+                                          "--log_interval",
+                                          "2",
+                                          "--save_every",
+                                          "0",
+                                          "--no-checkpoint_on_signal",
+                                          "--metrics_file",
+                                          dir + "/m.jsonl",
+                                          "--tensorboard_dir",
+                                          dir + "/tb"};
+  std::map<std::string, std::string> env = {
+      {"RANK", "0"},
+      {"WORLD_SIZE", "1"},
+      {"TORCHELASTIC_RUN_ID", "tb-job"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"DDPTRAIN_FAULT_TERM_IN_EVAL", "1"}};  // SIGTERM in epoch 1's evaluation
+  std::vector<std::string> argv = gpt_text_train(dir, flags);
+  argv.insert(argv.begin(), binary());
+  ProcResult stopped = run(argv, env, 300);
+  env.erase("DDPTRAIN_FAULT_TERM_IN_EVAL");
+  ProcResult again = run(argv, env, 300);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  int twos = 0;
+  std::vector<int64_t> starts;
+  for (const auto& rec : read_jsonl(dir + "/m.jsonl")) {
+    twos += rec.value("kind", "") == "step" && rec.value("step", 0) == 2 ? 1 : 0;
+    if (rec.value("kind", "") == "run") starts.push_back(rec.value("step", -1));
+  }
+  ASSERT_EQ(starts, std::vector<int64_t>({0, 0}))
+      << "the test needs two starts at step 0: " << stopped.output;
+  ASSERT_EQ(twos, 2) << "the test needs a step logged by both attempts: " << stopped.output;
+  ProcResult tb = run({"/usr/bin/python3", "-s", source_dir() + "/tests/python/read_tensorboard.py",
+                       dir + "/tb", dir + "/m.jsonl"},
+                      {{"PYTHONPATH", source_dir() + "/.pydeps-tb"}}, 120);
+  EXPECT_EQ(tb.exit_code, 0) << "a step twice in TensorBoard: " << tb.output;
   EXPECT_NE(tb.output.find("TB OK"), std::string::npos) << tb.output;
 }

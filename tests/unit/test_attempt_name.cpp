@@ -99,7 +99,8 @@ TEST(AttemptName, AttemptsOnTheAgentsStoreMeetWhateverTheirRestartCounts) {
   AgentStore agent;
   DistOptionsResolved opts{"gloo"};
   opts.rendezvous_timeout = std::chrono::seconds(10);
-  for (const std::vector<int>& counts : {std::vector<int>{0, 1}, std::vector<int>{1, 1}, std::vector<int>{1, 1}}) {
+  for (const std::vector<int>& counts :
+       {std::vector<int>{0, 1}, std::vector<int>{1, 1}, std::vector<int>{1, 1}}) {
     std::vector<double> sums(2, 0);
     testing_dist::run_ranks(
         2,
