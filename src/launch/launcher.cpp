@@ -227,7 +227,7 @@ void reap(std::vector<Worker>& workers, Teardown& t, StallWatch& watch, const st
   }
 }
 
-// A received signal goes to the workers once (SIGHUP and SIGQUIT as SIGTERM): they finish their step and
+// A received signal goes to the workers once (all but SIGINT as SIGTERM): they finish their step and
 // save, within signal_grace_s; a second signal sends SIGKILL at once. After a worker's failure the others get
 // kill_grace_s between SIGTERM and SIGKILL.
 void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptions& o, int sig,
@@ -251,8 +251,8 @@ void forward_signal(std::vector<Worker>& workers, Teardown& t, const LaunchOptio
     t.killed = true;
     return;
   }
-  // A hang-up or a quit stops the workers as SIGTERM does: they save (--checkpoint_on_signal),
-  // where SIGHUP's default would end them at once.
+  // A hang-up, a quit or SIGUSR1/2 stops the workers as SIGTERM does: they save
+  // (--checkpoint_on_signal), where SIGHUP's default would end them at once.
   const int forward = sig == SIGINT ? SIGINT : SIGTERM;
   say(err, "launch: got %s, forwarding %s to the workers (SIGKILL after %d s, or at a second signal)\n",
       strsignal(sig), forward == SIGINT ? "SIGINT" : "SIGTERM", o.signal_grace_s);
@@ -399,8 +399,10 @@ int run_launcher(const LaunchOptions& o, const std::string& self_exe,
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
-  for (const int sig : {SIGHUP, SIGQUIT}) {  // a hang-up (ssh gone) stops as SIGTERM does, unless
-    struct sigaction old {};                 // ignored (nohup): then the run goes on, as before
+  // A hang-up (ssh gone), a quit, a scheduler's warning before its time limit (Slurm's --signal)
+  // stop as SIGTERM does, unless ignored (nohup): then the run goes on, as before.
+  for (const int sig : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
   }
   // Output closed (`ddptrain launch ... | tee log` after a Ctrl-C ended tee): a write fails with

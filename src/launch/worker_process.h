@@ -11,8 +11,8 @@
 
 namespace ddptrain {
 
-/// What the launcher handles (SIGHUP and SIGQUIT where not ignored), and blocks while it forks.
-inline constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+/// What the launcher handles (the last four where not ignored), and blocks while it forks.
+inline constexpr int kLauncherSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 /// kLauncherSignals as a set, for sigprocmask.
 inline sigset_t launcher_signal_set() {

@@ -17,7 +17,8 @@ long long now_ns() {
   return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
-// Note [A second stop signal]: the first SIGTERM/SIGINT asks for a stop at the next step the
+// Note [A second stop signal]: the first stop signal (SIGTERM, SIGINT, and SIGHUP, SIGQUIT,
+// SIGUSR1 and SIGUSR2 where not ignored) asks for a stop at the next step the
 // ranks agree on; a rank held in a collective (a peer hung) reaches none until the timeout
 // (--dist_timeout_s, 600 s by default), and a bare `ddptrain train` could then be ended by
 // SIGKILL only. A second signal 2 s or more after the first ends the process by that signal
@@ -41,13 +42,18 @@ void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);  // one handler at a time: another signal waits for this one's end
-  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&sa.sa_mask, sig);
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&sa.sa_mask, sig);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  // A hang-up (the ssh session of a bare `ddptrain train` gone) stops and saves as SIGTERM does,
-  // as under `ddptrain launch`; unless it is ignored (nohup): then the run goes on.
-  struct sigaction old {};
-  if (::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(SIGHUP, &sa, nullptr);
+  // Each stops and saves as SIGTERM does, as under `ddptrain launch`, unless it is ignored (nohup):
+  // then the run goes on. A hang-up (the ssh session of a bare `ddptrain train` gone); a quit
+  // (torchrun forwards SIGQUIT as it came; its default dumped core); SIGUSR1/SIGUSR2, a scheduler's
+  // warning before its time limit (Slurm's --signal, torchrun --signals_to_handle), whose default
+  // ended the run unsaved.
+  for (const int sig : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
+  }
   // `ddptrain train ... | tee log` and a Ctrl-C: tee ends first, and the next log line (the stop
   // being said) would end the process by SIGPIPE before its save. Ignored, the write fails.
   ::signal(SIGPIPE, SIG_IGN);

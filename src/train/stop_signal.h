@@ -1,4 +1,5 @@
-// Graceful stop on SIGTERM/SIGINT (and SIGHUP, unless it is ignored: nohup): the signal is
+// Graceful stop on SIGTERM/SIGINT (and SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, each unless it is
+// ignored: nohup): the signal is
 // recorded instead of killing the process;
 // the trainer stops at the next step boundary that every rank agrees on, writes a
 // checkpoint (checkpoint.on_signal; --checkpoint_on_signal) and the process exits with 128 + signal.
@@ -13,7 +14,7 @@ namespace ddptrain {
 /// Installs the handlers (idempotent), and ignores SIGPIPE (a closed output must not end the
 /// run before it saves).
 void install_stop_handlers();
-/// The first SIGTERM/SIGINT/SIGHUP received, or 0.
+/// The first stop signal received, or 0.
 int stop_signal();
 
 }  // namespace ddptrain

@@ -1,6 +1,7 @@
 // Building strings for messages: str() of streamable parts, fmt() of one number.
 #pragma once
 
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -23,13 +24,17 @@ inline bool ends_with(const std::string& s, const std::string& suffix) {
 /// "SIGTERM" for the stop signals a run handles, else "signal N".
 inline std::string signal_name(int sig) {
   switch (sig) {
-    case 1:
+    case SIGHUP:
       return "SIGHUP";
-    case 2:
+    case SIGINT:
       return "SIGINT";
-    case 3:
+    case SIGQUIT:
       return "SIGQUIT";
-    case 15:
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGTERM:
       return "SIGTERM";
     default:
       return "signal " + std::to_string(sig);

@@ -412,11 +412,12 @@ TEST(E2E, AHungWorkerEndsTheJobWithinTimeoutPlusGrace) {
 }
 
 // The workers get --signal_grace_s (not the failure teardown's --kill_grace_s, here 0) to finish
-// their step and save. A hang-up (an ssh session gone) stops them as SIGTERM does (before, the
-// launcher died of it, and its workers with it, unsaved).
+// their step and save. A hang-up (an ssh session gone) and SIGUSR1 (a scheduler's warning before
+// its time limit) stop them as SIGTERM does (before, the launcher died of either, and its workers
+// with it, unsaved).
 TEST(E2E, LauncherForwardsSigterm) {
-  for (const int sig : {SIGTERM, SIGHUP}) {
-    std::string ckpt = fresh_dir(sig == SIGTERM ? "sigterm" : "sighup");
+  for (const int sig : {SIGTERM, SIGHUP, SIGUSR1}) {
+    std::string ckpt = fresh_dir("signal" + std::to_string(sig));
     std::string out = ckpt + "/launch.log";
     std::vector<std::string> cmd =
         launch(2, free_port(), tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}));

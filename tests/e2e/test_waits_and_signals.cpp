@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../common/free_port.h"
@@ -198,10 +199,13 @@ TEST(E2E, ASecondStopSignalEndsARankHeldInACollective) {
 
 // A bare `ddptrain train` whose terminal hangs up (ssh gone) stops after its step and saves, as
 // under `ddptrain launch` (SIGHUP's default ended it unsaved); under nohup (SIGHUP ignored when it
-// starts) the run goes on.
+// starts) the run goes on. So do a quit (torchrun forwards it as it came; its default dumped core)
+// and SIGUSR1, a scheduler's warning before its time limit (its default ended the run unsaved).
 TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
-  for (const bool ignored : {false, true}) {
-    const std::string ckpt = fresh_dir(ignored ? "hangup_nohup" : "hangup");
+  for (const auto& [sig, ignored] : std::vector<std::pair<int, bool>>{
+           {SIGHUP, false}, {SIGHUP, true}, {SIGQUIT, false}, {SIGUSR1, false}}) {
+    const std::string ckpt =
+        fresh_dir(std::string(ignored ? "hangup_nohup" : "hangup") + std::to_string(sig));
     std::string cmd = std::string(ignored ? "trap '' HUP; " : "") + "exec '" + binary() + "'";
     for (const std::string& a : tiny_train(ckpt, {"--dataset_size", "2000000", "--log_interval", "1"}))
       cmd += " '" + a + "'";
@@ -210,7 +214,7 @@ TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
     for (int i = 0; i < 600 && log().find("global step 2/") == std::string::npos; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ASSERT_NE(log().find("global step 2/"), std::string::npos) << log();
-    ::kill(pid, SIGHUP);
+    ::kill(pid, sig);
     const int code = wait_for(pid, ignored ? 3 : 60);
     if (ignored) {
       EXPECT_EQ(code, -1) << "a hang-up under nohup ended the run: " << log();
@@ -218,7 +222,7 @@ TEST(E2E, AHangUpStopsABareRunWithItsCheckpointUnlessIgnored) {
       wait_for(pid, 10);
       continue;
     }
-    EXPECT_EQ(code, 128 + SIGHUP) << log();
+    EXPECT_EQ(code, 128 + sig) << log();
     EXPECT_NE(log().find("stopping after step"), std::string::npos) << log();
     bool saved = false;
     for (const auto& e : std::filesystem::directory_iterator(ckpt))
