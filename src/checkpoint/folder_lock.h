@@ -12,8 +12,10 @@
 // does not drop it (a POSIX lock would be dropped). The kernel drops it when the holder
 // closes it or ends, however it ends (a kill, a crash); on a network filesystem a node that
 // died holds it until its lease ends (NFSv4: about 90 s), so a restart of the job (whose
-// previous attempt's workers the launcher or torchrun's agent has ended) goes on without the
-// lock, saying so. A filesystem without locks (some network mounts) gets a warning and no lock.
+// previous attempt's workers the launcher or torchrun's agent has ended; as the job's ranks
+// agree: any rank's launcher counted one, or the torchrun job started again, train/folder_claim.cpp)
+// goes on without the lock, saying so. A filesystem without locks (some network mounts) gets a warning and no
+// lock.
 #pragma once
 
 #include <string>

@@ -48,17 +48,27 @@ struct Restart {
   std::string same_job;  // the torchrun job that started last in the folder, where it is this one
 };
 
-// Rank 0 takes the lock, and the ranks agree whether this start is a restart, in one all-reduce:
-// this rank's restart count, at least 1 where any rank's is, and rank 0's word on the job.
+// The ranks agree whether this start is a restart (this rank's restart count, at least 1 where
+// any rank's is, and rank 0's word on the job), then rank 0 takes the lock: a restart goes on
+// past a lock a dead attempt's node still holds (a network filesystem), whichever rank's launcher
+// counted it (under torchrun rank 0's node may restart uncounted: Note [An agent store outlives
+// its attempts]).
 Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContext& ctx) {
   const int own = ctx.restart_count();
   // Read before the all-reduce that carries it (a read: the lock guards the writes).
   const bool same_job = ctx.is_main() && !claim.dir.empty() && same_torchrun_job(claim.dir, ctx.job_id());
   const std::vector<int64_t> restarted = on_every_rank(
-      ctx, "the start: rank 0's lock of the checkpoint folder and the ranks' restart counts",
-      [&] {  // a restart goes on past a lock a dead attempt's node still holds (a network filesystem)
+      ctx, "the start: the ranks' restart counts", [] {},
+      [](int64_t n) { return ranks_could_not(n, "say their restart counts"); },
+      {own > 0 ? 1 : 0, same_job ? 1 : 0});
+  const Restart restart{restarted[0] > 0 ? std::max(own, 1) : 0,
+                        restarted[1] > 0 ? ctx.job_id() : std::string()};
+  on_every_rank(
+      ctx, "the start: rank 0's lock of the checkpoint folder",
+      [&] {
         if (ctx.is_main() && !claim.dir.empty()) {
-          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(), own > 0);
+          claim.lock = std::make_unique<CheckpointFolderLock>(claim.dir, ctx.log(),
+                                                              restart.count > 0 || !restart.same_job.empty());
           claim.job_marker = claim.dir + kJobFile;
           std::error_code ec;  // none to remove, or it stays: it names another job
           if (ctx.job_id().empty()) {
@@ -78,9 +88,8 @@ Restart lock_and_agree_on_restart(CheckpointFolderClaim& claim, const DistContex
         return str("checkpoint folder '", claim.dir,
                    "' is in use by another run, or cannot be locked (rank 0's log says which): give this run "
                    "another checkpoint folder");
-      },
-      {own > 0 ? 1 : 0, same_job ? 1 : 0});
-  return {restarted[0] > 0 ? std::max(own, 1) : 0, restarted[1] > 0 ? ctx.job_id() : std::string()};
+      });
+  return restart;
 }
 
 }  // namespace

@@ -7,10 +7,15 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/abandoned_mark.h"
+#include "checkpoint/folder_lock.h"
 #include "train/folder_claim.h"
 #include "train/resume.h"
 #include "trainer_fixtures.h"
@@ -287,6 +292,48 @@ TEST(Trainer, AStopAskedForKeepsTheTorchrunJobsMarkerHoweverTheRunEnds) {
     }
     EXPECT_EQ(std::filesystem::exists(dir + "/.torchrun_job"), stop) << (stop ? "stopped" : "finished");
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Note [One run per checkpoint folder]: a restart goes on past a lock a dead node holds (a network
+// filesystem's lease) whichever rank's launcher counted it, and so does a start of the torchrun
+// job that started last in the folder (Note [A torchrun job's restarts]); under torchrun rank 0's
+// node may restart uncounted (Note [An agent store outlives its attempts]). Before, only rank 0's
+// own count let it pass, and such a job ended with exit 2.
+TEST(Trainer, AJobsRestartGoesPastADeadNodesLockWhicheverRankCountedIt) {
+  const std::string dir = testing_dist::temp_dir("trainer_claim_dead_lock");
+  const Logger log;
+  CheckpointFolderLock held(dir, log, /*restart=*/false);
+  {  // held elsewhere: the file names a process of another host (the lock stays this descriptor's)
+    std::ofstream named(dir + "/.lock", std::ios::trunc);
+    named << "123 node-that-died";
+  }
+  const auto claim_on = [&](int world, const std::function<void(EnvContract&)>& adjust) {
+    std::vector<std::string> errors(static_cast<size_t>(world), "(no error)");
+    std::vector<int> restarts(static_cast<size_t>(world), -1);
+    testing_dist::run_ranks(
+        world,
+        [&](const DistContext& ctx) {
+          TrainerOptions o = quiet_fp32(8, 1);
+          o.checkpoint.dir = dir;
+          const auto r = static_cast<size_t>(ctx.rank());
+          errors[r] = claim_error_of([&] { restarts[r] = claim_checkpoint_folder(o, ctx)->restart_count; });
+        },
+        60, {"gloo"}, adjust);
+    return std::make_pair(errors, restarts);
+  };
+  const auto [refused, none] = claim_on(1, nullptr);  // a first start
+  EXPECT_NE(refused[0].find("process 123 on node-that-died holds"), std::string::npos) << refused[0];
+  const auto [counted, counts] = claim_on(2, [](EnvContract& env) { env.restart_count = env.rank; });
+  EXPECT_EQ(counted, std::vector<std::string>(2, "(no error)"));
+  EXPECT_EQ(counts, std::vector<int>({1, 1})) << "rank 0's node restarted uncounted: the job's restart";
+  {
+    std::ofstream marker(dir + "/.torchrun_job");
+    marker << "job-z\n";
+  }
+  const auto [again, zero] = claim_on(1, [](EnvContract& env) { env.job_id = "job-z"; });
+  EXPECT_EQ(again[0], "(no error)");
+  EXPECT_EQ(zero[0], 0);
   std::filesystem::remove_all(dir);
 }
 
