@@ -17,9 +17,9 @@
 namespace ddptrain {
 namespace {
 
-const std::string kHello = "ddptrain/attempt/hello/";      // + rank: its latest token
+const std::string kHello = "ddptrain/attempt/hello/";      // + rank: its token, then "in:" + token
 const std::string kWelcome = "ddptrain/attempt/welcome/";  // + token: the attempt's name
-const std::string kCounted = "/attempt/welcomed";          // after the name: the ranks welcomed
+const std::string kIn = "in:";                             // a hello answered: the rank has the name
 
 // 128 bits from the system's entropy, with the process and the time mixed in.
 std::string fresh_token() {
@@ -37,67 +37,65 @@ std::string fresh_token() {
 std::vector<uint8_t> value_of(const std::string& s) { return {s.begin(), s.end()}; }
 
 // Polls `ready` every 10 ms, doubled to 100 ms (a thousand ranks ask 10 times a second), until it
-// is true or `deadline` passes; a store that fails (rank 0's agent gone) counts as not ready.
+// is true or `deadline` passes. A store's error goes to the caller (the agent that serves it is
+// gone: no wait can succeed).
 template <typename Ready>
 bool poll_until(Clock::time_point deadline, Ready ready) {
   std::chrono::milliseconds pause(10);
   for (;;) {
     const bool late = Clock::now() >= deadline;  // taken before: one more try at the deadline
-    try {
-      if (ready()) return true;
-    } catch (const std::exception&) {
-      return false;
-    }
+    if (ready()) return true;
     if (late) return false;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
 }
 
-// Rank 0: welcomes every hello it reads until the other ranks have all counted themselves in.
+// Rank 0: welcomes each hello it reads (a token it has not welcomed yet) until each other rank has
+// answered the welcome of its latest one; a welcome its rank did not take is taken back.
 std::string welcome_the_others(c10d::Store& store, int world_size, Clock::time_point deadline) {
   const std::string name = fresh_token();
-  std::vector<std::string> hellos;
-  for (int r = 1; r < world_size; ++r) hellos.push_back(str(kHello, r));
-  std::vector<std::vector<uint8_t>> welcomed(hellos.size());
-  bool all_said = hellos.empty();
-  int64_t counted = 0;
+  std::vector<int> waiting;  // the ranks that have not answered
+  for (int r = 1; r < world_size; ++r) waiting.push_back(r);
+  std::vector<std::string> welcomed(static_cast<size_t>(world_size));  // the token welcomed, per rank
+  bool all_said = false;  // every rank's hello is there (an earlier attempt's counts as said)
   const bool done = poll_until(deadline, [&] {
-    if (!all_said) all_said = store.check(hellos);  // an earlier attempt's count as said
-    if (all_said) {
-      const std::vector<std::vector<uint8_t>> now = compat::store_multi_get(store, hellos);
-      for (size_t i = 0; i < now.size(); ++i)
-        if (now[i] != welcomed[i]) {
-          store.set(kWelcome + std::string(now[i].begin(), now[i].end()), value_of(name));
-          welcomed[i] = now[i];
-        }
+    if (waiting.empty()) return true;
+    std::vector<std::string> keys;
+    for (const int r : waiting) keys.push_back(str(kHello, r));
+    if (!all_said && !(all_said = store.check(keys))) return false;
+    const std::vector<std::vector<uint8_t>> said = compat::store_multi_get(store, keys);
+    std::vector<int> still;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const std::string text(said[i].begin(), said[i].end());
+      std::string& last = welcomed[static_cast<size_t>(waiting[i])];
+      if (!last.empty() && text == kIn + last) continue;  // answered
+      still.push_back(waiting[i]);
+      if (text.rfind(kIn, 0) == 0 || text == last) continue;  // an earlier attempt's answer, or no news
+      if (!last.empty()) store.deleteKey(kWelcome + last);
+      store.set(kWelcome + text, value_of(name));
+      last = text;
     }
-    counted = store.add(str("ddptrain/", name, kCounted), 0);
-    return counted == world_size - 1;
+    waiting = std::move(still);
+    return waiting.empty();
   });
-  if (!done) throw RendezvousIncomplete(counted + 1, world_size);
-  return name;
+  if (done) return name;
+  int64_t joined = world_size - static_cast<int64_t>(waiting.size());  // this rank and those answered
+  if (!all_said)                                                       // a first attempt: who said hello
+    for (const int r : waiting) joined += store.check({str(kHello, r)}) ? 1 : 0;
+  throw RendezvousIncomplete(joined, world_size);
 }
 
-// Any other rank: says a fresh token and takes the name its welcome gives.
+// Any other rank: says a fresh token, takes the name its welcome gives and answers it.
 std::string be_welcomed(c10d::Store& store, int rank, int world_size, Clock::time_point deadline) {
-  const std::string token = fresh_token(), welcome = kWelcome + token;
-  try {
-    store.set(str(kHello, rank), value_of(token));
-  } catch (const std::exception&) {
-    throw RendezvousIncomplete(-1, world_size);
-  }
+  const std::string token = fresh_token(), hello = str(kHello, rank), welcome = kWelcome + token;
+  store.set(hello, value_of(token));
   if (!poll_until(deadline, [&] { return store.check({welcome}); }))
     throw RendezvousIncomplete(-1, world_size);
-  try {
-    const std::vector<uint8_t> name = store.get(welcome);
-    store.deleteKey(welcome);
-    const std::string text(name.begin(), name.end());
-    store.add(str("ddptrain/", text, kCounted), 1);
-    return text;
-  } catch (const std::exception&) {
-    throw RendezvousIncomplete(-1, world_size);
-  }
+  const std::vector<uint8_t> name = store.get(welcome);
+  store.deleteKey(welcome);
+  store.set(hello, value_of(kIn + token));
+  return std::string(name.begin(), name.end());
 }
 
 }  // namespace

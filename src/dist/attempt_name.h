@@ -10,10 +10,14 @@
 // counts, never met again until --max_restarts ran out; ranks that did share a count read an
 // earlier attempt's Gloo addresses.) The ranks agree on a name instead: rank 0 draws one; every
 // other rank draws a fresh token, sets it as its hello and waits for a welcome keyed by that token
-// (a key no earlier attempt set), whose value is rank 0's name; rank 0 welcomes each hello it reads
-// until every rank has counted itself in under the name (an earlier attempt's hello, read before
-// its rank's new one, gets a welcome nobody reads). The workers of an earlier attempt have ended
-// by then: each agent stops its workers before it joins the next round.
+// (a key no earlier attempt set), whose value is rank 0's name, then answers it (its hello becomes
+// "in:" + token); rank 0 welcomes each new hello it reads until every rank has answered the
+// welcome of its latest one (an earlier attempt's hello, read before its rank's new one, gets a
+// welcome nobody reads, taken back when the new one comes). Under torch's c10d rendezvous every
+// agent stops its workers before it joins the next round; under static rendezvous an agent
+// restarts its own alone, and another node's workers of the earlier attempt end at their next
+// collective (one still waiting for its welcome may be welcomed into the new attempt: it has its
+// rank in the same job, and the last hello of a rank is the one answered).
 #pragma once
 
 #include <string>

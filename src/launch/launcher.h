@@ -3,7 +3,8 @@
 // runs it) starts N local workers of this binary with the
 // torchrun environment contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 // MASTER_ADDR, MASTER_PORT, and torchrun's ROLE_*, GROUP_WORLD_SIZE, TORCHELASTIC_*), prefixes
-// their output lines with `[rank]`, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT, and when a
+// their output lines with `[rank]`, forwards SIGINT, and SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
+// as SIGTERM, and when a
 // worker fails stops the others (SIGTERM, then SIGKILL after a grace period) and exits non-zero
 // naming the first failed rank and its exit code or signal. Each worker leads a session and
 // process group of its own (as torchrun's start_new_session), and the launcher signals the

@@ -45,14 +45,15 @@ void install_stop_handlers() {
   for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&sa.sa_mask, sig);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  // Each stops and saves as SIGTERM does, as under `ddptrain launch`, unless it is ignored (nohup):
-  // then the run goes on. A hang-up (the ssh session of a bare `ddptrain train` gone); a quit
-  // (torchrun forwards SIGQUIT as it came; its default dumped core); SIGUSR1/SIGUSR2, a scheduler's
-  // warning before its time limit (Slurm's --signal, torchrun --signals_to_handle), whose default
-  // ended the run unsaved.
+  // Each stops and saves as SIGTERM does, as under `ddptrain launch`, where it has its default
+  // action: ignored (nohup), the run goes on; a program's own handler stays. A hang-up (the ssh
+  // session of a bare `ddptrain train` gone); a quit (torchrun forwards SIGQUIT as it came; its
+  // default dumped core); SIGUSR1/SIGUSR2, a scheduler's warning before its time limit (Slurm's
+  // --signal, torchrun --signals_to_handle), whose default ended the run unsaved.
   for (const int sig : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
     struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
+    if (::sigaction(sig, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+      ::sigaction(sig, &sa, nullptr);
   }
   // `ddptrain train ... | tee log` and a Ctrl-C: tee ends first, and the next log line (the stop
   // being said) would end the process by SIGPIPE before its save. Ignored, the write fails.

@@ -1,5 +1,5 @@
-// Graceful stop on SIGTERM/SIGINT (and SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, each unless it is
-// ignored: nohup): the signal is
+// Graceful stop on SIGTERM/SIGINT (and SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, each where it has
+// its default action: not ignored (nohup), nor handled by the program): the signal is
 // recorded instead of killing the process;
 // the trainer stops at the next step boundary that every rank agrees on, writes a
 // checkpoint (checkpoint.on_signal; --checkpoint_on_signal) and the process exits with 128 + signal.

@@ -78,7 +78,10 @@ struct FaultPlan {
     f.term_in_eval_epoch = env::get_int("DDPTRAIN_FAULT_TERM_IN_EVAL", 1, INT64_MAX).value_or(-1);
     f.hang_at_step = env::get_int("DDPTRAIN_FAULT_HANG_AT_STEP", 0, INT64_MAX).value_or(-1);
     const std::string stall = env::get("DDPTRAIN_FAULT_STALL_AT_STEP").value_or("");
-    if (const auto at = stall.find('@'); at != std::string::npos) {
+    if (!stall.empty()) {
+      const auto at = stall.find('@');
+      if (at == std::string::npos || at + 1 == stall.size())
+        throw Error("DDPTRAIN_FAULT_STALL_AT_STEP takes N@FILE, not '" + stall + "'");
       f.stall_at_step = std::stoll(stall.substr(0, at));
       f.stall_file = stall.substr(at + 1);
     }
@@ -101,8 +104,10 @@ struct FaultPlan {
     if (rank == this->rank && global_step == kill_at_step) ::kill(::getpid(), SIGKILL);
     if (rank == this->rank && global_step == throw_at_step)
       throw Error(detail::concat("injected fault (DDPTRAIN_FAULT_THROW_AT_STEP) after step ", global_step));
-    if (rank == this->rank && global_step == stall_at_step && ::access(stall_file.c_str(), F_OK) != 0) {
-      if (std::FILE* made = std::fopen(stall_file.c_str(), "w")) std::fclose(made);
+    std::FILE* once = nullptr;  // made here: the stall's one time (an unwritable FILE: none)
+    if (rank == this->rank && global_step == stall_at_step && ::access(stall_file.c_str(), F_OK) != 0 &&
+        (once = std::fopen(stall_file.c_str(), "w")) != nullptr) {
+      std::fclose(once);
       ::signal(SIGTERM, SIG_DFL);
       ::signal(SIGINT, SIG_DFL);
       for (;;) ::pause();

@@ -57,10 +57,11 @@ using CommBackend = c10d::ProcessGroup;
 #endif
 using CommHandle = c10::intrusive_ptr<CommBackend>;
 
-/// The values of `keys` (all there) in one request where the store has one (2.x).
+/// The values of `keys` (all there) in one request where the store has one (c10d's multiGet came
+/// in a 2.x; 2.4 and later have it for sure).
 inline std::vector<std::vector<uint8_t>> store_multi_get(c10d::Store& store,
                                                          const std::vector<std::string>& keys) {
-#if TORCH_VERSION_MAJOR >= 2
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   return store.multiGet(keys);
 #else
   std::vector<std::vector<uint8_t>> values;

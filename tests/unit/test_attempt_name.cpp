@@ -81,6 +81,9 @@ TEST(AttemptName, TheRanksOfAnAttemptAgreeAndEachAttemptHasItsOwn) {
 
 TEST(AttemptName, ARankThatDoesNotComeEndsTheOthersAtTheDeadline) {
   AgentStore agent;
+  // A first attempt: rank 0 counts the hellos said.
+  const std::vector<std::string> first = attempt(agent, 3, {0, 0, 2500}, std::chrono::milliseconds(1000));
+  EXPECT_EQ(first[0], "incomplete: 2 of the job's 3 ranks joined");
   attempt(agent, 3, {0, 0, 0});  // an earlier attempt: rank 2's hello is in the store
   const Clock::time_point start = Clock::now();
   // Rank 2 comes after the deadline.
