@@ -68,10 +68,13 @@ TEST(UserIntent, EveryFlagTheDocsNameExists) {
                                         "--rdzv_backend",
                                         "--rdzv_endpoint",
                                         "--rdzv_id",
-                                        "--standalone",       // torchrun
-                                        "--ntasks-per-node",  // Slurm's srun
-                                        "--binary",           // scripts/gpu_deps.sh
-                                        "--steps"};           // scripts/profile_table.py
+                                        "--standalone",
+                                        "--signals_to_handle",
+                                        "--shutdown_timeout",  // torchrun
+                                        "--signal",            // Slurm's sbatch
+                                        "--ntasks-per-node",   // Slurm's srun
+                                        "--binary",            // scripts/gpu_deps.sh
+                                        "--steps"};            // scripts/profile_table.py
   std::vector<std::string> pages = {source_dir() + "/README.md"};
   for (const auto& e : fs::directory_iterator(source_dir() + "/docs"))
     if (e.path().extension() == ".md" && e.path().filename() != "status.md")
