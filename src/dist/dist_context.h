@@ -60,6 +60,8 @@ class DistContext {
   bool is_main() const { return env_.rank == 0; }
   /// TORCHELASTIC_RESTART_COUNT: how many times the launcher restarted this group (0: first attempt).
   int restart_count() const { return env_.restart_count; }
+  /// The launcher's time between a stop signal and SIGKILL, in seconds (0: unknown).
+  int stop_grace_s() const { return env_.stop_grace_s; }
   /// TORCHELASTIC_RUN_ID: the torchrun job's rendezvous id ("" where none; Note [A torchrun job's restarts]).
   const std::string& job_id() const { return env_.job_id; }
   const at::Device& device() const { return device_; }

@@ -163,7 +163,10 @@ const std::vector<const char*>& launcher_variables() {
                                                  "TORCHELASTIC_USE_AGENT_STORE",
                                                  "TORCHELASTIC_RESTART_COUNT",
                                                  "TORCHELASTIC_RUN_ID",
-                                                 "DDPTRAIN_LAUNCH_DIR"};
+                                                 "DDPTRAIN_LAUNCH_DIR",
+                                                 "DDPTRAIN_STOP_GRACE_S",
+                                                 "TORCHELASTIC_MAX_RESTARTS",
+                                                 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   return names;
 }
 
@@ -210,6 +213,10 @@ EnvContract read_env_contract() {
   e.job_id = env::get("TORCHELASTIC_RUN_ID").value_or("");      // Note [A torchrun job's restarts]
   if (e.job_id == "none") e.job_id.clear();                     // static rendezvous (and ddptrain launch)
   e.launch_dir = env::get("DDPTRAIN_LAUNCH_DIR").value_or("");  // Note [Stall seen by the launcher]
+  const bool torchrun = env::get("TORCHELASTIC_MAX_RESTARTS").has_value();
+  e.stop_grace_s = static_cast<int>(
+      env::get_int("DDPTRAIN_STOP_GRACE_S", 0, 1 << 30)
+          .value_or(torchrun ? env::get_int("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 0, 1 << 30).value_or(30) : 0));
   return e;
 }
 

@@ -38,6 +38,10 @@ struct EnvContract {
   int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT (this node's agent's count)
   std::string job_id;      // TORCHELASTIC_RUN_ID, torchrun's rendezvous id ("": none, or static's "none")
   std::string launch_dir;  // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
+  /// Seconds the launcher gives its workers between a stop signal and SIGKILL (0: unknown):
+  /// DDPTRAIN_STOP_GRACE_S (ddptrain launch's --signal_grace_s), else torchrun's
+  /// (TORCHELASTIC_MAX_RESTARTS set): TORCH_ELASTIC_SHUTDOWN_TIMEOUT, or its default 30.
+  int stop_grace_s = 0;
 };
 
 /// Reads and validates the environment; UsageError naming the variable when invalid.

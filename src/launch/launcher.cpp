@@ -92,6 +92,7 @@ std::vector<Worker> spawn_workers(const LaunchOptions& o, const std::string& sel
         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
         {"TORCHELASTIC_USE_AGENT_STORE", "False"},  // rank 0 serves the store (not an outer torchrun's)
         {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+        {"DDPTRAIN_STOP_GRACE_S", std::to_string(o.signal_grace_s)},
         {"TORCHELASTIC_ERROR_FILE", error_file_of(error_dir, w.rank)},
     };
     ::unlink(env.back().second.c_str());

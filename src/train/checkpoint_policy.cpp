@@ -102,9 +102,24 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   const int64_t step = s.global_step;
   SaveOptions so{opts_.checkpoint.keep, [this, step](const char* stage) { hooks_.in_save(step, stage); }};
   saved_step_ = s.global_step;
+  const auto start = Clock::now();
   last_ = save_checkpoint(ctx_, opts_.checkpoint.dir, name, parts_, meta, opts_.config_json, std::move(so));
   last_owes_ = owed_.has_value();
   ctx_.log().info(str("checkpoint saved: ", last_));
+  warn_of_the_stop_grace(seconds_since(start));
+}
+
+// A stop's save must end within the launcher's grace before SIGKILL: said once, where a save took
+// more than half of it (a stop cut short keeps the previous checkpoint as the newest).
+void CheckpointPolicy::warn_of_the_stop_grace(double save_s) {
+  const int grace = ctx_.stop_grace_s();
+  if (said_grace_ || grace <= 0 || save_s <= grace / 2.0 || !ctx_.is_main()) return;
+  said_grace_ = true;
+  ctx_.log().warn(str("this checkpoint took ", fmt("%.1f", save_s),
+                      " s to save, and the launcher gives a stop ", grace,
+                      " s to save before SIGKILL: a stop's save may be cut short (the previous checkpoint "
+                      "stays the newest). Give it more (ddptrain launch --signal_grace_s; torchrun "
+                      "--shutdown_timeout or TORCH_ELASTIC_SHUTDOWN_TIMEOUT, torch 2.15)"));
 }
 
 }  // namespace ddptrain

@@ -54,6 +54,7 @@ class CheckpointPolicy : public Callback {
   bool due_by_steps(const TrainState& s) const;
   void save_if_due(const TrainState& s, const EpochEvent& e);
   void save(const TrainState& s, bool epoch_complete);
+  void warn_of_the_stop_grace(double save_s);
 
   const DistContext& ctx_;
   const TrainerOptions& opts_;
@@ -66,6 +67,7 @@ class CheckpointPolicy : public Callback {
   std::optional<nlohmann::json> owed_;  // the epoch's summary, while its save owes the evaluation
   bool last_owes_ = false;              // last_ owes its epoch's evaluation
   double step_save_s_ = 0;
+  bool said_grace_ = false;  // the stop grace's warning, once
 };
 
 }  // namespace ddptrain

@@ -142,15 +142,23 @@ TEST(E2E, MetricsFileTensorBoardAndPlot) {
 // A step checkpoint's time is not the steps': the save after step 2, slowed by 3 s
 // (DDPTRAIN_FAULT_SLOW_SAVE), is the next step record's checkpoint_s, and its ms_per_step is
 // the steps' alone (samples_per_s is computed from the same time). They held the save: the interval's rates
-// read a fraction.
+// read a fraction. A save that takes more than half of the launcher's grace before SIGKILL (here
+// ddptrain launch's 4 s) is said, once: a stop's save would be cut short.
 TEST(E2E, AStepCheckpointsTimeIsNotChargedToTheStepRates) {
   const std::string dir = fresh_dir("step_save_time");
   std::vector<std::string> argv =
       tiny_train(dir, {"--max_steps", "6", "--log_interval", "2", "--save_every_steps", "2", "--metrics_file",
                        dir + "/m.jsonl"});
   argv.insert(argv.begin(), binary());
-  ProcResult r = run(argv, {{"DDPTRAIN_FAULT_SLOW_SAVE", "3@2"}}, 300);
+  ProcResult r = run(argv,
+                     {{"DDPTRAIN_FAULT_SLOW_SAVE", "3@2"},
+                      {"RANK", "0"},
+                      {"WORLD_SIZE", "1"},
+                      {"DDPTRAIN_STOP_GRACE_S", "4"}},
+                     300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(lines_with(r.output, "and the launcher gives a stop 4 s to save before SIGKILL").size(), 1u)
+      << r.output;
   std::map<int64_t, nlohmann::json> steps;
   for (const auto& rec : read_jsonl(dir + "/m.jsonl"))
     if (rec.value("kind", "") == "step") steps[rec.at("step").get<int64_t>()] = rec;

@@ -88,6 +88,22 @@ TEST(LauncherEnv, NoneIsOneProcessAndTorchrunsIsReadAsGiven) {
   EXPECT_EQ(e.master_port, 29511);
 }
 
+// How long a stop may take to save before the launcher's SIGKILL: ddptrain launch's
+// --signal_grace_s, torchrun's shutdown timeout (30 s unless TORCH_ELASTIC_SHUTDOWN_TIMEOUT), else
+// unknown.
+TEST(LauncherEnv, TheLaunchersStopGraceIsKnownWhereItSaysIt) {
+  const auto grace = [](std::map<std::string, std::string> vars) {
+    vars.insert({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+    LauncherEnv env(vars);
+    return read_env_contract().stop_grace_s;
+  };
+  EXPECT_EQ(grace({}), 0);
+  EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"}}), 30);
+  EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"}}), 120);
+  EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "0"}, {"DDPTRAIN_STOP_GRACE_S", "60"}}), 60);
+  EXPECT_NE(refusal({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"DDPTRAIN_STOP_GRACE_S", "soon"}}), "(accepted)");
+}
+
 TEST(LauncherEnv, SlurmsRanksPerNodeComeFromTheStepsTaskList) {
   // srun -n 7 over 2 nodes: node 1 runs 3, whatever --ntasks-per-node the allocation asked.
   EXPECT_EQ(who(with_rendezvous({{"SLURM_PROCID", "5"},
