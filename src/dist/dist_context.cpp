@@ -166,6 +166,9 @@ DistContext::DistContext(const EnvContract& env, const DistOptionsResolved& opts
                               env_.world_size,
                               " ranks started, with this MASTER_ADDR/MASTER_PORT and "
                               "WORLD_SIZE?)")
+                    : env_.use_agent_store
+                        ? std::string(" (torchrun's agent serves this store: is the agent of the job's first "
+                                      "node still running?)")
                         : std::string(" (is rank 0 running, MASTER_ADDR/MASTER_PORT right, and the "
                                       "port free?)")));
   }

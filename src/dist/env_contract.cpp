@@ -1,6 +1,7 @@
 #include "dist/env_contract.h"
 
 #include <cctype>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -136,6 +137,21 @@ LauncherAnswer this_launcher() {
   return {};
 }
 
+// torchrun's wait between its stop signal and SIGKILL (TORCHELASTIC_MAX_RESTARTS set), else 0: torch
+// 2.15's --shutdown_timeout in its environment spelling (PET_), then TORCH_ELASTIC_SHUTDOWN_TIMEOUT,
+// then 30 s (the fixed wait of earlier torchruns, which read neither). Read leniently: a value only
+// a warning uses, which another torch's torchrun may ignore, never stops a start.
+int torchrun_stop_grace_s() {
+  if (!env::get("TORCHELASTIC_MAX_RESTARTS")) return 0;
+  for (const char* name : {"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}) {
+    const std::string v = env::get(name).value_or("");
+    char* end = nullptr;
+    const long seconds = std::strtol(v.c_str(), &end, 10);
+    if (!v.empty() && *end == '\0' && seconds > 0 && seconds < (1 << 30)) return static_cast<int>(seconds);
+  }
+  return 30;
+}
+
 }  // namespace
 
 const std::vector<const char*>& launcher_variables() {
@@ -166,7 +182,8 @@ const std::vector<const char*>& launcher_variables() {
                                                  "DDPTRAIN_LAUNCH_DIR",
                                                  "DDPTRAIN_STOP_GRACE_S",
                                                  "TORCHELASTIC_MAX_RESTARTS",
-                                                 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+                                                 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+                                                 "PET_SHUTDOWN_TIMEOUT"};
   return names;
 }
 
@@ -213,10 +230,8 @@ EnvContract read_env_contract() {
   e.job_id = env::get("TORCHELASTIC_RUN_ID").value_or("");      // Note [A torchrun job's restarts]
   if (e.job_id == "none") e.job_id.clear();                     // static rendezvous (and ddptrain launch)
   e.launch_dir = env::get("DDPTRAIN_LAUNCH_DIR").value_or("");  // Note [Stall seen by the launcher]
-  const bool torchrun = env::get("TORCHELASTIC_MAX_RESTARTS").has_value();
-  e.stop_grace_s = static_cast<int>(
-      env::get_int("DDPTRAIN_STOP_GRACE_S", 0, 1 << 30)
-          .value_or(torchrun ? env::get_int("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", 0, 1 << 30).value_or(30) : 0));
+  e.stop_grace_s =
+      static_cast<int>(env::get_int("DDPTRAIN_STOP_GRACE_S", 0, 1 << 30).value_or(torchrun_stop_grace_s()));
   return e;
 }
 

@@ -40,7 +40,8 @@ struct EnvContract {
   std::string launch_dir;  // DDPTRAIN_LAUNCH_DIR: ddptrain launch watches for stalls there
   /// Seconds the launcher gives its workers between a stop signal and SIGKILL (0: unknown):
   /// DDPTRAIN_STOP_GRACE_S (ddptrain launch's --signal_grace_s), else torchrun's
-  /// (TORCHELASTIC_MAX_RESTARTS set): TORCH_ELASTIC_SHUTDOWN_TIMEOUT, or its default 30.
+  /// (TORCHELASTIC_MAX_RESTARTS set): PET_SHUTDOWN_TIMEOUT or TORCH_ELASTIC_SHUTDOWN_TIMEOUT where a
+  /// whole positive number, else its default 30 (a --shutdown_timeout on its command line is unseen).
   int stop_grace_s = 0;
 };
 

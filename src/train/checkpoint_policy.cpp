@@ -1,6 +1,8 @@
 #include "train/checkpoint_policy.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "checkpoint/checkpoint.h"
 #include "train/fingerprint.h"
@@ -100,13 +102,17 @@ void CheckpointPolicy::save(const TrainState& s, bool epoch_complete) {
   else
     std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(s.global_step));
   const int64_t step = s.global_step;
-  SaveOptions so{opts_.checkpoint.keep, [this, step](const char* stage) { hooks_.in_save(step, stage); }};
-  saved_step_ = s.global_step;
   const auto start = Clock::now();
+  auto published = start;  // rank 0's: when the checkpoint took its name (what a stop must reach)
+  SaveOptions so{opts_.checkpoint.keep, [this, step, &published](const char* stage) {
+                   hooks_.in_save(step, stage);
+                   if (std::strcmp(stage, "renamed") == 0) published = Clock::now();
+                 }};
+  saved_step_ = s.global_step;
   last_ = save_checkpoint(ctx_, opts_.checkpoint.dir, name, parts_, meta, opts_.config_json, std::move(so));
   last_owes_ = owed_.has_value();
   ctx_.log().info(str("checkpoint saved: ", last_));
-  warn_of_the_stop_grace(seconds_since(start));
+  warn_of_the_stop_grace(std::chrono::duration<double>(published - start).count());
 }
 
 // A stop's save must end within the launcher's grace before SIGKILL: said once, where a save took
@@ -115,11 +121,12 @@ void CheckpointPolicy::warn_of_the_stop_grace(double save_s) {
   const int grace = ctx_.stop_grace_s();
   if (said_grace_ || grace <= 0 || save_s <= grace / 2.0 || !ctx_.is_main()) return;
   said_grace_ = true;
-  ctx_.log().warn(str("this checkpoint took ", fmt("%.1f", save_s),
-                      " s to save, and the launcher gives a stop ", grace,
-                      " s to save before SIGKILL: a stop's save may be cut short (the previous checkpoint "
-                      "stays the newest). Give it more (ddptrain launch --signal_grace_s; torchrun "
-                      "--shutdown_timeout or TORCH_ELASTIC_SHUTDOWN_TIMEOUT, torch 2.15)"));
+  ctx_.log().warn(
+      str("this checkpoint took ", fmt("%.1f", save_s), " s to save, and the launcher gives a stop ", grace,
+          " s to save before SIGKILL (torchrun's default, unless its --shutdown_timeout given on "
+          "its command line says more): a stop's save may be cut short (the previous checkpoint "
+          "stays the newest). Give it more (ddptrain launch --signal_grace_s; torch 2.15's "
+          "torchrun --shutdown_timeout, PET_SHUTDOWN_TIMEOUT or TORCH_ELASTIC_SHUTDOWN_TIMEOUT)"));
 }
 
 }  // namespace ddptrain

@@ -100,6 +100,14 @@ TEST(LauncherEnv, TheLaunchersStopGraceIsKnownWhereItSaysIt) {
   EXPECT_EQ(grace({}), 0);
   EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"}}), 30);
   EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"}}), 120);
+  EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"},
+                   {"PET_SHUTDOWN_TIMEOUT", "90"},
+                   {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "120"}}),
+            90);
+  // torchrun's variables are read leniently: a value only a warning uses never stops a start.
+  for (const char* odd : {"30.5", "-1", "soon", "30 "})
+    EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", odd}}), 30)
+        << odd;
   EXPECT_EQ(grace({{"TORCHELASTIC_MAX_RESTARTS", "0"}, {"DDPTRAIN_STOP_GRACE_S", "60"}}), 60);
   EXPECT_NE(refusal({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"DDPTRAIN_STOP_GRACE_S", "soon"}}), "(accepted)");
 }
