@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "dist/rendezvous_barrier.h"
@@ -35,21 +33,6 @@ std::string fresh_token() {
 }
 
 std::vector<uint8_t> value_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-// Polls `ready` every 10 ms, doubled to 100 ms (a thousand ranks ask 10 times a second), until it
-// is true or `deadline` passes. A store's error goes to the caller (the agent that serves it is
-// gone: no wait can succeed).
-template <typename Ready>
-bool poll_until(Clock::time_point deadline, Ready ready) {
-  std::chrono::milliseconds pause(10);
-  for (;;) {
-    const bool late = Clock::now() >= deadline;  // taken before: one more try at the deadline
-    if (ready()) return true;
-    if (late) return false;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
-}
 
 // Rank 0: welcomes each hello it reads (a token it has not welcomed yet) until each other rank has
 // answered the welcome of its latest one; a welcome its rank did not take is taken back.

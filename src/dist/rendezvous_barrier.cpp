@@ -113,15 +113,13 @@ void wait_for_every_rank(c10d::Store& store, int rank, int world_size, Clock::ti
   if (joined == world_size) store.set(kAll, std::vector<uint8_t>{1});
   // Polled, as torch's own store-based barrier polls: LibTorch 1.13's TCPStore cannot cancel a
   // wait that timed out (the answer comes later, to the next request), so no wait until the
-  // key is there. The count is read every second: rank 0 gives up at the same deadline, and its
-  // store goes with it, so the last count read is what this rank says.
+  // key is there. The count is read every second, and at the deadline: rank 0 gives up at the
+  // same deadline, and its store goes with it, so the last count read is what this rank says.
   auto next_count = Clock::now() + std::chrono::seconds(1);
-  std::chrono::milliseconds pause(10);  // doubled to 100 ms: a thousand ranks ask 10 times a second
-  for (;;) {
-    const bool late = Clock::now() >= deadline;  // taken before the check: one more at the deadline
+  const bool all = poll_until(deadline, [&] {
     try {
-      if (store.check({kAll})) break;
-      if (late || Clock::now() >= next_count) {
+      if (store.check({kAll})) return true;
+      if (Clock::now() >= deadline || Clock::now() >= next_count) {
         bound();
         joined = store.add(kJoined, 0);
         next_count = Clock::now() + std::chrono::seconds(1);
@@ -129,10 +127,9 @@ void wait_for_every_rank(c10d::Store& store, int rank, int world_size, Clock::ti
     } catch (const std::exception&) {  // the store is gone (rank 0 gave up): the last count read
       throw RendezvousIncomplete(joined, world_size);
     }
-    if (late) throw RendezvousIncomplete(joined, world_size);
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
+    return false;
+  });
+  if (!all) throw RendezvousIncomplete(joined, world_size);
   // From here a request waits as long as a collective: the store's timeout, which its gets and
   // waits take; on 1.13 a wait (on the key now there: at once) also gives it to the socket.
   store.setTimeout(then);

@@ -11,10 +11,12 @@
 // says how many of the job's ranks joined.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
 #include <string>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -43,6 +45,21 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const std::string& host, const 
 /// before rank 0 serves the store (Note [A client waits for the store's server]). Error at once
 /// for a host that does not resolve, at `deadline` where nothing accepted.
 void wait_until_served(const std::string& host, uint16_t port, Clock::time_point deadline);
+
+/// Calls `ready` every 10 ms, the pause doubled up to 100 ms (a thousand ranks ask 10 times a
+/// second), until it returns true (then true) or `deadline` has passed (then false, after one last
+/// call at the deadline). What `ready` throws goes to the caller.
+template <typename Ready>
+bool poll_until(Clock::time_point deadline, Ready ready) {
+  std::chrono::milliseconds pause(10);
+  for (;;) {
+    const bool late = Clock::now() >= deadline;  // taken before the call: one more at the deadline
+    if (ready()) return true;
+    if (late) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
 
 /// Counts `rank` in on `store` and waits until all `world_size` ranks have, at most until
 /// `deadline` (every request bounded by it); then the store's requests wait as long as `then`
